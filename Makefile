@@ -1,0 +1,37 @@
+# llmctl developer targets. `make install` builds .venv with everything the tests need.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: install test lint typecheck bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH_CPU)"
+	$(BIN)/pip install --quiet -e ".[serving,bench,test]"
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install typecheck
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# mypy --strict on the import package. The layer folders are mapped into `llmctl` by setuptools;
+# mypy cannot follow that mapping, so it checks a tree of links shaped like the installed package.
+typecheck: install
+	rm -rf build/typecheck && mkdir -p build/typecheck/llmctl
+	cp -r llmctl/. build/typecheck/llmctl/
+	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" build/typecheck/llmctl/$$d; done
+	cd build/typecheck && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p llmctl
+
+bench: install
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""llmctl blueprints layer."""

@@ -1,0 +1,86 @@
+"""Views of blueprints for the CLI: list rows, a detailed description and the field reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmctl.blueprints.catalog import catalog_names, load_blueprint
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pricing import blueprint_cost, node_plan
+from llmctl.blueprints.rules import engine_of, is_gated
+from llmctl.blueprints.schema import Blueprint
+from pydantic import BaseModel
+
+
+def summaries() -> list[dict[str, Any]]:
+    """One row per catalog blueprint."""
+    catalog = hardware()
+    rows = []
+    for name in catalog_names():
+        bp = load_blueprint(name, catalog)
+        cost = blueprint_cost(bp, catalog)
+        rows.append(
+            {
+                "name": bp.name,
+                "description": bp.description,
+                "runtime": bp.runtime,
+                "accelerator": bp.compute.accelerator,
+                "instance_type": bp.compute.instance_type,
+                "tensor_parallel": bp.compute.tensor_parallel,
+                "replicas": bp.scaling.replicas,
+                "min_replicas": bp.scaling.min_replicas,
+                "max_replicas": bp.scaling.max_replicas,
+                "model": bp.model.id,
+                "hourly_usd": round(cost.serving_hourly_usd, 4),
+            }
+        )
+    return rows
+
+
+def describe(ref: str) -> dict[str, Any]:
+    """A blueprint as data plus what follows from it."""
+    catalog = hardware()
+    bp = load_blueprint(ref, catalog)
+    plan = node_plan(bp, catalog)
+    cost = blueprint_cost(bp, catalog)
+    return {
+        "blueprint": bp.model_dump(mode="json"),
+        "derived": {
+            "engine": engine_of(bp),
+            "gated_model": is_gated(bp),
+            "replicas_per_node": plan.replicas_per_node,
+            "nodes": plan.nodes,
+            "nodes_max": plan.nodes_max,
+            "serving_hourly_usd": round(cost.serving_hourly_usd, 4),
+            "platform_hourly_usd": round(cost.platform_hourly_usd, 4),
+        },
+    }
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON schema of a blueprint file (for editors and CI)."""
+    return Blueprint.model_json_schema()
+
+
+def _walk(model: type[BaseModel], prefix: str) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows.append(
+                {"field": path, "type": "object", "default": "", "description": info.description or ""}
+            )
+            rows.extend(_walk(annotation, f"{path}."))
+            continue
+        default = "" if info.is_required() else repr(info.get_default(call_default_factory=True))
+        type_name = str(annotation).replace("typing.", "")
+        rows.append(
+            {"field": path, "type": type_name, "default": default, "description": info.description or ""}
+        )
+    return rows
+
+
+def field_reference() -> list[dict[str, str]]:
+    """Every field of the schema, depth first, with type, default and description."""
+    return _walk(Blueprint, "")

@@ -1,0 +1,273 @@
+"""Cross-field rules: what cannot run, found before any cloud call.
+
+Each rule returns problems as (field path, message with the fix). They need the hardware and
+model catalogs, so they run after the schema has accepted the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
+from llmctl.blueprints.models import ModelArch, lookup_model
+from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.sizing import allowed_tp, check_fit
+
+from llmctl.errors import CatalogError
+
+Problem = tuple[str, str]
+
+# Runtimes that drive transformers-neuronx, and those whose app serves the seeds' /infer route.
+TRANSFORMERS_NEURONX = ("ray-neuronx", "torchserve-neuronx")
+INFER_ROUTE = ("ray-neuronx", "ray-cpu")
+OPENAI_API = ("ray-neuronx", "ray-vllm", "ray-cpu")
+
+
+def engine_of(blueprint: Blueprint) -> str:
+    """The inference engine a blueprint's runtime drives on its accelerator."""
+    if blueprint.runtime in TRANSFORMERS_NEURONX:
+        return "transformers-neuronx"
+    if blueprint.runtime == "ray-vllm" and blueprint.is_neuron:
+        return "vllm-neuron"
+    if blueprint.runtime in ("ray-vllm", "triton-vllm"):
+        return "vllm-cuda"
+    return "transformers-cpu"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the rules look at."""
+
+    blueprint: Blueprint
+    catalog: HardwareCatalog
+    instance: Instance | None
+    arch: ModelArch | None
+
+
+def _instance(ctx: Context) -> list[Problem]:
+    bp = ctx.blueprint
+    if ctx.instance is None:
+        try:
+            ctx.catalog.instance(bp.compute.instance_type)
+        except CatalogError as exc:
+            return [("compute.instance_type", f"{exc.message}")]
+        return []
+    if ctx.instance.accelerator != bp.compute.accelerator:
+        return [
+            (
+                "compute.instance_type",
+                f"{ctx.instance.name} carries {ctx.instance.accelerator}, not {bp.compute.accelerator}; "
+                f"pick a {bp.compute.accelerator} instance or change compute.accelerator",
+            )
+        ]
+    return []
+
+
+def _runtime(ctx: Context) -> list[Problem]:
+    bp = ctx.blueprint
+    info = ctx.catalog.accelerator(bp.compute.accelerator)
+    if bp.runtime not in info.runtimes:
+        return [
+            (
+                "runtime",
+                f"runtime {bp.runtime} does not run on {bp.compute.accelerator}; "
+                f"runtimes for {bp.compute.accelerator}: {', '.join(info.runtimes)}",
+            )
+        ]
+    return []
+
+
+def _software(ctx: Context) -> list[Problem]:
+    bp, image = ctx.blueprint, ctx.blueprint.image
+    engine = engine_of(bp)
+    problems: list[Problem] = []
+    if not bp.is_neuron:
+        if image.neuron_sdk:
+            problems.append(
+                ("image.neuron_sdk", f"a Neuron SDK is set but the accelerator is {bp.compute.accelerator}")
+            )
+        if engine == "vllm-cuda" and not image.cuda:
+            problems.append(("image.cuda", "GPU images must declare their CUDA version"))
+        return problems
+    if image.cuda:
+        problems.append(("image.cuda", "a CUDA version is set but the accelerator is Neuron"))
+    if not image.neuron_sdk:
+        return [*problems, ("image.neuron_sdk", "Neuron images must declare their Neuron SDK version")]
+    if engine == "vllm-neuron" and not image.vllm:
+        return [*problems, ("image.vllm", "vLLM-on-Neuron images must declare their vLLM version")]
+    family = ctx.instance.family if ctx.instance else None
+    ranges = ctx.catalog.neuron_software.get(engine, [])
+    sdk_ok = [r for r in ranges if in_range(image.neuron_sdk, r.sdk_min, r.sdk_max)]
+    if engine == "vllm-neuron" and image.vllm:
+        sdk_ok = [r for r in sdk_ok if in_range(image.vllm, r.vllm_min, r.vllm_max)]
+    if not sdk_ok:
+        allowed = "; ".join(
+            f"SDK {r.sdk_min or 'any'}..{r.sdk_max or 'newer'}"
+            + (f" with vLLM {r.vllm_min or 'any'}..{r.vllm_max or 'newer'}" if r.vllm_min else "")
+            + f" on {', '.join(r.families)}"
+            + (f" ({r.note})" if r.note else "")
+            for r in ranges
+        )
+        version = f"Neuron SDK {image.neuron_sdk}" + (
+            f" with vLLM {image.vllm}" if engine == "vllm-neuron" else ""
+        )
+        return [*problems, ("image.neuron_sdk", f"{engine} does not run on {version}; supported: {allowed}")]
+    if family and not any(family in r.families for r in sdk_ok):
+        families = sorted({f for r in sdk_ok for f in r.families})
+        return [
+            *problems,
+            (
+                "image.neuron_sdk",
+                f"{engine} on Neuron SDK {image.neuron_sdk} does not support {family}; it runs on "
+                f"{', '.join(families)} — pick an image whose SDK supports {family} or another instance",
+            ),
+        ]
+    return problems
+
+
+def _parallelism(ctx: Context) -> list[Problem]:
+    bp = ctx.blueprint
+    info = ctx.catalog.accelerator(bp.compute.accelerator)
+    tp = bp.compute.tensor_parallel
+    degrees = allowed_tp(info, bp.runtime in TRANSFORMERS_NEURONX)
+    problems: list[Problem] = []
+    if tp not in degrees:
+        problems.append(
+            (
+                "compute.tensor_parallel",
+                f"tp {tp} is not allowed on {bp.compute.accelerator}; use one of {degrees}",
+            )
+        )
+    if ctx.instance is not None and info.kind != "cpu" and tp > ctx.instance.parallel_units:
+        unit = "NeuronCores" if info.kind == "neuron" else "GPUs"
+        problems.append(
+            (
+                "compute.tensor_parallel",
+                f"tp {tp} is larger than the {ctx.instance.parallel_units} {unit} of {ctx.instance.name}",
+            )
+        )
+    return problems
+
+
+def _fit(ctx: Context) -> list[Problem]:
+    bp, arch, instance = ctx.blueprint, ctx.arch, ctx.instance
+    if arch is None or instance is None or instance.accelerator != bp.compute.accelerator:
+        return []
+    problems: list[Problem] = []
+    if bp.model.max_context > arch.max_context:
+        problems.append(
+            (
+                "model.max_context",
+                f"{bp.model.max_context} exceeds the {arch.max_context} tokens {arch.key} supports",
+            )
+        )
+    if bp.serving.max_new_tokens >= bp.model.max_context:
+        problems.append(
+            ("serving.max_new_tokens", f"must be smaller than model.max_context ({bp.model.max_context})")
+        )
+    info = ctx.catalog.accelerator(bp.compute.accelerator)
+    if info.kind != "cpu" and bp.compute.tensor_parallel > instance.parallel_units:
+        return problems  # reported by the parallelism rule
+    result = check_fit(
+        arch,
+        instance,
+        info,
+        dtype=bp.model.dtype,
+        tp=bp.compute.tensor_parallel,
+        context=bp.model.max_context,
+        batch=bp.model.batch_size,
+        gpu_memory_utilization=bp.serving.gpu_memory_utilization,
+    )
+    if not result.fits:
+        problems.append(
+            (
+                "compute",
+                f"{arch.key} ({bp.model.dtype}, context {bp.model.max_context}, batch {bp.model.batch_size}) "
+                f"does not fit {instance.name} at tp {bp.compute.tensor_parallel}: {result.reason}; "
+                f"run `llmctl size {arch.key} --accelerator {bp.compute.accelerator}` for options",
+            )
+        )
+    return problems
+
+
+def _resources(ctx: Context) -> list[Problem]:
+    bp, instance = ctx.blueprint, ctx.instance
+    if instance is None:
+        return []
+    problems: list[Problem] = []
+    if bp.compute.cpus_per_replica and bp.compute.cpus_per_replica > instance.vcpu:
+        problems.append(("compute.cpus_per_replica", f"{instance.name} has only {instance.vcpu} vCPUs"))
+    if bp.compute.memory_gib_per_replica and bp.compute.memory_gib_per_replica > instance.memory_gib:
+        problems.append(
+            ("compute.memory_gib_per_replica", f"{instance.name} has only {instance.memory_gib:g} GiB")
+        )
+    return problems
+
+
+def _features(ctx: Context) -> list[Problem]:
+    bp = ctx.blueprint
+    problems: list[Problem] = []
+    if bp.ui == "gradio" and bp.runtime not in INFER_ROUTE:
+        problems.append(
+            (
+                "ui",
+                f"gradio talks to the /infer route, which {bp.runtime} does not serve; use open-webui or none",
+            )
+        )
+    if bp.ui == "open-webui" and bp.runtime not in OPENAI_API:
+        problems.append(
+            ("ui", f"open-webui needs the OpenAI API, which {bp.runtime} does not serve; use none")
+        )
+    if bp.caches.compile_cache and not bp.is_neuron:
+        problems.append(
+            ("caches.compile_cache", "the compile cache holds Neuron artifacts; disable it off Neuron")
+        )
+    return problems
+
+
+RULES: tuple[Callable[[Context], list[Problem]], ...] = (
+    _instance,
+    _runtime,
+    _software,
+    _parallelism,
+    _fit,
+    _resources,
+    _features,
+)
+
+
+def check(blueprint: Blueprint, catalog: HardwareCatalog) -> list[Problem]:
+    """Every problem with the blueprint; empty when it can run."""
+    try:
+        instance: Instance | None = catalog.instance(blueprint.compute.instance_type)
+    except CatalogError:
+        instance = None
+    problems: list[Problem] = []
+    try:
+        arch: ModelArch | None = lookup_model(
+            blueprint.model.architecture or blueprint.model.id, allow_hub=False
+        )
+    except CatalogError:
+        arch = None
+        problems.append(
+            (
+                "model.id",
+                f"{blueprint.model.id!r} is not in the model catalog, so memory fit cannot be checked; "
+                "set model.architecture to a catalog key (`llmctl catalog models`)",
+            )
+        )
+    ctx = Context(blueprint, catalog, instance, arch)
+    for rule in RULES:
+        problems.extend(rule(ctx))
+    return problems
+
+
+def is_gated(blueprint: Blueprint) -> bool:
+    """Whether the model needs a Hugging Face token (the blueprint wins over the catalog)."""
+    if blueprint.model.gated is not None:
+        return blueprint.model.gated
+    try:
+        return lookup_model(blueprint.model.architecture or blueprint.model.id, allow_hub=False).gated
+    except CatalogError:
+        return False

@@ -1,0 +1,280 @@
+"""The blueprint schema: what to deploy, as typed pydantic models.
+
+A blueprint is one YAML file. Every model forbids unknown keys and documents every field, so a
+typo is an error with a field path, and `llmctl blueprints show --schema` can print the reference.
+Field-level rules live here; rules that need the hardware or model catalogs live in
+:mod:`llmctl.blueprints.rules`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Dtype = Literal["bf16", "fp16", "fp32", "int8"]
+Runtime = Literal["ray-neuronx", "ray-vllm", "triton-vllm", "torchserve-neuronx", "ray-cpu"]
+Accelerator = Literal["inferentia2", "trainium", "trainium2", "nvidia", "cpu"]
+UI = Literal["gradio", "open-webui", "none"]
+ExposureMode = Literal["port-forward", "internal-lb", "public"]
+
+RUNTIMES: tuple[str, ...] = ("ray-neuronx", "ray-vllm", "triton-vllm", "torchserve-neuronx", "ray-cpu")
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ModelSpec(_Strict):
+    """The model to serve."""
+
+    id: str = Field(
+        description="Hugging Face model id (e.g. 'meta-llama/Llama-2-13b-chat-hf') or a path inside the "
+        "serving image / model mirror.",
+        min_length=1,
+    )
+    revision: str = Field(
+        "main",
+        description="Hugging Face revision (branch, tag or commit) to download; pin a commit for "
+        "reproducible deployments.",
+    )
+    dtype: Dtype = Field("bf16", description="Weight and activation precision: bf16, fp16, fp32 or int8.")
+    max_context: int = Field(
+        4096, ge=128, le=1_048_576, description="Maximum tokens per sequence (prompt plus generated tokens)."
+    )
+    batch_size: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="Sequences whose full-context KV cache must fit in accelerator memory at once "
+        "(the compiled batch size on Neuron).",
+    )
+    gated: bool | None = Field(
+        None,
+        description="Whether the model needs a Hugging Face token; None takes the value from the model "
+        "catalog.",
+    )
+    architecture: str | None = Field(
+        None,
+        description="Model catalog key (e.g. 'llama-2-13b') when the id is not in the catalog's aliases.",
+    )
+
+
+class ComputeSpec(_Strict):
+    """Where each serving replica runs."""
+
+    accelerator: Accelerator = Field(
+        description="Accelerator family: inferentia2, trainium, trainium2, nvidia or cpu."
+    )
+    instance_type: str = Field(description="EC2 instance type of the serving nodes, e.g. 'inf2.48xlarge'.")
+    tensor_parallel: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Tensor-parallel degree: NeuronCores (Neuron) or GPUs (NVIDIA) per replica.",
+    )
+    cpus_per_replica: float | None = Field(
+        None,
+        gt=0,
+        description="vCPUs requested by each replica; None derives a share of the node from the tp degree.",
+    )
+    memory_gib_per_replica: float | None = Field(
+        None,
+        gt=0,
+        description="Memory (GiB) requested by each replica; None derives a share of the node.",
+    )
+    capacity_type: Literal["on-demand", "spot"] = Field(
+        "on-demand", description="EC2 capacity type for the serving nodes."
+    )
+
+
+class ScalingSpec(_Strict):
+    """How many replicas run, and the autoscaling bounds."""
+
+    replicas: int = Field(1, ge=0, le=256, description="Replicas at start.")
+    min_replicas: int = Field(1, ge=0, le=256, description="Autoscaling lower bound.")
+    max_replicas: int = Field(1, ge=1, le=256, description="Autoscaling upper bound.")
+    target_ongoing_requests: float = Field(
+        8.0, gt=0, description="Autoscaling target: in-flight requests per replica (Ray Serve) or per pod."
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalingSpec:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas ({self.min_replicas}) is larger than max_replicas ({self.max_replicas})"
+            )
+        if not self.min_replicas <= self.replicas <= self.max_replicas:
+            raise ValueError(
+                f"replicas ({self.replicas}) must lie between min_replicas ({self.min_replicas}) "
+                f"and max_replicas ({self.max_replicas})"
+            )
+        return self
+
+
+class ImageSpec(_Strict):
+    """The serving container: the pinned upstream base and the versions it carries."""
+
+    base: str = Field(
+        description="Pinned upstream base image of the serving container (tag or digest, never 'latest').",
+    )
+    neuron_sdk: str | None = Field(None, description="Neuron SDK version inside the image (e.g. '2.21.1').")
+    cuda: str | None = Field(None, description="CUDA version inside the image (e.g. '12.4').")
+    vllm: str | None = Field(None, description="vLLM version inside the image, when the runtime uses vLLM.")
+    serving_image: str | None = Field(
+        None,
+        description="The built llmctl serving image (registry/repo@sha256:...); None until "
+        "`llmctl images build --push` records it.",
+    )
+
+    @field_validator("base", "serving_image")
+    @classmethod
+    def _pinned(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if "@sha256:" in value:
+            return value
+        name, sep, tag = value.rpartition(":")
+        if not sep or "/" in tag or not name:
+            raise ValueError(f"image {value!r} has no tag; pin a version tag or a digest")
+        if tag == "latest":
+            raise ValueError(f"image {value!r} uses 'latest'; pin a version tag or a digest")
+        return value
+
+    @field_validator("neuron_sdk", "cuda", "vllm")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is not None and not _VERSION.match(value):
+            raise ValueError(f"{value!r} is not a version like '2.21' or '2.21.1'")
+        return value
+
+
+class ServingSpec(_Strict):
+    """Serving-side settings shared by every runtime."""
+
+    port: int = Field(8000, ge=1024, le=65535, description="Port the serving container listens on.")
+    route_prefix: str = Field("/", description="Route prefix of the serving app.")
+    max_new_tokens: int = Field(
+        256, ge=1, le=131072, description="Default and upper bound of tokens generated per request."
+    )
+    max_concurrent_requests: int = Field(
+        32, ge=1, le=4096, description="In-flight requests per replica before requests queue."
+    )
+    streaming: bool = Field(True, description="Whether the endpoint streams tokens (SSE).")
+    micro_batch_size: int = Field(
+        1, ge=1, le=256, description="Requests combined into one batch by the server (TorchServe, Triton)."
+    )
+    micro_batch_delay_ms: int = Field(
+        0, ge=0, le=10_000, description="How long the server waits to fill a micro-batch, in milliseconds."
+    )
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0.1, le=0.98, description="Share of GPU memory vLLM may use (NVIDIA only)."
+    )
+
+    @field_validator("route_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("route_prefix must start with '/'")
+        return value
+
+
+class ExposureSpec(_Strict):
+    """How the endpoint is reached."""
+
+    mode: ExposureMode = Field(
+        "port-forward",
+        description="port-forward (ClusterIP, reached with `llmctl connect`), internal-lb (an internal NLB) "
+        "or public (an internet-facing NLB that requires an API key).",
+    )
+    allowed_cidrs: list[str] = Field(
+        default_factory=list,
+        description="Source CIDRs allowed to reach a load balancer (empty: the VPC only).",
+    )
+    api_key: bool = Field(
+        False, description="Require an API key (generated and stored as a secret); required for public."
+    )
+
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a CIDR like '203.0.113.0/24'") from None
+        return values
+
+    @model_validator(mode="after")
+    def _public_needs_key(self) -> ExposureSpec:
+        if self.mode == "public" and not self.api_key:
+            raise ValueError("a public endpoint must set api_key: true")
+        if self.mode == "port-forward" and self.allowed_cidrs:
+            raise ValueError("allowed_cidrs only applies to internal-lb and public exposure")
+        return self
+
+
+class CacheSpec(_Strict):
+    """S3-backed caches that make the second start fast."""
+
+    model_mirror: bool = Field(
+        False, description="Mirror the model weights to the platform's S3 bucket once and load from there."
+    )
+    compile_cache: bool = Field(
+        False, description="Keep Neuron compiled artifacts in S3 so a restart skips compilation."
+    )
+
+
+class ObservabilitySpec(_Strict):
+    """Metrics and logs."""
+
+    cloudwatch: bool = Field(
+        True, description="Send container and Neuron metrics to CloudWatch (observability add-on)."
+    )
+    prometheus: bool = Field(
+        True, description="Expose Prometheus metrics from the serving pods (annotations)."
+    )
+
+
+class Blueprint(_Strict):
+    """One deployable system: a model on a runtime on an accelerator, with its UI and exposure."""
+
+    name: str = Field(description="Blueprint name: lowercase letters, digits and '-', at most 40 characters.")
+    description: str = Field("", description="One line shown by `llmctl blueprints list`.")
+    seed: str | None = Field(None, description="The guide this blueprint reproduces, for reference.")
+    model: ModelSpec = Field(description="The model to serve.")
+    runtime: Runtime = Field(
+        description="Serving runtime: ray-neuronx, ray-vllm, triton-vllm, torchserve-neuronx or ray-cpu."
+    )
+    compute: ComputeSpec = Field(description="Accelerator, instance type and parallelism.")
+    scaling: ScalingSpec = Field(default_factory=ScalingSpec, description="Replicas and autoscaling bounds.")
+    image: ImageSpec = Field(description="The serving container image and its versions.")
+    serving: ServingSpec = Field(default_factory=ServingSpec, description="Serving-side settings.")
+    ui: UI = Field(
+        "none", description="Optional UI: gradio (uses /infer), open-webui (uses the OpenAI API) or none."
+    )
+    exposure: ExposureSpec = Field(default_factory=ExposureSpec, description="How the endpoint is reached.")
+    caches: CacheSpec = Field(
+        default_factory=CacheSpec, description="S3 model mirror and Neuron compile cache."
+    )
+    observability: ObservabilitySpec = Field(
+        default_factory=ObservabilitySpec, description="CloudWatch and Prometheus toggles."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                "use lowercase letters, digits and '-' (at most 40 characters, no leading or trailing '-')"
+            )
+        return value
+
+    @property
+    def is_neuron(self) -> bool:
+        """True for Inferentia and Trainium blueprints."""
+        return self.compute.accelerator in ("inferentia2", "trainium", "trainium2")

@@ -1,0 +1,72 @@
+"""Typed access to ``data/versions.yaml``: every chart, image and AMI version llmctl pins."""
+
+from __future__ import annotations
+
+import functools
+
+from llmctl.blueprints._data import load_yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Pinned(_Entry):
+    """A single pinned value."""
+
+    value: str = Field(description="The pinned version or alias.")
+    source: str = Field(description="Where the value was checked.")
+    note: str | None = Field(None, description="Caveats, e.g. 're-check before release'.")
+
+
+class Chart(_Entry):
+    """A pinned Helm chart."""
+
+    repository: str = Field(description="Chart repository URL or OCI registry.")
+    chart: str = Field(description="Chart name.")
+    version: str = Field(description="Pinned chart version.")
+    source: str = Field(description="Where the version was checked.")
+    note: str | None = Field(None, description="Caveats.")
+
+
+class Image(_Entry):
+    """A pinned container image and the versions it carries."""
+
+    image: str = Field(description="Image reference with a pinned tag.")
+    neuron_sdk: str | None = Field(None, description="Neuron SDK inside.")
+    cuda: str | None = Field(None, description="CUDA inside.")
+    vllm: str | None = Field(None, description="vLLM inside.")
+    ray: str | None = Field(None, description="Ray inside.")
+    source: str = Field(description="Where the tag was checked.")
+    note: str | None = Field(None, description="Caveats.")
+
+
+class Addons(_Entry):
+    """EKS managed add-ons (EKS picks their versions per Kubernetes version)."""
+
+    names: list[str] = Field(description="Managed add-on names.")
+    source: str | None = Field(None, description="Where the list was checked.")
+
+
+class Eks(_Entry):
+    """EKS settings."""
+
+    kubernetes_version: Pinned = Field(description="Default EKS Kubernetes version.")
+    addons: Addons = Field(description="Managed add-ons.")
+
+
+class Versions(_Entry):
+    """Everything llmctl pins."""
+
+    eks: Eks = Field(description="EKS version and add-ons.")
+    charts: dict[str, Chart] = Field(description="Helm charts by key.")
+    ami: dict[str, Pinned] = Field(description="AMI aliases by key.")
+    images: dict[str, Image] = Field(description="Container images by key.")
+    python: dict[str, Pinned] = Field(description="Python package versions inside the images.")
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> Versions:
+    """The pinned versions shipped with this llmctl."""
+    return Versions.model_validate(load_yaml("data", "versions.yaml"))

@@ -1,0 +1,1 @@
+"""The command-line interface: commands and presentation only (Typer + Rich)."""

@@ -1,0 +1,80 @@
+"""The root `llmctl` command: global options, sub-command registration and the error boundary.
+
+Command modules import only Typer at module level; everything heavy (pydantic models, pulumi,
+boto3, ray) is imported inside the command function, so `llmctl --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any
+
+import typer
+from llmctl.cli import bench as bench_cmd
+from llmctl.cli import blueprints as blueprints_cmd
+from llmctl.cli import catalog as catalog_cmd
+from llmctl.cli import chat as chat_cmd
+from llmctl.cli import output
+from llmctl.cli import sizing as sizing_cmd
+from typer.core import TyperGroup
+
+from llmctl import __version__
+from llmctl.errors import LlmctlError, UserAbort
+
+
+class LlmctlGroup(TyperGroup):
+    """The one error boundary: an LlmctlError becomes a red line, a hint and a non-zero exit."""
+
+    def invoke(self, ctx: Any) -> Any:
+        output.mode.json = False
+        debug = bool(ctx.params.get("debug")) or os.environ.get("LLMCTL_DEBUG") == "1"
+        try:
+            return super().invoke(ctx)
+        except LlmctlError as error:
+            if debug:
+                output.err_console.print(traceback.format_exc(), markup=False)
+            output.render_error(error)
+            raise typer.Exit(error.exit_code) from None
+        except KeyboardInterrupt:
+            output.render_error(UserAbort("interrupted", "run the command again to resume"))
+            raise typer.Exit(UserAbort.exit_code) from None
+
+
+app = typer.Typer(
+    cls=LlmctlGroup,
+    name="llmctl",
+    help="Put an LLM behind an endpoint on EKS (Inferentia2, Trainium, NVIDIA GPUs or CPUs).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"llmctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """llmctl: typed stacks for LLM serving on EKS, replacing install.sh / cleanup.sh."""
+
+
+app.add_typer(blueprints_cmd.app, name="blueprints")
+sizing_cmd.register(app)
+bench_cmd.register(app)
+chat_cmd.register(app)
+catalog_cmd.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="llmctl")

@@ -1,0 +1,141 @@
+"""`llmctl blueprints list|show|validate|schema`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from llmctl.cli import output
+
+app = typer.Typer(help="List, show and validate blueprints.", no_args_is_help=True)
+
+JSON_OPT = typer.Option(False, "--json", help="Print JSON with stable keys.")
+
+
+@app.command("list")
+def list_blueprints(json: bool = JSON_OPT) -> None:
+    """List the blueprints shipped with llmctl."""
+    output.start(json_output=json)
+    from llmctl.blueprints.describe import summaries
+
+    rows = summaries()
+    if json:
+        output.emit_json({"blueprints": rows})
+        return
+    from rich.table import Table
+
+    table = Table(title="llmctl blueprints", title_justify="left")
+    for column in ("name", "runtime", "instance", "tp", "replicas", "$/h"):
+        table.add_column(
+            column, justify="right" if column in ("tp", "replicas", "$/h") else "left", no_wrap=True
+        )
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["runtime"],
+            row["instance_type"],
+            str(row["tensor_parallel"]),
+            f"{row['min_replicas']}-{row['max_replicas']}",
+            f"{row['hourly_usd']:.2f}",
+        )
+    output.console.print(table)
+    output.console.print(
+        "Show one with [bold]llmctl blueprints show NAME[/]; size a model with [bold]llmctl size MODEL[/]."
+    )
+
+
+@app.command("show")
+def show(
+    blueprint: str = typer.Argument(..., help="Catalog name or path to a blueprint YAML file."),
+    json: bool = JSON_OPT,
+) -> None:
+    """Show a blueprint with what follows from it (engine, nodes, cost)."""
+    output.start(json_output=json)
+    from llmctl.blueprints.describe import describe
+
+    data = describe(blueprint)
+    if json:
+        output.emit_json(data)
+        return
+    import yaml
+    from rich.syntax import Syntax
+
+    derived = data.pop("derived")
+    output.console.print(
+        Syntax(yaml.safe_dump(data["blueprint"], sort_keys=False), "yaml", theme="ansi_dark")
+    )
+    for key, value in derived.items():
+        output.console.print(f"[bold]{key}[/]: {value}")
+
+
+@app.command("validate")
+def validate(
+    refs: list[str] = typer.Argument(None, help="Catalog names or YAML paths (default: the whole catalog)."),
+    json: bool = JSON_OPT,
+) -> None:
+    """Validate blueprints before any cloud call; exits 2 when one cannot run."""
+    output.start(json_output=json)
+    from llmctl.blueprints.catalog import catalog_names, validate_ref
+
+    from llmctl.errors import BlueprintError
+
+    reports = [validate_ref(ref) for ref in (refs or catalog_names())]
+    failed = [r for r in reports if not r.ok]
+    if json:
+        output.emit_json(
+            {
+                "ok": not failed,
+                "results": [
+                    {
+                        "ref": r.ref,
+                        "ok": r.ok,
+                        "name": r.name,
+                        "message": r.message,
+                        "problems": [{"path": p, "message": m} for p, m in r.problems],
+                    }
+                    for r in reports
+                ],
+            }
+        )
+    else:
+        for report in reports:
+            if report.ok:
+                output.console.print(f"[green]✓[/] {report.ref}")
+            else:
+                output.console.print(f"[red]✗[/] {report.ref}: {report.message}", soft_wrap=True)
+                for path, message in report.problems:
+                    output.console.print(f"    [bold]{path}[/]: {message}", soft_wrap=True)
+    if failed:
+        output.mode.json = False  # the report above already carried the details
+        raise BlueprintError(
+            f"{len(failed)} of {len(reports)} blueprint(s) failed validation",
+            "fix the fields listed above; `llmctl blueprints schema` documents every field",
+        )
+
+
+@app.command("schema")
+def schema(
+    json: bool = JSON_OPT,
+    out: Path = typer.Option(None, "--out", help="Write the JSON schema to this file."),
+) -> None:
+    """Print every blueprint field with its type and description."""
+    output.start(json_output=json)
+    from llmctl.blueprints.describe import field_reference, json_schema
+
+    if out is not None:
+        import json as json_lib
+
+        out.write_text(json_lib.dumps(json_schema(), indent=2))
+        output.console.print(f"wrote {out}")
+        return
+    if json:
+        output.emit_json(json_schema())
+        return
+    from rich.table import Table
+
+    table = Table(title="blueprint fields", title_justify="left")
+    for column in ("field", "type", "default", "description"):
+        table.add_column(column, overflow="fold")
+    for row in field_reference():
+        table.add_row(row["field"], row["type"], row["default"], row["description"])
+    output.console.print(table)

@@ -1,0 +1,1 @@
+"""llmctl infra layer."""

@@ -1,0 +1,247 @@
+"""`llmctl doctor`: every check a deployment depends on, as data, each failure with its fix.
+
+Checks: AWS credentials and identity, the region, whether the blueprint's instance type is
+offered in the platform's AZs (by AZ ID), the EC2 vCPU quota of that family against what the
+blueprint needs at its autoscaling maximum, the Hugging Face token for gated models, and tool
+versions (pulumi, kubectl).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from llmctl.errors import LlmctlError
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor check. `ok` is None when the check could not run (a warning, not a failure)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str | None = None
+
+
+@dataclass
+class DoctorReport:
+    """All checks; `ok` is False when any check failed."""
+
+    region: str | None
+    blueprint: str | None
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok is not False for check in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable JSON keys: ok, region, blueprint, checks[name, ok, detail, fix]."""
+        return {
+            "ok": self.ok,
+            "region": self.region,
+            "blueprint": self.blueprint,
+            "checks": [asdict(check) for check in self.checks],
+        }
+
+
+def _client_error(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    error = response.get("Error", {})
+    return f"{error.get('Code', type(exc).__name__)}: {error.get('Message', str(exc))}"
+
+
+def check_identity(session: Any, region: str) -> tuple[Check, bool]:
+    """STS identity; the bool says whether AWS calls can go on."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        ident = session.client("sts", region_name=region).get_caller_identity()
+    except NoCredentialsError:
+        return Check(
+            "AWS credentials",
+            False,
+            "no AWS credentials found",
+            "run `aws configure` or `aws sso login --profile NAME` (then export AWS_PROFILE=NAME)",
+        ), False
+    except (ClientError, BotoCoreError) as exc:
+        return Check("AWS credentials", False, f"STS refused the credentials ({_client_error(exc)})", "refresh them (`aws sso login` or new keys)"), False
+    return Check("AWS credentials", True, f"account {ident['Account']} as {ident['Arn']}"), True
+
+
+def check_region(session: Any, region: str) -> tuple[Check, dict[str, str]]:
+    """The region answers and has AZs; returns AZ ID -> AZ name."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        zones = session.client("ec2", region_name=region).describe_availability_zones(
+            Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]
+        )["AvailabilityZones"]
+    except (ClientError, BotoCoreError) as exc:
+        return Check("region", False, f"{region}: {_client_error(exc)}", "pass a valid --region, e.g. us-west-2"), {}
+    by_id = {zone["ZoneId"]: zone["ZoneName"] for zone in zones if zone.get("State", "available") == "available"}
+    return Check("region", True, f"{region} ({len(by_id)} availability zones)"), by_id
+
+
+def platform_az_ids(blueprint: Any, stack: str, region: str) -> list[str]:
+    """The AZ IDs the platform would use for this blueprint (empty: no per-region default)."""
+    try:
+        from llmctl.infra.platform.config import PlatformConfig
+    except ImportError:  # the platform package is not installed in this build
+        return []
+    try:
+        return list(PlatformConfig.for_blueprints([blueprint], stack=stack, region=region).az_ids)
+    except LlmctlError:
+        return []
+
+
+def check_offerings(session: Any, region: str, instance_type: str, az_ids: list[str], zones: dict[str, str]) -> Check:
+    """Is the instance type offered in the chosen AZs (by AZ ID)?"""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    wanted = az_ids or sorted(zones)
+    try:
+        pages = session.client("ec2", region_name=region).get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone-id", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
+        )
+        offered = {row["Location"] for page in pages for row in page["InstanceTypeOfferings"]}
+    except (ClientError, BotoCoreError) as exc:
+        return Check(f"{instance_type} offered", None, f"cannot list offerings: {_client_error(exc)}", None)
+    present = [az for az in wanted if az in offered]
+    missing = [az for az in wanted if az not in offered]
+    name = f"{instance_type} in AZs"
+    if not offered:
+        return Check(name, False, f"{instance_type} is not offered in {region}", "choose another --region (inf2/trn1 are in us-east-1, us-east-2, us-west-2, ...)")
+    if len(present) < min(2, len(wanted)):
+        elsewhere = sorted(offered - set(wanted))
+        return Check(
+            name,
+            False,
+            f"{instance_type} is offered in {', '.join(present) or 'none'} of the chosen AZs {', '.join(wanted)}",
+            f"pick AZ IDs that offer it: {', '.join(elsewhere) or 'none in this region'} (platform setting az_ids)",
+        )
+    detail = f"offered in {', '.join(present)}" + (f" (not in {', '.join(missing)})" if missing else "")
+    return Check(name, True, detail)
+
+
+def vcpus_needed(blueprint: Any) -> tuple[int, str]:
+    """vCPUs the blueprint's serving nodes need at its autoscaling maximum (+ core nodes on CPU)."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.blueprints.pricing import node_plan
+
+    catalog = hardware()
+    plan = node_plan(blueprint, catalog)
+    need = plan.nodes_max * plan.instance.vcpu
+    why = f"{plan.nodes_max} x {plan.instance.name} ({plan.instance.vcpu} vCPUs)"
+    if plan.instance.accelerator == "cpu":
+        core = catalog.instance(str(catalog.platform_fixed.core_nodes["instance_type"]))
+        count = int(catalog.platform_fixed.core_nodes["count"])
+        need += core.vcpu * count
+        why += f" + {count} core {core.name} nodes"
+    return need, why
+
+
+def check_quota(session: Any, region: str, blueprint: Any) -> Check:
+    """The EC2 vCPU quota of the blueprint's family against what it needs."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from llmctl.blueprints.hardware import hardware
+
+    catalog = hardware()
+    instance = catalog.instance(blueprint.compute.instance_type)
+    quota = catalog.quota_for(instance, spot=blueprint.compute.capacity_type == "spot")
+    if quota is None:
+        return Check("vCPU quota", None, f"no known quota for {instance.name}", None)
+    need, why = vcpus_needed(blueprint)
+    client = session.client("service-quotas", region_name=region)
+    value: float | None = None
+    source = "applied"
+    try:
+        value = client.get_service_quota(ServiceCode="ec2", QuotaCode=quota.code)["Quota"]["Value"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "NoSuchResourceException":
+            return Check(f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(exc)}", None)
+        try:
+            value = client.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=quota.code)["Quota"]["Value"]
+            source = "default"
+        except (ClientError, BotoCoreError) as inner:
+            return Check(f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(inner)}", None)
+    except BotoCoreError as exc:
+        return Check(f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {exc}", None)
+    name = f"vCPU quota {quota.code}"
+    have = int(value or 0)
+    detail = f"{quota.name}: {have} vCPUs ({source}), needed {need} for {why}"
+    if have < need:
+        fix = (
+            f"request an increase to at least {need}: `aws service-quotas request-service-quota-increase "
+            f"--service-code ec2 --quota-code {quota.code} --desired-value {need} --region {region}` "
+            "(the quota counts every running instance of the family in the region)"
+        )
+        return Check(name, False, detail, fix)
+    return Check(name, True, detail)
+
+
+def check_hf_token(blueprint: Any) -> Check:
+    """A gated model needs HF_TOKEN (or HUGGING_FACE_HUB_TOKEN)."""
+    from llmctl.blueprints.rules import is_gated
+
+    if not is_gated(blueprint):
+        return Check("Hugging Face token", True, f"{blueprint.model.id} is not gated")
+    if os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"):
+        return Check("Hugging Face token", True, f"{blueprint.model.id} is gated; HF_TOKEN is set")
+    return Check(
+        "Hugging Face token",
+        False,
+        f"{blueprint.model.id} is gated and HF_TOKEN is not set",
+        f"accept the license at https://huggingface.co/{blueprint.model.id}, create a read token and export HF_TOKEN=hf_...",
+    )
+
+
+def check_tools(*, kubectl: bool = True) -> list[Check]:
+    """pulumi (required) and kubectl (for connect/status)."""
+    from llmctl.infra.preflight import probe_kubectl, probe_pulumi
+
+    probes = [probe_pulumi()] + ([probe_kubectl()] if kubectl else [])
+    return [Check(p.name, p.ok, p.detail, p.fix) for p in probes]
+
+
+def run_doctor(
+    blueprint: str | None = None,
+    *,
+    region: str | None = None,
+    stack: str = "dev",
+    session: Any = None,
+) -> DoctorReport:
+    """Run every check that applies; AWS checks stop after a credentials failure."""
+    import boto3
+
+    from llmctl.blueprints.catalog import load_blueprint
+
+    bp = load_blueprint(blueprint) if blueprint else None
+    try:
+        from llmctl.infra.preflight import resolve_region
+
+        resolved: str | None = resolve_region(region)
+    except LlmctlError as exc:
+        resolved = None
+        report = DoctorReport(region=None, blueprint=bp.name if bp else None)
+        report.checks.append(Check("region", False, exc.message, exc.hint))
+    else:
+        report = DoctorReport(region=resolved, blueprint=bp.name if bp else None)
+    if resolved:
+        session = session or boto3.session.Session(region_name=resolved)
+        identity, can_go_on = check_identity(session, resolved)
+        report.checks.append(identity)
+        if can_go_on:
+            region_check, zones = check_region(session, resolved)
+            report.checks.append(region_check)
+            if bp is not None and zones:
+                az_ids = platform_az_ids(bp, stack, resolved)
+                report.checks.append(check_offerings(session, resolved, bp.compute.instance_type, az_ids, zones))
+                report.checks.append(check_quota(session, resolved, bp))
+    if bp is not None:
+        report.checks.append(check_hf_token(bp))
+    report.checks.extend(check_tools())
+    return report

@@ -1,0 +1,188 @@
+"""Run a Pulumi program in-process under Pulumi's mocks: no CLI, no credentials, no cloud.
+
+This powers `llmctl plan --offline` (what a program would register, before anyone has
+credentials) and the program-level tests. A recording monitor keeps, for every registered
+resource, its type, name, parent, explicit dependencies, inputs (camelCase keys, secrets
+unwrapped and flagged) and whether it is a component. Invokes such as
+``aws:index/getAvailabilityZones`` are answered with plausible fixed values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.sync_await import _sync_await
+
+ACCOUNT_ID = "123456789012"
+UNKNOWN = "<unknown>"
+
+
+@dataclass
+class Registered:
+    """One resource the program registered."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    dependencies: list[str] = field(default_factory=list)
+    custom: bool = True
+    secret_inputs: set[str] = field(default_factory=set)
+
+    @property
+    def short_parent(self) -> str | None:
+        """The parent's logical name."""
+        return self.parent.rsplit("::", 1)[-1] if self.parent else None
+
+
+class OfflineMocks(pulumi_mocks.Mocks):
+    """Answers resource registrations and invokes with plausible, fixed values."""
+
+    def __init__(self, region: str = "us-west-2", azs: tuple[tuple[str, str], ...] | None = None) -> None:
+        self.region = region
+        prefix = {"us-west-2": "usw2", "us-east-1": "use1", "us-east-2": "use2"}.get(region, "xx")
+        self.azs = azs or tuple(
+            (f"{region}{letter}", f"{prefix}-az{n}") for n, letter in enumerate("abcd", start=1)
+        )
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+        state = dict(args.inputs)
+        rid = f"{args.name}-id"
+        service = args.typ.split(":")[1].split("/")[0] if args.typ.count(":") >= 2 else ""
+        if args.typ.startswith("aws:"):
+            state.setdefault("arn", f"arn:aws:{service}:{self.region}:{ACCOUNT_ID}:{args.name}")
+            if args.typ == "aws:iam/role:Role":
+                state["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{state.get('name', args.name)}"
+                state.setdefault("name", args.name)
+            if args.typ == "aws:sqs/queue:Queue":
+                state["url"] = (
+                    f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{state.get('name', args.name)}"
+                )
+                state.setdefault("name", args.name)
+            if args.typ == "aws:s3/bucket:Bucket" or args.typ.startswith("aws:s3/bucketV2"):
+                state.setdefault("bucket", state.get("bucket") or args.name)
+            if args.typ == "aws:eks/cluster:Cluster":
+                state.setdefault("name", args.name)
+                state["endpoint"] = f"https://{args.name}.gr7.{self.region}.eks.amazonaws.com"
+                state["certificateAuthority"] = {"data": "Y2VydA=="}
+                state["identities"] = [
+                    {"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/MOCK"}]}
+                ]
+            state.setdefault("id", rid)
+        if args.typ == "eks:index:Cluster":  # remote component: its provider would compute these outputs
+            name = state.get("name") or args.name
+            issuer = f"oidc.eks.{self.region}.amazonaws.com/id/MOCK"
+            state.setdefault("kubeconfigJson", json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [
+                {"name": name, "cluster": {"server": f"https://{name}.gr7.{self.region}.eks.amazonaws.com"}}]}))
+            state.setdefault("oidcIssuer", issuer)
+            state.setdefault("oidcProviderArn", f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{issuer}")
+            state.setdefault("clusterSecurityGroupId", f"sg-{name}-cluster")
+        return rid, state
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        token = args.token
+        if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {
+                "names": [name for name, _ in self.azs],
+                "zoneIds": [zid for _, zid in self.azs],
+                "id": self.region,
+            }, []
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {
+                "accountId": ACCOUNT_ID,
+                "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/llmctl",
+                "userId": "AIDAMOCK",
+                "id": ACCOUNT_ID,
+            }, []
+        if token in ("aws:index/getRegion:getRegion", "aws:index/region:getRegion"):
+            return {"name": self.region, "region": self.region, "id": self.region}, []
+        if token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
+        if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            return {"instanceTypes": [], "locations": [n for n, _ in self.azs], "locationTypes": []}, []
+        if token == "aws:iam/getPolicyDocument:getPolicyDocument":
+            return {
+                "json": json.dumps({"Version": "2012-10-17", "Statement": args.args.get("statements", [])})
+            }, []
+        return {}, []
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """A mock monitor that also records parents, dependencies and secrets."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
+        super().__init__(mocks)
+        self.recorded: list[Registered] = []
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type != "pulumi:pulumi:Stack":
+            raw = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            secrets: set[str] = set()
+            inputs = {key: _unwrap(value, key, secrets) for key, value in raw.items()}
+            self.recorded.append(
+                Registered(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent or None,
+                    inputs=inputs,
+                    dependencies=list(request.dependencies),
+                    custom=bool(request.custom),
+                    secret_inputs=secrets,
+                )
+            )
+        return response
+
+
+def _unwrap(value: Any, path: str, secrets: set[str]) -> Any:
+    """Secrets become their value (path noted), unknowns become UNKNOWN."""
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            secrets.add(path)
+            return _unwrap(value.get("value"), path, secrets)
+        return {k: _unwrap(v, f"{path}.{k}", secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v, f"{path}[{i}]", secrets) for i, v in enumerate(value)]
+    if value is rpc.UNKNOWN or (isinstance(value, str) and value == rpc.UNKNOWN):
+        return UNKNOWN
+    return value
+
+
+def run_offline(
+    program: Callable[[], None],
+    *,
+    project: str = "llmctl",
+    stack: str = "offline",
+    config: dict[str, str] | None = None,
+    mocks: pulumi_mocks.Mocks | None = None,
+    preview: bool = False,
+) -> list[Registered]:
+    """Run `program` under mocks and return every resource it registered, in order."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        mocks = mocks or OfflineMocks()
+        monitor = RecordingMonitor(mocks)
+        pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+        pulumi.runtime.set_all_config(
+            {f"{k}" if ":" in k else f"{project}:{k}": v for k, v in (config or {}).items()}
+        )
+
+        def body() -> None:
+            program()
+
+        _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+        return list(monitor.recorded)
+    finally:
+        pulumi.runtime.set_all_config({})
+        asyncio.set_event_loop(None)
+        loop.close()

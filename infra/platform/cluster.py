@@ -1,0 +1,236 @@
+"""Cluster: the EKS control plane (pulumi-eks), its KMS key, access entries, logging, the managed
+core node group (AL2023, IMDSv2) and the managed add-ons (VPC CNI, kube-proxy, Pod Identity agent,
+CoreDNS, EBS CSI)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.iam import (
+    POD_IDENTITY_SERVICE,
+    managed_policy,
+    principal_for_access_entry,
+    service_trust,
+)
+from llmctl.infra.platform.manifests import DISCOVERY_TAG
+from llmctl.infra.platform.network import Network
+from llmctl.infra.platform.tags import tags_for
+from llmctl.infra.pools import CORE_POOL, pool
+
+LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+# Add-ons the nodes need to become Ready, then those that need nodes to run on.
+ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+ADDONS_AFTER_NODES = ("coredns",)
+EBS_CSI = "aws-ebs-csi-driver"
+
+
+def admin_principals(config: PlatformConfig, caller_arn: str) -> list[str]:
+    """The caller (as an IAM principal) plus the configured admins, without duplicates."""
+    principals = [principal_for_access_entry(caller_arn), *config.admin_principal_arns]
+    return list(dict.fromkeys(principals))
+
+
+class Cluster(pulumi.ComponentResource):
+    """The EKS cluster and everything it needs before workloads can be scheduled."""
+
+    name: str
+    eks_cluster: eks.Cluster
+    kubeconfig: pulumi.Output[str]
+    oidc_issuer: pulumi.Output[str]
+    oidc_provider_arn: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Output[str]
+    core_node_group: aws.eks.NodeGroup
+    ready: list[pulumi.Resource]
+
+    def __init__(
+        self, name: str, config: PlatformConfig, network: Network, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("llmctl:platform:Cluster", name, None, opts)
+        self.name = config.cluster_name
+        tags = tags_for(config)
+        child = pulumi.ResourceOptions(parent=self)
+
+        key = aws.kms.Key(
+            f"{name}-secrets-key",
+            description=f"EKS secrets encryption for {config.cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=7,
+            tags=tags,
+            opts=child,
+        )
+        aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/{config.cluster_name}-secrets", target_key_id=key.key_id, opts=child)
+
+        # EKS gets the use of the key through a grant made with the caller's permissions (the
+        # default key policy defers to IAM). pulumi-eks creates the cluster's service role; a role
+        # passed in would be a resource reference, which Pulumi's mocks cannot rehydrate.
+        caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
+        access_entries = {
+            f"admin-{index}": eks.AccessEntryArgs(
+                principal_arn=principal,
+                access_policies={
+                    "cluster-admin": eks.AccessPolicyAssociationArgs(
+                        policy_arn=ADMIN_POLICY,
+                        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    )
+                },
+            )
+            for index, principal in enumerate(admin_principals(config, caller.arn))
+        }
+        self.eks_cluster = eks.Cluster(
+            f"{name}-eks",
+            name=config.cluster_name,
+            version=config.kubernetes_version,
+            vpc_id=network.vpc_id,
+            private_subnet_ids=network.control_plane_subnet_ids,
+            authentication_mode=eks.AuthenticationMode.API,
+            access_entries=access_entries,
+            encryption_config_key_arn=key.arn,
+            enabled_cluster_log_types=LOG_TYPES,
+            endpoint_private_access=True,
+            endpoint_public_access=config.endpoint.public,
+            public_access_cidrs=config.endpoint.public_cidrs if config.endpoint.public else None,
+            create_oidc_provider=True,
+            skip_default_node_group=True,
+            skip_default_security_groups=True,
+            # Managed add-ons are created below as aws.eks.Addon, in the order nodes need them.
+            bootstrap_self_managed_addons=False,
+            use_default_vpc_cni=True,
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
+            tags=tags,
+            cluster_tags=tags,
+            opts=child,
+        )
+        cluster_dep = pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster])
+        self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
+        self.oidc_issuer = self.eks_cluster.oidc_issuer
+        self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
+        self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
+        # Karpenter nodes join the EKS-created cluster security group, like managed nodes.
+        aws.ec2.Tag(
+            f"{name}-cluster-sg-discovery",
+            resource_id=self.cluster_security_group_id,
+            key=DISCOVERY_TAG,
+            value=config.cluster_name,
+            opts=cluster_dep,
+        )
+
+        early = [self._addon(name, addon, config, cluster_dep) for addon in ADDONS_BEFORE_NODES]
+        self.core_node_group = self._core_nodes(name, config, network, early)
+        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self.core_node_group])
+        late = [self._addon(name, addon, config, after_nodes) for addon in ADDONS_AFTER_NODES]
+        late.append(self._ebs_csi(name, config, after_nodes))
+        self.ready = [self.core_node_group, *early, *late]
+        self.register_outputs(
+            {"name": self.name, "oidc_issuer": self.oidc_issuer, "kubeconfig": self.kubeconfig}
+        )
+
+    def _addon(
+        self,
+        name: str,
+        addon: str,
+        config: PlatformConfig,
+        opts: pulumi.ResourceOptions,
+        pod_identity: list[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
+    ) -> aws.eks.Addon:
+        return aws.eks.Addon(
+            f"{name}-addon-{addon}",
+            cluster_name=config.cluster_name,
+            addon_name=addon,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=tags_for(config),
+            pod_identity_associations=pod_identity,
+            opts=opts,
+        )
+
+    def _ebs_csi(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions) -> aws.eks.Addon:
+        role = aws.iam.Role(
+            f"{name}-ebs-csi-role",
+            assume_role_policy=service_trust(POD_IDENTITY_SERVICE),
+            tags=tags_for(config),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        attachment = aws.iam.RolePolicyAttachment(
+            f"{name}-ebs-csi-policy",
+            role=role.name,
+            policy_arn=managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return self._addon(
+            name,
+            EBS_CSI,
+            config,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[attachment])),
+            [aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account="ebs-csi-controller-sa")],
+        )
+
+    def _core_nodes(
+        self, name: str, config: PlatformConfig, network: Network, addons: list[aws.eks.Addon]
+    ) -> aws.eks.NodeGroup:
+        spec = pool(CORE_POOL)
+        tags = tags_for(config)
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(f"{name}-core-node-role", assume_role_policy=service_trust("ec2.amazonaws.com"), tags=tags, opts=child)
+        attachments = [
+            aws.iam.RolePolicyAttachment(f"{name}-core-node-{policy}", role=role.name, policy_arn=managed_policy(policy), opts=child)
+            for policy in NODE_POLICIES
+        ]
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-core-lt",
+            description=f"llmctl core nodes of {config.cluster_name}",
+            metadata_options={
+                "http_endpoint": "enabled",
+                "http_tokens": "required",
+                "http_put_response_hop_limit": 2,
+            },
+            block_device_mappings=[
+                {
+                    "device_name": "/dev/xvda",
+                    "ebs": {
+                        "volume_size": spec.root_volume_gib,
+                        "volume_type": "gp3",
+                        "encrypted": "true",
+                        "delete_on_termination": "true",
+                    },
+                }
+            ],
+            tag_specifications=[
+                {"resource_type": "instance", "tags": tags_for(config, {"Name": f"{config.cluster_name}-core"})},
+                {"resource_type": "volume", "tags": tags},
+            ],
+            update_default_version=True,
+            tags=tags,
+            opts=child,
+        )
+        return aws.eks.NodeGroup(
+            f"{name}-core",
+            cluster_name=config.cluster_name,
+            node_group_name=f"{config.cluster_name}-core",
+            node_role_arn=role.arn,
+            subnet_ids=network.node_subnet_ids,
+            ami_type="AL2023_x86_64_STANDARD",
+            capacity_type="ON_DEMAND",
+            instance_types=[config.core_nodes.instance_type],
+            labels=dict(spec.labels),
+            scaling_config={
+                "desired_size": config.core_nodes.size,
+                "min_size": config.core_nodes.size,
+                "max_size": config.core_nodes.max_size,
+            },
+            update_config={"max_unavailable": 1},
+            launch_template={"id": template.id, "version": template.latest_version.apply(lambda v: str(v))},
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster, *attachments, *addons]),
+        )
+

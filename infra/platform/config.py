@@ -1,0 +1,258 @@
+"""`PlatformConfig`: everything the platform program needs, validated, and its round trip
+through Pulumi stack config (so the plain `pulumi` CLI runs the same program)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.versions import versions
+from llmctl.errors import BlueprintError
+from llmctl.infra.pools import POOLS, pools_for
+
+PROJECT = "llmctl"
+
+# AZ IDs where inf2/trn1 capacity exists, in order of preference (AZ IDs, not names: names are
+# shuffled per account).
+DEFAULT_AZ_IDS: dict[str, tuple[str, ...]] = {
+    "us-west-2": ("usw2-az4", "usw2-az1"),
+    "us-east-1": ("use1-az6", "use1-az5"),
+    "us-east-2": ("use2-az3", "use2-az1"),
+}
+_CLUSTER_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,37}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a network CIDR like '10.1.0.0/21'") from None
+
+
+class VpcConfig(_Strict):
+    """The VPC: created by the stack, or an existing one brought by the user."""
+
+    cidr: str = Field("10.1.0.0/21", description="Primary CIDR: two private /24 (control plane, internal LBs) and two public /26.")
+    pods_cidr: str = Field(
+        "100.64.0.0/16", description="Secondary CIDR, split into one subnet per AZ for nodes and pods."
+    )
+    az_count: int = Field(2, ge=2, le=3, description="Availability zones to spread subnets over.")
+    existing_vpc_id: str | None = Field(None, description="Use this VPC instead of creating one (vpc-...).")
+    private_subnet_ids: list[str] = Field(
+        default_factory=list, description="With existing_vpc_id: private subnets for the control plane and nodes."
+    )
+    public_subnet_ids: list[str] = Field(
+        default_factory=list, description="With existing_vpc_id: public subnets (for public load balancers)."
+    )
+
+    @field_validator("cidr", "pods_cidr")
+    @classmethod
+    def _network(cls, value: str) -> str:
+        return _cidr(value)
+
+    @model_validator(mode="after")
+    def _existing(self) -> VpcConfig:
+        if self.existing_vpc_id and len(self.private_subnet_ids) < 2:
+            raise ValueError("existing_vpc_id needs at least two private_subnet_ids in different AZs")
+        if not self.existing_vpc_id and (self.private_subnet_ids or self.public_subnet_ids):
+            raise ValueError("subnet ids only apply together with existing_vpc_id")
+        if not self.existing_vpc_id and ipaddress.ip_network(self.cidr).prefixlen > 21:
+            raise ValueError(f"cidr {self.cidr} is too small: use a /21 or larger")
+        return self
+
+
+class EndpointConfig(_Strict):
+    """Who can reach the Kubernetes API server."""
+
+    public: bool = Field(True, description="Expose the API endpoint publicly (limited to public_cidrs); False: private only.")
+    public_cidrs: list[str] = Field(
+        default_factory=lambda: ["0.0.0.0/0"],
+        description="Source CIDRs allowed to reach the public endpoint; narrow this to your office/VPN ranges.",
+    )
+
+    @field_validator("public_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        return [_cidr(value) for value in values]
+
+
+class ObservabilityConfig(_Strict):
+    """Metrics add-ons."""
+
+    cloudwatch: bool = Field(True, description="Install the amazon-cloudwatch-observability EKS add-on.")
+    neuron_metrics: bool = Field(True, description="Collect accelerator (Neuron/NVIDIA) metrics in that add-on.")
+    metrics_server: bool = Field(True, description="Install the metrics-server EKS add-on (for HPA and `kubectl top`).")
+
+
+class CoreNodesConfig(_Strict):
+    """The small managed node group for Ray heads and system pods."""
+
+    instance_type: str = Field("m5.xlarge", description="Instance type of the core nodes.")
+    size: int = Field(2, ge=1, le=20, description="Desired (and minimum) number of core nodes.")
+    max_size: int = Field(4, ge=1, le=50, description="Maximum number of core nodes.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> CoreNodesConfig:
+        if self.size > self.max_size:
+            raise ValueError(f"size ({self.size}) is larger than max_size ({self.max_size})")
+        return self
+
+
+class PlatformConfig(_Strict):
+    """One platform stack (one EKS cluster per environment)."""
+
+    stack: str = Field("dev", description="Stack (environment) name, e.g. 'dev'.")
+    cluster_name: str = Field("", description="EKS cluster name; empty means 'llmctl-<stack>'.")
+    region: str = Field("us-west-2", description="AWS region, used explicitly by every AWS resource.")
+    kubernetes_version: str = Field("", description="EKS Kubernetes version; empty means the pinned default.")
+    pools: list[str] = Field(
+        default_factory=lambda: ["core", "default"],
+        description="Node pools to create (names from infra/pools.py); core and default are always added.",
+    )
+    instance_types: list[str] = Field(
+        default_factory=list, description="Accelerator instance types the AZs must offer (from the blueprints)."
+    )
+    az_ids: list[str] = Field(
+        default_factory=list, description="Preferred AZ IDs in order; empty means the per-region default."
+    )
+    vpc: VpcConfig = Field(default_factory=VpcConfig, description="VPC options.")
+    endpoint: EndpointConfig = Field(default_factory=EndpointConfig, description="API endpoint access.")
+    core_nodes: CoreNodesConfig = Field(default_factory=CoreNodesConfig, description="Core managed node group.")
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig, description="Observability toggles.")
+    admin_principal_arns: list[str] = Field(
+        default_factory=list, description="Extra IAM principals given cluster-admin access entries (the caller always is)."
+    )
+    cache_force_destroy: bool = Field(
+        True, description="Let `destroy` delete the cache bucket with its objects (weights can be re-downloaded)."
+    )
+    tags: dict[str, str] = Field(default_factory=dict, description="User tags added to every taggable AWS resource.")
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: str) -> str:
+        if value and not _CLUSTER_NAME.match(value):
+            raise ValueError("use letters, digits and '-', starting with a letter, at most 38 characters")
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if not _REGION.match(value):
+            raise ValueError(f"{value!r} is not an AWS region like 'us-west-2'")
+        return value
+
+    @field_validator("pools")
+    @classmethod
+    def _pools(cls, values: list[str]) -> list[str]:
+        known = [spec.name for spec in POOLS]
+        unknown = [value for value in values if value not in known]
+        if unknown:
+            raise ValueError(f"unknown pool(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        wanted = {"core", "default", *values}
+        return [name for name in known if name in wanted]
+
+    @model_validator(mode="after")
+    def _defaults(self) -> PlatformConfig:
+        if not self.cluster_name:
+            object.__setattr__(self, "cluster_name", f"llmctl-{self.stack}")
+            if not _CLUSTER_NAME.match(self.cluster_name):
+                raise ValueError(f"stack name {self.stack!r} gives an invalid cluster name; set cluster_name")
+        if not self.kubernetes_version:
+            object.__setattr__(self, "kubernetes_version", versions().eks.kubernetes_version.value)
+        if not self.az_ids:
+            object.__setattr__(self, "az_ids", list(DEFAULT_AZ_IDS.get(self.region, ())))
+        return self
+
+    @classmethod
+    def for_blueprints(
+        cls,
+        blueprints: Iterable[Blueprint],
+        *,
+        stack: str = "dev",
+        region: str = "us-west-2",
+        all_pools: bool = False,
+        **overrides: Any,
+    ) -> PlatformConfig:
+        """The platform some blueprints need: their pools and the AZs that offer their instances."""
+        chosen = list(blueprints)
+        pools = [spec.name for spec in pools_for(chosen, hardware(), all_pools=all_pools)]
+        instance_types = sorted({bp.compute.instance_type for bp in chosen if bp.compute.accelerator != "cpu"})
+        data: dict[str, Any] = {"stack": stack, "region": region, "pools": pools, "instance_types": instance_types}
+        data.update(overrides)
+        return validate_config(data, source="platform settings")
+
+    def to_pulumi_config(self) -> dict[str, str]:
+        """Stack config (`pulumi config set` keys and values) that rebuilds this config."""
+        data = self.model_dump(mode="json")
+        out = {"aws:region": self.region}
+        for key, value in data.items():
+            out[f"{PROJECT}:{key}"] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        return out
+
+    @classmethod
+    def from_pulumi_config(cls, values: Mapping[str, str] | None = None) -> PlatformConfig:
+        """Read the config from the running Pulumi stack (or from `values`, keys as in to_pulumi_config)."""
+        if values is None:
+            values = _read_stack_config()
+        data: dict[str, Any] = {}
+        for key, raw in values.items():
+            namespace, _, name = key.partition(":")
+            if namespace != PROJECT or name not in cls.model_fields:
+                continue
+            data[name] = raw if cls.model_fields[name].annotation is str else _json(key, raw)
+        if "region" not in data and values.get("aws:region"):
+            data["region"] = values["aws:region"]
+        return validate_config(data, source="Pulumi stack config")
+
+
+def _json(key: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        raise BlueprintError(
+            f"stack config {key} is not valid JSON: {raw!r}", f"set it with `pulumi config set {key} '<json>'`"
+        ) from None
+
+
+def _read_stack_config() -> dict[str, str]:
+    import pulumi
+
+    values: dict[str, str] = {}
+    project = pulumi.Config(PROJECT)
+    for name in PlatformConfig.model_fields:
+        raw = project.get(name)
+        if raw is not None:
+            values[f"{PROJECT}:{name}"] = raw
+    region = pulumi.Config("aws").get("region")
+    if region:
+        values["aws:region"] = region
+    return values
+
+
+def validate_config(data: Mapping[str, Any], *, source: str) -> PlatformConfig:
+    """Validate settings, turning pydantic errors into a BlueprintError with field paths."""
+    try:
+        return PlatformConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        problems = [
+            (".".join(str(p) for p in err["loc"]) or "(root)", str(err["msg"]).removeprefix("Value error, "))
+            for err in exc.errors(include_url=False)
+        ]
+        raise BlueprintError(
+            f"invalid platform config in {source}",
+            "fix the fields listed (see docs/platform.md for every key)",
+            source=source,
+            problems=problems,
+        ) from None

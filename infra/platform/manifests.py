@@ -1,0 +1,124 @@
+"""Pure builders of the Karpenter objects for a pool: NodePool (karpenter.sh/v1) and
+EC2NodeClass (karpenter.k8s.aws/v1), as plain dicts built from `infra/pools.py` PoolSpecs.
+
+The platform program, `llmctl plan` and the tests all use these same objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from llmctl.infra.pools import POOL_LABEL, PoolSpec
+
+DISCOVERY_TAG = "karpenter.sh/discovery"
+NODEPOOL_API = "karpenter.sh/v1"
+NODECLASS_API = "karpenter.k8s.aws/v1"
+
+# Default limits per accelerator family: enough for the catalog's largest blueprint (four
+# p4de.24xlarge, or two inf2.48xlarge), small enough to stop a runaway scale-out.
+_LIMITS: dict[str, dict[str, str]] = {
+    "cpu": {"cpu": "1000", "memory": "4000Gi"},
+    "inferentia2": {"cpu": "1152", "aws.amazon.com/neuron": "72"},
+    "trainium": {"cpu": "1024", "aws.amazon.com/neuron": "128"},
+    "trainium2": {"cpu": "1024", "aws.amazon.com/neuron": "128"},
+    "nvidia": {"cpu": "1152", "nvidia.com/gpu": "64"},
+}
+
+
+def taint_dicts(pool: PoolSpec) -> list[dict[str, str]]:
+    """The pool's taints as Kubernetes taint objects."""
+    taints = []
+    for taint in pool.taints:
+        item = {"key": taint.key, "effect": taint.effect}
+        if taint.value is not None:
+            item["value"] = taint.value
+        taints.append(item)
+    return taints
+
+
+def template_labels(pool: PoolSpec) -> dict[str, str]:
+    """Labels Karpenter puts on the pool's nodes (it adds karpenter.sh/nodepool itself)."""
+    return {key: value for key, value in pool.labels.items() if key != POOL_LABEL}
+
+
+def nodepool_manifest(pool: PoolSpec, *, limits: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The NodePool of a Karpenter-managed pool."""
+    if pool.managed_by != "karpenter":
+        raise ValueError(f"pool {pool.name} is not managed by Karpenter")
+    accelerated = pool.accelerator != "cpu"
+    return {
+        "apiVersion": NODEPOOL_API,
+        "kind": "NodePool",
+        "metadata": {"name": pool.name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": template_labels(pool)},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.name},
+                    "requirements": [
+                        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(pool.families)},
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": list(pool.capacity_types)},
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    ],
+                    "taints": taint_dicts(pool),
+                    "expireAfter": "720h",
+                },
+            },
+            # Accelerator nodes host slow-starting replicas (image pull, download, compile): only
+            # empty ones are removed. CPU nodes are also packed tighter when under-used.
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty" if accelerated else "WhenEmptyOrUnderutilized",
+                "consolidateAfter": "10m" if accelerated else "1m",
+                "budgets": [{"nodes": "10%"}],
+            },
+            "limits": dict(limits or _LIMITS[pool.accelerator]),
+        },
+    }
+
+
+def ec2nodeclass_manifest(
+    pool: PoolSpec,
+    *,
+    cluster_name: str,
+    node_role: str,
+    ami_alias: str,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The EC2NodeClass of a Karpenter-managed pool: pinned AL2023 alias, IMDSv2, large root volume."""
+    if pool.managed_by != "karpenter":
+        raise ValueError(f"pool {pool.name} is not managed by Karpenter")
+    discovery = {"tags": {DISCOVERY_TAG: cluster_name}}
+    return {
+        "apiVersion": NODECLASS_API,
+        "kind": "EC2NodeClass",
+        "metadata": {"name": pool.name},
+        "spec": {
+            "role": node_role,
+            # AL2023 picks its Neuron or NVIDIA variant from the instance type.
+            "amiSelectorTerms": [{"alias": ami_alias}],
+            "subnetSelectorTerms": [discovery],
+            "securityGroupSelectorTerms": [discovery],
+            "metadataOptions": {
+                "httpEndpoint": "enabled",
+                "httpProtocolIPv6": "disabled",
+                "httpPutResponseHopLimit": 2,
+                "httpTokens": "required",
+            },
+            "blockDeviceMappings": [
+                {
+                    "deviceName": "/dev/xvda",
+                    "ebs": {
+                        "volumeSize": f"{pool.root_volume_gib}Gi",
+                        "volumeType": "gp3",
+                        "iops": 3000 if pool.root_volume_gib < 500 else 6000,
+                        "throughput": 125 if pool.root_volume_gib < 500 else 500,
+                        "encrypted": True,
+                        "deleteOnTermination": True,
+                    },
+                }
+            ],
+            "tags": {**(tags or {}), "llmctl:pool": pool.name},
+        },
+    }

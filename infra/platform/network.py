@@ -1,0 +1,237 @@
+"""Network: a VPC sized for pods, or an existing VPC, tagged for Karpenter and the LB controller.
+
+Layout (defaults, as the seeds): primary 10.1.0.0/21 holds two private /24 (control-plane ENIs,
+internal load balancers) and two public /26 (NAT, public load balancers); the secondary
+100.64.0.0/16 is split into one subnet per AZ where nodes and pods get their addresses. AZs are
+chosen by AZ ID (names differ per account) among those that offer the accelerator instances.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from llmctl.errors import CloudError
+from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.manifests import DISCOVERY_TAG
+from llmctl.infra.platform.tags import tags_for
+
+ELB_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+
+
+@dataclass(frozen=True)
+class Zone:
+    """An availability zone: its per-account name and its stable ID."""
+
+    name: str
+    id: str
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    """CIDRs of every subnet, index-aligned with the chosen zones."""
+
+    private: list[str]
+    public: list[str]
+    nodes: list[str]
+
+
+def choose_zones(
+    zones: list[Zone],
+    preferred_ids: list[str],
+    count: int,
+    offered: dict[str, set[str]] | None = None,
+) -> list[Zone]:
+    """Pick `count` zones: those offering every wanted instance type first, then preferred AZ IDs.
+
+    `offered` maps instance type -> zone names offering it (None: no accelerator to place).
+    Each wanted instance type must be offered in at least one chosen zone.
+    """
+    offered = offered or {}
+
+    def rank(item: tuple[int, Zone]) -> tuple[int, int, int]:
+        position, zone = item
+        served = sum(zone.name in names for names in offered.values())
+        preference = preferred_ids.index(zone.id) if zone.id in preferred_ids else len(preferred_ids)
+        return (-served, preference, position)
+
+    chosen = [zone for _, zone in sorted(enumerate(zones), key=rank)][:count]
+    if len(chosen) < count:
+        raise CloudError(
+            f"the region has {len(zones)} available zone(s); {count} are needed",
+            "pick another region, or lower vpc.az_count",
+        )
+    for instance_type, names in sorted(offered.items()):
+        if not any(zone.name in names for zone in chosen):
+            raise CloudError(
+                f"{instance_type} is not offered in any of the chosen zones ({', '.join(z.id for z in chosen)})",
+                "pick a region that offers it (`aws ec2 describe-instance-type-offerings --location-type "
+                "availability-zone-id`) or set az_ids",
+            )
+    return sorted(chosen, key=lambda zone: zones.index(zone))
+
+
+def plan_subnets(cidr: str, pods_cidr: str, az_count: int) -> SubnetPlan:
+    """Private /24s, public /26s (from the /24 after them) and one node/pod subnet per zone."""
+    primary = ipaddress.ip_network(cidr)
+    twenty_fours = list(primary.subnets(new_prefix=24))
+    if len(twenty_fours) < az_count + 1:
+        raise ValueError(f"{cidr} is too small for {az_count} zones")
+    private = [str(net) for net in twenty_fours[:az_count]]
+    public = [str(net) for net in list(twenty_fours[az_count].subnets(new_prefix=26))[:az_count]]
+    pods = ipaddress.ip_network(pods_cidr)
+    split = pods.prefixlen + math.ceil(math.log2(az_count))
+    nodes = [str(net) for net in list(pods.subnets(new_prefix=split))[:az_count]]
+    return SubnetPlan(private=private, public=public, nodes=nodes)
+
+
+def _zones(opts: pulumi.InvokeOptions) -> list[Zone]:
+    result = aws.get_availability_zones(state="available", opts=opts)
+    return [Zone(name, zid) for name, zid in zip(result.names, result.zone_ids)]
+
+
+def _offerings(instance_types: list[str], opts: pulumi.InvokeOptions) -> dict[str, set[str]]:
+    if not instance_types:
+        return {}
+    result = aws.ec2.get_instance_type_offerings(
+        filters=[{"name": "instance-type", "values": instance_types}],
+        location_type="availability-zone",
+        opts=opts,
+    )
+    offered: dict[str, set[str]] = {name: set() for name in instance_types}
+    if not result.instance_types:
+        # No answer at all (or a plan without credentials): do not filter.
+        return {}
+    for instance_type, location in zip(result.instance_types, result.locations):
+        offered.setdefault(instance_type, set()).add(location)
+    return offered
+
+
+class Network(pulumi.ComponentResource):
+    """The VPC, its subnets and routes, or tags on an existing VPC's subnets."""
+
+    vpc_id: pulumi.Output[str]
+    control_plane_subnet_ids: pulumi.Output[list[str]]
+    node_subnet_ids: pulumi.Output[list[str]]
+    public_subnet_ids: pulumi.Output[list[str]]
+    zones: list[Zone]
+
+    def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("llmctl:platform:Network", name, None, opts)
+        self._config = config
+        child = pulumi.ResourceOptions(parent=self)
+        if config.vpc.existing_vpc_id:
+            self._existing(name, child)
+        else:
+            self._create(name, child)
+        self.register_outputs(
+            {
+                "vpc_id": self.vpc_id,
+                "control_plane_subnet_ids": self.control_plane_subnet_ids,
+                "node_subnet_ids": self.node_subnet_ids,
+                "public_subnet_ids": self.public_subnet_ids,
+            }
+        )
+
+    def _tags(self, extra: dict[str, str]) -> dict[str, str]:
+        return tags_for(self._config, extra)
+
+    def _existing(self, name: str, child: pulumi.ResourceOptions) -> None:
+        config = self._config
+        self.zones = []
+        for index, subnet_id in enumerate(config.vpc.private_subnet_ids):
+            aws.ec2.Tag(f"{name}-discovery-{index}", resource_id=subnet_id, key=DISCOVERY_TAG, value=config.cluster_name, opts=child)
+        self.vpc_id = pulumi.Output.from_input(config.vpc.existing_vpc_id or "")
+        self.control_plane_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))
+        self.node_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))
+        self.public_subnet_ids = pulumi.Output.from_input(list(config.vpc.public_subnet_ids))
+
+    def _create(self, name: str, child: pulumi.ResourceOptions) -> None:
+        config = self._config
+        invoke = pulumi.InvokeOptions(parent=self)
+        self.zones = choose_zones(
+            _zones(invoke), config.az_ids, config.vpc.az_count, _offerings(config.instance_types, invoke)
+        )
+        plan = plan_subnets(config.vpc.cidr, config.vpc.pods_cidr, config.vpc.az_count)
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=config.vpc.cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags=self._tags({"Name": config.cluster_name}),
+            opts=child,
+        )
+        pods_block = aws.ec2.VpcIpv4CidrBlockAssociation(
+            f"{name}-pods-cidr", vpc_id=vpc.id, cidr_block=config.vpc.pods_cidr, opts=child
+        )
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=self._tags({"Name": config.cluster_name}), opts=child)
+        public = [
+            aws.ec2.Subnet(
+                f"{name}-public-{zone.id}",
+                vpc_id=vpc.id,
+                cidr_block=cidr,
+                availability_zone=zone.name,
+                tags=self._tags({"Name": f"{config.cluster_name}-public-{zone.id}", ELB_TAG: "1"}),
+                opts=child,
+            )
+            for zone, cidr in zip(self.zones, plan.public)
+        ]
+        private = [
+            aws.ec2.Subnet(
+                f"{name}-private-{zone.id}",
+                vpc_id=vpc.id,
+                cidr_block=cidr,
+                availability_zone=zone.name,
+                tags=self._tags({"Name": f"{config.cluster_name}-private-{zone.id}", INTERNAL_ELB_TAG: "1"}),
+                opts=child,
+            )
+            for zone, cidr in zip(self.zones, plan.private)
+        ]
+        nodes = [
+            aws.ec2.Subnet(
+                f"{name}-nodes-{zone.id}",
+                vpc_id=vpc.id,
+                cidr_block=cidr,
+                availability_zone=zone.name,
+                tags=self._tags({"Name": f"{config.cluster_name}-nodes-{zone.id}", DISCOVERY_TAG: config.cluster_name}),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[pods_block]),
+            )
+            for zone, cidr in zip(self.zones, plan.nodes)
+        ]
+        eip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=self._tags({"Name": f"{config.cluster_name}-nat"}), opts=child)
+        nat = aws.ec2.NatGateway(
+            f"{name}-nat",
+            allocation_id=eip.id,
+            subnet_id=public[0].id,
+            tags=self._tags({"Name": f"{config.cluster_name}-nat"}),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+        )
+        public_routes = aws.ec2.RouteTable(
+            f"{name}-public-rt",
+            vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+            tags=self._tags({"Name": f"{config.cluster_name}-public"}),
+            opts=child,
+        )
+        private_routes = aws.ec2.RouteTable(
+            f"{name}-private-rt",
+            vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
+            tags=self._tags({"Name": f"{config.cluster_name}-private"}),
+            opts=child,
+        )
+        routed = [("public", public, public_routes), ("private", private, private_routes), ("nodes", nodes, private_routes)]
+        for kind, subnets, table in routed:
+            for zone, subnet in zip(self.zones, subnets):
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-{kind}-{zone.id}-rta", subnet_id=subnet.id, route_table_id=table.id, opts=child
+                )
+        self.vpc_id = vpc.id
+        self.control_plane_subnet_ids = pulumi.Output.all(*[s.id for s in private]).apply(list)
+        self.node_subnet_ids = pulumi.Output.all(*[s.id for s in nodes]).apply(list)
+        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public]).apply(list)

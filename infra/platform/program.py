@@ -1,0 +1,105 @@
+"""The platform program: every component, wired with explicit providers and dependencies, and the
+stack outputs the workload stacks and the CLI read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from llmctl.blueprints.versions import versions
+from llmctl.infra.platform.cache import Cache
+from llmctl.infra.platform.cluster import ADDONS_AFTER_NODES, ADDONS_BEFORE_NODES, EBS_CSI, Cluster
+from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.ingress import Ingress
+from llmctl.infra.platform.karpenter import Karpenter
+from llmctl.infra.platform.kuberay import KubeRay
+from llmctl.infra.platform.manifests import taint_dicts
+from llmctl.infra.platform.network import Network
+from llmctl.infra.platform.neuron import SCHEDULER_NAME, Neuron
+from llmctl.infra.platform.nodepools import NodePools
+from llmctl.infra.platform.nvidia import NvidiaDevicePlugin
+from llmctl.infra.platform.observability import CLOUDWATCH_ADDON, METRICS_SERVER_ADDON, Observability
+from llmctl.infra.platform.tags import tags_for
+from llmctl.infra.pools import PoolSpec, pool
+
+NEURON_ACCELERATORS = ("inferentia2", "trainium", "trainium2")
+
+
+def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The `node_pools` output: what workloads select and tolerate, per pool."""
+    specs: list[PoolSpec] = [pool(name) for name in config.pools]
+    return [
+        {
+            "name": spec.name,
+            "labels": spec.node_labels(),
+            "taints": taint_dicts(spec),
+            "instance_families": list(spec.families),
+            "capacity_types": list(spec.capacity_types),
+            "managed_by": spec.managed_by,
+        }
+        for spec in specs
+    ]
+
+
+def installed_versions(config: PlatformConfig) -> dict[str, Any]:
+    """The `versions` output: every pinned version this config installs."""
+    pinned = versions()
+    accelerators = {pool(name).accelerator for name in config.pools}
+    charts = ["karpenter", "kuberay_operator", "aws_load_balancer_controller"]
+    if accelerators & set(NEURON_ACCELERATORS):
+        charts.append("neuron")
+    if "nvidia" in accelerators:
+        charts.append("nvidia_device_plugin")
+    addons = [*ADDONS_BEFORE_NODES, *ADDONS_AFTER_NODES, EBS_CSI]
+    if config.observability.cloudwatch:
+        addons.append(CLOUDWATCH_ADDON)
+    if config.observability.metrics_server:
+        addons.append(METRICS_SERVER_ADDON)
+    return {
+        "kubernetes": config.kubernetes_version,
+        "ami_alias": pinned.ami["al2023_alias"].value,
+        "charts": {key: pinned.charts[key].version for key in charts},
+        "eks_addons": addons,
+    }
+
+
+def build_platform(config: PlatformConfig) -> None:
+    """Register the whole platform for `config` (call inside a Pulumi program)."""
+    aws_provider = aws.Provider(
+        "aws", region=config.region, default_tags={"tags": tags_for(config)}
+    )
+    on_aws = pulumi.ResourceOptions(providers={"aws": aws_provider})
+    network = Network("network", config, opts=on_aws)
+    cluster = Cluster("cluster", config, network, opts=on_aws)
+    kube = k8s.Provider("k8s", kubeconfig=cluster.kubeconfig, enable_server_side_apply=True)
+    on_both = pulumi.ResourceOptions(providers={"aws": aws_provider, "kubernetes": kube})
+    on_k8s = pulumi.ResourceOptions(providers={"kubernetes": kube})
+
+    karpenter = Karpenter("karpenter", config, cluster, opts=on_both)
+    NodePools("nodepools", config, karpenter, opts=on_k8s)
+    accelerators = {pool(name).accelerator for name in config.pools}
+    if accelerators & set(NEURON_ACCELERATORS):
+        Neuron("neuron", after=cluster.ready, opts=on_k8s)
+    if "nvidia" in accelerators:
+        NvidiaDevicePlugin("nvidia", after=cluster.ready, opts=on_k8s)
+    KubeRay("kuberay", after=cluster.ready, opts=on_k8s)
+    ingress = Ingress("ingress", config, cluster, network, opts=on_both)
+    Observability("observability", config, cluster, opts=on_aws)
+    cache = Cache("cache", config, opts=on_aws)
+
+    pulumi.export("cluster_name", config.cluster_name)
+    pulumi.export("region", config.region)
+    pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export("oidc_issuer", cluster.oidc_issuer)
+    pulumi.export("oidc_provider_arn", cluster.oidc_provider_arn)
+    pulumi.export("pod_identity", {"agent_addon": "eks-pod-identity-agent", "cache_role_arn": cache.reader_role.arn})
+    pulumi.export("vpc_id", network.vpc_id)
+    pulumi.export("node_pools", node_pool_outputs(config))
+    pulumi.export("neuron_scheduler", SCHEDULER_NAME)
+    pulumi.export("ingress_class", ingress.ingress_class)
+    pulumi.export("cache_bucket", cache.bucket.bucket)
+    pulumi.export("cache_role_arn", cache.reader_role.arn)
+    pulumi.export("versions", installed_versions(config))

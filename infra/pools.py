@@ -1,0 +1,139 @@
+"""The node pools a platform offers, as plain data.
+
+One source of truth for three users: the platform program creates a Karpenter NodePool +
+EC2NodeClass per pool, the workload builders take nodeSelectors and tolerations from it, and the
+schedulability check (`llmctl validate`) compares the two. Pure: no Pulumi, no boto3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from llmctl.blueprints.hardware import HardwareCatalog, Instance
+from llmctl.blueprints.schema import Blueprint
+
+from llmctl.errors import CatalogError
+
+POOL_LABEL = "karpenter.sh/nodepool"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ROLE_LABEL = "llmctl.dev/role"
+CORE_POOL = "core"
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint."""
+
+    key: str
+    effect: str = "NoSchedule"
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One pool of nodes: a Karpenter NodePool, or the managed core node group."""
+
+    name: str
+    accelerator: str
+    families: tuple[str, ...]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    capacity_types: tuple[str, ...] = ("on-demand",)
+    root_volume_gib: int = 100
+    managed_by: str = "karpenter"  # or "eks-nodegroup" for the core pool
+
+    def node_labels(self, instance_type: str | None = None) -> dict[str, str]:
+        """The labels a node of this pool carries (Karpenter adds the pool name and type)."""
+        labels = (
+            {POOL_LABEL: self.name, **self.labels} if self.managed_by == "karpenter" else dict(self.labels)
+        )
+        if instance_type:
+            labels[INSTANCE_TYPE_LABEL] = instance_type
+        return labels
+
+
+NEURON_TAINT = Taint("aws.amazon.com/neuron")
+GPU_TAINT = Taint("nvidia.com/gpu")
+
+POOLS: tuple[PoolSpec, ...] = (
+    PoolSpec(
+        "core",
+        "cpu",
+        ("m5",),
+        labels={ROLE_LABEL: "core", "workload": "rayhead"},
+        managed_by="eks-nodegroup",
+        root_volume_gib=100,
+    ),
+    PoolSpec(
+        "default",
+        "cpu",
+        ("c5", "m5", "r5", "c6i", "m6i", "r6i", "c7i", "m7i", "r7i"),
+        labels={ROLE_LABEL: "cpu", "instanceType": "default"},
+        capacity_types=("spot", "on-demand"),
+        root_volume_gib=200,
+    ),
+    PoolSpec(
+        "inferentia-inf2",
+        "inferentia2",
+        ("inf2",),
+        labels={ROLE_LABEL: "neuron", "instanceType": "inferentia-inf2", "provisionerType": "Karpenter"},
+        taints=(NEURON_TAINT,),
+        root_volume_gib=500,
+    ),
+    PoolSpec(
+        "trainium-trn1",
+        "trainium",
+        ("trn1", "trn1n"),
+        labels={ROLE_LABEL: "neuron", "instanceType": "trainium-trn1", "provisionerType": "Karpenter"},
+        taints=(NEURON_TAINT,),
+        root_volume_gib=500,
+    ),
+    PoolSpec(
+        "trainium-trn2",
+        "trainium2",
+        ("trn2",),
+        labels={ROLE_LABEL: "neuron", "instanceType": "trainium-trn2", "provisionerType": "Karpenter"},
+        taints=(NEURON_TAINT,),
+        root_volume_gib=500,
+    ),
+    PoolSpec(
+        "gpu-nvidia",
+        "nvidia",
+        ("g5", "g6", "g6e", "p4d", "p4de", "p5"),
+        labels={ROLE_LABEL: "gpu", "instanceType": "gpu-nvidia", "provisionerType": "Karpenter"},
+        taints=(GPU_TAINT,),
+        root_volume_gib=500,
+    ),
+)
+
+
+def pool(name: str) -> PoolSpec:
+    """A pool by name."""
+    for spec in POOLS:
+        if spec.name == name:
+            return spec
+    raise CatalogError(f"unknown node pool {name!r}", f"known pools: {', '.join(p.name for p in POOLS)}")
+
+
+def pool_for_instance(instance: Instance) -> PoolSpec:
+    """The Karpenter pool that launches an instance type."""
+    for spec in POOLS:
+        if spec.managed_by == "karpenter" and instance.family in spec.families:
+            return spec
+    raise CatalogError(
+        f"no node pool launches {instance.name} (family {instance.family})",
+        "pick an instance type from a supported family (`llmctl catalog instances`)",
+    )
+
+
+def pools_for(
+    blueprints: Iterable[Blueprint], catalog: HardwareCatalog, *, all_pools: bool = False
+) -> list[PoolSpec]:
+    """The pools a platform needs for some blueprints: core and default always, plus theirs."""
+    if all_pools:
+        return list(POOLS)
+    wanted = {"core", "default"}
+    for blueprint in blueprints:
+        wanted.add(pool_for_instance(catalog.instance(blueprint.compute.instance_type)).name)
+    return [spec for spec in POOLS if spec.name in wanted]

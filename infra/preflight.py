@@ -1,0 +1,175 @@
+"""Prerequisites found before anything starts: the pulumi CLI, AWS credentials and region, kubectl.
+
+Each `require_*` raises :class:`PrerequisiteError` (or :class:`CloudError` when AWS answers with
+an error) carrying an install or fix hint; each `probe_*` returns the same finding as data for
+`llmctl doctor`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
+
+# The oldest pulumi CLI llmctl is tested against (the Automation API itself accepts >= 3.1).
+MIN_PULUMI = (3, 150, 0)
+PULUMI_INSTALL = "install it with `curl -fsSL https://get.pulumi.com | sh` (version {min} or newer), then open a new shell"
+KUBECTL_INSTALL = "install kubectl (https://kubernetes.io/docs/tasks/tools/), e.g. `sudo snap install kubectl --classic`"
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+
+
+def min_pulumi() -> str:
+    """'3.150.0'."""
+    return ".".join(str(part) for part in MIN_PULUMI)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One finding: what was found (or not), and the fix."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+def _run(argv: list[str], timeout: float = 20) -> str:
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=True, env=env).stdout.strip()
+
+
+def probe_pulumi() -> Probe:
+    """Is the pulumi CLI on PATH, and recent enough?"""
+    hint = PULUMI_INSTALL.format(min=min_pulumi())
+    path = shutil.which("pulumi")
+    if path is None:
+        return Probe("pulumi CLI", False, "the pulumi CLI is not installed (not on PATH)", hint)
+    try:
+        out = _run([path, "version"])
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Probe("pulumi CLI", False, f"`pulumi version` failed: {exc}", hint)
+    match = _VERSION.search(out)
+    if not match:
+        return Probe("pulumi CLI", False, f"cannot read the pulumi version from {out!r}", hint)
+    found = tuple(int(part) for part in match.groups())
+    version = ".".join(match.groups())
+    if found < MIN_PULUMI:
+        return Probe("pulumi CLI", False, f"pulumi {version} is older than {min_pulumi()}", f"upgrade: {hint}")
+    return Probe("pulumi CLI", True, f"pulumi {version} ({path})")
+
+
+def probe_kubectl() -> Probe:
+    """Is kubectl on PATH?"""
+    path = shutil.which("kubectl")
+    if path is None:
+        return Probe("kubectl", False, "kubectl is not installed (not on PATH)", KUBECTL_INSTALL)
+    try:
+        out = _run([path, "version", "--client", "-o", "json"])
+        import json
+
+        version = json.loads(out).get("clientVersion", {}).get("gitVersion", "unknown version")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        version = "unknown version"
+    return Probe("kubectl", True, f"kubectl {version} ({path})")
+
+
+def _raise(probe: Probe) -> str:
+    if not probe.ok:
+        raise PrerequisiteError(probe.detail, probe.fix)
+    return probe.detail
+
+
+def require_pulumi() -> str:
+    """The pulumi version line, or PrerequisiteError with the install command."""
+    return _raise(probe_pulumi())
+
+
+def require_kubectl() -> str:
+    """kubectl's path and version, or PrerequisiteError with an install hint."""
+    return _raise(probe_kubectl())
+
+
+def resolve_region(region: str | None) -> str:
+    """--region, then AWS_REGION / AWS_DEFAULT_REGION, then the profile's region."""
+    if region:
+        return region
+    for key in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(key):
+            return os.environ[key]
+    import boto3
+
+    found = boto3.session.Session().region_name
+    if not found:
+        raise PrerequisiteError(
+            "no AWS region is set", "pass --region (e.g. --region us-west-2) or set AWS_REGION"
+        )
+    return str(found)
+
+
+@dataclass(frozen=True)
+class AwsIdentity:
+    """Who the AWS credentials belong to."""
+
+    account: str
+    arn: str
+    region: str
+
+
+def require_aws(region: str | None = None) -> AwsIdentity:
+    """STS GetCallerIdentity with the credentials in effect, or an error naming the fix."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    resolved = resolve_region(region)
+    try:
+        sts = boto3.session.Session(region_name=resolved).client("sts", region_name=resolved)
+        reply = sts.get_caller_identity()
+    except NoCredentialsError:
+        raise PrerequisiteError(
+            "no AWS credentials found",
+            "configure them with `aws configure` or `aws sso login --profile NAME` (then AWS_PROFILE=NAME), "
+            "or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+        ) from None
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        raise CloudError(
+            f"AWS rejected the credentials ({code})",
+            "refresh them (`aws sso login`, or new access keys) and check the clock of this machine",
+        ) from None
+    except BotoCoreError as exc:
+        raise CloudError(f"cannot reach AWS STS in {resolved}: {exc}", "check the region and the network") from None
+    return AwsIdentity(account=str(reply["Account"]), arn=str(reply["Arn"]), region=resolved)
+
+
+def preflight(*, pulumi: bool = True, aws: bool = True, kubectl: bool = False, region: str | None = None) -> list[str]:
+    """Check what a command needs, all at once: one error listing every missing item."""
+    found: list[str] = []
+    problems: list[LlmctlError] = []
+    checks = []
+    if pulumi:
+        checks.append(require_pulumi)
+    if kubectl:
+        checks.append(require_kubectl)
+    for check in checks:
+        try:
+            found.append(check())
+        except LlmctlError as exc:
+            problems.append(exc)
+    if aws:
+        try:
+            ident = require_aws(region)
+            found.append(f"AWS account {ident.account} as {ident.arn} in {ident.region}")
+        except LlmctlError as exc:
+            problems.append(exc)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise PrerequisiteError(
+            "missing prerequisites: " + "; ".join(p.message for p in problems),
+            "; ".join(p.hint for p in problems if p.hint),
+        )
+    return found

@@ -1,0 +1,1 @@
+"""Pure builders: blueprint + platform facts -> Kubernetes objects as plain dicts."""

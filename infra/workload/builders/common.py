@@ -1,0 +1,392 @@
+"""Helpers every runtime builder shares: metadata, namespace, service account, secrets,
+scheduling (from the platform's pools), resource requests, probes, env and readiness.
+
+Everything here is pure: it returns plain dicts shaped like the Kubernetes API (camelCase keys).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llmctl import __version__
+from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
+from llmctl.blueprints.rules import is_gated
+from llmctl.errors import LlmctlError
+from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL, pool_for_instance
+from llmctl.infra.workload.capacity import (
+    NEURON_DEVICE,
+    NVIDIA_GPU,
+    allocatable,
+    cpu_quantity,
+    memory_quantity,
+)
+from llmctl.infra.workload.config import PoolFacts, WorkloadConfig
+
+Obj = dict[str, Any]
+
+SERVICE_ACCOUNT = "llmctl-serving"
+HF_SECRET = "hf-token"
+HF_SECRET_KEY = "HF_TOKEN"
+API_KEY_SECRET = "api-key"
+API_KEY_KEY = "LLMCTL_API_KEY"
+NEURON_SCHEDULER = "my-scheduler"
+WAIT_FOR = "pulumi.com/waitFor"
+TIMEOUT = "pulumi.com/timeoutSeconds"
+HEAD_POOL = "default"
+
+# Runtime -> key of its upstream base image in blueprints/data/versions.yaml (for reference in docs).
+RUNTIME_IMAGE_KEYS = {
+    "ray-neuronx": "neuron_transformers_neuronx",
+    "ray-vllm": "neuron_vllm_inf2",
+    "triton-vllm": "triton_vllm",
+    "torchserve-neuronx": "neuron_torchserve",
+    "ray-cpu": "ray_cpu",
+}
+
+
+def labels(config: WorkloadConfig, component: str) -> dict[str, str]:
+    """Standard labels of every object of a workload."""
+    return {
+        "app.kubernetes.io/name": config.blueprint.name,
+        "app.kubernetes.io/instance": config.blueprint.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "llmctl",
+        "llmctl.dev/runtime": config.blueprint.runtime,
+    }
+
+
+def metadata(config: WorkloadConfig, name: str, component: str, annotations: dict[str, str] | None = None) -> Obj:
+    """ObjectMeta for a namespaced object of the workload."""
+    meta: Obj = {"name": name, "namespace": config.ns, "labels": labels(config, component)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def namespace(config: WorkloadConfig) -> Obj:
+    """The workload's own namespace."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": config.ns, "labels": labels(config, "namespace")},
+    }
+
+
+def service_account(config: WorkloadConfig) -> Obj:
+    """The serving pods' service account (the Pod Identity association targets it for S3)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(config, SERVICE_ACCOUNT, "serving"),
+    }
+
+
+def needs_hf_token(config: WorkloadConfig) -> bool:
+    """Whether the model is gated, so the pods need the Hugging Face token."""
+    return is_gated(config.blueprint)
+
+
+def opaque_secret(config: WorkloadConfig, name: str, key: str, value: str | None) -> Obj:
+    """An Opaque Secret holding one value (rendered as `<redacted>`, applied as a Pulumi secret)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata(config, name, "secret"),
+        "type": "Opaque",
+        "stringData": {key: value if value is not None else ""},
+    }
+
+
+def secret_env(name: str, secret: str, key: str) -> Obj:
+    """An env var read from a Secret key."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def token_env(config: WorkloadConfig) -> list[Obj]:
+    """HF_TOKEN from the Secret, only for gated models."""
+    return [secret_env("HF_TOKEN", HF_SECRET, HF_SECRET_KEY)] if needs_hf_token(config) else []
+
+
+def api_key_env(config: WorkloadConfig) -> list[Obj]:
+    """LLMCTL_API_KEY from its Secret when the exposure requires an API key."""
+    if not config.blueprint.exposure.api_key:
+        return []
+    return [secret_env(API_KEY_KEY, API_KEY_SECRET, API_KEY_KEY)]
+
+
+def config_map(config: WorkloadConfig, name: str, files: dict[str, str], component: str) -> tuple[Obj, list[Obj]]:
+    """A ConfigMap holding files, and the volume `items` that restore their relative paths.
+
+    ConfigMap keys cannot hold '/', so nested paths are stored under an encoded key.
+    """
+    data: dict[str, str] = {}
+    items: list[Obj] = []
+    for path in sorted(files):
+        key = path.replace("/", "__")
+        data[key] = files[path]
+        items.append({"key": key, "path": path})
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(config, name, component), "data": data}
+    return obj, items
+
+
+# --- images -------------------------------------------------------------------------------------
+
+
+def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
+    """(image, app_baked_in) for the serving containers, decided in one place.
+
+    Order: the config override, then the blueprint's built `image.serving_image`, then
+    `<ecr_registry>/llmctl/<runtime>:<llmctl version>` when the platform has an ECR registry,
+    else the blueprint's pinned upstream `image.base` with the llmctl app installed at start.
+    """
+    bp = config.blueprint
+    if config.image:
+        return config.image, True
+    if bp.image.serving_image:
+        return bp.image.serving_image, True
+    if config.platform.ecr_registry:
+        return f"{config.platform.ecr_registry}/llmctl/{bp.runtime}:{__version__}", True
+    return bp.image.base, False
+
+
+def app_requirement(config: WorkloadConfig) -> str:
+    """The pip requirement that installs the serving app into an upstream base image."""
+    return config.app_package or f"llmctl=={__version__}"
+
+
+# --- scheduling -----------------------------------------------------------------------------------
+
+
+def _instance(config: WorkloadConfig, catalog: HardwareCatalog | None = None) -> Instance:
+    return (catalog or hardware()).instance(config.blueprint.compute.instance_type)
+
+
+def serving_pool(config: WorkloadConfig) -> PoolFacts:
+    """The pool whose nodes run the serving replicas."""
+    instance = _instance(config)
+    facts = config.platform
+    if facts.target == "eks":
+        spec = pool_for_instance(instance)
+        return facts.pool(spec.name) or PoolFacts.from_spec(spec)
+    for pool in facts.pools:
+        if pool.launches(instance.name, instance.family):
+            return pool
+    raise LlmctlError(
+        f"no pool of the cluster runs {instance.name} (pools: {', '.join(p.name for p in facts.pools) or 'none'})",
+        "name a pool with that instance type or family in the kubeconfig target's pools",
+    )
+
+
+def head_pool(config: WorkloadConfig) -> PoolFacts:
+    """The CPU pool for Ray heads and UIs: Karpenter's default pool on EKS, an untainted one elsewhere."""
+    facts = config.platform
+    if facts.target == "eks":
+        from llmctl.infra.pools import pool as pool_spec
+
+        return facts.pool(HEAD_POOL) or PoolFacts.from_spec(pool_spec(HEAD_POOL))
+    for pool in facts.pools:
+        if not pool.taints:
+            return pool
+    raise LlmctlError(
+        "the cluster has no untainted pool for the Ray head and UIs",
+        "name a CPU pool without taints in the kubeconfig target's pools",
+    )
+
+
+def node_selector(pool: PoolFacts, instance_type: str | None = None) -> dict[str, str]:
+    """nodeSelector that lands on a pool (and one instance type when given)."""
+    if pool.managed_by == "karpenter":
+        selector = {POOL_LABEL: pool.name}
+    else:
+        selector = dict(pool.labels)
+    if instance_type and pool.managed_by != "existing":
+        selector[INSTANCE_TYPE_LABEL] = instance_type
+    return selector
+
+
+def tolerations(pool: PoolFacts) -> list[Obj]:
+    """Tolerations for every taint of a pool."""
+    result = []
+    for taint in pool.taints:
+        item: Obj = {"key": taint.key, "effect": taint.effect}
+        if taint.value is None:
+            item["operator"] = "Exists"
+        else:
+            item.update(operator="Equal", value=taint.value)
+        result.append(item)
+    return result
+
+
+def scheduling(pool: PoolFacts, instance_type: str | None = None) -> Obj:
+    """The pod-spec fields that place a pod on a pool."""
+    spec: Obj = {"nodeSelector": node_selector(pool, instance_type)}
+    toleration_list = tolerations(pool)
+    if toleration_list:
+        spec["tolerations"] = toleration_list
+    return spec
+
+
+# --- resources ------------------------------------------------------------------------------------
+
+
+def neuron_devices(config: WorkloadConfig) -> int:
+    """Whole Neuron devices one replica needs for its tp degree (0 off Neuron)."""
+    instance = _instance(config)
+    if not instance.neuron_cores:
+        return 0
+    return math.ceil(config.blueprint.compute.tensor_parallel / instance.cores_per_device)
+
+
+def accelerators(config: WorkloadConfig) -> dict[str, int]:
+    """Extended resources one serving replica requests."""
+    bp = config.blueprint
+    if bp.is_neuron:
+        return {NEURON_DEVICE: neuron_devices(config)}
+    if bp.compute.accelerator == "nvidia":
+        return {NVIDIA_GPU: bp.compute.tensor_parallel}
+    return {}
+
+
+def serving_resources(config: WorkloadConfig) -> Obj:
+    """Requests and limits of one serving replica: the blueprint's values, or its share of one node.
+
+    The share is taken of the node's allocatable resources (after the daemonset reserve), in
+    proportion to the accelerators the replica uses, so a replica never asks for the whole node.
+    """
+    bp = config.blueprint
+    instance = _instance(config)
+    node = allocatable(instance)
+    extended = accelerators(config)
+    if extended.get(NEURON_DEVICE):
+        share = extended[NEURON_DEVICE] / instance.accelerator_count
+    elif extended.get(NVIDIA_GPU):
+        share = extended[NVIDIA_GPU] / instance.accelerator_count
+    else:
+        share = 1.0
+    cpus = bp.compute.cpus_per_replica or node.cpu * share
+    memory = bp.compute.memory_gib_per_replica or node.memory_gib * share
+    requests: Obj = {"cpu": cpu_quantity(cpus), "memory": memory_quantity(memory)}
+    limits: Obj = {"memory": requests["memory"]}
+    for name, count in extended.items():
+        requests[name] = str(count)
+        limits[name] = str(count)
+    return {"requests": requests, "limits": limits}
+
+
+def scheduler_name(config: WorkloadConfig) -> dict[str, str]:
+    """`schedulerName: my-scheduler` when a replica takes more than one Neuron device."""
+    return {"schedulerName": NEURON_SCHEDULER} if neuron_devices(config) > 1 else {}
+
+
+def neuron_env(config: WorkloadConfig) -> list[Obj]:
+    """NeuronCore env for the tp degree (Neuron only)."""
+    if not config.blueprint.is_neuron:
+        return []
+    tp = config.blueprint.compute.tensor_parallel
+    visible = "0" if tp == 1 else f"0-{tp - 1}"
+    return [
+        {"name": "NEURON_RT_NUM_CORES", "value": str(tp)},
+        {"name": "NEURON_RT_VISIBLE_CORES", "value": visible},
+    ]
+
+
+# --- probes, readiness, autoscaling ---------------------------------------------------------------
+
+
+def http_probes(path: str, port: int | str, *, startup_seconds: int) -> Obj:
+    """Startup, readiness and liveness probes on one HTTP path; startup allows for model load."""
+    get = {"path": path, "port": port}
+    return {
+        "startupProbe": {"httpGet": get, "periodSeconds": 10, "failureThreshold": max(1, startup_seconds // 10)},
+        "readinessProbe": {"httpGet": get, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {"httpGet": get, "periodSeconds": 20, "failureThreshold": 6},
+    }
+
+
+def readiness_timeout(config: WorkloadConfig) -> int:
+    """Seconds to wait for the serving object: image pull, weight download and, on Neuron, compile.
+
+    20 min base, plus 15 s per GB of weights (download/load), plus on Neuron 60 s per GB
+    (compilation: about 15 min for a 15 GB model; the first start compiles even with a compile
+    cache); capped at 3 hours.
+    """
+    from llmctl.blueprints.models import lookup_model
+    from llmctl.errors import CatalogError
+
+    bp = config.blueprint
+    try:
+        weights = lookup_model(bp.model.architecture or bp.model.id, allow_hub=False).weights_gb(bp.model.dtype)
+    except CatalogError:
+        weights = 30.0
+    seconds = 1200 + 15 * weights
+    if bp.is_neuron:
+        seconds += 60 * weights
+    return int(min(3 * 3600, math.ceil(seconds / 60) * 60))
+
+
+def readiness(config: WorkloadConfig, wait_for: str | None = None) -> dict[str, str]:
+    """Pulumi await annotations: how long to wait, and (for custom resources) for what."""
+    annotations = {TIMEOUT: str(readiness_timeout(config))}
+    if wait_for:
+        annotations[WAIT_FOR] = wait_for
+    return annotations
+
+
+def autoscaler(config: WorkloadConfig, deployment: str, *, cpu_utilization: int = 80) -> Obj | None:
+    """An HPA (autoscaling/v2) on CPU utilisation between the blueprint's bounds; None when fixed."""
+    scaling = config.blueprint.scaling
+    if scaling.max_replicas <= scaling.min_replicas:
+        return None
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": metadata(config, deployment, "autoscaler"),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+            "minReplicas": max(1, scaling.min_replicas),
+            "maxReplicas": scaling.max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": cpu_utilization},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def deployment(
+    config: WorkloadConfig,
+    name: str,
+    component: str,
+    pod_spec: Obj,
+    *,
+    replicas: int | None,
+    annotations: dict[str, str] | None = None,
+    pod_annotations: dict[str, str] | None = None,
+) -> Obj:
+    """A Deployment around a pod spec (replicas None when an HPA owns the count)."""
+    selector = {"app.kubernetes.io/instance": config.blueprint.name, "app.kubernetes.io/component": component}
+    template_meta: Obj = {"labels": labels(config, component)}
+    if pod_annotations:
+        template_meta["annotations"] = pod_annotations
+    spec: Obj = {"selector": {"matchLabels": selector}, "template": {"metadata": template_meta, "spec": pod_spec}}
+    if replicas is not None:
+        spec = {"replicas": replicas, **spec}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(config, name, component, annotations),
+        "spec": spec,
+    }
+
+
+def prometheus_annotations(config: WorkloadConfig, port: int, path: str = "/metrics") -> dict[str, str]:
+    """Scrape annotations when the blueprint wants Prometheus metrics."""
+    if not config.blueprint.observability.prometheus:
+        return {}
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": path}

@@ -1,0 +1,78 @@
+"""How the endpoint is reached: a ClusterIP Service (port-forward), an internal NLB or a public NLB.
+
+Load balancers are made by the AWS Load Balancer Controller from Service annotations (an NLB in
+IP target mode). A public endpoint always requires an API key (the blueprint schema enforces
+`api_key: true`); the key lives in the `api-key` Secret and reaches the serving app as
+`LLMCTL_API_KEY`.
+"""
+
+from __future__ import annotations
+
+from llmctl.infra.workload.builders.common import Obj, metadata
+from llmctl.infra.workload.config import WorkloadConfig
+
+LB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
+LB_TARGET = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
+LB_SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+
+
+def service_type(config: WorkloadConfig) -> str:
+    """ClusterIP for port-forward, LoadBalancer otherwise."""
+    return "ClusterIP" if config.blueprint.exposure.mode == "port-forward" else "LoadBalancer"
+
+
+def lb_annotations(config: WorkloadConfig) -> dict[str, str]:
+    """AWS Load Balancer Controller annotations for the exposure mode (empty for ClusterIP)."""
+    mode = config.blueprint.exposure.mode
+    if mode == "port-forward":
+        return {}
+    return {
+        LB_TYPE: "external",
+        LB_TARGET: "ip",
+        LB_SCHEME: "internet-facing" if mode == "public" else "internal",
+    }
+
+
+def _spec(config: WorkloadConfig, ports: list[Obj], selector: dict[str, str] | None) -> Obj:
+    spec: Obj = {"type": service_type(config), "ports": ports}
+    if selector is not None:
+        spec["selector"] = selector
+    cidrs = config.blueprint.exposure.allowed_cidrs
+    if spec["type"] == "LoadBalancer" and cidrs:
+        spec["loadBalancerSourceRanges"] = list(cidrs)
+    return spec
+
+
+def port(name: str, number: int, target: int | str | None = None) -> Obj:
+    """A TCP service port."""
+    return {"name": name, "port": number, "targetPort": target if target is not None else number, "protocol": "TCP"}
+
+
+def service(config: WorkloadConfig, name: str, component: str, ports: list[Obj], *, exposed: bool = True) -> Obj:
+    """A Service selecting a component's pods; `exposed` applies the blueprint's exposure mode."""
+    selector = {"app.kubernetes.io/instance": config.blueprint.name, "app.kubernetes.io/component": component}
+    if not exposed:
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": metadata(config, name, component),
+            "spec": {"type": "ClusterIP", "ports": ports, "selector": selector},
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(config, name, component, lb_annotations(config)),
+        "spec": _spec(config, ports, selector),
+    }
+
+
+def serve_service(config: WorkloadConfig, name: str, ports: list[Obj]) -> Obj:
+    """The RayService `serveService` template (KubeRay fills the selector)."""
+    return {
+        "metadata": {
+            "name": name,
+            "labels": metadata(config, name, "serving")["labels"],
+            **({"annotations": lb_annotations(config)} if lb_annotations(config) else {}),
+        },
+        "spec": _spec(config, ports, None),
+    }

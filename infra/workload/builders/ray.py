@@ -1,0 +1,182 @@
+"""The RayService shape the three Ray runtimes share (ray-neuronx, ray-vllm, ray-cpu).
+
+A CPU head (no replicas on it: `num-cpus: 0`) on the head pool, one worker group on the serving
+pool with one serving replica per worker pod, Serve on 8000 and the dashboard on 8265, and a
+`serveConfigV2` that imports the app from `llmctl.serving.<runtime>.app:app_builder` with the whole
+blueprint as its only argument.
+
+Image modes (see :func:`common.serving_image`): a built llmctl image already carries Ray and the
+app. With the upstream base image, the pods install the app (and Ray, when the base lacks it) at
+start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`) and
+the container runs `pip install ... && $KUBERAY_GEN_RAY_START_CMD`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import yaml
+
+from llmctl.blueprints.versions import versions
+from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders.cache import cache_env
+from llmctl.infra.workload.builders.common import Obj
+from llmctl.infra.workload.builders.exposure import port, serve_service
+from llmctl.infra.workload.config import WorkloadConfig
+
+SERVE_PORT = 8000
+DASHBOARD_PORT = 8265
+GCS_PORT = 6379
+CLIENT_PORT = 10001
+METRICS_PORT = 8080
+READY = "jsonpath={.status.serviceStatus}=Running"
+OVERWRITE_CMD = "ray.io/overwrite-container-cmd"
+HEAD_CPU = "2"
+HEAD_MEMORY = "8Gi"
+AUTOSCALER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
+
+
+def serve_service_name(config: WorkloadConfig) -> str:
+    """Name of the Service in front of Ray Serve."""
+    return f"{config.blueprint.name}-serve-svc"
+
+
+def head_service_name(config: WorkloadConfig) -> str:
+    """Name of the head Service KubeRay makes for a RayService (dashboard 8265)."""
+    return f"{config.blueprint.name}-head-svc"
+
+
+def serve_config(config: WorkloadConfig, import_path: str) -> str:
+    """serveConfigV2: one application importing the llmctl serving app."""
+    bp = config.blueprint
+    app: Obj = {
+        "name": bp.name,
+        "route_prefix": bp.serving.route_prefix,
+        "import_path": import_path,
+        "args": {"blueprint": bp.model_dump(mode="json")},
+    }
+    return yaml.safe_dump({"applications": [app]}, sort_keys=False)
+
+
+def _start_command(config: WorkloadConfig, image: str) -> Obj:
+    """Container command for base-image mode: install the app (and Ray if missing), then start Ray."""
+    requirements = [common.app_requirement(config)]
+    if not image.startswith(("rayproject/", "docker.io/rayproject/")):
+        requirements.insert(0, f"ray[serve]=={versions().python['ray'].value}")
+    install = "pip install --no-cache-dir -q " + " ".join(shlex.quote(r) for r in requirements)
+    return {"command": ["/bin/bash", "-lc", "--"], "args": [f"{install} && $KUBERAY_GEN_RAY_START_CMD"]}
+
+
+def _container(config: WorkloadConfig, name: str, image: str, baked: bool, **fields: object) -> Obj:
+    container: Obj = {"name": name, "image": image, **fields}
+    if not baked:
+        container.update(_start_command(config, image))
+    return container
+
+
+def _ray_resources(custom: dict[str, int]) -> dict[str, str]:
+    """rayStartParams entry for custom Ray resources (quoted as KubeRay passes it to a shell)."""
+    if not custom:
+        return {}
+    return {"resources": '"' + json.dumps(custom).replace('"', '\\"') + '"'}
+
+
+def rayservice(
+    config: WorkloadConfig,
+    *,
+    import_path: str,
+    group: str,
+    worker_env: list[Obj],
+    ray_resources: dict[str, int] | None = None,
+) -> Obj:
+    """A RayService for the blueprint."""
+    bp = config.blueprint
+    image, baked = common.serving_image(config)
+    shared_env = [*common.token_env(config), *common.api_key_env(config), *cache_env(config)]
+    pod_annotations = common.prometheus_annotations(config, METRICS_PORT)
+    head_ports = [
+        {"name": "gcs-server", "containerPort": GCS_PORT},
+        {"name": "dashboard", "containerPort": DASHBOARD_PORT},
+        {"name": "client", "containerPort": CLIENT_PORT},
+        {"name": "serve", "containerPort": SERVE_PORT},
+        {"name": "metrics", "containerPort": METRICS_PORT},
+    ]
+    head_template: Obj = {
+        "metadata": {"labels": common.labels(config, "ray-head"), "annotations": pod_annotations},
+        "spec": {
+            "serviceAccountName": common.SERVICE_ACCOUNT,
+            **common.scheduling(common.head_pool(config)),
+            "containers": [
+                _container(
+                    config,
+                    "ray-head",
+                    image,
+                    baked,
+                    ports=head_ports,
+                    env=shared_env,
+                    resources={
+                        "requests": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY},
+                        "limits": {"memory": HEAD_MEMORY},
+                    },
+                )
+            ],
+        },
+    }
+    serving = common.serving_pool(config)
+    worker_template: Obj = {
+        "metadata": {"labels": common.labels(config, "ray-worker"), "annotations": pod_annotations},
+        "spec": {
+            "serviceAccountName": common.SERVICE_ACCOUNT,
+            **common.scheduler_name(config),
+            **common.scheduling(serving, bp.compute.instance_type),
+            "containers": [
+                _container(
+                    config,
+                    "ray-worker",
+                    image,
+                    baked,
+                    env=[*shared_env, *worker_env],
+                    resources=common.serving_resources(config),
+                    volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+                )
+            ],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        },
+    }
+    autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
+    cluster: Obj = {
+        "rayVersion": versions().python["ray"].value,
+        "enableInTreeAutoscaling": autoscale,
+        "headGroupSpec": {
+            "serviceType": "ClusterIP",
+            "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0"},
+            "template": head_template,
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": group,
+                "replicas": bp.scaling.replicas,
+                "minReplicas": bp.scaling.min_replicas,
+                "maxReplicas": bp.scaling.max_replicas,
+                "rayStartParams": _ray_resources(ray_resources or {}),
+                "template": worker_template,
+            }
+        ],
+    }
+    if autoscale:
+        cluster["autoscalerOptions"] = {"idleTimeoutSeconds": 600, "resources": AUTOSCALER_RESOURCES}
+    annotations = common.readiness(config, READY)
+    if not baked:
+        annotations[OVERWRITE_CMD] = "true"
+    ports = [port("serve", SERVE_PORT)]
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": common.metadata(config, bp.name, "serving", annotations),
+        "spec": {
+            "serveConfigV2": serve_config(config, import_path),
+            "serveService": serve_service(config, serve_service_name(config), ports),
+            "rayClusterConfig": cluster,
+        },
+    }

@@ -1,0 +1,119 @@
+"""Optional UIs: Open WebUI (talks to the OpenAI API) and Gradio (talks to the seed's /infer route).
+
+Each is a Deployment on the CPU head pool plus a ClusterIP Service `<blueprint>-ui` on port 80,
+reached with `kubectl port-forward` (or `llmctl connect`). Their images and the Gradio version are
+pinned in `blueprints/data/versions.yaml`.
+"""
+
+from __future__ import annotations
+
+from llmctl.blueprints.versions import versions
+from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders.common import Obj
+from llmctl.infra.workload.builders.exposure import port, service
+from llmctl.infra.workload.config import WorkloadConfig
+
+UI_PORT = 80
+OPEN_WEBUI_PORT = 8080
+GRADIO_PORT = 7860
+
+_GRADIO_APP = '''\
+"""Gradio chat UI for an llmctl endpoint's /infer route."""
+import os
+
+import gradio as gr
+import httpx
+
+ENDPOINT = os.environ["LLMCTL_ENDPOINT"].rstrip("/")
+HEADERS = {"Authorization": "Bearer " + os.environ["LLMCTL_API_KEY"]} if os.environ.get("LLMCTL_API_KEY") else {}
+
+
+def answer(message, history):
+    response = httpx.get(ENDPOINT + "/infer", params={"sentence": message}, headers=HEADERS, timeout=600)
+    response.raise_for_status()
+    return response.text
+
+
+gr.ChatInterface(answer, title=os.environ.get("LLMCTL_TITLE", "llmctl")).launch(
+    server_name="0.0.0.0", server_port=int(os.environ.get("GRADIO_PORT", "7860"))
+)
+'''
+
+
+def ui_service_name(config: WorkloadConfig) -> str:
+    """Name of the UI's Service."""
+    return f"{config.blueprint.name}-ui"
+
+
+def _serving_url(config: WorkloadConfig, service_name: str, serve_port: int) -> str:
+    return f"http://{service_name}.{config.ns}.svc.cluster.local:{serve_port}"
+
+
+def _ui_pod(config: WorkloadConfig, container: Obj, volumes: list[Obj]) -> Obj:
+    return {
+        **common.scheduling(common.head_pool(config)),
+        "containers": [container],
+        "volumes": volumes,
+    }
+
+
+def open_webui(config: WorkloadConfig, service_name: str, serve_port: int) -> list[Obj]:
+    """Open WebUI pointed at the endpoint's OpenAI API."""
+    key_env = common.api_key_env(config)
+    env: list[Obj] = [
+        {"name": "OPENAI_API_BASE_URL", "value": _serving_url(config, service_name, serve_port) + "/v1"},
+        {"name": "ENABLE_OLLAMA_API", "value": "false"},
+        *([{**key_env[0], "name": "OPENAI_API_KEY"}] if key_env else [{"name": "OPENAI_API_KEY", "value": "none"}]),
+    ]
+    container: Obj = {
+        "name": "open-webui",
+        "image": versions().images["open_webui"].image,
+        "ports": [{"name": "http", "containerPort": OPEN_WEBUI_PORT}],
+        "env": env,
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "2Gi"}},
+        **common.http_probes("/health", "http", startup_seconds=600),
+        "volumeMounts": [{"name": "data", "mountPath": "/app/backend/data"}],
+    }
+    pod = _ui_pod(config, container, [{"name": "data", "emptyDir": {}}])
+    name = f"{config.blueprint.name}-open-webui"
+    return [
+        common.deployment(config, name, "ui", pod, replicas=1),
+        service(config, ui_service_name(config), "ui", [port("http", UI_PORT, "http")], exposed=False),
+    ]
+
+
+def gradio(config: WorkloadConfig, service_name: str, serve_port: int) -> list[Obj]:
+    """A Gradio chat UI pointed at the endpoint's /infer route."""
+    script, items = common.config_map(config, f"{config.blueprint.name}-gradio-app", {"app.py": _GRADIO_APP}, "ui")
+    gradio_version = versions().python["gradio"].value
+    container: Obj = {
+        "name": "gradio",
+        "image": versions().images["gradio"].image,
+        "command": ["/bin/sh", "-c", f"pip install --no-cache-dir -q gradio=={gradio_version} && exec python /app/app.py"],
+        "ports": [{"name": "http", "containerPort": GRADIO_PORT}],
+        "env": [
+            {"name": "LLMCTL_ENDPOINT", "value": _serving_url(config, service_name, serve_port)},
+            {"name": "LLMCTL_TITLE", "value": config.blueprint.description or config.blueprint.name},
+            {"name": "GRADIO_PORT", "value": str(GRADIO_PORT)},
+            *common.api_key_env(config),
+        ],
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+        **common.http_probes("/", "http", startup_seconds=600),
+        "volumeMounts": [{"name": "app", "mountPath": "/app", "readOnly": True}],
+    }
+    pod = _ui_pod(config, container, [{"name": "app", "configMap": {"name": script["metadata"]["name"], "items": items}}])
+    name = f"{config.blueprint.name}-gradio"
+    return [
+        script,
+        common.deployment(config, name, "ui", pod, replicas=1),
+        service(config, ui_service_name(config), "ui", [port("http", UI_PORT, "http")], exposed=False),
+    ]
+
+
+def build(config: WorkloadConfig, service_name: str, serve_port: int) -> list[Obj]:
+    """The blueprint's UI objects (empty for `ui: none`)."""
+    if config.blueprint.ui == "open-webui":
+        return open_webui(config, service_name, serve_port)
+    if config.blueprint.ui == "gradio":
+        return gradio(config, service_name, serve_port)
+    return []

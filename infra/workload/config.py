@@ -1,0 +1,191 @@
+"""What a workload stack needs to know: the blueprint and the facts of the platform it lands on.
+
+`PlatformFacts` comes from the platform stack's outputs (`from_outputs`) on a deployed platform,
+or is derived offline from :mod:`llmctl.infra.pools` (`for_blueprint`) so `llmctl render` and
+`llmctl validate` need no cloud. `WorkloadConfig` bundles it with the blueprint.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from llmctl.blueprints.schema import Blueprint
+from llmctl.errors import LlmctlError
+from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL, PoolSpec
+
+Target = Literal["eks", "kubeconfig"]
+ManagedBy = Literal["karpenter", "eks-nodegroup", "existing"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaintFacts(_Strict):
+    """A taint carried by every node of a pool."""
+
+    key: str = Field(description="Taint key, e.g. 'aws.amazon.com/neuron'.")
+    value: str | None = Field(None, description="Taint value (None for a key-only taint).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        "NoSchedule", description="Taint effect."
+    )
+
+    @classmethod
+    def parse(cls, raw: Any) -> TaintFacts:
+        """Accept a mapping or the kubectl form 'key[=value]:Effect'."""
+        if isinstance(raw, TaintFacts):
+            return raw
+        if isinstance(raw, dict):
+            return cls.model_validate(raw)
+        text = str(raw)
+        head, _, effect = text.partition(":")
+        key, _, value = head.partition("=")
+        return cls.model_validate({"key": key, "value": value or None, "effect": effect or "NoSchedule"})
+
+
+class PoolFacts(_Strict):
+    """One pool of nodes the platform offers (a Karpenter NodePool, the core group, or a named pool)."""
+
+    name: str = Field(description="Pool name (the Karpenter NodePool name on EKS).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels every node of the pool carries.")
+    taints: list[TaintFacts] = Field(default_factory=list, description="Taints every node of the pool carries.")
+    instance_families: list[str] = Field(
+        default_factory=list, description="EC2 instance families the pool can launch, e.g. ['inf2']."
+    )
+    instance_types: list[str] = Field(
+        default_factory=list,
+        description="Exact instance types of the pool (the core node group, or a kubeconfig pool); empty: "
+        "every catalog type of instance_families.",
+    )
+    managed_by: ManagedBy = Field(
+        "karpenter", description="karpenter (adds karpenter.sh/nodepool), eks-nodegroup or existing (kubeconfig)."
+    )
+
+    @field_validator("taints", mode="before")
+    @classmethod
+    def _taints(cls, value: Any) -> Any:
+        return [TaintFacts.parse(item) for item in value or []]
+
+    def node_labels(self, instance_type: str | None = None) -> dict[str, str]:
+        """The labels one node of this pool carries (Karpenter adds the pool name and instance type)."""
+        labels = dict(self.labels)
+        if self.managed_by == "karpenter":
+            labels[POOL_LABEL] = self.name
+        if instance_type:
+            labels[INSTANCE_TYPE_LABEL] = instance_type
+        return labels
+
+    def launches(self, instance_type: str, family: str) -> bool:
+        """Whether a node of this pool can be of this instance type."""
+        if self.instance_types:
+            return instance_type in self.instance_types
+        return family in self.instance_families
+
+    @classmethod
+    def from_spec(cls, spec: PoolSpec, core_instance_type: str | None = None) -> PoolFacts:
+        """The facts of a pool defined in :mod:`llmctl.infra.pools`."""
+        return cls(
+            name=spec.name,
+            labels=dict(spec.labels),
+            taints=[TaintFacts.model_validate({"key": t.key, "value": t.value, "effect": t.effect}) for t in spec.taints],
+            instance_families=list(spec.families),
+            instance_types=[core_instance_type] if spec.managed_by == "eks-nodegroup" and core_instance_type else [],
+            managed_by="eks-nodegroup" if spec.managed_by == "eks-nodegroup" else "karpenter",
+        )
+
+
+class PlatformFacts(_Strict):
+    """What the platform a workload lands on provides."""
+
+    cluster_name: str = Field(description="EKS cluster name (or a label for a kubeconfig target).")
+    region: str = Field(description="AWS region of the cluster.")
+    kubernetes_version: str = Field(description="Kubernetes minor version, e.g. '1.35'.")
+    pools: list[PoolFacts] = Field(description="Node pools, as the platform stack's `node_pools` output.")
+    cache_bucket: str | None = Field(None, description="S3 bucket for the model mirror and compile cache.")
+    ecr_registry: str | None = Field(None, description="ECR registry host for built serving images.")
+    target: Target = Field("eks", description="eks (a platform stack) or kubeconfig (an existing cluster).")
+    kubeconfig: str | None = Field(
+        None, repr=False, exclude=True, description="Kubeconfig of the cluster (a secret; never printed)."
+    )
+
+    def pool(self, name: str) -> PoolFacts | None:
+        """A pool by name."""
+        return next((p for p in self.pools if p.name == name), None)
+
+    @classmethod
+    def from_outputs(cls, outputs: dict[str, Any], *, target: Target = "eks") -> PlatformFacts:
+        """Facts from the platform stack's exports (plain values, Automation API `.value`s unwrapped)."""
+        values = {k: getattr(v, "value", v) for k, v in outputs.items()}
+        missing = [key for key in ("cluster_name", "region", "node_pools") if not values.get(key)]
+        if missing:
+            raise LlmctlError(
+                f"the platform stack has no output(s) {', '.join(missing)}",
+                "run `llmctl up` for the platform first, or check that it finished",
+            )
+        pools = []
+        for raw in values["node_pools"]:
+            row = dict(raw)
+            row.setdefault("instance_families", row.pop("families", []))
+            pools.append(PoolFacts.model_validate(row))
+        kubeconfig = values.get("kubeconfig")
+        if isinstance(kubeconfig, dict):
+            kubeconfig = json.dumps(kubeconfig)
+        found = values.get("versions") or {}
+        k8s_version = found.get("kubernetes_version") if isinstance(found, dict) else None
+        if not k8s_version:
+            from llmctl.blueprints.versions import versions
+
+            k8s_version = versions().eks.kubernetes_version.value
+        return cls(
+            cluster_name=str(values["cluster_name"]),
+            region=str(values["region"]),
+            kubernetes_version=str(k8s_version),
+            pools=pools,
+            cache_bucket=values.get("cache_bucket") or None,
+            ecr_registry=values.get("ecr_registry") or None,
+            target=target,
+            kubeconfig=kubeconfig,
+        )
+
+    @classmethod
+    def for_blueprint(cls, blueprint: Blueprint, *, stack: str = "dev", region: str = "us-west-2") -> PlatformFacts:
+        """The facts the platform WOULD have for this blueprint, from :mod:`llmctl.infra.pools` (offline)."""
+        from llmctl.blueprints.hardware import hardware
+        from llmctl.blueprints.versions import versions
+        from llmctl.infra.pools import pools_for
+
+        catalog = hardware()
+        core_type = str(catalog.platform_fixed.core_nodes["instance_type"])
+        caches = blueprint.caches.model_mirror or blueprint.caches.compile_cache
+        return cls(
+            cluster_name=f"llmctl-{stack}",
+            region=region,
+            kubernetes_version=versions().eks.kubernetes_version.value,
+            pools=[PoolFacts.from_spec(spec, core_type) for spec in pools_for([blueprint], catalog)],
+            cache_bucket=f"llmctl-{stack}-{region}-cache" if caches else None,
+            target="eks",
+        )
+
+
+class WorkloadConfig(_Strict):
+    """One workload stack: a blueprint on a platform."""
+
+    blueprint: Blueprint = Field(description="The validated blueprint to deploy.")
+    stack: str = Field("dev", description="Environment (platform stack) name, e.g. 'dev'.")
+    platform: PlatformFacts = Field(description="Facts of the platform the workload lands on.")
+    hf_token_present: bool = Field(False, description="Whether a Hugging Face token was supplied (never the token).")
+    namespace: str | None = Field(None, description="Kubernetes namespace; None uses the blueprint name.")
+    image: str | None = Field(None, description="Serving image override (wins over the blueprint and the registry).")
+    app_package: str | None = Field(
+        None,
+        description="pip requirement installed at start when the serving image is the upstream base "
+        "(default: llmctl==<this version>).",
+    )
+
+    @property
+    def ns(self) -> str:
+        """The namespace in effect."""
+        return self.namespace or self.blueprint.name

@@ -1,0 +1,94 @@
+"""The single entry point to the builders: every object of a workload, in apply order.
+
+Order: Namespace, ServiceAccount, Secrets, cache objects (script ConfigMap, mirror Job), the
+runtime's objects (ConfigMaps, RayService or Deployment, Services, HPA), then the UI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from llmctl.infra.workload.builders import cache, common, ui
+from llmctl.infra.workload.config import WorkloadConfig
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EndpointInfo:
+    """Where the endpoint of a workload is, inside the cluster."""
+
+    namespace: str
+    service: str
+    port: int
+    dashboard_service: str | None
+    ui_service: str | None
+    openai: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """Stable keys for outputs and `--json`."""
+        return {
+            "namespace": self.namespace,
+            "service": self.service,
+            "port": self.port,
+            "dashboard_service": self.dashboard_service,
+            "ui_service": self.ui_service,
+            "openai": self.openai,
+        }
+
+
+def _runtime_builder(runtime: str) -> Callable[[WorkloadConfig], list[Obj]]:
+    from llmctl.infra.workload.builders import ray_cpu, ray_neuronx, ray_vllm, torchserve_neuronx, triton_vllm
+
+    builders: dict[str, Callable[[WorkloadConfig], list[Obj]]] = {
+        "ray-neuronx": ray_neuronx.build,
+        "ray-vllm": ray_vllm.build,
+        "ray-cpu": ray_cpu.build,
+        "triton-vllm": triton_vllm.build,
+        "torchserve-neuronx": torchserve_neuronx.build,
+    }
+    return builders[runtime]
+
+
+def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
+    """Service, port and companions of the workload's endpoint."""
+    from llmctl.blueprints.rules import OPENAI_API
+    from llmctl.infra.workload.builders import ray, torchserve_neuronx, triton_vllm
+
+    bp = config.blueprint
+    if bp.runtime == "triton-vllm":
+        service, port, dashboard = triton_vllm.name(config), triton_vllm.HTTP_PORT, None
+    elif bp.runtime == "torchserve-neuronx":
+        service, port, dashboard = torchserve_neuronx.name(config), bp.serving.port, None
+    else:
+        service, port, dashboard = ray.serve_service_name(config), ray.SERVE_PORT, ray.head_service_name(config)
+    return EndpointInfo(
+        namespace=config.ns,
+        service=service,
+        port=port,
+        dashboard_service=dashboard,
+        ui_service=ui.ui_service_name(config) if bp.ui != "none" else None,
+        openai=bp.runtime in OPENAI_API,
+    )
+
+
+def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: str | None = None) -> list[Obj]:
+    """Every Kubernetes object of the workload, in apply order.
+
+    `hf_token` is only used when the model is gated; `api_key` only when the exposure requires
+    one. Either may be None (e.g. for `llmctl render`, which redacts secrets anyway): the Secret
+    is then emitted with an empty value.
+    """
+    objects: list[Obj] = [common.namespace(config), common.service_account(config)]
+    if common.needs_hf_token(config):
+        objects.append(common.opaque_secret(config, common.HF_SECRET, common.HF_SECRET_KEY, hf_token))
+    if config.blueprint.exposure.api_key:
+        objects.append(common.opaque_secret(config, common.API_KEY_SECRET, common.API_KEY_KEY, api_key))
+    objects.extend(cache.mirror_objects(config))
+    objects.extend(_runtime_builder(config.blueprint.runtime)(config))
+    info = endpoint_info(config)
+    objects.extend(ui.build(config, info.service, info.port))
+    return [json.loads(json.dumps(obj)) for obj in objects]  # plain trees: no shared sub-objects

@@ -1,0 +1,325 @@
+"""Can every pod the workload creates be scheduled on the platform? (`llmctl validate`)
+
+The seeds' most reported failure is a pod Pending forever: a nodeSelector no NodePool satisfies,
+a taint nobody tolerates, a request larger than any node, or several Neuron devices handed out by
+the default scheduler. For every pod template (Deployments, Jobs, the RayService head and worker
+groups) this checks, offline:
+
+1. its nodeSelector and required node affinity match the labels of some pool's nodes;
+2. its tolerations cover that pool's NoSchedule/NoExecute taints;
+3. its requests (cpu, memory, aws.amazon.com/neuron, aws.amazon.com/neuroncore, nvidia.com/gpu)
+   fit ONE node of an instance type the pool can launch, after the daemonset reserve of
+   :mod:`llmctl.infra.workload.capacity`;
+4. a pod asking for more than one Neuron device or core sets `schedulerName: my-scheduler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from llmctl.blueprints.hardware import HardwareCatalog, Instance
+from llmctl.blueprints.schema import Blueprint
+from llmctl.errors import BlueprintError, LlmctlError
+from llmctl.infra.workload.capacity import (
+    CHECKED_RESOURCES,
+    NEURON_CORE,
+    NEURON_DEVICE,
+    allocatable,
+    format_amount,
+    instance_types,
+    parse_quantity,
+)
+from llmctl.infra.workload.config import PlatformFacts, PoolFacts
+
+NEURON_SCHEDULER = "my-scheduler"
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a pod would stay Pending, with the fix."""
+
+    kind: str
+    name: str
+    where: str
+    message: str
+    hint: str
+
+    @property
+    def path(self) -> str:
+        """'RayService/llama2-inf2 [worker group inf2]'."""
+        return f"{self.kind}/{self.name}" + (f" [{self.where}]" if self.where else "")
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}; fix: {self.hint}"
+
+    def as_dict(self) -> dict[str, str]:
+        """Stable keys for `--json`."""
+        return {"kind": self.kind, "name": self.name, "where": self.where, "message": self.message, "hint": self.hint}
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """A pod spec found in a manifest, with where it came from and extra per-pod requests."""
+
+    kind: str
+    name: str
+    where: str
+    spec: Obj
+    extra: tuple[tuple[str, float], ...] = ()
+
+
+def pod_templates(manifest: Obj) -> Iterator[PodTemplate]:
+    """Every pod template of a manifest."""
+    kind, name = manifest.get("kind", ""), manifest.get("metadata", {}).get("name", "")
+    spec = manifest.get("spec") or {}
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        yield PodTemplate(kind, name, "pod", spec["template"]["spec"])
+    elif kind in ("RayService", "RayCluster"):
+        cluster = spec.get("rayClusterConfig", spec) if kind == "RayService" else spec
+        extra: tuple[tuple[str, float], ...] = ()
+        if cluster.get("enableInTreeAutoscaling"):
+            sidecar = (cluster.get("autoscalerOptions") or {}).get("resources") or {}
+            extra = tuple(_container_requests({"resources": sidecar}).items())
+        yield PodTemplate(kind, name, "head group", cluster["headGroupSpec"]["template"]["spec"], extra)
+        for group in cluster.get("workerGroupSpecs", []):
+            yield PodTemplate(kind, name, f"worker group {group.get('groupName')}", group["template"]["spec"])
+
+
+def _container_requests(container: Obj) -> dict[str, float]:
+    resources = container.get("resources") or {}
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    result = {}
+    for resource in CHECKED_RESOURCES:
+        value = requests.get(resource, limits.get(resource))
+        if value is not None:
+            result[resource] = parse_quantity(value)
+    return result
+
+
+def pod_requests(template: PodTemplate) -> dict[str, float]:
+    """Effective pod requests: sum of containers (plus extras), at least the largest init container."""
+    total: dict[str, float] = {}
+    for container in template.spec.get("containers", []):
+        for resource, amount in _container_requests(container).items():
+            total[resource] = total.get(resource, 0.0) + amount
+    for resource, amount in template.extra:
+        total[resource] = total.get(resource, 0.0) + amount
+    for container in template.spec.get("initContainers", []):
+        for resource, amount in _container_requests(container).items():
+            total[resource] = max(total.get(resource, 0.0), amount)
+    return total
+
+
+# --- label matching -------------------------------------------------------------------------------
+
+
+def _expression_matches(expr: Obj, labels: dict[str, str]) -> bool:
+    key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def selector_matches(spec: Obj, labels: dict[str, str]) -> bool:
+    """Whether a pod's nodeSelector and required node affinity accept a node with these labels."""
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        or {}
+    )
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) for term in terms)
+
+
+def _tolerates(toleration: Obj, taint: Any) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.effect:
+        return False
+    if not toleration.get("key"):
+        return toleration.get("operator") == "Exists"
+    if toleration["key"] != taint.key:
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return True
+    return (toleration.get("value") or None) == taint.value
+
+
+def untolerated(spec: Obj, pool: PoolFacts) -> list[Any]:
+    """The pool's blocking taints the pod does not tolerate."""
+    tolerations = spec.get("tolerations") or []
+    return [
+        taint
+        for taint in pool.taints
+        if taint.effect != "PreferNoSchedule" and not any(_tolerates(t, taint) for t in tolerations)
+    ]
+
+
+# --- the check ------------------------------------------------------------------------------------
+
+
+def _taint_text(taint: Any) -> str:
+    return f"{taint.key}{'=' + taint.value if taint.value else ''}:{taint.effect}"
+
+
+def _closest_pool_text(spec: Obj, pools: list[PoolFacts]) -> str:
+    """Which pool came closest to the selector, and which labels differ."""
+    selector = spec.get("nodeSelector") or {}
+    if not pools:
+        return "the platform has no pools"
+    best = max(pools, key=lambda p: sum(p.node_labels().get(k) == v for k, v in selector.items()))
+    labels = best.node_labels()
+    diffs = [
+        f"{k}={labels[k]} (not {v})" if k in labels else f"no label {k}"
+        for k, v in selector.items()
+        if labels.get(k) != v and k != "node.kubernetes.io/instance-type"
+    ]
+    if "node.kubernetes.io/instance-type" in selector and not diffs:
+        families = ", ".join(best.instance_types or best.instance_families)
+        diffs.append(f"it launches {families}, not {selector['node.kubernetes.io/instance-type']}")
+    return f"closest pool {best.name!r}: " + "; ".join(diffs or ["affinity terms differ"])
+
+
+def _candidates(pools: list[PoolFacts], catalog: HardwareCatalog) -> list[tuple[PoolFacts, Instance | None]]:
+    result: list[tuple[PoolFacts, Instance | None]] = []
+    for pool in pools:
+        types = instance_types(catalog, pool.instance_families, pool.instance_types)
+        result.extend((pool, row) for row in types) if types else result.append((pool, None))
+    return result
+
+
+def _check_template(template: PodTemplate, pools: list[PoolFacts], catalog: HardwareCatalog) -> list[Problem]:
+    def problem(message: str, hint: str) -> Problem:
+        return Problem(template.kind, template.name, template.where, message, hint)
+
+    spec = template.spec
+    requests = pod_requests(template)
+    problems: list[Problem] = []
+    neuron = max(requests.get(NEURON_DEVICE, 0.0), requests.get(NEURON_CORE, 0.0))
+    if neuron > 1 and spec.get("schedulerName") != NEURON_SCHEDULER:
+        resource = NEURON_DEVICE if requests.get(NEURON_DEVICE, 0) > 1 else NEURON_CORE
+        problems.append(
+            problem(
+                f"requests {format_amount(resource, requests[resource])} {resource} but uses the "
+                f"{spec.get('schedulerName') or 'default'} scheduler, which may hand out devices that are not "
+                "adjacent on the Neuron ring",
+                f"set schedulerName: {NEURON_SCHEDULER} (the Neuron scheduler extension of the platform)",
+            )
+        )
+    candidates = _candidates(pools, catalog)
+    matching = [(p, i) for p, i in candidates if selector_matches(spec, p.node_labels(i.name if i else None))]
+    if not matching:
+        selector = ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items()) or "(none)"
+        return [
+            *problems,
+            problem(
+                f"nodeSelector/affinity {selector} matches no node of any pool; {_closest_pool_text(spec, pools)}",
+                "use the labels of a pool the platform has (`llmctl validate --json` lists them), e.g. "
+                "karpenter.sh/nodepool=<pool> and an instance type that pool launches",
+            ),
+        ]
+    tolerated = [(p, i) for p, i in matching if not untolerated(spec, p)]
+    if not tolerated:
+        pool = matching[0][0]
+        missing = untolerated(spec, pool)
+        example = ", ".join(f"{{key: {t.key}, operator: Exists, effect: {t.effect}}}" for t in missing)
+        return [
+            *problems,
+            problem(
+                f"lands only on pool {pool.name!r} but does not tolerate its taint(s) "
+                f"{', '.join(_taint_text(t) for t in missing)}",
+                f"add tolerations: [{example}]",
+            ),
+        ]
+    sized = [(p, i) for p, i in tolerated if i is not None]
+    if not sized:
+        return problems  # pools without known instance types: sizes cannot be checked
+    fits = [(p, i) for p, i in sized if all(amount <= allocatable(i).of(r) + 1e-9 for r, amount in requests.items())]
+    if fits:
+        return problems
+
+    def excess(item: tuple[PoolFacts, Instance | None]) -> tuple[int, float]:
+        node = allocatable(item[1])  # type: ignore[arg-type]
+        over = [r for r, amount in requests.items() if amount > node.of(r) + 1e-9]
+        return (len(over), -node.cpu)
+
+    pool, instance = min(sized, key=excess)
+    assert instance is not None
+    node = allocatable(instance)
+    over = [
+        f"{r} {format_amount(r, amount)} > {format_amount(r, node.of(r))}"
+        for r, amount in requests.items()
+        if amount > node.of(r) + 1e-9
+    ]
+    return [
+        *problems,
+        problem(
+            f"requests do not fit one node: {'; '.join(over)} allocatable on {instance.name} "
+            f"(pool {pool.name!r}, after the daemonset reserve)",
+            "lower compute.tensor_parallel, cpus_per_replica or memory_gib_per_replica, or choose a larger "
+            "instance type",
+        ),
+    ]
+
+
+def check_schedulable(manifests: list[Obj], pools: list[PoolFacts], catalog: HardwareCatalog) -> list[Problem]:
+    """Every reason a pod of these manifests would stay Pending on these pools."""
+    problems: list[Problem] = []
+    for manifest in manifests:
+        for template in pod_templates(manifest):
+            problems.extend(_check_template(template, pools, catalog))
+    return problems
+
+
+def validate_workload(blueprint: Blueprint, facts: PlatformFacts | None = None) -> list[Problem]:
+    """Build the blueprint's workload for a platform (offline facts by default) and check it."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.infra.workload.config import WorkloadConfig
+    from llmctl.infra.workload.manifests import build_manifests
+
+    facts = facts or PlatformFacts.for_blueprint(blueprint)
+    problems: list[Problem] = []
+    if blueprint.exposure.api_key and blueprint.runtime in ("triton-vllm", "torchserve-neuronx"):
+        problems.append(
+            Problem(
+                "Blueprint",
+                blueprint.name,
+                "exposure",
+                f"{blueprint.runtime} cannot check an API key, so the endpoint would be open",
+                "use a Ray runtime for a public endpoint, or exposure.mode: internal-lb without api_key",
+            )
+        )
+    try:
+        config = WorkloadConfig(blueprint=blueprint, platform=facts)
+        manifests = build_manifests(config, hf_token=None)
+    except LlmctlError as error:
+        return [*problems, Problem("Blueprint", blueprint.name, "", error.message, error.hint or "")]
+    return problems + check_schedulable(manifests, facts.pools, hardware())
+
+
+def ensure_schedulable(blueprint: Blueprint, facts: PlatformFacts | None = None) -> None:
+    """Raise a BlueprintError listing every problem when the workload cannot be scheduled."""
+    problems = validate_workload(blueprint, facts)
+    if problems:
+        raise BlueprintError(
+            f"blueprint {blueprint.name!r} would leave pods Pending ({len(problems)} problem(s))",
+            "fix the problems listed, then run `llmctl validate --blueprint " + blueprint.name + "`",
+            problems=[(p.path, f"{p.message}; fix: {p.hint}") for p in problems],
+        )

@@ -1,0 +1,112 @@
+"""The llmctl error hierarchy.
+
+Every error a user can cause or fix derives from :class:`LlmctlError`, which carries a message
+(what went wrong) and a hint (what to do next). The CLI catches this base type in one place and
+prints both; anything else that escapes is a bug and shows a traceback.
+
+Hierarchy::
+
+    LlmctlError
+    ├── BlueprintError          a blueprint file or name is invalid (names file and field path)
+    ├── CatalogError            a hardware or model catalog lookup failed (unknown instance/model)
+    ├── PrerequisiteError       a tool, credential or package that a command needs is missing
+    ├── CloudError              AWS answered with an error (quota, capacity, credentials, ...)
+    ├── EngineError             a Pulumi operation failed (lock, conflict, failed update)
+    ├── ServingError            a serving app or the local target failed
+    ├── EndpointError           an OpenAI-compatible endpoint could not be reached or answered badly
+    └── UserAbort               the user declined a confirmation or pressed Ctrl-C
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LlmctlError(Exception):
+    """Base error: a message plus a hint on how to fix it."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+    def to_dict(self) -> dict[str, str | None]:
+        """A stable JSON shape for `--json` output."""
+        return {"error": type(self).__name__, "message": self.message, "hint": self.hint}
+
+
+class BlueprintError(LlmctlError):
+    """A blueprint is invalid; carries the file and the problems found, one per field path."""
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        source: str | None = None,
+        problems: list[tuple[str, str]] | None = None,
+    ) -> None:
+        super().__init__(message, hint)
+        self.source = source
+        self.problems = problems or []
+
+    def to_dict(self) -> dict[str, str | None]:
+        data = super().to_dict()
+        data["source"] = self.source
+        return data
+
+
+class CatalogError(LlmctlError):
+    """An instance type, model or accelerator is not in the catalog."""
+
+    exit_code = 2
+
+
+class PrerequisiteError(LlmctlError):
+    """A tool, credential or optional package the command needs is missing."""
+
+    exit_code = 3
+
+
+class CloudError(LlmctlError):
+    """AWS refused or failed a call; the hint names the fix (quota request, credentials, region)."""
+
+    exit_code = 4
+
+
+class EngineError(LlmctlError):
+    """A Pulumi operation failed."""
+
+    exit_code = 5
+
+
+class ServingError(LlmctlError):
+    """A serving app or the local target failed to start or answer."""
+
+    exit_code = 6
+
+
+class EndpointError(LlmctlError):
+    """An OpenAI-compatible endpoint could not be reached or answered with an error."""
+
+    exit_code = 7
+
+
+class UserAbort(LlmctlError):
+    """The user declined a confirmation or interrupted the command."""
+
+    exit_code = 130
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """Return 'did you mean X?' for the closest choice, or None when nothing is close."""
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {matches[0]!r}?" if matches else None

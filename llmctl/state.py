@@ -1,0 +1,112 @@
+"""Where llmctl keeps its local state, and the registry of deployed endpoints.
+
+Paths follow the XDG base directory spec: ``$XDG_STATE_HOME/llmctl`` (default
+``~/.local/state/llmctl``); ``LLMCTL_STATE_DIR`` overrides it (tests and CI use this).
+
+The endpoint registry is how `llmctl chat`, `llmctl bench` and `llmctl connect` find what
+`llmctl up` deployed: one JSON file per (stack, blueprint), written when a deployment becomes
+ready and removed by `llmctl down`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from llmctl.errors import LlmctlError
+
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def state_dir() -> Path:
+    """The root of llmctl's local state (created on first use, user-only permissions)."""
+    override = os.environ.get("LLMCTL_STATE_DIR")
+    if override:
+        root = Path(override)
+    else:
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        root = Path(base) / "llmctl"
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return root
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not _SAFE.match(value):
+        raise LlmctlError(
+            f"invalid {kind} name {value!r}",
+            "use letters, digits, '.', '_' or '-' (at most 63 characters, starting with a letter or digit)",
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A deployed, reachable serving endpoint."""
+
+    stack: str
+    blueprint: str
+    target: str
+    base_url: str
+    model: str
+    dashboard_url: str | None = None
+    ui_url: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _endpoint_path(stack: str, blueprint: str) -> Path:
+    return (
+        state_dir()
+        / "endpoints"
+        / _check_name("stack", stack)
+        / f"{_check_name('blueprint', blueprint)}.json"
+    )
+
+
+def save_endpoint(endpoint: Endpoint) -> Path:
+    """Record an endpoint (atomically) so other commands can find it."""
+    path = _endpoint_path(endpoint.stack, endpoint.blueprint)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(asdict(endpoint), indent=2))
+    tmp.replace(path)
+    return path
+
+
+def load_endpoint(stack: str, blueprint: str) -> Endpoint:
+    """The endpoint of a deployed blueprint, or an error that says how to deploy it."""
+    path = _endpoint_path(stack, blueprint)
+    if not path.exists():
+        known = [e.blueprint for e in list_endpoints(stack)]
+        hint = f"run `llmctl up --blueprint {blueprint} --stack {stack}` first"
+        if known:
+            hint += f"; deployed in stack {stack!r}: {', '.join(sorted(known))}"
+        raise LlmctlError(f"blueprint {blueprint!r} is not deployed in stack {stack!r}", hint)
+    data = json.loads(path.read_text())
+    return Endpoint(**data)
+
+
+def list_endpoints(stack: str | None = None) -> list[Endpoint]:
+    """Every recorded endpoint, optionally of one stack."""
+    root = state_dir() / "endpoints"
+    if not root.exists():
+        return []
+    stacks = (
+        [root / _check_name("stack", stack)] if stack else sorted(p for p in root.iterdir() if p.is_dir())
+    )
+    found: list[Endpoint] = []
+    for folder in stacks:
+        for file in sorted(folder.glob("*.json")) if folder.exists() else []:
+            found.append(Endpoint(**json.loads(file.read_text())))
+    return found
+
+
+def remove_endpoint(stack: str, blueprint: str) -> bool:
+    """Forget an endpoint; True when one was recorded."""
+    path = _endpoint_path(stack, blueprint)
+    if path.exists():
+        path.unlink()
+        return True
+    return False

@@ -1,0 +1,1 @@
+"""llmctl serving layer."""

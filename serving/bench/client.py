@@ -1,0 +1,250 @@
+"""One streamed chat-completion request, timed chunk by chunk (asyncio + httpx, no SDK).
+
+The client reads the raw SSE byte stream and takes ``time.perf_counter()`` as soon as a read
+returns; every event completed by that read gets that arrival time (they did arrive together).
+Content deltas, the server's ``usage`` and any error are stored on a :class:`RequestRecord`, which
+is filled in place so that a request that times out or is cancelled keeps what it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from llmctl.errors import EndpointError
+
+
+@dataclass
+class RequestRecord:
+    """Everything measured about one request; times are ``perf_counter`` seconds."""
+
+    index: int
+    endpoint: str
+    warmup: bool = False
+    input_tokens_sent: int = 0
+    max_tokens: int = 0
+    scheduled: float | None = None
+    issued: float = 0.0
+    start: float = 0.0
+    end: float | None = None
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_texts: list[str] = field(default_factory=list)
+    usage_prompt_tokens: int | None = None
+    usage_completion_tokens: int | None = None
+    finish_reason: str | None = None
+    status: str = "pending"  # ok | error
+    error_type: str | None = None
+    error: str | None = None
+    http_status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def fail(self, error_type: str, message: str) -> None:
+        if self.end is None:
+            self.end = time.perf_counter()
+        self.status = "error"
+        self.error_type = error_type
+        self.error = message[:500]
+
+
+_FIRST_NETWORK_EVENTS = frozenset({"connection.connect_tcp.started", "http11.send_request_headers.started"})
+
+
+def normalize_base_url(url: str) -> str:
+    """An OpenAI base URL: ``http(s)://host[:port]/path``; a bare host gets ``/v1`` appended."""
+    raw = url.strip()
+    if "://" not in raw:
+        raw = "http://" + raw
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EndpointError(
+            f"not an http(s) endpoint URL: {url!r}",
+            "give the OpenAI base URL, e.g. --endpoint http://localhost:8000/v1",
+        )
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as error:
+        raise EndpointError(f"bad port in endpoint URL {url!r}", "e.g. http://localhost:8000/v1") from error
+    path = parts.path.rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):
+        path = path.removesuffix(suffix)
+    if not path:
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+async def probe(client: httpx.AsyncClient, base_url: str, api_key: str | None) -> list[str]:
+    """Check that an endpoint answers and return the model ids it lists (may be empty).
+
+    Raises EndpointError when nothing listens there; a server without ``/models`` is fine.
+    """
+    try:
+        response = await client.get(f"{base_url}/models", headers=auth_headers(api_key), timeout=10.0)
+    except httpx.TransportError as error:
+        raise EndpointError(
+            f"cannot reach {base_url}: {type(error).__name__}: {error}",
+            "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
+        ) from error
+    if response.status_code in (401, 403):
+        raise EndpointError(f"{base_url} refused the API key (HTTP {response.status_code})", "pass --api-key")
+    if response.status_code != 200:
+        return []
+    try:
+        data = response.json()
+        return [str(m["id"]) for m in data.get("data", [])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
+def chat_body(
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    fixed_output: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of one streamed chat completion."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+    }
+    if fixed_output:
+        body["ignore_eos"] = True
+        body["min_tokens"] = max_tokens
+    if extra:
+        body.update(extra)
+    return body
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    record: RequestRecord,
+    body: dict[str, Any],
+    *,
+    api_key: str | None = None,
+    timeout: float = 120.0,
+) -> RequestRecord:
+    """Send one request and fill ``record``; never raises for a failed request (except cancellation).
+
+    A request that exceeds ``timeout`` seconds (from sending to the end of the stream) is recorded
+    as ``error_type='timeout'`` with whatever chunks arrived before.
+
+    ``record.issued`` is when the client began the request; ``record.start`` is when its first byte
+    went to the network (the TCP connect when a new connection is needed, else the write of the
+    request headers), taken from httpcore's trace hook. Latencies count from ``start``; the
+    client's own preparation time, ``start - issued``, is reported separately.
+    """
+    record.issued = record.start = time.perf_counter()
+    try:
+        await asyncio.wait_for(_stream(client, record, body, api_key), timeout)
+    except asyncio.TimeoutError:
+        record.fail("timeout", f"no complete answer within {timeout:g} s")
+    except asyncio.CancelledError:
+        record.fail("cancelled", "stopped before the answer completed")
+        raise
+    except httpx.TimeoutException as error:
+        record.fail("timeout", f"{type(error).__name__}: {error}")
+    except httpx.ConnectError as error:
+        record.fail("connect_error", str(error) or type(error).__name__)
+    except httpx.RemoteProtocolError as error:
+        record.fail("protocol_error", str(error) or type(error).__name__)
+    except httpx.TransportError as error:
+        record.fail("transport_error", f"{type(error).__name__}: {error}")
+    return record
+
+
+async def _stream(
+    client: httpx.AsyncClient, record: RequestRecord, body: dict[str, Any], api_key: str | None
+) -> None:
+    url = record.endpoint + "/chat/completions"
+    headers = {"Accept": "text/event-stream", **auth_headers(api_key)}
+    on_wire = False
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        nonlocal on_wire
+        if not on_wire and name in _FIRST_NETWORK_EVENTS:
+            record.start = time.perf_counter()
+            on_wire = True
+
+    request = client.build_request("POST", url, json=body, headers=headers, extensions={"trace": trace})
+    response = await client.send(request, stream=True)
+    try:
+        await _read(response, record)
+    finally:
+        await response.aclose()
+
+
+async def _read(response: httpx.Response, record: RequestRecord) -> None:
+    record.http_status = response.status_code
+    if response.status_code != 200:
+        text = (await response.aread()).decode(errors="replace")
+        record.fail(f"http_{response.status_code}", text)
+        return
+    times, texts = record.chunk_times, record.chunk_texts
+    buffer = b""
+    done = False
+    async for data in response.aiter_bytes():
+        now = time.perf_counter()
+        buffer += data
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n")
+        while True:
+            cut = buffer.find(b"\n\n")
+            if cut < 0:
+                break
+            event, buffer = buffer[:cut], buffer[cut + 2 :]
+            for line in event.split(b"\n"):
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    done = True
+                    record.end = now
+                    continue
+                try:
+                    chunk = json.loads(payload)
+                except ValueError:
+                    record.fail("bad_event", payload[:200].decode(errors="replace"))
+                    return
+                if "error" in chunk:
+                    err = chunk["error"]
+                    message = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+                    record.fail("stream_error", str(message))
+                    return
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content") or choice.get("text")
+                    if content:
+                        times.append(now)
+                        texts.append(content)
+                    if choice.get("finish_reason"):
+                        record.finish_reason = choice["finish_reason"]
+                usage = chunk.get("usage")
+                if usage:
+                    record.usage_prompt_tokens = usage.get("prompt_tokens")
+                    record.usage_completion_tokens = usage.get("completion_tokens")
+    if record.end is None:
+        record.end = time.perf_counter()
+    if not done and record.finish_reason is None:
+        record.fail("incomplete_stream", "the stream ended without [DONE] or a finish_reason")
+    elif not texts:
+        record.fail("empty_response", "the server streamed no content")
+    else:
+        record.status = "ok"

@@ -1,0 +1,80 @@
+"""PNG plots of a run (best effort: skipped, with a note, when matplotlib is missing).
+
+One level: the TTFT distribution and the per-request output tokens/s distribution. A sweep: the
+p50/p90/p99 of TTFT, TPOT and end-to-end latency, and the output throughput, against the load
+(concurrency or request rate).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+_DATA = list[tuple[dict[str, Any], Path]]
+
+
+def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
+    """Write the plots; returns the files written and a note when plots were skipped."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "plots skipped: matplotlib is not installed (pip install 'llmctl[bench]')"
+    written: list[str] = []
+    for summary, folder in levels:
+        rows = json.loads((folder / "requests.json").read_text())
+        done = [r for r in rows if r["status"] == "ok"]
+        for key, title, scale, name in (
+            ("ttft_s", "TTFT (ms)", 1000.0, "ttft_hist.png"),
+            ("request_output_throughput_tok_s", "output tokens/s per request", 1.0, "tokens_per_s_hist.png"),
+        ):
+            values = [r[key] * scale for r in done if r[key] is not None]
+            fig, ax = plt.subplots(figsize=(6, 4))
+            ax.hist(values, bins=min(40, max(5, len(values) // 2)) if values else 5, color="#4c72b0")
+            ax.set_xlabel(title)
+            ax.set_ylabel("requests")
+            ax.set_title(f"{summary['model']} {summary.get('label', '')}: {title}")
+            fig.tight_layout()
+            path = folder / name
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            written.append(str(path))
+    if len(levels) > 1:
+        closed = levels[0][0]["load"]["mode"] == "closed"
+        axis_key = "concurrency" if closed else "requested_rate_rps"
+        xs = [float(s["load"][axis_key]) for s, _ in levels]
+        xlabel = "concurrency" if closed else "requested rate (req/s)"
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        for ax, (key, title) in zip(axes, (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "end-to-end"))):
+            for q in ("p50", "p90", "p99"):
+                ys = [s["metrics"][key][q] for s, _ in levels]
+                ax.plot(xs, [y * 1000 if y is not None else float("nan") for y in ys], marker="o", label=q)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(f"{title} (ms)")
+            ax.set_title(title)
+            ax.legend()
+            if closed:
+                ax.set_xscale("log", base=2)
+        fig.tight_layout()
+        path = out_dir / "latency_vs_load.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(str(path))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(xs, [s["throughput"]["output_throughput_tok_s"] for s, _ in levels], marker="o", label="output")
+        ax.plot(xs, [s["throughput"]["total_throughput_tok_s"] for s, _ in levels], marker="s", label="total")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("tokens/s")
+        ax.set_title("throughput")
+        ax.legend()
+        if closed:
+            ax.set_xscale("log", base=2)
+        fig.tight_layout()
+        path = out_dir / "throughput_vs_load.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(str(path))
+    return written, None

@@ -1,0 +1,202 @@
+"""Result files and terminal tables of ``llmctl bench``.
+
+Files of one level: ``summary.json`` (our keys plus llmperf's flat key names), ``requests.json``
+(one row per measured request), ``events.jsonl`` (every request's start, each content chunk with
+its arrival time and text, and its end; warm-up requests flagged) and, for tools that glob for
+them, copies named like llmperf's (``<model>_<in>_<out>_summary.json`` and
+``..._individual_responses.json``). A sweep adds a top-level ``summary.json`` with one entry per
+level.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from llmctl.serving.bench.client import RequestRecord
+from llmctl.serving.bench.loadgen import LoadResult
+from llmctl.serving.bench.metrics import DEFINITIONS
+
+SUMMARY = "summary.json"
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def dump(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(_clean(data), indent=2) + "\n")
+
+
+def _events(record: RequestRecord, t0: float) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [
+        {"req": record.index, "event": "start", "t": record.start - t0, "warmup": record.warmup}
+    ]
+    for when, text in zip(record.chunk_times, record.chunk_texts):
+        events.append({"req": record.index, "event": "chunk", "t": when - t0, "text": text})
+    events.append(
+        {
+            "req": record.index,
+            "event": "end",
+            "t": None if record.end is None else record.end - t0,
+            "status": record.status,
+            "error_type": record.error_type,
+            "usage_prompt_tokens": record.usage_prompt_tokens,
+            "usage_completion_tokens": record.usage_completion_tokens,
+        }
+    )
+    return events
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
+
+
+def write_level(folder: Path, summary: dict[str, Any], rows: list[dict[str, Any]], result: LoadResult) -> None:
+    """Write one level's files into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dump(folder / SUMMARY, summary)
+    dump(folder / "requests.json", rows)
+    with (folder / "events.jsonl").open("w") as out:
+        for record in [*result.warmup_records, *result.records]:
+            for event in _events(record, result.t0):
+                out.write(json.dumps(_clean(event)) + "\n")
+    prompts = summary.get("prompts") or {}
+    stem = f"{_slug(str(summary['model']))}_{prompts.get('mean_input_tokens')}_{prompts.get('mean_output_tokens')}"
+    dump(folder / f"{stem}_summary.json", summary)
+    dump(folder / f"{stem}_individual_responses.json", rows)
+
+
+def sweep_entry(summary: dict[str, Any]) -> dict[str, Any]:
+    load, metrics = summary["load"], summary["metrics"]
+    return {
+        "label": summary.get("label"),
+        "concurrency": load["concurrency"],
+        "requested_rate_rps": load["requested_rate_rps"],
+        "achieved_rate_rps": load["achieved_rate_rps"],
+        "completed": summary["counts"]["completed"],
+        "error_rate": summary["counts"]["error_rate"],
+        "output_throughput_tok_s": summary["throughput"]["output_throughput_tok_s"],
+        "total_throughput_tok_s": summary["throughput"]["total_throughput_tok_s"],
+        "requests_per_minute": summary["throughput"]["requests_per_minute"],
+        "goodput_rps": (summary.get("goodput") or {}).get("goodput_rps"),
+        "client_cpu_percent": load["client_cpu_percent"],
+        **{f"{name}_{q}": metrics[name][q] for name in ("ttft_s", "tpot_s", "itl_s", "e2e_s") for q in ("p50", "p90", "p99")},
+    }
+
+
+def write_sweep(out_dir: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    sweep = {
+        "kind": "sweep",
+        "tool": "llmctl bench",
+        "model": summaries[0]["model"] if summaries else None,
+        "levels": [sweep_entry(s) for s in summaries],
+        "definitions": DEFINITIONS,
+    }
+    dump(out_dir / SUMMARY, sweep)
+    return sweep
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value * 1000:.1f}"
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render_level(console: Console, summary: dict[str, Any], *, definitions: bool = True) -> None:
+    """The summary table of one level, then throughput, errors and how tokens were counted."""
+    metrics = summary["metrics"]
+    load = summary["load"]
+    what = f"concurrency {load['concurrency']}" if load["mode"] == "closed" else f"rate {load['requested_rate_rps']:g}/s"
+    table = Table(title=f"{summary['model']} - {what}", title_justify="left")
+    table.add_column("metric")
+    for column in ("mean", "p50", "p90", "p99", "max"):
+        table.add_column(column, justify="right")
+    for key, label in (
+        ("ttft_s", "TTFT (ms)"),
+        ("tpot_s", "TPOT (ms)"),
+        ("itl_s", "ITL (ms)"),
+        ("e2e_s", "E2E latency (ms)"),
+    ):
+        stats = metrics[key]
+        table.add_row(label, *(_ms(stats[c]) for c in ("mean", "p50", "p90", "p99", "max")))
+    stats = metrics["request_output_throughput_tok_s"]
+    table.add_row("tokens/s per request", *(_num(stats[c]) for c in ("mean", "p50", "p90", "p99", "max")))
+    console.print(table)
+    counts, thr = summary["counts"], summary["throughput"]
+    console.print(
+        f"completed {counts['completed']}/{counts['started']} in {summary['duration_s']:.1f} s  "
+        f"output {thr['output_throughput_tok_s']:.1f} tok/s  total {thr['total_throughput_tok_s']:.1f} tok/s  "
+        f"{thr['requests_per_minute']:.1f} req/min"
+    )
+    if counts["errors_by_type"]:
+        errors = ", ".join(f"{k}: {v}" for k, v in sorted(counts["errors_by_type"].items()))
+        console.print(f"[red]errors[/] {errors} (error rate {counts['error_rate']:.1%})")
+    goodput = summary.get("goodput")
+    if goodput:
+        slo = ", ".join(f"{k}<={v * 1000:g}ms" for k, v in goodput["slo_s"].items())
+        console.print(
+            f"goodput {goodput['goodput_rps']:.2f} req/s ({goodput['requests_meeting_slo']} requests met {slo})"
+        )
+    rate = f"achieved {_num(load['achieved_rate_rps'], 2)} req/s"
+    if load["requested_rate_rps"]:
+        rate += f" of {load['requested_rate_rps']:g} requested"
+        lag = load.get("start_lag_s") or {}
+        if lag.get("p99") is not None:
+            rate += f", start lag p99 {lag['p99'] * 1000:.1f} ms"
+    loop_lag = load["loop_lag_s"].get("p99")
+    console.print(
+        f"load generator: {rate}; CPU {load['client_cpu_percent']:.0f}%; "
+        f"event-loop lag p99 {_ms(loop_lag)} ms"
+    )
+    tokens = summary["tokens"]
+    sources = ", ".join(f"{k}: {v}" for k, v in tokens["output_source"].items()) or "-"
+    console.print(f"output token counts from {sources}; counter {tokens['counter']}")
+    if tokens.get("note"):
+        console.print(f"[yellow]note:[/] {tokens['note']}")
+    if load["interrupted"]:
+        console.print("[yellow]stopped early (Ctrl-C): the numbers cover what was measured[/]")
+    if definitions:
+        render_definitions(console)
+
+
+def render_definitions(console: Console) -> None:
+    console.print("[bold]definitions[/]")
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "request_output_throughput_tok_s", "output_throughput_tok_s", "goodput_rps", "output_tokens"):
+        console.print(f"  [cyan]{key}[/]: {DEFINITIONS[key]}", soft_wrap=True)
+
+
+def render_sweep(console: Console, sweep: dict[str, Any]) -> None:
+    table = Table(title=f"{sweep['model']} - sweep", title_justify="left")
+    for column in ("level", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "E2E p50", "out tok/s", "req/min", "errors", "client CPU"):
+        table.add_column(column, justify="right")
+    for level in sweep["levels"]:
+        table.add_row(
+            str(level["label"]),
+            _ms(level["ttft_s_p50"]),
+            _ms(level["ttft_s_p99"]),
+            _ms(level["tpot_s_p50"]),
+            _ms(level["itl_s_p50"]),
+            _ms(level["e2e_s_p50"]),
+            _num(level["output_throughput_tok_s"]),
+            _num(level["requests_per_minute"]),
+            f"{level['error_rate']:.1%}",
+            f"{level['client_cpu_percent']:.0f}%",
+        )
+    console.print(table)
+    console.print("latencies in ms")

@@ -1,0 +1,198 @@
+"""A whole ``llmctl bench`` run: probe the endpoints, run every load level, write the results.
+
+One level per value of ``--concurrency`` (closed loop) or ``--rate`` (open loop). With a single
+level the results go straight into the output folder; a sweep writes one sub-folder per level
+(``c8`` or ``r2.5``) plus a sweep ``summary.json`` and the plots against the load axis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from llmctl import __version__
+from llmctl.errors import EndpointError
+from llmctl.serving.bench import report
+from llmctl.serving.bench.client import probe
+from llmctl.serving.bench.loadgen import LoadPlan, Progress, install_stop_on_sigint, run_load
+from llmctl.serving.bench.metrics import summarize
+from llmctl.serving.bench.prompts import PromptFactory
+from llmctl.serving.bench.tokens import load_tokenizer
+
+
+@dataclass
+class BenchConfig:
+    """Everything ``llmctl bench`` was asked to do (URLs already resolved and normalized)."""
+
+    endpoints: list[str]
+    out_dir: Path
+    model: str | None = None
+    api_key: str | None = None
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    rates: list[float] | None = None
+    arrival: str = "poisson"
+    max_concurrency: int | None = None
+    requests: int | None = None
+    duration: float | None = None
+    warmup: int = 0
+    timeout: float = 120.0
+    mean_input_tokens: int = 512
+    stddev_input_tokens: int = 20
+    mean_output_tokens: int = 245
+    stddev_output_tokens: int = 20
+    shared_prefix: bool = False
+    fixed_output: bool = True
+    tokenizer: str | None = None
+    slo: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+    plots: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LevelResult:
+    label: str
+    folder: Path
+    summary: dict[str, Any]
+
+
+@dataclass
+class BenchOutcome:
+    out_dir: Path
+    levels: list[LevelResult]
+    sweep: dict[str, Any] | None
+    interrupted: bool
+    plots: list[str]
+    plot_note: str | None
+
+
+LevelCallback = Callable[[str, int, int], None]
+
+
+def default_out_dir(root: Path | None = None) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return (root or Path("bench-results")) / stamp
+
+
+async def resolve_model(config: BenchConfig) -> str:
+    """Probe every endpoint (EndpointError when one is unreachable) and pick the model."""
+    async with httpx.AsyncClient() as client:
+        listed = [await probe(client, url, config.api_key) for url in config.endpoints]
+    if config.model:
+        return config.model
+    if listed[0]:
+        return listed[0][0]
+    raise EndpointError(
+        f"{config.endpoints[0]} does not list its models, so the model name is unknown",
+        "pass --model NAME",
+    )
+
+
+async def run_bench(
+    config: BenchConfig,
+    *,
+    stop: asyncio.Event | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_level: LevelCallback | None = None,
+) -> BenchOutcome:
+    """Run every level, writing each one's results as soon as it ends (also when stopped)."""
+    stop = stop or asyncio.Event()
+    model = await resolve_model(config)
+    tokenizer = load_tokenizer(config.tokenizer)
+    prompts = PromptFactory(
+        tokenizer,
+        mean_input_tokens=config.mean_input_tokens,
+        stddev_input_tokens=config.stddev_input_tokens,
+        mean_output_tokens=config.mean_output_tokens,
+        stddev_output_tokens=config.stddev_output_tokens,
+        seed=config.seed,
+        shared_prefix=config.shared_prefix,
+    )
+    prompt_settings = {
+        "mean_input_tokens": config.mean_input_tokens,
+        "stddev_input_tokens": config.stddev_input_tokens,
+        "mean_output_tokens": config.mean_output_tokens,
+        "stddev_output_tokens": config.stddev_output_tokens,
+        "shared_prefix": config.shared_prefix,
+        "nonce": None if config.shared_prefix else prompts.nonce,
+        "fixed_output": config.fixed_output,
+        "seed": config.seed,
+    }
+    plans: list[tuple[str, LoadPlan]] = []
+    base = {
+        "endpoints": config.endpoints,
+        "model": model,
+        "api_key": config.api_key,
+        "requests": config.requests,
+        "duration": config.duration,
+        "warmup": config.warmup,
+        "timeout": config.timeout,
+        "fixed_output": config.fixed_output,
+        "extra_body": config.extra_body,
+        "seed": config.seed,
+    }
+    if config.rates:
+        for rate in config.rates:
+            plan = LoadPlan(
+                rate=rate, arrival=config.arrival, max_concurrency=config.max_concurrency, **base
+            )
+            plans.append((f"r{rate:g}", plan))
+    else:
+        for concurrency in config.concurrency:
+            plans.append((f"c{concurrency}", LoadPlan(concurrency=concurrency, **base)))
+    sweep = len(plans) > 1
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    levels: list[LevelResult] = []
+    next_index = 0
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    for number, (label, plan) in enumerate(plans):
+        if stop.is_set():
+            break
+        if on_level is not None:
+            on_level(label, number, len(plans))
+        result = await run_load(plan, prompts, stop=stop, on_progress=on_progress, first_index=next_index)
+        next_index += len(result.records) + len(result.warmup_records)
+        summary, rows = summarize(result, tokenizer, slo=config.slo, prompt_settings=prompt_settings)
+        summary["label"] = label
+        summary["started_at"] = started_at
+        summary["llmctl_version"] = __version__
+        folder = config.out_dir / label if sweep else config.out_dir
+        report.write_level(folder, summary, rows, result)
+        levels.append(LevelResult(label, folder, summary))
+    sweep_summary = report.write_sweep(config.out_dir, [lv.summary for lv in levels]) if sweep else None
+    plots: list[str] = []
+    note: str | None = None
+    if config.plots and levels:
+        from llmctl.serving.bench import plots as plotting
+
+        plots, note = plotting.plot_all(config.out_dir, levels_data(levels))
+    return BenchOutcome(config.out_dir, levels, sweep_summary, stop.is_set(), plots, note)
+
+
+def levels_data(levels: list[LevelResult]) -> list[tuple[dict[str, Any], Path]]:
+    return [(lv.summary, lv.folder) for lv in levels]
+
+
+def run_bench_blocking(
+    config: BenchConfig,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_level: LevelCallback | None = None,
+) -> BenchOutcome:
+    """Run in a fresh event loop; the first Ctrl-C stops cleanly and keeps what was measured."""
+
+    async def main() -> BenchOutcome:
+        stop = asyncio.Event()
+        remove = install_stop_on_sigint(stop)
+        try:
+            return await run_bench(config, stop=stop, on_progress=on_progress, on_level=on_level)
+        finally:
+            remove()
+
+    return asyncio.run(main())

@@ -1,0 +1,359 @@
+"""A fake OpenAI-compatible server that streams tokens on a known schedule.
+
+Used by the test suite and by ``benchmarks/bench_loadgen.py`` to check that ``llmctl bench``
+measures what the server really did. It is a plain ASGI app served by uvicorn (no framework), and
+it speaks real Server-Sent Events in the OpenAI chat-completions format, including the final
+``usage`` chunk when the request sets ``stream_options.include_usage``.
+
+Timing model (all times measured from the moment the request body has been read):
+
+* a role chunk (``delta.role``, empty content) is sent at once, like vLLM does;
+* content chunk ``j`` (0-based) holds ``tokens_per_chunk`` tokens and is sent at
+  ``ttft + j * tokens_per_chunk * tpot``; the schedule uses absolute deadlines, so a late chunk
+  does not delay the ones after it;
+* every token is one word with a leading space (" alpha"), so the approximate tokenizer of
+  :mod:`llmctl.serving.bench.tokens` counts it exactly.
+
+Failure injection: every ``error_every``-th request answers HTTP ``error_status``; every
+``stall_every``-th request stops after ``stall_after`` tokens and then hangs for
+``stall_seconds``; every ``midstream_error_every``-th request sends an ``error`` event after
+``stall_after`` tokens and closes the stream.
+
+The timing can be changed at run time with ``POST /_config`` (JSON with the fields of
+:class:`FakeTiming`); ``GET /_stats`` returns the number of requests served.
+
+Run it on its own with ``python -m llmctl.serving.bench.testserver --port 8000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+WORDS = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+)
+
+
+# Timers fire a little late (about 0.1 ms with the select() loop used here). The server aims early
+# by the running average of that lateness, which centres send times on the schedule.
+_INITIAL_LEAD = 0.0001
+
+
+@dataclass
+class FakeTiming:
+    """What the fake server does; every field can be changed with ``POST /_config``."""
+
+    ttft: float = 0.03
+    tpot: float = 0.005
+    tokens_per_chunk: int = 1
+    default_max_tokens: int = 16
+    model: str = "fake-model"
+    error_every: int = 0
+    error_status: int = 500
+    stall_every: int = 0
+    stall_after: int = 2
+    stall_seconds: float = 3600.0
+    midstream_error_every: int = 0
+
+    def update(self, data: dict[str, Any]) -> None:
+        """Set the given fields (unknown keys raise ValueError)."""
+        names = {f.name: f for f in dataclasses.fields(self)}
+        for key, value in data.items():
+            if key not in names:
+                raise ValueError(f"unknown field {key!r}")
+            current = getattr(self, key)
+            setattr(self, key, type(current)(value))
+
+
+def count_words(text: str) -> int:
+    """The server's prompt token count: the same rule as the bench's approximate tokenizer."""
+    from llmctl.serving.bench.tokens import ApproxTokenizer
+
+    return ApproxTokenizer().count(text)
+
+
+class FakeOpenAI:
+    """The ASGI application."""
+
+    def __init__(self, timing: FakeTiming | None = None) -> None:
+        self.timing = timing or FakeTiming()
+        self.requests = 0
+        self.lead = _INITIAL_LEAD
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        started = time.monotonic()
+        path: str = scope["path"].rstrip("/")
+        method: str = scope["method"]
+        if method == "GET" and path in ("/v1/models", "/models"):
+            models = {"object": "list", "data": [{"id": self.timing.model, "object": "model"}]}
+            await _json(send, 200, models)
+        elif method == "POST" and path == "/_config":
+            try:
+                self.timing.update(json.loads(body or b"{}"))
+            except (ValueError, TypeError) as error:
+                await _json(send, 400, {"error": {"message": str(error)}})
+                return
+            self.requests = 0
+            await _json(send, 200, dataclasses.asdict(self.timing))
+        elif method == "GET" and path == "/_stats":
+            await _json(send, 200, {"requests": self.requests})
+        elif method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+            await self._chat(send, body, started)
+        else:
+            await _json(send, 404, {"error": {"message": f"no route {method} {path}"}})
+
+    async def _chat(self, send: Send, body: bytes, started: float) -> None:
+        timing = self.timing
+        self.requests += 1
+        number = self.requests
+        try:
+            request = json.loads(body)
+            messages = request["messages"]
+        except (ValueError, KeyError, TypeError):
+            await _json(send, 400, {"error": {"message": "body must be JSON with 'messages'"}})
+            return
+        if timing.error_every and number % timing.error_every == 0:
+            await _json(send, timing.error_status, {"error": {"message": "injected failure"}})
+            return
+        max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
+        max_tokens = max_tokens or timing.default_max_tokens
+        prompt_tokens = sum(count_words(str(m.get("content", ""))) for m in messages)
+        model = str(request.get("model") or timing.model)
+        tokens = [" " + WORDS[(number + k) % len(WORDS)] for k in range(max_tokens)]
+        if not request.get("stream"):
+            await asyncio.sleep(timing.ttft + max(0, max_tokens - 1) * timing.tpot)
+            completion = {
+                "id": f"cmpl-{number}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "".join(tokens)},
+                        "finish_reason": "length",
+                    }
+                ],
+                "usage": _usage(prompt_tokens, max_tokens),
+            }
+            await _json(send, 200, completion)
+            return
+        include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
+        base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model}
+
+        async def event(data: dict[str, Any] | str) -> None:
+            payload = data if isinstance(data, str) else json.dumps({**base, **data})
+            await send({"type": "http.response.body", "body": f"data: {payload}\n\n".encode(), "more_body": True})
+
+        await event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        per_chunk = max(1, timing.tokens_per_chunk)
+        stall = bool(timing.stall_every) and number % timing.stall_every == 0
+        broken = bool(timing.midstream_error_every) and number % timing.midstream_error_every == 0
+        loop = asyncio.get_running_loop()
+        offset = started - time.monotonic() + loop.time()
+        sent = 0
+        for j, first in enumerate(range(0, max_tokens, per_chunk)):
+            if (stall or broken) and sent >= timing.stall_after:
+                if broken:
+                    await event({"error": {"message": "injected mid-stream failure", "code": 500}})
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    return
+                await asyncio.sleep(timing.stall_seconds)
+            deadline = offset + timing.ttft + j * per_chunk * timing.tpot
+            delay = deadline - loop.time() - self.lead
+            if delay > 0:
+                await asyncio.sleep(delay)
+                late = loop.time() - (deadline - self.lead)
+                self.lead = min(0.001, max(0.0, 0.98 * self.lead + 0.02 * late))
+            piece = tokens[first : first + per_chunk]
+            sent += len(piece)
+            finish = "length" if sent >= max_tokens else None
+            await event(
+                {"choices": [{"index": 0, "delta": {"content": "".join(piece)}, "finish_reason": finish}]}
+            )
+        if include_usage:
+            await event({"choices": [], "usage": _usage(prompt_tokens, sent)})
+        await event("[DONE]")
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def _json(send: Send, status: int, data: Any) -> None:
+    body = json.dumps(data).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = None) -> None:
+    """Serve until killed; prints ``listening on http://HOST:PORT`` once the socket is bound.
+
+    The event loop polls with ``select()``, whose timeout has microsecond resolution; the default
+    epoll selector rounds every timer up to the next millisecond, which would blur the schedule.
+    """
+    import selectors
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+    sock.bind((host, port))
+    sock.listen(1024)
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        FakeOpenAI(timing),
+        loop="none",
+        http="httptools" if _has("httptools") else "h11",
+        log_level="warning",
+        access_log=False,
+        backlog=1024,
+        timeout_keep_alive=60,
+        timeout_graceful_shutdown=1,
+    )
+    loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
+    asyncio.set_event_loop(loop)
+    print(f"listening on http://{host}:{bound}", flush=True)
+    try:
+        loop.run_until_complete(uvicorn.Server(config).serve(sockets=[sock]))
+    finally:
+        loop.close()
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+@contextlib.contextmanager
+def running_server(timing: FakeTiming | None = None, startup_timeout: float = 30.0) -> Iterator[str]:
+    """Start the fake server in a child process and yield its OpenAI base URL (``.../v1``).
+
+    A separate process keeps the server's work off the load generator's event loop, as a real
+    server would be.
+    """
+    args = [sys.executable, "-m", "llmctl.serving.bench.testserver", "--port", "0"]
+    for field in dataclasses.fields(FakeTiming):
+        if timing is not None:
+            args += [f"--{field.name.replace('_', '-')}", str(getattr(timing, field.name))]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + startup_timeout
+        line = ""
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if line.startswith("listening on ") or not line:
+                break
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"fake server did not start (exit code {process.poll()})")
+        url = line.split("listening on ", 1)[1].strip()
+        _wait_ready(url)
+        yield url + "/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_ready(url: str, timeout: float = 15.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url + "/_stats", timeout=1.0).raise_for_status()
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def configure(base_url: str, **fields: Any) -> dict[str, Any]:
+    """Change a running fake server's timing (``base_url`` as yielded by :func:`running_server`)."""
+    import httpx
+
+    root = base_url.removesuffix("/v1")
+    response = httpx.post(root + "/_config", json=fields, timeout=5.0)
+    response.raise_for_status()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fake OpenAI server with known token timings.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    defaults = FakeTiming()
+    for field in dataclasses.fields(FakeTiming):
+        value = getattr(defaults, field.name)
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(value), default=value)
+    args = parser.parse_args(argv)
+    timing = FakeTiming(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FakeTiming)})
+    serve(args.host, args.port, timing)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""Lazy imports of optional serving packages, with an error that names what to install."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from llmctl.errors import ServingError
+
+SERVING_EXTRA = "pip install 'llmctl[serving]'"
+
+
+def require(module: str, *, install: str = SERVING_EXTRA, purpose: str = "serving") -> ModuleType:
+    """Import ``module`` or raise a ServingError that says which package provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ServingError(
+            f"{purpose} needs the Python package {module.split('.')[0]!r}, which is not installed ({error})",
+            f"install it with `{install}`",
+        ) from None

@@ -1,0 +1,97 @@
+"""The Ray Serve deployment around the shared FastAPI app.
+
+:func:`build_application` is what each runtime's ``app_builder`` returns: one deployment whose
+replicas build their engine (``engine_factory(blueprint, options)``), warm it up, and serve
+:func:`llmctl.serving.common.api.build_app` through ``@serve.ingress``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from llmctl.blueprints.schema import Blueprint
+from llmctl.serving.common.deps import require
+from llmctl.serving.common.engine import Engine
+from llmctl.serving.common.limits import Limits
+
+EngineFactory = Callable[[Blueprint, dict[str, Any]], Engine]
+
+
+def parse_args(args: dict[str, Any]) -> tuple[Blueprint, dict[str, Any]]:
+    """Split ``app_builder`` args into the blueprint and the remaining overrides."""
+    from llmctl.errors import ServingError
+
+    if "blueprint" not in args:
+        raise ServingError(
+            "the serving app needs a 'blueprint' argument (Blueprint.model_dump(mode='json'))",
+            "set applications[].args.blueprint in the Serve config",
+        )
+    raw = args["blueprint"]
+    blueprint = raw if isinstance(raw, Blueprint) else Blueprint.model_validate(raw)
+    return blueprint, {k: v for k, v in args.items() if k != "blueprint"}
+
+
+def deployment_options(blueprint: Blueprint, options: dict[str, Any], resources: dict[str, float] | None = None) -> dict[str, Any]:
+    """Ray Serve deployment options from the blueprint (replicas, concurrency, resources)."""
+    scaling = blueprint.scaling
+    actor: dict[str, Any] = {"num_cpus": options.get("num_cpus", blueprint.compute.cpus_per_replica or 1)}
+    if blueprint.compute.memory_gib_per_replica and "num_cpus" not in options:
+        actor["memory"] = int(blueprint.compute.memory_gib_per_replica * 1024**3)
+    if resources:
+        actor["resources"] = resources
+    out: dict[str, Any] = {
+        "name": options.get("deployment_name", "openai"),
+        "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
+        "ray_actor_options": actor,
+        "health_check_period_s": 10,
+        "health_check_timeout_s": 30,
+        "graceful_shutdown_timeout_s": 20,
+    }
+    if "num_replicas" in options:
+        out["num_replicas"] = int(options["num_replicas"])
+    elif scaling.min_replicas == scaling.max_replicas:
+        out["num_replicas"] = scaling.max_replicas
+    else:
+        out["autoscaling_config"] = {
+            "min_replicas": scaling.min_replicas,
+            "initial_replicas": scaling.replicas,
+            "max_replicas": scaling.max_replicas,
+            "target_ongoing_requests": scaling.target_ongoing_requests,
+        }
+    return out
+
+
+def limits_for(blueprint: Blueprint, engine: Engine) -> Limits:
+    """The request limits of a replica: the blueprint's, capped by what the engine supports."""
+    return Limits(
+        max_context=min(blueprint.model.max_context, engine.max_context),
+        max_new_tokens=blueprint.serving.max_new_tokens,
+    )
+
+
+def build_application(
+    args: dict[str, Any], engine_factory: EngineFactory, *, resources: dict[str, float] | None = None
+) -> Any:
+    """A bound Ray Serve application (``serve.run`` it, or name it in a Serve config)."""
+    serve = require("ray.serve")
+    blueprint, options = parse_args(args)
+
+    class OpenAIServer:
+        def __init__(self, blueprint_json: dict[str, Any], opts: dict[str, Any]) -> None:
+            from llmctl.serving.common.api import build_app
+
+            bp = Blueprint.model_validate(blueprint_json)
+            self.engine = engine_factory(bp, opts)
+            self.app = build_app(self.engine, limits_for(bp, self.engine))
+
+        def __serve_build_asgi_app__(self) -> Any:
+            return self.app
+
+        def check_health(self) -> None:
+            if not self.engine.healthy():
+                raise RuntimeError("the engine reported a failure; restarting the replica")
+
+    ingress = serve.ingress()(OpenAIServer)
+    deployment = serve.deployment(ingress, **deployment_options(blueprint, options, resources))
+    return deployment.bind(blueprint.model_dump(mode="json"), options)

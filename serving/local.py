@@ -1,0 +1,267 @@
+"""The local target: run a CPU blueprint's serving path on this machine with Ray Serve.
+
+:func:`start_local` resolves the model (a local directory, or a hub id downloaded once), spawns
+:mod:`.local_runner` as a detached process (its own session, private Ray temp dir, Serve bound to
+127.0.0.1), waits until ``/v1/models`` answers and records the endpoint. :func:`stop_local`
+terminates the runner and anything left of its Ray instance; :func:`local_status` reports health.
+Records live in ``<state_dir>/local/<stack>/<blueprint>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from llmctl.blueprints.schema import Blueprint
+from llmctl.errors import ServingError
+from llmctl.serving.local_procs import alive, kill_tree
+from llmctl.serving.model_source import resolve_model
+from llmctl.state import Endpoint, remove_endpoint, save_endpoint, state_dir
+
+Progress = Callable[[str], None]
+
+
+def cpu_blueprints() -> list[str]:
+    """Catalog blueprints the local target can run."""
+    from llmctl.blueprints.catalog import catalog_names, load_blueprint
+
+    return [name for name in catalog_names() if runs_locally(load_blueprint(name))]
+
+
+def runs_locally(blueprint: Blueprint) -> bool:
+    """Whether a blueprint can run on the local target (CPU, ray-cpu runtime)."""
+    return blueprint.compute.accelerator == "cpu" and blueprint.runtime == "ray-cpu"
+
+
+def _check_local(blueprint: Blueprint) -> None:
+    if runs_locally(blueprint):
+        return
+    raise ServingError(
+        f"blueprint {blueprint.name!r} cannot run locally: it needs {blueprint.compute.accelerator} "
+        f"({blueprint.compute.instance_type}) with runtime {blueprint.runtime}, and the local target "
+        "runs only CPU blueprints with runtime ray-cpu",
+        f"CPU blueprints: {', '.join(cpu_blueprints()) or 'none'}; deploy this one to a cluster instead",
+    )
+
+
+def _records(stack: str) -> Path:
+    return state_dir() / "local" / stack
+
+
+def _record_path(stack: str, blueprint: str) -> Path:
+    return _records(stack) / f"{blueprint}.json"
+
+
+def _free_port(preferred: int | None = None) -> int:
+    for candidate in ([preferred] if preferred else []) + [0]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise ServingError("no free TCP port on 127.0.0.1")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return {}
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpoint:
+    return Endpoint(
+        stack=stack,
+        blueprint=blueprint.name,
+        target="local",
+        base_url=record["base_url"],
+        model=record["model"],
+        extra={"pid": str(record["pid"]), "log": record["log"]},
+    )
+
+
+def start_local(
+    blueprint: Blueprint,
+    *,
+    stack: str = "dev",
+    model: str | None = None,
+    port: int | None = None,
+    on_progress: Progress | None = None,
+    timeout_s: float = 600,
+) -> Endpoint:
+    """Start (or find running) the blueprint's CPU app locally and return its endpoint."""
+    say = on_progress or (lambda _: None)
+    _check_local(blueprint)
+    record_path = _record_path(stack, blueprint.name)
+    existing = _read(record_path)
+    if existing and alive(int(existing.get("pid", 0))):
+        if _healthy(existing["base_url"].rsplit("/v1", 1)[0] + "/healthz"):
+            say(f"already running at {existing['base_url']}")
+            return _endpoint(stack, blueprint, existing)
+        stop_local(stack, blueprint.name)
+    model_path, served = resolve_model(blueprint, model, on_progress=say)
+    port = _free_port(port or blueprint.serving.port)
+    record_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ray_dir = tempfile.mkdtemp(prefix="llmctl-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    prefix = blueprint.serving.route_prefix.rstrip("/")
+    root = f"http://127.0.0.1:{port}{prefix}"
+    cpus = max(1, min(int(blueprint.compute.cpus_per_replica or 1), os.cpu_count() or 1))
+    spec = {
+        "blueprint": blueprint.name,
+        "port": port,
+        "route_prefix": blueprint.serving.route_prefix,
+        "num_cpus": cpus,
+        "ray_dir": ray_dir,
+        "status_file": str(record_path.with_suffix(".status")),
+        "app_args": {
+            "blueprint": blueprint.model_dump(mode="json"),
+            "model_path": model_path,
+            "served_model_name": served,
+            "num_replicas": 1,
+            "num_cpus": cpus,
+            "threads": cpus,
+        },
+    }
+    spec_path = record_path.with_suffix(".spec.json")
+    spec_path.write_text(json.dumps(spec, indent=2))
+    Path(spec["status_file"]).unlink(missing_ok=True)
+    log = record_path.with_suffix(".log")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    say(f"starting Ray Serve on 127.0.0.1:{port} (log: {log})")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llmctl.serving.local_runner", str(spec_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
+    record = {
+        "blueprint": blueprint.name,
+        "stack": stack,
+        "pid": proc.pid,
+        "port": port,
+        "base_url": f"{root}/v1",
+        "health_url": f"{root}/healthz",
+        "model": served,
+        "model_path": model_path,
+        "ray_dir": ray_dir,
+        "log": str(log),
+        "started": time.time(),
+    }
+    record_path.write_text(json.dumps(record, indent=2))
+    _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack)
+    endpoint = _endpoint(stack, blueprint, record)
+    save_endpoint(endpoint)
+    say(f"ready: {endpoint.base_url} (model {served})")
+    return endpoint
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes],
+    record: dict[str, Any],
+    status_file: Path,
+    log: Path,
+    timeout_s: float,
+    say: Progress,
+    stack: str,
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        status = _read(status_file)
+        if status.get("state") and status["state"] != last:
+            last = status["state"]
+            say(status.get("message") or last)
+        if proc.poll() is not None or status.get("state") == "failed":
+            stop_local(stack, record["blueprint"])
+            raise ServingError(
+                f"the local server for {record['blueprint']!r} failed to start: "
+                f"{status.get('message') or f'exit code {proc.returncode}'}",
+                f"see the log {log}; last lines:\n{_log_tail(log)}",
+            )
+        if last == "running" and _healthy(record["base_url"] + "/models"):
+            return
+        time.sleep(0.5)
+    stop_local(stack, record["blueprint"])
+    raise ServingError(
+        f"the local server for {record['blueprint']!r} did not answer within {timeout_s:.0f}s",
+        f"see the log {log}, or raise the timeout",
+    )
+
+
+def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
+    """Stop the local server(s) of a stack; returns the blueprints stopped. Safe to run twice."""
+    folder = _records(stack)
+    paths = [_record_path(stack, blueprint)] if blueprint else sorted(folder.glob("*.json")) if folder.exists() else []
+    stopped: list[str] = []
+    for path in paths:
+        if path.name.endswith(".spec.json") or not path.exists():
+            continue
+        record = _read(path)
+        name = record.get("blueprint", path.stem)
+        kill_tree(int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=30)
+        if record.get("ray_dir"):
+            shutil.rmtree(record["ray_dir"], ignore_errors=True)
+        for suffix in (".spec.json", ".status"):
+            path.with_suffix(suffix).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+        remove_endpoint(stack, name)
+        stopped.append(name)
+    return stopped
+
+
+def local_status(stack: str = "dev") -> list[dict[str, Any]]:
+    """One row per local server of the stack: blueprint, url, model, pid, port, healthy, log."""
+    folder = _records(stack)
+    rows = []
+    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+        if path.name.endswith(".spec.json"):
+            continue
+        record = _read(path)
+        pid = int(record.get("pid", 0))
+        running = alive(pid)
+        rows.append(
+            {
+                "blueprint": record.get("blueprint", path.stem),
+                "url": record.get("base_url"),
+                "model": record.get("model"),
+                "pid": pid,
+                "port": record.get("port"),
+                "running": running,
+                "healthy": running and _healthy(record.get("health_url", "")),
+                "log": record.get("log"),
+            }
+        )
+    return rows

@@ -1,0 +1,77 @@
+"""The detached process behind the local target: ``python -m llmctl.serving.local_runner SPEC``.
+
+It starts a private Ray instance (``address="local"``, its own temp dir, no dashboard, a small
+object store), runs the CPU app with Serve on 127.0.0.1, writes its state to the spec's status
+file, and blocks until SIGTERM/SIGINT, when it shuts Serve and Ray down. :mod:`.local` spawns,
+watches and stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+OBJECT_STORE_BYTES = 100 * 1024**2
+
+
+def _write_status(path: Path, state: str, message: str = "") -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"state": state, "message": message, "pid": os.getpid()}))
+    tmp.replace(path)
+
+
+def run(spec: dict[str, Any]) -> int:
+    """Start Ray and Serve, deploy, then block until told to stop."""
+    status = Path(spec["status_file"])
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    _write_status(status, "starting", "starting Ray")
+    import ray
+    from ray import serve
+
+    from llmctl.serving.ray_cpu.app import app_builder
+
+    ray.init(
+        address="local",
+        num_cpus=spec["num_cpus"],
+        include_dashboard=False,
+        object_store_memory=OBJECT_STORE_BYTES,
+        log_to_driver=False,
+        _temp_dir=spec["ray_dir"],
+    )
+    try:
+        _write_status(status, "deploying", "loading the model")
+        serve.start(http_options={"host": "127.0.0.1", "port": spec["port"]})
+        app = app_builder(spec["app_args"])
+        serve.run(app, name=spec["blueprint"], route_prefix=spec["route_prefix"])
+        _write_status(status, "running")
+        while not stop.wait(1.0):
+            pass
+        _write_status(status, "stopping")
+        serve.shutdown()
+        return 0
+    except BaseException as error:  # report any failure to the waiting CLI, then clean up
+        _write_status(status, "failed", f"{type(error).__name__}: {error}")
+        traceback.print_exc()
+        return 1
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: one argument, the JSON spec written by :func:`llmctl.serving.local.start_local`."""
+    if len(argv) != 2:
+        print("usage: python -m llmctl.serving.local_runner SPEC.json", file=sys.stderr)
+        return 2
+    return run(json.loads(Path(argv[1]).read_text()))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

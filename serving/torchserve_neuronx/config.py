@@ -1,0 +1,78 @@
+"""Render TorchServe's ``model-config.yaml`` and ``config.properties`` for a blueprint."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from llmctl.blueprints.schema import Blueprint
+
+# The frontend's per-request timeout (seconds): the first request after a cold start may compile.
+RESPONSE_TIMEOUT_S = 10800
+
+
+def archive_name(blueprint: Blueprint) -> str:
+    """The TorchServe model (archive) name of a blueprint."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", blueprint.name)
+
+
+def checkpoint_dir(blueprint: Blueprint) -> str:
+    """The folder (relative to the model dir) holding the split checkpoint."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", blueprint.model.id.rstrip("/").split("/")[-1]).lower() + "-split"
+
+
+def model_config(blueprint: Blueprint) -> dict[str, object]:
+    """The ``model-config.yaml`` content as data."""
+    replicas = max(1, blueprint.scaling.replicas)
+    return {
+        # TorchServe frontend: workers per model and request batching
+        "minWorkers": 1,
+        "maxWorkers": 1 if blueprint.is_neuron else replicas,
+        "batchSize": blueprint.serving.micro_batch_size,
+        "maxBatchDelay": blueprint.serving.micro_batch_delay_ms,
+        "responseTimeout": RESPONSE_TIMEOUT_S,
+        # custom handler parameters
+        "handler": {
+            "model_id": blueprint.model.id,
+            "model_checkpoint_dir": checkpoint_dir(blueprint),
+            "amp": blueprint.model.dtype if blueprint.model.dtype != "int8" else "bf16",
+            "tp_degree": blueprint.compute.tensor_parallel,
+            "max_length": blueprint.serving.max_new_tokens,
+            "n_positions": blueprint.model.max_context,
+            "streaming": blueprint.serving.streaming,
+        },
+        "micro_batching": {
+            # the batch size LlamaForSampling is compiled for
+            "micro_batch_size": blueprint.model.batch_size,
+            "parallelism": {"preprocess": 2, "inference": 1, "postprocess": 2},
+        },
+    }
+
+
+def config_properties(blueprint: Blueprint) -> str:
+    """TorchServe's ``config.properties``: listeners, metrics and the model to load at start."""
+    port = blueprint.serving.port
+    lines = [
+        f"inference_address=http://0.0.0.0:{port}",
+        f"management_address=http://0.0.0.0:{port + 1}",
+        f"metrics_address=http://0.0.0.0:{port + 2}",
+        "metrics_mode=prometheus",
+        "model_store=/home/model-server/model-store",
+        f"load_models={archive_name(blueprint)}",
+        "install_py_dep_per_model=true",
+        f"default_response_timeout={RESPONSE_TIMEOUT_S}",
+        f"job_queue_size={max(100, blueprint.serving.max_concurrent_requests * 4)}",
+        "disable_token_authorization=true",
+        "enable_envvars_config=true",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_model_config(blueprint: Blueprint) -> dict[str, str]:
+    """{file name: content} for ``model-config.yaml`` and ``config.properties``."""
+    header = f"# TorchServe model config for blueprint {blueprint.name} (rendered by llmctl)\n"
+    return {
+        "model-config.yaml": header + yaml.safe_dump(model_config(blueprint), sort_keys=False),
+        "config.properties": config_properties(blueprint),
+    }

@@ -1,0 +1,104 @@
+"""Metric definitions, SLO parsing, prompt building and URL handling, without a server."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llmctl.errors import EndpointError, LlmctlError
+from llmctl.serving.bench.client import RequestRecord, chat_body, normalize_base_url
+from llmctl.serving.bench.metrics import describe, parse_slo, quantile, request_metrics
+from llmctl.serving.bench.prompts import PromptFactory
+from llmctl.serving.bench.tokens import ApproxTokenizer
+
+
+def test_quantile_interpolates_linearly() -> None:
+    assert quantile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0) == 1.0
+    assert quantile([1.0, 2.0, 3.0, 4.0], 100) == 4.0
+    assert math.isnan(quantile([], 50))
+    stats = describe([3.0, 1.0, 2.0])
+    assert stats["p50"] == 2.0 and stats["mean"] == 2.0 and stats["stddev"] == 1.0
+    assert describe([])["count"] == 0 and describe([])["p50"] is None
+
+
+def test_parse_slo() -> None:
+    assert parse_slo("ttft=500ms, tpot=0.05,e2e=20s") == {"ttft": 0.5, "tpot": 0.05, "e2e": 20.0}
+    assert parse_slo(None) == {}
+    with pytest.raises(LlmctlError, match="unknown --slo metric"):
+        parse_slo("ttfb=1")
+    with pytest.raises(LlmctlError, match="bad --slo item"):
+        parse_slo("ttft=fast")
+
+
+def _record(times: list[float], texts: list[str], usage: int | None) -> RequestRecord:
+    record = RequestRecord(index=0, endpoint="http://x/v1", start=10.0, end=10.0 + times[-1] + 0.001)
+    record.chunk_times = [10.0 + t for t in times]
+    record.chunk_texts = texts
+    record.usage_completion_tokens = usage
+    record.status = "ok"
+    return record
+
+
+def test_request_metrics_definitions() -> None:
+    # first content at 100 ms, then chunks of 1, 2 and 1 tokens
+    record = _record([0.1, 0.11, 0.13, 0.14], [" a", " b c", " d e", " f"], usage=6)
+    row = request_metrics(record, ApproxTokenizer(), t0=10.0, slo={"ttft": 0.2, "tpot": 0.005})
+    assert row["ttft_s"] == pytest.approx(0.1)
+    assert row["e2e_s"] == pytest.approx(0.141)
+    assert row["tpot_s"] == pytest.approx((0.141 - 0.1) / 5)
+    # ITL: each gap divided by the tokens of the later chunk
+    assert row["itl_s"] == pytest.approx([0.01 / 2, 0.02 / 2, 0.01 / 1])
+    assert row["itl_weights"] == [2, 2, 1]
+    assert row["inter_chunk_gaps_s"] == pytest.approx([0.01, 0.02, 0.01])
+    assert row["output_token_source"] == "usage"
+    assert row["meets_slo"] is False  # tpot 8.2 ms > 5 ms
+
+
+def test_token_count_falls_back_to_the_tokenizer() -> None:
+    record = _record([0.05, 0.06], [" hello", " world!"], usage=None)
+    row = request_metrics(record, ApproxTokenizer(), t0=10.0)
+    assert row["output_tokens"] == 3 and row["output_token_source"] == "tokenizer"
+
+
+def test_prompts_have_the_requested_lengths_and_unique_nonces() -> None:
+    tok = ApproxTokenizer()
+    factory = PromptFactory(tok, mean_input_tokens=200, stddev_input_tokens=10, mean_output_tokens=50, stddev_output_tokens=5)
+    specs = [factory.make(i) for i in range(200)]
+    for spec in specs:
+        assert tok.count(spec.text) == spec.input_tokens
+    mean_in = sum(s.input_tokens for s in specs) / len(specs)
+    mean_out = sum(s.max_tokens for s in specs) / len(specs)
+    assert abs(mean_in - 200) < 3 and abs(mean_out - 50) < 2
+    assert 3.5 < (sum((s.max_tokens - mean_out) ** 2 for s in specs) / 199) ** 0.5 < 6.5
+    firsts = {s.text.split("]")[0] for s in specs}
+    assert len(firsts) == len(specs)
+    assert all(s.text.startswith(f"[{factory.nonce}-") for s in specs)
+    # reproducible from the seed
+    again = PromptFactory(tok, mean_input_tokens=200, stddev_input_tokens=10, nonce=factory.nonce)
+    assert again.make(7).text == factory.make(7).text
+
+
+def test_shared_prefix_prompts_start_alike() -> None:
+    factory = PromptFactory(ApproxTokenizer(), mean_input_tokens=100, shared_prefix=True)
+    a, b = factory.make(0).text, factory.make(1).text
+    assert a[:200] == b[:200]
+
+
+def test_normalize_base_url() -> None:
+    assert normalize_base_url("localhost:8000") == "http://localhost:8000/v1"
+    assert normalize_base_url("http://h:8000/v1/") == "http://h:8000/v1"
+    assert normalize_base_url("https://h/v1/chat/completions") == "https://h/v1"
+    assert normalize_base_url("http://h:8000/serve/v1") == "http://h:8000/serve/v1"
+    with pytest.raises(EndpointError):
+        normalize_base_url("ftp://h/v1")
+    with pytest.raises(EndpointError):
+        normalize_base_url("http://h:99999999/v1")
+
+
+def test_chat_body_asks_for_usage_and_fixed_length() -> None:
+    body = chat_body("m", "p", 12)
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["ignore_eos"] is True and body["min_tokens"] == 12 and body["max_tokens"] == 12
+    assert "ignore_eos" not in chat_body("m", "p", 12, fixed_output=False)

@@ -1,0 +1,144 @@
+"""Packaging and layering: the folder mapping, import rules, and a fast `llmctl --help`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = {
+    "llmctl": "llmctl",
+    "cli": "llmctl.cli",
+    "infra": "llmctl.infra",
+    "blueprints": "llmctl.blueprints",
+    "serving": "llmctl.serving",
+}
+HEAVY = ("pulumi", "pulumi_aws", "boto3", "botocore", "ray", "torch", "transformers", "kubernetes")
+
+
+def _declared_packages() -> set[str]:
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+
+
+def test_every_package_folder_is_declared() -> None:
+    found = set()
+    for folder, package in LAYERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder)
+            found.add(".".join([package, *relative.parts]) if relative.parts else package)
+    missing = found - _declared_packages()
+    assert not missing, f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+        env={**os.environ, "LLMCTL_STATE_DIR": "/tmp"},
+    ).stdout
+    return {line.split(".")[0] for line in out.splitlines()}
+
+
+def test_help_imports_no_heavy_package() -> None:
+    loaded = _modules_after(
+        "import sys; sys.argv = ['llmctl', '--help']\nfrom llmctl.cli.app import app\ntry:\n    app()\nexcept SystemExit:\n    pass"
+    )
+    assert not loaded & set(HEAVY), f"llmctl --help imported {sorted(loaded & set(HEAVY))}"
+
+
+def test_blueprints_layer_imports_no_cloud_sdk() -> None:
+    modules = [p.stem for p in (ROOT / "blueprints").glob("*.py") if p.stem != "__init__"]
+    code = "\n".join(f"import llmctl.blueprints.{m}" for m in modules)
+    code += "\nfrom llmctl.blueprints.catalog import load_blueprint\nfor n in ['llama2-inf2','tiny-cpu']: load_blueprint(n)"
+    loaded = _modules_after(code)
+    assert not loaded & {"pulumi", "boto3", "botocore", "kubernetes", "pulumi_aws", "ray", "torch"}
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "llmctl", "--version"], capture_output=True, text=True, cwd="/"
+    )
+    assert result.returncode == 0 and result.stdout.startswith("llmctl ")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editable", [False, True], ids=["wheel", "editable"])
+def test_install_into_a_fresh_venv(tmp_path: Path, editable: bool) -> None:
+    """`pip install .` and `pip install -e .` both give a working package with its data files.
+
+    The fresh venv borrows third-party packages from this environment through a .pth file, so
+    the test checks our packaging without downloading the dependency tree again.
+    """
+    venv = tmp_path / "venv"
+    # No pip or setuptools of its own: this environment's pip installs into it, and the build
+    # backend comes from this environment too (the .pth below).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    deps = subprocess.run(
+        [sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    source = tmp_path / "src"
+    # A copy of the tree as git sees it (tracked and untracked-but-not-ignored files).
+    files = (
+        subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, files):
+        target = source / name
+        if (ROOT / name).is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes((ROOT / name).read_bytes())
+    args = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+    ]
+    (Path(site) / "zz_deps.pth").write_text(deps + "\n")
+    subprocess.run(args + (["-e", str(source)] if editable else [str(source)]), check=True, cwd=tmp_path)
+    check = (
+        "import llmctl, llmctl.cli.app, llmctl.infra.pools, llmctl.serving\n"
+        "from llmctl.blueprints.catalog import catalog_names, load_blueprint\n"
+        "names = catalog_names(); assert 'llama2-inf2' in names, names\n"
+        "[load_blueprint(n) for n in names]\n"
+        "from llmctl.blueprints.versions import versions; versions()\n"
+        "print(llmctl.__file__)"
+    )
+    result = subprocess.run([str(python), "-c", check], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    location = result.stdout.strip()
+    assert (str(source) in location) is editable
+    cli = subprocess.run(
+        [str(venv / "bin" / "llmctl"), "blueprints", "list", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert cli.returncode == 0 and "tiny-cpu" in cli.stdout

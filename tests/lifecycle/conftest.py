@@ -1,0 +1,121 @@
+"""Fixtures for the lifecycle tests: a local moto server, an isolated state dir, a stand-in pulumi."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+REGION = "us-west-2"
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    """One moto server on 127.0.0.1 (a free port) for the whole session."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Dummy credentials pointed at a freshly reset moto server; yields the region."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST")).read()
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    yield REGION
+
+
+@pytest.fixture
+def no_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No AWS credentials anywhere (and no network endpoint that could find some)."""
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_REGION", REGION)
+
+
+@pytest.fixture(autouse=True)
+def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Every test gets its own llmctl state dir and no inherited Pulumi settings."""
+    root = tmp_path / "state"
+    monkeypatch.setenv("LLMCTL_STATE_DIR", str(root))
+    for key in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_HOME"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "pulumi-home"))
+    return root
+
+
+class FakePulumi:
+    """Controls and reads the stand-in `pulumi` script (tests/lifecycle/fake_pulumi.py)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.calls_file = root / "calls.jsonl"
+        self.control_file = root / "control.json"
+        self.control_file.write_text("{}")
+
+    def control(self, **settings: Any) -> None:
+        """Tell the stand-in what to do: fail_up=[project], lock=[project], outputs={project: {...}}."""
+        current = json.loads(self.control_file.read_text())
+        current.update(settings)
+        self.control_file.write_text(json.dumps(current))
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.calls_file.exists():
+            return []
+        return [json.loads(line) for line in self.calls_file.read_text().splitlines() if line.strip()]
+
+    def ops(self) -> list[tuple[str, str, str]]:
+        """(operation, project, stack) of every up/preview/destroy, in order."""
+        return [
+            (call["op"], call["project"], call["stack"])
+            for call in self.calls()
+            if call["op"] in ("up", "preview", "destroy", "cancel", "stack rm")
+        ]
+
+
+@pytest.fixture
+def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePulumi:
+    """Put a stand-in `pulumi` first on PATH; it records every call and follows control.json."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    data = tmp_path / "fake-pulumi"
+    data.mkdir()
+    script = bin_dir / "pulumi"
+    script.write_text(f"#!{sys.executable}\nimport runpy, sys\nrunpy.run_path({str(HERE / 'fake_pulumi.py')!r}, run_name='__main__')\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_PULUMI_DIR", str(data))
+    return FakePulumi(data)
+
+
+@pytest.fixture
+def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PATH without any `pulumi`."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(empty), *keep]))
