@@ -5,15 +5,21 @@ BIN := $(VENV)/bin
 # The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
 TORCH_CPU ?= torch==2.13.0
 
+STAMP := $(VENV)/.llmctl-installed
+
 .PHONY: install test lint typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 
-install: $(BIN)/python
+# Re-installs only when pyproject.toml changes (the package itself is an editable install).
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_CPU)"
 	$(BIN)/pip install --quiet -e ".[serving,bench,test]"
+	touch $(STAMP)
+
+install: $(STAMP)
 
 test: install
 	$(BIN)/python -m pytest -q

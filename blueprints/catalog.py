@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
+
 from llmctl.blueprints._data import data_file
 from llmctl.blueprints.hardware import HardwareCatalog, hardware
 from llmctl.blueprints.rules import check
 from llmctl.blueprints.schema import Blueprint
-from pydantic import BaseModel, ValidationError
-
 from llmctl.errors import BlueprintError, did_you_mean
 
 CATALOG_DIR = "catalog"

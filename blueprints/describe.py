@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pricing import blueprint_cost, node_plan
 from llmctl.blueprints.rules import engine_of, is_gated
 from llmctl.blueprints.schema import Blueprint
-from pydantic import BaseModel
 
 
 def summaries() -> list[dict[str, Any]]:

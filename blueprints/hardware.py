@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from llmctl.blueprints._data import load_yaml
-from llmctl.blueprints.schema import Accelerator
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmctl.blueprints._data import load_yaml
+from llmctl.blueprints.schema import Accelerator
 from llmctl.errors import CatalogError, did_you_mean
 
 PricingModel = Literal["on-demand", "reserved-3y", "spot"]

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llmctl.blueprints._data import load_yaml
-from llmctl.blueprints.schema import Dtype
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmctl.blueprints._data import load_yaml
+from llmctl.blueprints.schema import Dtype
 from llmctl.errors import CatalogError, did_you_mean
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "int8": 1}

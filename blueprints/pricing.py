@@ -7,7 +7,6 @@ from typing import Any
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, PricingModel, ceil_div
 from llmctl.blueprints.schema import Blueprint
-
 from llmctl.errors import CatalogError
 
 

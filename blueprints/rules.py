@@ -13,7 +13,6 @@ from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
 from llmctl.blueprints.models import ModelArch, lookup_model
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.sizing import allowed_tp, check_fit
-
 from llmctl.errors import CatalogError
 
 Problem = tuple[str, str]
@@ -22,6 +21,8 @@ Problem = tuple[str, str]
 TRANSFORMERS_NEURONX = ("ray-neuronx", "torchserve-neuronx")
 INFER_ROUTE = ("ray-neuronx", "ray-cpu")
 OPENAI_API = ("ray-neuronx", "ray-vllm", "ray-cpu")
+# Runtimes serving llmctl's shared app, which checks LLMCTL_API_KEY (serving/common/auth.py).
+API_KEY_CHECKED = ("ray-neuronx", "ray-cpu")
 
 
 def engine_of(blueprint: Blueprint) -> str:
@@ -218,6 +219,14 @@ def _features(ctx: Context) -> list[Problem]:
     if bp.ui == "open-webui" and bp.runtime not in OPENAI_API:
         problems.append(
             ("ui", f"open-webui needs the OpenAI API, which {bp.runtime} does not serve; use none")
+        )
+    if bp.exposure.api_key and bp.runtime not in API_KEY_CHECKED:
+        problems.append(
+            (
+                "exposure.api_key",
+                f"{bp.runtime} cannot check an API key (only {', '.join(API_KEY_CHECKED)} do); "
+                "use exposure.mode port-forward or internal-lb without api_key",
+            )
         )
     if bp.caches.compile_cache and not bp.is_neuron:
         problems.append(

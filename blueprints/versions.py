@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from llmctl.blueprints._data import load_yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from llmctl.blueprints._data import load_yaml
 
 
 class _Entry(BaseModel):

@@ -11,15 +11,24 @@ import traceback
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+from llmctl import __version__
 from llmctl.cli import bench as bench_cmd
 from llmctl.cli import blueprints as blueprints_cmd
 from llmctl.cli import catalog as catalog_cmd
 from llmctl.cli import chat as chat_cmd
+from llmctl.cli import doctor as doctor_cmd
+from llmctl.cli import images as images_cmd
+from llmctl.cli import lifecycle as lifecycle_cmd
+from llmctl.cli import models as models_cmd
 from llmctl.cli import output
+from llmctl.cli import plan as plan_cmd
+from llmctl.cli import render as render_cmd
 from llmctl.cli import sizing as sizing_cmd
-from typer.core import TyperGroup
-
-from llmctl import __version__
+from llmctl.cli import stacks as stacks_cmd
+from llmctl.cli import sweep as sweep_cmd
+from llmctl.cli import validate as validate_cmd
 from llmctl.errors import LlmctlError, UserAbort
 
 
@@ -68,11 +77,50 @@ def root(
     """llmctl: typed stacks for LLM serving on EKS, replacing install.sh / cleanup.sh."""
 
 
+# Registration order is the order in `llmctl --help`, within each panel below.
+lifecycle_cmd.register(app)
+doctor_cmd.register(app)
+sweep_cmd.register(app)
+stacks_cmd.register(app)
 app.add_typer(blueprints_cmd.app, name="blueprints")
 sizing_cmd.register(app)
-bench_cmd.register(app)
-chat_cmd.register(app)
+plan_cmd.register(app)
+render_cmd.register(app)
+validate_cmd.register(app)
 catalog_cmd.register(app)
+chat_cmd.register(app)
+bench_cmd.register(app)
+models_cmd.register(app)
+images_cmd.register(app)
+
+PANELS = {
+    "Deploy and operate": (
+        "up",
+        "down",
+        "preview",
+        "status",
+        "endpoint",
+        "connect",
+        "doctor",
+        "sweep",
+        "stacks",
+    ),
+    "Plan and check (offline)": ("blueprints", "size", "cost", "plan", "render", "validate", "catalog"),
+    "Use an endpoint": ("chat", "bench"),
+    "Build": ("models", "images"),
+}
+
+
+def _assign_panels() -> None:
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+    for command in app.registered_commands:
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        command.rich_help_panel = panel_of.get(name, command.rich_help_panel)
+    for group in app.registered_groups:
+        group.rich_help_panel = panel_of.get(group.name or "", group.rich_help_panel)
+
+
+_assign_panels()
 
 
 def main() -> None:

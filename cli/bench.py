@@ -78,12 +78,21 @@ def resolve_endpoints(
 def bench(
     ctx: typer.Context,
     endpoint: list[str] = typer.Option(
-        None, "--endpoint", "-e", help="OpenAI base URL, e.g. http://localhost:8000/v1 (repeat for round-robin)."
+        None,
+        "--endpoint",
+        "-e",
+        help="OpenAI base URL, e.g. http://localhost:8000/v1 (repeat for round-robin).",
     ),
-    blueprint: str = typer.Option(None, "--blueprint", "-b", help="Benchmark a deployed blueprint's endpoint."),
+    blueprint: str = typer.Option(
+        None, "--blueprint", "-b", help="Benchmark a deployed blueprint's endpoint."
+    ),
     stack: str = typer.Option("dev", "--stack", help="Stack of the deployed blueprint."),
-    model: str = typer.Option(None, "--model", "-m", help="Model name (default: the endpoint's first model)."),
-    api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."),
+    model: str = typer.Option(
+        None, "--model", "-m", help="Model name (default: the endpoint's first model)."
+    ),
+    api_key: str = typer.Option(
+        None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
+    ),
     concurrency: str = typer.Option(
         None,
         "--concurrency",
@@ -95,7 +104,9 @@ def bench(
         None, "--rate", help="Open loop: requests per second (a list runs a sweep) instead of --concurrency."
     ),
     arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson or constant."),
-    max_concurrency: int = typer.Option(None, "--max-concurrency", min=1, help="Cap on requests in flight (open loop)."),
+    max_concurrency: int = typer.Option(
+        None, "--max-concurrency", min=1, help="Cap on requests in flight (open loop)."
+    ),
     requests: int = typer.Option(
         None,
         "--requests",
@@ -104,15 +115,31 @@ def bench(
         min=1,
         help="Measured requests per level (default: max(50, 8 x concurrency) unless --duration is set).",
     ),
-    duration: float = typer.Option(None, "--duration", min=0.1, help="Seconds per level (with --requests: whichever ends first)."),
-    warmup: int = typer.Option(2, "--warmup", min=0, help="Warm-up requests per level, excluded from the results."),
-    timeout: float = typer.Option(300.0, "--timeout", min=0.1, help="Per-request timeout in seconds (counted as incomplete)."),
-    mean_input_tokens: int = typer.Option(512, "--mean-input-tokens", min=1, help="Mean prompt length in tokens."),
-    stddev_input_tokens: int = typer.Option(20, "--stddev-input-tokens", min=0, help="Stddev of the prompt length."),
-    mean_output_tokens: int = typer.Option(245, "--mean-output-tokens", min=1, help="Mean output length (max_tokens)."),
-    stddev_output_tokens: int = typer.Option(20, "--stddev-output-tokens", min=0, help="Stddev of the output length."),
+    duration: float = typer.Option(
+        None, "--duration", min=0.1, help="Seconds per level (with --requests: whichever ends first)."
+    ),
+    warmup: int = typer.Option(
+        2, "--warmup", min=0, help="Warm-up requests per level, excluded from the results."
+    ),
+    timeout: float = typer.Option(
+        300.0, "--timeout", min=0.1, help="Per-request timeout in seconds (counted as incomplete)."
+    ),
+    mean_input_tokens: int = typer.Option(
+        512, "--mean-input-tokens", min=1, help="Mean prompt length in tokens."
+    ),
+    stddev_input_tokens: int = typer.Option(
+        20, "--stddev-input-tokens", min=0, help="Stddev of the prompt length."
+    ),
+    mean_output_tokens: int = typer.Option(
+        245, "--mean-output-tokens", min=1, help="Mean output length (max_tokens)."
+    ),
+    stddev_output_tokens: int = typer.Option(
+        20, "--stddev-output-tokens", min=0, help="Stddev of the output length."
+    ),
     shared_prefix: bool = typer.Option(
-        False, "--shared-prefix", help="Let prompts share a prefix (no per-request nonce), so prefix caching can hit."
+        False,
+        "--shared-prefix",
+        help="Let prompts share a prefix (no per-request nonce), so prefix caching can hit.",
     ),
     fixed_output: bool = typer.Option(
         True, "--fixed-output/--no-fixed-output", help="Ask for exactly max_tokens (ignore_eos, min_tokens)."
@@ -124,7 +151,9 @@ def bench(
     extra_body: str = typer.Option(
         None, "--extra-body", "--additional-sampling-params", help="JSON merged into every request body."
     ),
-    llm_api: str = typer.Option("openai", "--llm-api", hidden=True, help="Accepted for llmperf compatibility."),
+    llm_api: str = typer.Option(
+        "openai", "--llm-api", hidden=True, help="Accepted for llmperf compatibility."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for prompt lengths, excerpts and arrivals."),
     out: Path = typer.Option(
         None, "--out", "-o", "--results-dir", help="Results folder (default: bench-results/<timestamp>)."
@@ -142,10 +171,12 @@ def bench(
 
     from llmctl.errors import LlmctlError, did_you_mean
     from llmctl.serving.bench.metrics import parse_slo
-    from llmctl.serving.bench.runner import BenchConfig, default_out_dir, run_bench_blocking
+    from llmctl.serving.bench.runner import BenchConfig, default_out_dir
 
     if llm_api != "openai":
-        raise LlmctlError(f"--llm-api {llm_api!r} is not supported", "llmctl bench speaks the OpenAI API only")
+        raise LlmctlError(
+            f"--llm-api {llm_api!r} is not supported", "llmctl bench speaks the OpenAI API only"
+        )
     if arrival not in ("poisson", "constant"):
         hint = did_you_mean(arrival, ["poisson", "constant"]) or "choose poisson or constant"
         raise LlmctlError(f"unknown --arrival {arrival!r}", hint)
@@ -161,7 +192,9 @@ def bench(
         try:
             extra = jsonlib.loads(extra_body)
         except ValueError as error:
-            raise LlmctlError(f"--extra-body is not JSON: {error}", "e.g. --extra-body '{\"top_p\": 0.9}'") from None
+            raise LlmctlError(
+                f"--extra-body is not JSON: {error}", "e.g. --extra-body '{\"top_p\": 0.9}'"
+            ) from None
         if not isinstance(extra, dict):
             raise LlmctlError("--extra-body must be a JSON object", "e.g. --extra-body '{\"top_p\": 0.9}'")
     urls, deployed_model = resolve_endpoints(endpoint, blueprint, stack)
@@ -250,9 +283,7 @@ def _run_with_progress(config: Any, *, show: bool) -> Any:
         task = tasks.get(current["label"])
         if task is None:
             return
-        counts = (
-            f"{progress.phase}: {progress.completed} ok, {progress.failed} failed, {progress.in_flight} in flight"
-        )
+        counts = f"{progress.phase}: {progress.completed} ok, {progress.failed} failed, {progress.in_flight} in flight"
         done = progress.completed + progress.failed
         bar.update(task, total=progress.total, completed=done, counts=counts)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
 from llmctl.cli import output
 
 app = typer.Typer(help="List, show and validate blueprints.", no_args_is_help=True)
@@ -76,7 +77,6 @@ def validate(
     """Validate blueprints before any cloud call; exits 2 when one cannot run."""
     output.start(json_output=json)
     from llmctl.blueprints.catalog import catalog_names, validate_ref
-
     from llmctl.errors import BlueprintError
 
     reports = [validate_ref(ref) for ref in (refs or catalog_names())]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+
 from llmctl.cli import output
 
 app = typer.Typer(help="Browse and refresh the hardware and model catalogs.", no_args_is_help=True)

@@ -9,14 +9,23 @@ import typer
 
 
 def chat(
-    endpoint: str = typer.Option(None, "--endpoint", "-e", help="OpenAI base URL, e.g. http://localhost:8000/v1."),
+    endpoint: str = typer.Option(
+        None, "--endpoint", "-e", help="OpenAI base URL, e.g. http://localhost:8000/v1."
+    ),
     blueprint: str = typer.Option(None, "--blueprint", "-b", help="Chat with a deployed blueprint."),
     stack: str = typer.Option("dev", "--stack", help="Stack of the deployed blueprint."),
-    model: str = typer.Option(None, "--model", "-m", help="Model name (default: the endpoint's first model)."),
-    api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."),
+    model: str = typer.Option(
+        None, "--model", "-m", help="Model name (default: the endpoint's first model)."
+    ),
+    api_key: str = typer.Option(
+        None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
+    ),
     system: str = typer.Option(None, "--system", "-s", help="System prompt."),
     prompt: str = typer.Option(
-        None, "--prompt", "-p", help="One-shot: send this prompt ('-' reads stdin), print the answer and exit."
+        None,
+        "--prompt",
+        "-p",
+        help="One-shot: send this prompt ('-' reads stdin), print the answer and exit.",
     ),
     max_tokens: int = typer.Option(None, "--max-tokens", min=1, help="Cap on the answer length."),
     temperature: float = typer.Option(None, "--temperature", min=0.0, help="Sampling temperature."),
@@ -42,7 +51,13 @@ def chat(
             raise EndpointError(f"{base_url} does not list its models", "pass --model NAME")
         chosen = models[0]
     session = ChatSession(
-        base_url, chosen, api_key=api_key, system=system, max_tokens=max_tokens, temperature=temperature, timeout=timeout
+        base_url,
+        chosen,
+        api_key=api_key,
+        system=system,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        timeout=timeout,
     )
     try:
         if prompt is not None:
@@ -59,7 +74,9 @@ def _one_shot(session: Any, text: str, as_json: bool) -> None:
 
     if as_json:
         answer = "".join(session.send(text))
-        output.emit_json({"model": session.model, "prompt": text, "response": answer, "usage": session.last_usage})
+        output.emit_json(
+            {"model": session.model, "prompt": text, "response": answer, "usage": session.last_usage}
+        )
         return
     for piece in session.send(text):
         sys.stdout.write(piece)
@@ -103,7 +120,9 @@ def _interactive(session: Any) -> None:
                 console.print(f"[dim]model: {session.model}[/]")
             elif name == "/history":
                 for message in session.messages():
-                    console.print(f"[bold]{message['role']}:[/] {message['content']}", markup=True, highlight=False)
+                    console.print(
+                        f"[bold]{message['role']}:[/] {message['content']}", markup=True, highlight=False
+                    )
             else:
                 for key, help_text in COMMANDS.items():
                     console.print(f"  [cyan]{key}[/]  {help_text}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 import typer
+
 from llmctl.cli import output
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmctl.cli.output import console
 from rich.table import Table
+
+from llmctl.cli.output import console
 
 if TYPE_CHECKING:
     from llmctl.blueprints.pricing import CostReport

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from llmctl.blueprints.hardware import HardwareCatalog, Instance
 
+from llmctl.blueprints.hardware import HardwareCatalog, Instance
 from llmctl.errors import CloudError
 
 # The Pricing API names regions by location; these are the regions llmctl plans for.

@@ -67,7 +67,12 @@ def check_identity(session: Any, region: str) -> tuple[Check, bool]:
             "run `aws configure` or `aws sso login --profile NAME` (then export AWS_PROFILE=NAME)",
         ), False
     except (ClientError, BotoCoreError) as exc:
-        return Check("AWS credentials", False, f"STS refused the credentials ({_client_error(exc)})", "refresh them (`aws sso login` or new keys)"), False
+        return Check(
+            "AWS credentials",
+            False,
+            f"STS refused the credentials ({_client_error(exc)})",
+            "refresh them (`aws sso login` or new keys)",
+        ), False
     return Check("AWS credentials", True, f"account {ident['Account']} as {ident['Arn']}"), True
 
 
@@ -80,8 +85,12 @@ def check_region(session: Any, region: str) -> tuple[Check, dict[str, str]]:
             Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]
         )["AvailabilityZones"]
     except (ClientError, BotoCoreError) as exc:
-        return Check("region", False, f"{region}: {_client_error(exc)}", "pass a valid --region, e.g. us-west-2"), {}
-    by_id = {zone["ZoneId"]: zone["ZoneName"] for zone in zones if zone.get("State", "available") == "available"}
+        return Check(
+            "region", False, f"{region}: {_client_error(exc)}", "pass a valid --region, e.g. us-west-2"
+        ), {}
+    by_id = {
+        zone["ZoneId"]: zone["ZoneName"] for zone in zones if zone.get("State", "available") == "available"
+    }
     return Check("region", True, f"{region} ({len(by_id)} availability zones)"), by_id
 
 
@@ -97,14 +106,21 @@ def platform_az_ids(blueprint: Any, stack: str, region: str) -> list[str]:
         return []
 
 
-def check_offerings(session: Any, region: str, instance_type: str, az_ids: list[str], zones: dict[str, str]) -> Check:
+def check_offerings(
+    session: Any, region: str, instance_type: str, az_ids: list[str], zones: dict[str, str]
+) -> Check:
     """Is the instance type offered in the chosen AZs (by AZ ID)?"""
     from botocore.exceptions import BotoCoreError, ClientError
 
     wanted = az_ids or sorted(zones)
     try:
-        pages = session.client("ec2", region_name=region).get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone-id", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
+        pages = (
+            session.client("ec2", region_name=region)
+            .get_paginator("describe_instance_type_offerings")
+            .paginate(
+                LocationType="availability-zone-id",
+                Filters=[{"Name": "instance-type", "Values": [instance_type]}],
+            )
         )
         offered = {row["Location"] for page in pages for row in page["InstanceTypeOfferings"]}
     except (ClientError, BotoCoreError) as exc:
@@ -113,7 +129,12 @@ def check_offerings(session: Any, region: str, instance_type: str, az_ids: list[
     missing = [az for az in wanted if az not in offered]
     name = f"{instance_type} in AZs"
     if not offered:
-        return Check(name, False, f"{instance_type} is not offered in {region}", "choose another --region (inf2/trn1 are in us-east-1, us-east-2, us-west-2, ...)")
+        return Check(
+            name,
+            False,
+            f"{instance_type} is not offered in {region}",
+            "choose another --region (inf2/trn1 are in us-east-1, us-east-2, us-west-2, ...)",
+        )
     if len(present) < min(2, len(wanted)):
         elsewhere = sorted(offered - set(wanted))
         return Check(
@@ -162,12 +183,18 @@ def check_quota(session: Any, region: str, blueprint: Any) -> Check:
         value = client.get_service_quota(ServiceCode="ec2", QuotaCode=quota.code)["Quota"]["Value"]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "NoSuchResourceException":
-            return Check(f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(exc)}", None)
+            return Check(
+                f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(exc)}", None
+            )
         try:
-            value = client.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=quota.code)["Quota"]["Value"]
+            value = client.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=quota.code)["Quota"][
+                "Value"
+            ]
             source = "default"
         except (ClientError, BotoCoreError) as inner:
-            return Check(f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(inner)}", None)
+            return Check(
+                f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(inner)}", None
+            )
     except BotoCoreError as exc:
         return Check(f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {exc}", None)
     name = f"vCPU quota {quota.code}"
@@ -239,7 +266,9 @@ def run_doctor(
             report.checks.append(region_check)
             if bp is not None and zones:
                 az_ids = platform_az_ids(bp, stack, resolved)
-                report.checks.append(check_offerings(session, resolved, bp.compute.instance_type, az_ids, zones))
+                report.checks.append(
+                    check_offerings(session, resolved, bp.compute.instance_type, az_ids, zones)
+                )
                 report.checks.append(check_quota(session, resolved, bp))
     if bp is not None:
         report.checks.append(check_hf_token(bp))

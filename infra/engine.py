@@ -89,7 +89,7 @@ def _make_command(on_interrupt: Callable[[int], None]) -> Any:
     from pulumi.automation._cmd import CommandResult
     from pulumi.automation.errors import create_command_error
 
-    class _Command(PulumiCommand):  # type: ignore[misc]
+    class _Command(PulumiCommand):
         def run(
             self,
             args: list[str],
@@ -176,9 +176,14 @@ def translate(exc: BaseException, spec: StackSpec, workdir: Path) -> LlmctlError
     if isinstance(exc, FileNotFoundError):
         return PrerequisiteError("the pulumi CLI is not installed", PULUMI_INSTALL.format(min=min_pulumi()))
     if isinstance(exc, InvalidVersionError):
-        return PrerequisiteError(f"the pulumi CLI is too old or unreadable: {exc}", "upgrade: " + PULUMI_INSTALL.format(min=min_pulumi()))
+        return PrerequisiteError(
+            f"the pulumi CLI is too old or unreadable: {exc}",
+            "upgrade: " + PULUMI_INSTALL.format(min=min_pulumi()),
+        )
     if isinstance(exc, subprocess.CalledProcessError):
-        return PrerequisiteError(f"`pulumi version` failed ({exc.returncode})", PULUMI_INSTALL.format(min=min_pulumi()))
+        return PrerequisiteError(
+            f"`pulumi version` failed ({exc.returncode})", PULUMI_INSTALL.format(min=min_pulumi())
+        )
     text = str(exc)
     if isinstance(exc, ConcurrentUpdateError):
         return EngineError(
@@ -188,12 +193,17 @@ def translate(exc: BaseException, spec: StackSpec, workdir: Path) -> LlmctlError
             f"`pulumi stack export --stack {spec.stack} | pulumi stack import --stack {spec.stack}` repairs pending operations",
         )
     if isinstance(exc, StackNotFoundError):
-        return EngineError(f"stack {spec.label} does not exist in this backend", "run `llmctl stacks list` to see the stacks, or `llmctl up` to create it")
+        return EngineError(
+            f"stack {spec.label} does not exist in this backend",
+            "run `llmctl stacks list` to see the stacks, or `llmctl up` to create it",
+        )
     if isinstance(exc, StackAlreadyExistsError):
         return EngineError(f"stack {spec.label} already exists", "use `llmctl stacks list`")
     if isinstance(exc, CommandError):
         lowered = text.lower()
-        if "plugin" in lowered and ("no resource plugin" in lowered or "could not" in lowered or "not found" in lowered):
+        if "plugin" in lowered and (
+            "no resource plugin" in lowered or "could not" in lowered or "not found" in lowered
+        ):
             return PrerequisiteError(
                 f"a Pulumi provider plugin is missing for {spec.label}",
                 "run `pulumi plugin install resource aws` (and kubernetes, eks) or let Pulumi download it: check network access to get.pulumi.com",
@@ -214,7 +224,9 @@ def translate(exc: BaseException, spec: StackSpec, workdir: Path) -> LlmctlError
             "(add --debug for the full output)",
         )
     if isinstance(exc, RuntimeError) and "summary event" in text:
-        return EngineError(f"pulumi returned no change summary for {spec.label}", "run the command again with --debug")
+        return EngineError(
+            f"pulumi returned no change summary for {spec.label}", "run the command again with --debug"
+        )
     return EngineError(f"pulumi failed on {spec.label}: {exc}", "run the command again with --debug")
 
 
@@ -246,9 +258,11 @@ class Engine:
         return self._command
 
     def _workspace_options(self, spec: StackSpec) -> Any:
-        from pulumi.automation import LocalWorkspaceOptions, ProjectSettings, ProjectBackend
+        from pulumi.automation import LocalWorkspaceOptions, ProjectBackend, ProjectSettings
 
-        settings = ProjectSettings(name=spec.project, runtime="python", backend=ProjectBackend(url=self.backend.url))
+        settings = ProjectSettings(
+            name=spec.project, runtime="python", backend=ProjectBackend(url=self.backend.url)
+        )
         return LocalWorkspaceOptions(
             work_dir=str(self.workdir(spec.project)),
             project_settings=settings,
@@ -263,9 +277,13 @@ class Engine:
         program = spec.program or _noop_program
         opts = self._workspace_options(spec)
         if create:
-            stack = auto.create_or_select_stack(stack_name=spec.stack, project_name=spec.project, program=program, opts=opts)
+            stack = auto.create_or_select_stack(
+                stack_name=spec.stack, project_name=spec.project, program=program, opts=opts
+            )
         else:
-            stack = auto.select_stack(stack_name=spec.stack, project_name=spec.project, program=program, opts=opts)
+            stack = auto.select_stack(
+                stack_name=spec.stack, project_name=spec.project, program=program, opts=opts
+            )
         if spec.config:
             stack.set_all_config({key: auto.ConfigValue(value=value) for key, value in spec.config.items()})
         return stack
@@ -284,13 +302,17 @@ class Engine:
             pre = getattr(event, "resource_pre_event", None)
             if pre is not None:
                 meta = pre.metadata
-                steps.append({"op": str(getattr(meta.op, "value", meta.op)), "urn": meta.urn, "type": meta.type})
+                steps.append(
+                    {"op": str(getattr(meta.op, "value", meta.op)), "urn": meta.urn, "type": meta.type}
+                )
             if on_event:
                 on_event(event)
 
         with self._translated(spec):
             result = self._stack(spec).preview(on_event=collect, color="never")
-            changes = {str(getattr(op, "value", op)): int(n) for op, n in (result.change_summary or {}).items()}
+            changes = {
+                str(getattr(op, "value", op)): int(n) for op, n in (result.change_summary or {}).items()
+            }
             return PreviewResult(changes=changes, steps=steps)
 
     def destroy(self, spec: StackSpec, on_event: OnEvent | None = None, *, remove: bool = False) -> bool:
@@ -329,7 +351,11 @@ class Engine:
             info = self._stack(StackSpec(spec.project, spec.stack), create=False).info(show_secrets=False)
             if info is None:
                 return None
-            return {"kind": info.kind, "result": info.result, "end_time": info.end_time.isoformat() if info.end_time else None}
+            return {
+                "kind": info.kind,
+                "result": info.result,
+                "end_time": info.end_time.isoformat() if info.end_time else None,
+            }
 
     def cancel(self, spec: StackSpec) -> None:
         """Cancel a running update (clears a stale lock)."""

@@ -42,7 +42,10 @@ def kubectl_json(kubeconfig: Path | str | None, *args: str, timeout: float = 30)
 
         raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
     if done.returncode != 0:
-        raise ServingError(f"`kubectl {' '.join(args)}` failed: {done.stderr.strip()[:300]}", "check the cluster with `llmctl status`")
+        raise ServingError(
+            f"`kubectl {' '.join(args)}` failed: {done.stderr.strip()[:300]}",
+            "check the cluster with `llmctl status`",
+        )
     return json.loads(done.stdout or "{}")
 
 
@@ -118,18 +121,25 @@ def cluster_status(kubeconfig: Path | str | None) -> dict[str, Any]:
     """Nodes, NodePools, device plugins and the Neuron scheduler, as plain data."""
     nodes = kubectl_json(kubeconfig, "get", "nodes").get("items", [])
     try:
-        pools = [p["metadata"]["name"] for p in kubectl_json(kubeconfig, "get", "nodepools.karpenter.sh").get("items", [])]
+        pools = [
+            p["metadata"]["name"]
+            for p in kubectl_json(kubeconfig, "get", "nodepools.karpenter.sh").get("items", [])
+        ]
     except ServingError:
         pools = []
     daemonsets = kubectl_json(kubeconfig, "get", "daemonsets", "-A").get("items", [])
     deployments = kubectl_json(kubeconfig, "get", "deployments", "-A").get("items", [])
     plugins = {
-        d["metadata"]["name"]: f"{d.get('status', {}).get('numberReady', 0)}/{d.get('status', {}).get('desiredNumberScheduled', 0)}"
+        d["metadata"][
+            "name"
+        ]: f"{d.get('status', {}).get('numberReady', 0)}/{d.get('status', {}).get('desiredNumberScheduled', 0)}"
         for d in daemonsets
         if any(key in d["metadata"]["name"] for key in ("neuron", "nvidia"))
     }
     schedulers = {
-        d["metadata"]["name"]: f"{d.get('status', {}).get('readyReplicas', 0)}/{d.get('spec', {}).get('replicas', 0)}"
+        d["metadata"][
+            "name"
+        ]: f"{d.get('status', {}).get('readyReplicas', 0)}/{d.get('spec', {}).get('replicas', 0)}"
         for d in deployments
         if "scheduler" in d["metadata"]["name"]
     }
@@ -148,9 +158,19 @@ def cluster_status(kubeconfig: Path | str | None) -> dict[str, Any]:
     }
 
 
-def port_forward(kubeconfig: Path | str | None, namespace: str, service: str, local: int, remote: int) -> subprocess.Popen[bytes]:
+def port_forward(
+    kubeconfig: Path | str | None, namespace: str, service: str, local: int, remote: int
+) -> subprocess.Popen[bytes]:
     """Start `kubectl port-forward svc/<service> local:remote` (the caller stops it)."""
-    argv = ["kubectl", *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []), "port-forward", "-n", namespace, f"svc/{service}", f"{local}:{remote}"]
+    argv = [
+        "kubectl",
+        *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []),
+        "port-forward",
+        "-n",
+        namespace,
+        f"svc/{service}",
+        f"{local}:{remote}",
+    ]
     try:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except FileNotFoundError:

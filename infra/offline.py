@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.sync_await import _sync_await
@@ -80,8 +81,21 @@ class OfflineMocks(pulumi_mocks.Mocks):
         if args.typ == "eks:index:Cluster":  # remote component: its provider would compute these outputs
             name = state.get("name") or args.name
             issuer = f"oidc.eks.{self.region}.amazonaws.com/id/MOCK"
-            state.setdefault("kubeconfigJson", json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [
-                {"name": name, "cluster": {"server": f"https://{name}.gr7.{self.region}.eks.amazonaws.com"}}]}))
+            state.setdefault(
+                "kubeconfigJson",
+                json.dumps(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Config",
+                        "clusters": [
+                            {
+                                "name": name,
+                                "cluster": {"server": f"https://{name}.gr7.{self.region}.eks.amazonaws.com"},
+                            }
+                        ],
+                    }
+                ),
+            )
             state.setdefault("oidcIssuer", issuer)
             state.setdefault("oidcProviderArn", f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{issuer}")
             state.setdefault("clusterSecurityGroupId", f"sg-{name}-cluster")
@@ -152,7 +166,7 @@ def _unwrap(value: Any, path: str, secrets: set[str]) -> Any:
         return {k: _unwrap(v, f"{path}.{k}", secrets) for k, v in value.items()}
     if isinstance(value, list):
         return [_unwrap(v, f"{path}[{i}]", secrets) for i, v in enumerate(value)]
-    if value is rpc.UNKNOWN or (isinstance(value, str) and value == rpc.UNKNOWN):
+    if isinstance(value, Unknown) or (isinstance(value, str) and value == rpc.UNKNOWN):
         return UNKNOWN
     return value
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
 from llmctl.blueprints.schema import Blueprint
-
 from llmctl.errors import CatalogError
 
 POOL_LABEL = "karpenter.sh/nodepool"

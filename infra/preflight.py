@@ -17,8 +17,12 @@ from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
 
 # The oldest pulumi CLI llmctl is tested against (the Automation API itself accepts >= 3.1).
 MIN_PULUMI = (3, 150, 0)
-PULUMI_INSTALL = "install it with `curl -fsSL https://get.pulumi.com | sh` (version {min} or newer), then open a new shell"
-KUBECTL_INSTALL = "install kubectl (https://kubernetes.io/docs/tasks/tools/), e.g. `sudo snap install kubectl --classic`"
+PULUMI_INSTALL = (
+    "install it with `curl -fsSL https://get.pulumi.com | sh` (version {min} or newer), then open a new shell"
+)
+KUBECTL_INSTALL = (
+    "install kubectl (https://kubernetes.io/docs/tasks/tools/), e.g. `sudo snap install kubectl --classic`"
+)
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
@@ -39,7 +43,9 @@ class Probe:
 
 def _run(argv: list[str], timeout: float = 20) -> str:
     env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=True, env=env).stdout.strip()
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=True, env=env
+    ).stdout.strip()
 
 
 def probe_pulumi() -> Probe:
@@ -58,7 +64,9 @@ def probe_pulumi() -> Probe:
     found = tuple(int(part) for part in match.groups())
     version = ".".join(match.groups())
     if found < MIN_PULUMI:
-        return Probe("pulumi CLI", False, f"pulumi {version} is older than {min_pulumi()}", f"upgrade: {hint}")
+        return Probe(
+            "pulumi CLI", False, f"pulumi {version} is older than {min_pulumi()}", f"upgrade: {hint}"
+        )
     return Probe("pulumi CLI", True, f"pulumi {version} ({path})")
 
 
@@ -141,11 +149,15 @@ def require_aws(region: str | None = None) -> AwsIdentity:
             "refresh them (`aws sso login`, or new access keys) and check the clock of this machine",
         ) from None
     except BotoCoreError as exc:
-        raise CloudError(f"cannot reach AWS STS in {resolved}: {exc}", "check the region and the network") from None
+        raise CloudError(
+            f"cannot reach AWS STS in {resolved}: {exc}", "check the region and the network"
+        ) from None
     return AwsIdentity(account=str(reply["Account"]), arn=str(reply["Arn"]), region=resolved)
 
 
-def preflight(*, pulumi: bool = True, aws: bool = True, kubectl: bool = False, region: str | None = None) -> list[str]:
+def preflight(
+    *, pulumi: bool = True, aws: bool = True, kubectl: bool = False, region: str | None = None
+) -> list[str]:
     """Check what a command needs, all at once: one error listing every missing item."""
     found: list[str] = []
     problems: list[LlmctlError] = []

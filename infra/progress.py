@@ -39,7 +39,7 @@ class Timeline:
 
 def fmt_duration(seconds: float) -> str:
     """'4m 05s' / '12s'."""
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
@@ -105,7 +105,9 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(self._renderable(), console=Console(file=self.stream), refresh_per_second=4, transient=True)
+            self._live = Live(
+                self._renderable(), console=Console(file=self.stream), refresh_per_second=4, transient=True
+            )
             self._live.start()
         status = "failed"
         try:
@@ -136,9 +138,7 @@ class Progress:
         """Pulumi engine event callback (called from the Automation API's event thread)."""
         with self._lock:
             line = self._consume(event)
-        if line and self.mode == "plain":
-            self._line(line)
-        elif line and line.startswith(("error", "warning")):
+        if (line and self.mode == "plain") or (line and line.startswith(("error", "warning"))):
             self._line(line)
         self._refresh()
 
@@ -167,6 +167,8 @@ class Progress:
             return f"{diag.severity}: {diag.message.strip()}"
         summary = getattr(event, "summary_event", None)
         if summary is not None:
-            changes = ", ".join(f"{k} {v}" for k, v in (summary.resource_changes or {}).items() if k != "same")
+            changes = ", ".join(
+                f"{k} {v}" for k, v in (summary.resource_changes or {}).items() if k != "same"
+            )
             return f"    summary: {changes or 'no changes'}"
         return None

@@ -122,24 +122,48 @@ class Sweeper:
 
     def load_balancers(self) -> list[Leftover]:
         """ALBs/NLBs tagged for the cluster (by the Load Balancer Controller or the cloud provider)."""
-        lbs = [lb for page in self.elbv2.get_paginator("describe_load_balancers").paginate() for lb in page["LoadBalancers"]]
+        lbs = [
+            lb
+            for page in self.elbv2.get_paginator("describe_load_balancers").paginate()
+            for lb in page["LoadBalancers"]
+        ]
         tags = self._elbv2_tagged([lb["LoadBalancerArn"] for lb in lbs])
         found = []
         for lb in lbs:
             reason = cluster_tag_reason(self.cluster, tags.get(lb["LoadBalancerArn"], {}), keys=LB_KEYS)
             if reason:
-                found.append(self._item("load-balancer", lb["LoadBalancerArn"], lb["LoadBalancerName"], reason, lb["LoadBalancerArn"]))
+                found.append(
+                    self._item(
+                        "load-balancer",
+                        lb["LoadBalancerArn"],
+                        lb["LoadBalancerName"],
+                        reason,
+                        lb["LoadBalancerArn"],
+                    )
+                )
         return found
 
     def target_groups(self) -> list[Leftover]:
         """Target groups tagged for the cluster."""
-        groups = [tg for page in self.elbv2.get_paginator("describe_target_groups").paginate() for tg in page["TargetGroups"]]
+        groups = [
+            tg
+            for page in self.elbv2.get_paginator("describe_target_groups").paginate()
+            for tg in page["TargetGroups"]
+        ]
         tags = self._elbv2_tagged([tg["TargetGroupArn"] for tg in groups])
         found = []
         for tg in groups:
             reason = cluster_tag_reason(self.cluster, tags.get(tg["TargetGroupArn"], {}), keys=LB_KEYS)
             if reason:
-                found.append(self._item("target-group", tg["TargetGroupArn"], tg["TargetGroupName"], reason, tg["TargetGroupArn"]))
+                found.append(
+                    self._item(
+                        "target-group",
+                        tg["TargetGroupArn"],
+                        tg["TargetGroupName"],
+                        reason,
+                        tg["TargetGroupArn"],
+                    )
+                )
         return found
 
     def instances(self) -> list[Leftover]:
@@ -168,7 +192,11 @@ class Sweeper:
                 tags = _tags(lt.get("Tags"))
                 if tags.get("karpenter.k8s.aws/cluster") == self.cluster:
                     reason = f"karpenter.k8s.aws/cluster={self.cluster}"
-                    found.append(self._item("launch-template", lt["LaunchTemplateId"], lt["LaunchTemplateName"], reason))
+                    found.append(
+                        self._item(
+                            "launch-template", lt["LaunchTemplateId"], lt["LaunchTemplateName"], reason
+                        )
+                    )
         return found
 
     def network_interfaces(self, *, detached_only: bool = True) -> list[Leftover]:
@@ -179,7 +207,11 @@ class Sweeper:
             for eni in page["NetworkInterfaces"]:
                 reason = cluster_tag_reason(self.cluster, _tags(eni.get("TagSet")), keys=ENI_KEYS)
                 if reason:
-                    found.append(self._item("network-interface", eni["NetworkInterfaceId"], eni.get("Description", ""), reason))
+                    found.append(
+                        self._item(
+                            "network-interface", eni["NetworkInterfaceId"], eni.get("Description", ""), reason
+                        )
+                    )
         return found
 
     def volumes(self, *, detached_only: bool = True) -> list[Leftover]:
@@ -292,7 +324,10 @@ class Sweeper:
                 return None
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code", "")
-                if code.endswith(("NotFound", ".NotFound")) or code in ("LoadBalancerNotFound", "TargetGroupNotFound"):
+                if code.endswith(("NotFound", ".NotFound")) or code in (
+                    "LoadBalancerNotFound",
+                    "TargetGroupNotFound",
+                ):
                     return None  # already gone: a second run, or AWS cleaned it up
                 retryable = code in ("DependencyViolation", "ResourceInUse", "InvalidNetworkInterface.InUse")
                 if not retryable or time.monotonic() + delay > deadline:
@@ -326,7 +361,9 @@ def translate_aws_error(exc: Exception, region: str) -> Exception:
         code = error.get("Code", "")
         message = f"AWS refused the call ({code}): {error.get('Message', '')}"
         if code in ("UnauthorizedOperation", "AccessDenied", "AccessDeniedException"):
-            return CloudError(message, "the identity needs ec2:Describe*/Delete* and elasticloadbalancing:* permissions")
+            return CloudError(
+                message, "the identity needs ec2:Describe*/Delete* and elasticloadbalancing:* permissions"
+            )
         if code in ("AuthFailure", "InvalidClientTokenId", "ExpiredToken", "RequestExpired"):
             return CloudError(message, "refresh your credentials (`aws sso login` or new keys)")
         return CloudError(message, "re-run with --debug for details")
@@ -346,7 +383,9 @@ def sweep(
     sweeper = Sweeper(cluster, region, session)
     report = SweepReport(cluster=cluster, region=region, dry_run=dry_run, found=sweeper.find())
     if not dry_run and report.found:
-        report.deleted, report.failed = sweeper.delete(report.found, timeout_s=timeout_s, on_deleted=on_deleted)
+        report.deleted, report.failed = sweeper.delete(
+            report.found, timeout_s=timeout_s, on_deleted=on_deleted
+        )
     return report
 
 

@@ -26,6 +26,7 @@ import httpx
 
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import ServingError
+from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
 from llmctl.serving.local_procs import alive, kill_tree
 from llmctl.serving.model_source import resolve_model
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint, state_dir
@@ -75,9 +76,10 @@ def _free_port(preferred: int | None = None) -> int:
     raise ServingError("no free TCP port on 127.0.0.1")
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, api_key: str | None = None) -> bool:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        return httpx.get(url, timeout=2.0).status_code == 200
+        return httpx.get(url, headers=headers, timeout=2.0).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -114,12 +116,18 @@ def start_local(
     stack: str = "dev",
     model: str | None = None,
     port: int | None = None,
+    api_key: str | None = None,
     on_progress: Progress | None = None,
     timeout_s: float = 600,
 ) -> Endpoint:
-    """Start (or find running) the blueprint's CPU app locally and return its endpoint."""
+    """Start (or find running) the blueprint's CPU app locally and return its endpoint.
+
+    ``api_key`` (default: ``$LLMCTL_API_KEY``) makes the app require ``Authorization: Bearer``;
+    it reaches the runner through its environment, never a file.
+    """
     say = on_progress or (lambda _: None)
     _check_local(blueprint)
+    key = resolve_api_key(api_key)
     record_path = _record_path(stack, blueprint.name)
     existing = _read(record_path)
     if existing and alive(int(existing.get("pid", 0))):
@@ -134,7 +142,7 @@ def start_local(
     prefix = blueprint.serving.route_prefix.rstrip("/")
     root = f"http://127.0.0.1:{port}{prefix}"
     cpus = max(1, min(int(blueprint.compute.cpus_per_replica or 1), os.cpu_count() or 1))
-    spec = {
+    spec: dict[str, Any] = {
         "blueprint": blueprint.name,
         "port": port,
         "route_prefix": blueprint.serving.route_prefix,
@@ -156,6 +164,8 @@ def start_local(
     log = record_path.with_suffix(".log")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if key:
+        env[API_KEY_ENV] = key
     say(f"starting Ray Serve on 127.0.0.1:{port} (log: {log})")
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -181,7 +191,7 @@ def start_local(
         "started": time.time(),
     }
     record_path.write_text(json.dumps(record, indent=2))
-    _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack)
+    _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack, key)
     endpoint = _endpoint(stack, blueprint, record)
     save_endpoint(endpoint)
     say(f"ready: {endpoint.base_url} (model {served})")
@@ -196,6 +206,7 @@ def _wait_ready(
     timeout_s: float,
     say: Progress,
     stack: str,
+    api_key: str | None,
 ) -> None:
     deadline = time.monotonic() + timeout_s
     last = ""
@@ -211,7 +222,7 @@ def _wait_ready(
                 f"{status.get('message') or f'exit code {proc.returncode}'}",
                 f"see the log {log}; last lines:\n{_log_tail(log)}",
             )
-        if last == "running" and _healthy(record["base_url"] + "/models"):
+        if last == "running" and _healthy(record["base_url"] + "/models", api_key):
             return
         time.sleep(0.5)
     stop_local(stack, record["blueprint"])
@@ -224,7 +235,13 @@ def _wait_ready(
 def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
     """Stop the local server(s) of a stack; returns the blueprints stopped. Safe to run twice."""
     folder = _records(stack)
-    paths = [_record_path(stack, blueprint)] if blueprint else sorted(folder.glob("*.json")) if folder.exists() else []
+    paths = (
+        [_record_path(stack, blueprint)]
+        if blueprint
+        else sorted(folder.glob("*.json"))
+        if folder.exists()
+        else []
+    )
     stopped: list[str] = []
     for path in paths:
         if path.name.endswith(".spec.json") or not path.exists():

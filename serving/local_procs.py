@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -49,27 +50,23 @@ def related(session: int, marker: str | None = None) -> list[int]:
     return found
 
 
-def kill_tree(pid: int, *, marker: str | None = None, sig: int = signal.SIGTERM, grace_s: float = 30) -> list[int]:
+def kill_tree(
+    pid: int, *, marker: str | None = None, sig: int = signal.SIGTERM, grace_s: float = 30
+) -> list[int]:
     """Signal ``pid``, wait up to ``grace_s`` for it, then SIGKILL everything still related to it."""
     if pid > 0 and alive(pid):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + grace_s
         while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
     leftovers = related(pid, marker) if pid > 0 else []
     if pid > 0:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     for other in leftovers:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(other, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     deadline = time.monotonic() + 10
     while any(alive(p) for p in leftovers) and time.monotonic() < deadline:
         time.sleep(0.1)

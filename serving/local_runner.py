@@ -43,7 +43,7 @@ def run(spec: dict[str, Any]) -> int:
         num_cpus=spec["num_cpus"],
         include_dashboard=False,
         object_store_memory=OBJECT_STORE_BYTES,
-        log_to_driver=False,
+        log_to_driver=True,
         _temp_dir=spec["ray_dir"],
     )
     try:
@@ -55,14 +55,16 @@ def run(spec: dict[str, Any]) -> int:
         while not stop.wait(1.0):
             pass
         _write_status(status, "stopping")
-        serve.shutdown()
+        serve_shutdown: Any = serve.shutdown  # untyped in Ray
+        serve_shutdown()
         return 0
     except BaseException as error:  # report any failure to the waiting CLI, then clean up
         _write_status(status, "failed", f"{type(error).__name__}: {error}")
         traceback.print_exc()
         return 1
     finally:
-        ray.shutdown()
+        shutdown: Any = ray.shutdown  # untyped in Ray
+        shutdown()
 
 
 def main(argv: list[str]) -> int:

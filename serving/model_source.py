@@ -1,4 +1,9 @@
-"""Where the local target's model comes from: a local directory, or a hub id downloaded once."""
+"""Where a model is loaded from.
+
+- :func:`resolve_model`: the local target's model (a local directory, or a hub id downloaded once).
+- :func:`model_dir`: what a serving replica loads: an explicit directory, else the S3 mirror named by
+  ``LLMCTL_MODEL_URI`` (synced once, :mod:`.model_mirror`), else the blueprint's hub snapshot.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +37,23 @@ def resolve_model(
     if on_progress:
         on_progress(f"downloading {candidate} from the Hugging Face hub (cached after the first time)")
     return _download(candidate, revision), candidate
+
+
+def model_dir(
+    blueprint: Blueprint, model_path: str | None = None, *, on_progress: Callable[[str], None] | None = None
+) -> str:
+    """The local directory a serving replica loads the blueprint's weights and tokenizer from."""
+    from llmctl.serving.model_mirror import mirror_uri, sync_model
+
+    if model_path:
+        if Path(model_path).is_dir():
+            return model_path
+        revision = blueprint.model.revision if model_path == blueprint.model.id else "main"
+        return _download(model_path, revision)
+    uri = mirror_uri()
+    if uri:
+        return sync_model(uri, on_progress=on_progress)
+    return _download(blueprint.model.id, blueprint.model.revision)
 
 
 def _download(repo_id: str, revision: str) -> str:

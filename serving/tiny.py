@@ -23,12 +23,74 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-_WORDS = (
-    "the a an model token serve request answer chat stream engine cluster node replica prompt context "
-    "length batch latency throughput cache compile neuron core device memory weight layer head hello "
-    "world what is data parallel tensor and or of to in on for with how many why when where this that "
-    "you we they it run fast slow small large tiny random test ok yes no"
-).split()
+_WORDS = [
+    "the",
+    "a",
+    "an",
+    "model",
+    "token",
+    "serve",
+    "request",
+    "answer",
+    "chat",
+    "stream",
+    "engine",
+    "cluster",
+    "node",
+    "replica",
+    "prompt",
+    "context",
+    "length",
+    "batch",
+    "latency",
+    "throughput",
+    "cache",
+    "compile",
+    "neuron",
+    "core",
+    "device",
+    "memory",
+    "weight",
+    "layer",
+    "head",
+    "hello",
+    "world",
+    "what",
+    "is",
+    "data",
+    "parallel",
+    "tensor",
+    "and",
+    "or",
+    "of",
+    "to",
+    "in",
+    "on",
+    "for",
+    "with",
+    "how",
+    "many",
+    "why",
+    "when",
+    "where",
+    "this",
+    "that",
+    "you",
+    "we",
+    "they",
+    "it",
+    "run",
+    "fast",
+    "slow",
+    "small",
+    "large",
+    "tiny",
+    "random",
+    "test",
+    "ok",
+    "yes",
+    "no",
+]
 
 
 def _corpus() -> list[str]:
@@ -65,7 +127,9 @@ def build_tokenizer(vocab_size: int = 512) -> Any:
     return tokenizer
 
 
-def write_tiny_model(directory: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> dict[str, Any]:
+def write_tiny_model(
+    directory: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0
+) -> dict[str, Any]:
     """Write the model to ``directory`` (created; must be empty or absent); returns a summary."""
     out = Path(directory).expanduser().resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -93,10 +157,19 @@ def write_tiny_model(directory: str | Path, *, hidden: int = 64, layers: int = 2
     with torch.no_grad():
         model.lm_head.weight[eos].zero_()
     model.generation_config = transformers.GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id, do_sample=False
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=False,
     )
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     params = sum(t.numel() for t in model.parameters())
-    return {"path": str(out), "parameters": int(params), "vocab_size": len(tokenizer), "layers": layers, "hidden_size": hidden}
+    return {
+        "path": str(out),
+        "parameters": int(params),
+        "vocab_size": len(tokenizer),
+        "layers": layers,
+        "hidden_size": hidden,
+    }

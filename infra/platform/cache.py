@@ -60,11 +60,19 @@ class Cache(pulumi.ComponentResource):
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-encryption",
             bucket=self.bucket.id,
-            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}, "bucket_key_enabled": True}],
+            rules=[
+                {
+                    "apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"},
+                    "bucket_key_enabled": True,
+                }
+            ],
             opts=child,
         )
         aws.s3.BucketOwnershipControls(
-            f"{name}-ownership", bucket=self.bucket.id, rule={"object_ownership": "BucketOwnerEnforced"}, opts=child
+            f"{name}-ownership",
+            bucket=self.bucket.id,
+            rule={"object_ownership": "BucketOwnerEnforced"},
+            opts=child,
         )
         self.reader_role = aws.iam.Role(
             f"{name}-reader-role",

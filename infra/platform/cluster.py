@@ -68,7 +68,12 @@ class Cluster(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/{config.cluster_name}-secrets", target_key_id=key.key_id, opts=child)
+        aws.kms.Alias(
+            f"{name}-secrets-key-alias",
+            name=f"alias/{config.cluster_name}-secrets",
+            target_key_id=key.key_id,
+            opts=child,
+        )
 
         # EKS gets the use of the key through a grant made with the caller's permissions (the
         # default key policy defers to IAM). pulumi-eks creates the cluster's service role; a role
@@ -172,7 +177,11 @@ class Cluster(pulumi.ComponentResource):
             EBS_CSI,
             config,
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[attachment])),
-            [aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account="ebs-csi-controller-sa")],
+            [
+                aws.eks.AddonPodIdentityAssociationArgs(
+                    role_arn=role.arn, service_account="ebs-csi-controller-sa"
+                )
+            ],
         )
 
     def _core_nodes(
@@ -181,9 +190,16 @@ class Cluster(pulumi.ComponentResource):
         spec = pool(CORE_POOL)
         tags = tags_for(config)
         child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(f"{name}-core-node-role", assume_role_policy=service_trust("ec2.amazonaws.com"), tags=tags, opts=child)
+        role = aws.iam.Role(
+            f"{name}-core-node-role",
+            assume_role_policy=service_trust("ec2.amazonaws.com"),
+            tags=tags,
+            opts=child,
+        )
         attachments = [
-            aws.iam.RolePolicyAttachment(f"{name}-core-node-{policy}", role=role.name, policy_arn=managed_policy(policy), opts=child)
+            aws.iam.RolePolicyAttachment(
+                f"{name}-core-node-{policy}", role=role.name, policy_arn=managed_policy(policy), opts=child
+            )
             for policy in NODE_POLICIES
         ]
         template = aws.ec2.LaunchTemplate(
@@ -206,7 +222,10 @@ class Cluster(pulumi.ComponentResource):
                 }
             ],
             tag_specifications=[
-                {"resource_type": "instance", "tags": tags_for(config, {"Name": f"{config.cluster_name}-core"})},
+                {
+                    "resource_type": "instance",
+                    "tags": tags_for(config, {"Name": f"{config.cluster_name}-core"}),
+                },
                 {"resource_type": "volume", "tags": tags},
             ],
             update_default_version=True,
@@ -233,4 +252,3 @@ class Cluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster, *attachments, *addons]),
         )
-

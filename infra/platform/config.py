@@ -7,7 +7,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -44,14 +44,18 @@ def _cidr(value: str) -> str:
 class VpcConfig(_Strict):
     """The VPC: created by the stack, or an existing one brought by the user."""
 
-    cidr: str = Field("10.1.0.0/21", description="Primary CIDR: two private /24 (control plane, internal LBs) and two public /26.")
+    cidr: str = Field(
+        "10.1.0.0/21",
+        description="Primary CIDR: two private /24 (control plane, internal LBs) and two public /26.",
+    )
     pods_cidr: str = Field(
         "100.64.0.0/16", description="Secondary CIDR, split into one subnet per AZ for nodes and pods."
     )
     az_count: int = Field(2, ge=2, le=3, description="Availability zones to spread subnets over.")
     existing_vpc_id: str | None = Field(None, description="Use this VPC instead of creating one (vpc-...).")
     private_subnet_ids: list[str] = Field(
-        default_factory=list, description="With existing_vpc_id: private subnets for the control plane and nodes."
+        default_factory=list,
+        description="With existing_vpc_id: private subnets for the control plane and nodes.",
     )
     public_subnet_ids: list[str] = Field(
         default_factory=list, description="With existing_vpc_id: public subnets (for public load balancers)."
@@ -76,7 +80,9 @@ class VpcConfig(_Strict):
 class EndpointConfig(_Strict):
     """Who can reach the Kubernetes API server."""
 
-    public: bool = Field(True, description="Expose the API endpoint publicly (limited to public_cidrs); False: private only.")
+    public: bool = Field(
+        True, description="Expose the API endpoint publicly (limited to public_cidrs); False: private only."
+    )
     public_cidrs: list[str] = Field(
         default_factory=lambda: ["0.0.0.0/0"],
         description="Source CIDRs allowed to reach the public endpoint; narrow this to your office/VPN ranges.",
@@ -92,8 +98,12 @@ class ObservabilityConfig(_Strict):
     """Metrics add-ons."""
 
     cloudwatch: bool = Field(True, description="Install the amazon-cloudwatch-observability EKS add-on.")
-    neuron_metrics: bool = Field(True, description="Collect accelerator (Neuron/NVIDIA) metrics in that add-on.")
-    metrics_server: bool = Field(True, description="Install the metrics-server EKS add-on (for HPA and `kubectl top`).")
+    neuron_metrics: bool = Field(
+        True, description="Collect accelerator (Neuron/NVIDIA) metrics in that add-on."
+    )
+    metrics_server: bool = Field(
+        True, description="Install the metrics-server EKS add-on (for HPA and `kubectl top`)."
+    )
 
 
 class CoreNodesConfig(_Strict):
@@ -122,22 +132,31 @@ class PlatformConfig(_Strict):
         description="Node pools to create (names from infra/pools.py); core and default are always added.",
     )
     instance_types: list[str] = Field(
-        default_factory=list, description="Accelerator instance types the AZs must offer (from the blueprints)."
+        default_factory=list,
+        description="Accelerator instance types the AZs must offer (from the blueprints).",
     )
     az_ids: list[str] = Field(
         default_factory=list, description="Preferred AZ IDs in order; empty means the per-region default."
     )
     vpc: VpcConfig = Field(default_factory=VpcConfig, description="VPC options.")
     endpoint: EndpointConfig = Field(default_factory=EndpointConfig, description="API endpoint access.")
-    core_nodes: CoreNodesConfig = Field(default_factory=CoreNodesConfig, description="Core managed node group.")
-    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig, description="Observability toggles.")
+    core_nodes: CoreNodesConfig = Field(
+        default_factory=CoreNodesConfig, description="Core managed node group."
+    )
+    observability: ObservabilityConfig = Field(
+        default_factory=ObservabilityConfig, description="Observability toggles."
+    )
     admin_principal_arns: list[str] = Field(
-        default_factory=list, description="Extra IAM principals given cluster-admin access entries (the caller always is)."
+        default_factory=list,
+        description="Extra IAM principals given cluster-admin access entries (the caller always is).",
     )
     cache_force_destroy: bool = Field(
-        True, description="Let `destroy` delete the cache bucket with its objects (weights can be re-downloaded)."
+        True,
+        description="Let `destroy` delete the cache bucket with its objects (weights can be re-downloaded).",
     )
-    tags: dict[str, str] = Field(default_factory=dict, description="User tags added to every taggable AWS resource.")
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="User tags added to every taggable AWS resource."
+    )
 
     @field_validator("cluster_name")
     @classmethod
@@ -188,8 +207,15 @@ class PlatformConfig(_Strict):
         """The platform some blueprints need: their pools and the AZs that offer their instances."""
         chosen = list(blueprints)
         pools = [spec.name for spec in pools_for(chosen, hardware(), all_pools=all_pools)]
-        instance_types = sorted({bp.compute.instance_type for bp in chosen if bp.compute.accelerator != "cpu"})
-        data: dict[str, Any] = {"stack": stack, "region": region, "pools": pools, "instance_types": instance_types}
+        instance_types = sorted(
+            {bp.compute.instance_type for bp in chosen if bp.compute.accelerator != "cpu"}
+        )
+        data: dict[str, Any] = {
+            "stack": stack,
+            "region": region,
+            "pools": pools,
+            "instance_types": instance_types,
+        }
         data.update(overrides)
         return validate_config(data, source="platform settings")
 
@@ -222,7 +248,8 @@ def _json(key: str, raw: str) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError:
         raise BlueprintError(
-            f"stack config {key} is not valid JSON: {raw!r}", f"set it with `pulumi config set {key} '<json>'`"
+            f"stack config {key} is not valid JSON: {raw!r}",
+            f"set it with `pulumi config set {key} '<json>'`",
         ) from None
 
 

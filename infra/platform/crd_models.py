@@ -64,7 +64,9 @@ class NodeClaimTemplateSpec(_Crd):
     node_class_ref: NodeClassRef = Field(alias="nodeClassRef", description="Node class.")
     requirements: list[NodeSelectorRequirement] = Field(description="Scheduling requirements.")
     taints: list[Taint] = Field(default_factory=list, description="Taints.")
-    startup_taints: list[Taint] = Field(default_factory=list, alias="startupTaints", description="Startup taints.")
+    startup_taints: list[Taint] = Field(
+        default_factory=list, alias="startupTaints", description="Startup taints."
+    )
     expire_after: str | None = Field(None, alias="expireAfter", description="Maximum node lifetime.")
     termination_grace_period: str | None = Field(
         None, alias="terminationGracePeriod", description="Drain timeout."
@@ -81,7 +83,9 @@ class NodeClaimTemplateSpec(_Crd):
 class NodeClaimTemplate(_Crd):
     """spec.template."""
 
-    metadata: NodeClaimTemplateMeta = Field(default_factory=NodeClaimTemplateMeta, description="Node metadata.")
+    metadata: NodeClaimTemplateMeta = Field(
+        default_factory=NodeClaimTemplateMeta, description="Node metadata."
+    )
     spec: NodeClaimTemplateSpec = Field(description="Node claim spec.")
 
 
@@ -91,7 +95,9 @@ class Budget(_Crd):
     nodes: str = Field(description="Nodes (count or percentage) that may be disrupted at once.")
     schedule: str | None = Field(None, description="Cron schedule when the budget applies.")
     duration: str | None = Field(None, description="How long the schedule lasts.")
-    reasons: list[Literal["Underutilized", "Empty", "Drifted"]] = Field(default_factory=list, description="Reasons.")
+    reasons: list[Literal["Underutilized", "Empty", "Drifted"]] = Field(
+        default_factory=list, description="Reasons."
+    )
 
 
 class Disruption(_Crd):
@@ -150,7 +156,9 @@ class AmiSelectorTerm(_Crd):
     @field_validator("alias")
     @classmethod
     def _alias(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^(al2|al2023|bottlerocket|windows2019|windows2022)@(latest|v\d+|v?\d[\w.]*)$", value):
+        if value is not None and not re.match(
+            r"^(al2|al2023|bottlerocket|windows2019|windows2022)@(latest|v\d+|v?\d[\w.]*)$", value
+        ):
             raise ValueError(f"{value!r} is not an AMI alias like 'al2023@v20260818'")
         return value
 
@@ -158,12 +166,18 @@ class AmiSelectorTerm(_Crd):
 class MetadataOptions(_Crd):
     """Instance metadata service options."""
 
-    http_endpoint: Literal["enabled", "disabled"] = Field("enabled", alias="httpEndpoint", description="IMDS on/off.")
+    http_endpoint: Literal["enabled", "disabled"] = Field(
+        "enabled", alias="httpEndpoint", description="IMDS on/off."
+    )
     http_protocol_ipv6: Literal["enabled", "disabled"] = Field(
         "disabled", alias="httpProtocolIPv6", description="IMDS over IPv6."
     )
-    http_put_response_hop_limit: int = Field(1, alias="httpPutResponseHopLimit", ge=1, le=64, description="Hop limit.")
-    http_tokens: Literal["required", "optional"] = Field("required", alias="httpTokens", description="IMDSv2 tokens.")
+    http_put_response_hop_limit: int = Field(
+        1, alias="httpPutResponseHopLimit", ge=1, le=64, description="Hop limit."
+    )
+    http_tokens: Literal["required", "optional"] = Field(
+        "required", alias="httpTokens", description="IMDSv2 tokens."
+    )
 
 
 class Ebs(_Crd):
@@ -176,7 +190,9 @@ class Ebs(_Crd):
     iops: int | None = Field(None, ge=100, description="Provisioned IOPS (gp3/io1/io2).")
     throughput: int | None = Field(None, ge=125, le=1000, description="Throughput MiB/s (gp3).")
     encrypted: bool = Field(description="Encrypt the volume.")
-    delete_on_termination: bool = Field(True, alias="deleteOnTermination", description="Delete with the instance.")
+    delete_on_termination: bool = Field(
+        True, alias="deleteOnTermination", description="Delete with the instance."
+    )
     kms_key_id: str | None = Field(None, alias="kmsKeyID", description="KMS key.")
 
     @field_validator("volume_size")
@@ -199,20 +215,30 @@ class EC2NodeClassSpec(_Crd):
     """EC2NodeClass spec."""
 
     role: str | None = Field(None, description="Node IAM role name.")
-    instance_profile: str | None = Field(None, alias="instanceProfile", description="Instance profile (instead of role).")
-    ami_selector_terms: list[AmiSelectorTerm] = Field(alias="amiSelectorTerms", min_length=1, description="AMIs.")
-    subnet_selector_terms: list[SelectorTerm] = Field(alias="subnetSelectorTerms", min_length=1, description="Subnets.")
+    instance_profile: str | None = Field(
+        None, alias="instanceProfile", description="Instance profile (instead of role)."
+    )
+    ami_selector_terms: list[AmiSelectorTerm] = Field(
+        alias="amiSelectorTerms", min_length=1, description="AMIs."
+    )
+    subnet_selector_terms: list[SelectorTerm] = Field(
+        alias="subnetSelectorTerms", min_length=1, description="Subnets."
+    )
     security_group_selector_terms: list[SelectorTerm] = Field(
         alias="securityGroupSelectorTerms", min_length=1, description="Security groups."
     )
-    metadata_options: MetadataOptions | None = Field(None, alias="metadataOptions", description="IMDS options.")
+    metadata_options: MetadataOptions | None = Field(
+        None, alias="metadataOptions", description="IMDS options."
+    )
     block_device_mappings: list[BlockDeviceMapping] = Field(
         default_factory=list, alias="blockDeviceMappings", description="Volumes."
     )
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on launched resources.")
     user_data: str | None = Field(None, alias="userData", description="Extra user data.")
     kubelet: dict[str, object] | None = Field(None, description="Kubelet overrides.")
-    detailed_monitoring: bool | None = Field(None, alias="detailedMonitoring", description="Detailed monitoring.")
+    detailed_monitoring: bool | None = Field(
+        None, alias="detailedMonitoring", description="Detailed monitoring."
+    )
     associate_public_ip_address: bool | None = Field(
         None, alias="associatePublicIPAddress", description="Public IPs on nodes."
     )

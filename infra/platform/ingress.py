@@ -8,7 +8,12 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 from pulumi_kubernetes.apiextensions import CustomResource
-from pulumi_kubernetes.networking.v1 import IngressClass
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+from pulumi_kubernetes.networking.v1 import (
+    IngressClass,
+    IngressClassParametersReferenceArgs,
+    IngressClassSpecArgs,
+)
 
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
 from llmctl.infra.platform.cluster import Cluster
@@ -80,11 +85,17 @@ def controller_statements() -> list[dict[str, Any]]:
             "Effect": "Allow",
             "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
             "Resource": "arn:aws:ec2:*:*:security-group/*",
-            "Condition": {"Null": {f"aws:RequestTag/{CLUSTER_TAG}": "true", f"aws:ResourceTag/{CLUSTER_TAG}": "false"}},
+            "Condition": {
+                "Null": {f"aws:RequestTag/{CLUSTER_TAG}": "true", f"aws:ResourceTag/{CLUSTER_TAG}": "false"}
+            },
         },
         {
             "Effect": "Allow",
-            "Action": ["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup"],
+            "Action": [
+                "ec2:AuthorizeSecurityGroupIngress",
+                "ec2:RevokeSecurityGroupIngress",
+                "ec2:DeleteSecurityGroup",
+            ],
             "Resource": "*",
             "Condition": tagged_resource,
         },
@@ -97,16 +108,20 @@ def controller_statements() -> list[dict[str, Any]]:
         {
             "Effect": "Allow",
             "Action": [
-                "elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener",
-                "elasticloadbalancing:CreateRule", "elasticloadbalancing:DeleteRule",
+                "elasticloadbalancing:CreateListener",
+                "elasticloadbalancing:DeleteListener",
+                "elasticloadbalancing:CreateRule",
+                "elasticloadbalancing:DeleteRule",
             ],
             "Resource": "*",
-        },  # fmt: skip
+        },
         {
             "Effect": "Allow",
             "Action": ["elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
             "Resource": elb_arns,
-            "Condition": {"Null": {f"aws:RequestTag/{CLUSTER_TAG}": "true", f"aws:ResourceTag/{CLUSTER_TAG}": "false"}},
+            "Condition": {
+                "Null": {f"aws:RequestTag/{CLUSTER_TAG}": "true", f"aws:ResourceTag/{CLUSTER_TAG}": "false"}
+            },
         },
         {
             "Effect": "Allow",
@@ -123,7 +138,9 @@ def controller_statements() -> list[dict[str, Any]]:
             "Action": "elasticloadbalancing:AddTags",
             "Resource": elb_arns,
             "Condition": {
-                "StringEquals": {"elasticloadbalancing:CreateAction": ["CreateTargetGroup", "CreateLoadBalancer"]},
+                "StringEquals": {
+                    "elasticloadbalancing:CreateAction": ["CreateTargetGroup", "CreateLoadBalancer"]
+                },
                 **tagged_request,
             },
         },
@@ -136,12 +153,15 @@ def controller_statements() -> list[dict[str, Any]]:
         {
             "Effect": "Allow",
             "Action": [
-                "elasticloadbalancing:SetWebAcl", "elasticloadbalancing:ModifyListener",
-                "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:RemoveListenerCertificates",
-                "elasticloadbalancing:ModifyRule", "elasticloadbalancing:SetRulePriorities",
+                "elasticloadbalancing:SetWebAcl",
+                "elasticloadbalancing:ModifyListener",
+                "elasticloadbalancing:AddListenerCertificates",
+                "elasticloadbalancing:RemoveListenerCertificates",
+                "elasticloadbalancing:ModifyRule",
+                "elasticloadbalancing:SetRulePriorities",
             ],
             "Resource": "*",
-        },  # fmt: skip
+        },
     ]
 
 
@@ -162,8 +182,12 @@ class Ingress(pulumi.ComponentResource):
         super().__init__("llmctl:platform:Ingress", name, None, opts)
         tags = tags_for(config)
         child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(f"{name}-lbc-role", assume_role_policy=service_trust(POD_IDENTITY_SERVICE), tags=tags, opts=child)
-        policy = aws.iam.RolePolicy(f"{name}-lbc-policy", role=role.id, policy=policy_document(controller_statements()), opts=child)
+        role = aws.iam.Role(
+            f"{name}-lbc-role", assume_role_policy=service_trust(POD_IDENTITY_SERVICE), tags=tags, opts=child
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-lbc-policy", role=role.id, policy=policy_document(controller_statements()), opts=child
+        )
         identity = aws.eks.PodIdentityAssociation(
             f"{name}-lbc-pod-identity",
             cluster_name=config.cluster_name,
@@ -199,11 +223,13 @@ class Ingress(pulumi.ComponentResource):
         self.ingress_class = INTERNAL_CLASS
         IngressClass(
             f"{name}-internal-class",
-            metadata={"name": INTERNAL_CLASS},
-            spec={
-                "controller": "ingress.k8s.aws/alb",
-                "parameters": {"apiGroup": "elbv2.k8s.aws", "kind": "IngressClassParams", "name": INTERNAL_CLASS},
-            },
+            metadata=ObjectMetaArgs(name=INTERNAL_CLASS),
+            spec=IngressClassSpecArgs(
+                controller="ingress.k8s.aws/alb",
+                parameters=IngressClassParametersReferenceArgs(
+                    api_group="elbv2.k8s.aws", kind="IngressClassParams", name=INTERNAL_CLASS
+                ),
+            ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release, params]),
         )
         self.register_outputs({"ingress_class": INTERNAL_CLASS})

@@ -38,8 +38,14 @@ def controller_statements(
     ec2 = f"arn:{partition}:ec2:{region}"
     owned = {f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned"}
     owned_resource = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"}
-    launched = [f"{ec2}:*:{kind}/*" for kind in ("fleet", "instance", "volume", "network-interface", "launch-template")]
-    profile_tags = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned", "aws:ResourceTag/topology.kubernetes.io/region": region}
+    launched = [
+        f"{ec2}:*:{kind}/*"
+        for kind in ("fleet", "instance", "volume", "network-interface", "launch-template")
+    ]
+    profile_tags = {
+        f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned",
+        "aws:ResourceTag/topology.kubernetes.io/region": region,
+    }
     return [
         {
             "Sid": "LaunchFromSharedResources",
@@ -68,7 +74,10 @@ def controller_statements(
             "Action": "ec2:CreateTags",
             "Resource": launched,
             "Condition": {
-                "StringEquals": {**owned, "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]},
+                "StringEquals": {
+                    **owned,
+                    "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                },
                 "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
             },
         },
@@ -80,7 +89,9 @@ def controller_statements(
             "Condition": {
                 "StringEquals": owned_resource,
                 "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
-                "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]},
+                "ForAllValues:StringEquals": {
+                    "aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]
+                },
             },
         },
         {
@@ -88,7 +99,10 @@ def controller_statements(
             "Effect": "Allow",
             "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
             "Resource": [f"{ec2}:*:instance/*", f"{ec2}:*:launch-template/*"],
-            "Condition": {"StringEquals": owned_resource, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}},
+            "Condition": {
+                "StringEquals": owned_resource,
+                "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+            },
         },
         {
             "Sid": "ReadRegion",
@@ -108,12 +122,22 @@ def controller_statements(
             "Resource": "*",
             "Condition": {"StringEquals": {"aws:RequestedRegion": region}},
         },
-        {"Sid": "ReadAmiParameters", "Effect": "Allow", "Action": "ssm:GetParameter", "Resource": f"arn:{partition}:ssm:{region}::parameter/aws/service/*"},
+        {
+            "Sid": "ReadAmiParameters",
+            "Effect": "Allow",
+            "Action": "ssm:GetParameter",
+            "Resource": f"arn:{partition}:ssm:{region}::parameter/aws/service/*",
+        },
         {"Sid": "ReadPrices", "Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"},
         {
             "Sid": "InterruptionQueue",
             "Effect": "Allow",
-            "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"],
+            "Action": [
+                "sqs:DeleteMessage",
+                "sqs:GetQueueUrl",
+                "sqs:GetQueueAttributes",
+                "sqs:ReceiveMessage",
+            ],
             "Resource": queue_arn,
         },
         {
@@ -136,9 +160,16 @@ def controller_statements(
         {
             "Sid": "ManageOwnInstanceProfiles",
             "Effect": "Allow",
-            "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
+            "Action": [
+                "iam:AddRoleToInstanceProfile",
+                "iam:RemoveRoleFromInstanceProfile",
+                "iam:DeleteInstanceProfile",
+            ],
             "Resource": f"arn:{partition}:iam::{account}:instance-profile/*",
-            "Condition": {"StringEquals": profile_tags, "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"}},
+            "Condition": {
+                "StringEquals": profile_tags,
+                "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+            },
         },
         {
             "Sid": "TagOwnInstanceProfiles",
@@ -146,15 +177,29 @@ def controller_statements(
             "Action": "iam:TagInstanceProfile",
             "Resource": f"arn:{partition}:iam::{account}:instance-profile/*",
             "Condition": {
-                "StringEquals": {**profile_tags, **owned, "aws:RequestTag/topology.kubernetes.io/region": region},
+                "StringEquals": {
+                    **profile_tags,
+                    **owned,
+                    "aws:RequestTag/topology.kubernetes.io/region": region,
+                },
                 "StringLike": {
                     "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
                     "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*",
                 },
             },
         },
-        {"Sid": "ReadInstanceProfiles", "Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": f"arn:{partition}:iam::{account}:instance-profile/*"},
-        {"Sid": "DiscoverEndpoint", "Effect": "Allow", "Action": "eks:DescribeCluster", "Resource": f"arn:{partition}:eks:{region}:{account}:cluster/{cluster}"},
+        {
+            "Sid": "ReadInstanceProfiles",
+            "Effect": "Allow",
+            "Action": "iam:GetInstanceProfile",
+            "Resource": f"arn:{partition}:iam::{account}:instance-profile/*",
+        },
+        {
+            "Sid": "DiscoverEndpoint",
+            "Effect": "Allow",
+            "Action": "eks:DescribeCluster",
+            "Resource": f"arn:{partition}:eks:{region}:{account}:cluster/{cluster}",
+        },
     ]
 
 
@@ -183,7 +228,9 @@ class Karpenter(pulumi.ComponentResource):
             opts=child,
         )
         node_policies = [
-            aws.iam.RolePolicyAttachment(f"{name}-node-{policy}", role=node_role.name, policy_arn=managed_policy(policy), opts=child)
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy}", role=node_role.name, policy_arn=managed_policy(policy), opts=child
+            )
             for policy in NODE_POLICIES
         ]
         node_access = aws.eks.AccessEntry(
@@ -238,7 +285,11 @@ class Karpenter(pulumi.ComponentResource):
                 opts=child,
             )
             target = aws.cloudwatch.EventTarget(
-                f"{name}-{suffix}-target", rule=rule.name, arn=queue.arn, target_id="karpenter-interruption-queue", opts=child
+                f"{name}-{suffix}-target",
+                rule=rule.name,
+                arn=queue.arn,
+                target_id="karpenter-interruption-queue",
+                opts=child,
             )
             rules += [rule, target]
 
@@ -285,7 +336,9 @@ class Karpenter(pulumi.ComponentResource):
                 "settings": {"clusterName": config.cluster_name, "interruptionQueue": self.queue_name},
                 "serviceAccount": {"name": SERVICE_ACCOUNT},
                 "nodeSelector": CORE_NODE_SELECTOR,
-                "controller": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+                "controller": {
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+                },
             },
             # The controller's IAM, queue and node role must exist before it starts and outlive it
             # on destroy (it deletes instances with them).

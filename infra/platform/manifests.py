@@ -57,8 +57,16 @@ def nodepool_manifest(pool: PoolSpec, *, limits: Mapping[str, str] | None = None
                 "spec": {
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.name},
                     "requirements": [
-                        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(pool.families)},
-                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": list(pool.capacity_types)},
+                        {
+                            "key": "karpenter.k8s.aws/instance-family",
+                            "operator": "In",
+                            "values": list(pool.families),
+                        },
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": list(pool.capacity_types),
+                        },
                         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     ],

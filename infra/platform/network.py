@@ -78,13 +78,13 @@ def choose_zones(
 
 def plan_subnets(cidr: str, pods_cidr: str, az_count: int) -> SubnetPlan:
     """Private /24s, public /26s (from the /24 after them) and one node/pod subnet per zone."""
-    primary = ipaddress.ip_network(cidr)
+    primary = ipaddress.IPv4Network(cidr)
     twenty_fours = list(primary.subnets(new_prefix=24))
     if len(twenty_fours) < az_count + 1:
         raise ValueError(f"{cidr} is too small for {az_count} zones")
     private = [str(net) for net in twenty_fours[:az_count]]
     public = [str(net) for net in list(twenty_fours[az_count].subnets(new_prefix=26))[:az_count]]
-    pods = ipaddress.ip_network(pods_cidr)
+    pods = ipaddress.IPv4Network(pods_cidr)
     split = pods.prefixlen + math.ceil(math.log2(az_count))
     nodes = [str(net) for net in list(pods.subnets(new_prefix=split))[:az_count]]
     return SubnetPlan(private=private, public=public, nodes=nodes)
@@ -92,7 +92,7 @@ def plan_subnets(cidr: str, pods_cidr: str, az_count: int) -> SubnetPlan:
 
 def _zones(opts: pulumi.InvokeOptions) -> list[Zone]:
     result = aws.get_availability_zones(state="available", opts=opts)
-    return [Zone(name, zid) for name, zid in zip(result.names, result.zone_ids)]
+    return [Zone(name, zid) for name, zid in zip(result.names, result.zone_ids, strict=True)]
 
 
 def _offerings(instance_types: list[str], opts: pulumi.InvokeOptions) -> dict[str, set[str]]:
@@ -107,7 +107,7 @@ def _offerings(instance_types: list[str], opts: pulumi.InvokeOptions) -> dict[st
     if not result.instance_types:
         # No answer at all (or a plan without credentials): do not filter.
         return {}
-    for instance_type, location in zip(result.instance_types, result.locations):
+    for instance_type, location in zip(result.instance_types, result.locations, strict=True):
         offered.setdefault(instance_type, set()).add(location)
     return offered
 
@@ -145,7 +145,13 @@ class Network(pulumi.ComponentResource):
         config = self._config
         self.zones = []
         for index, subnet_id in enumerate(config.vpc.private_subnet_ids):
-            aws.ec2.Tag(f"{name}-discovery-{index}", resource_id=subnet_id, key=DISCOVERY_TAG, value=config.cluster_name, opts=child)
+            aws.ec2.Tag(
+                f"{name}-discovery-{index}",
+                resource_id=subnet_id,
+                key=DISCOVERY_TAG,
+                value=config.cluster_name,
+                opts=child,
+            )
         self.vpc_id = pulumi.Output.from_input(config.vpc.existing_vpc_id or "")
         self.control_plane_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))
         self.node_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))
@@ -169,7 +175,9 @@ class Network(pulumi.ComponentResource):
         pods_block = aws.ec2.VpcIpv4CidrBlockAssociation(
             f"{name}-pods-cidr", vpc_id=vpc.id, cidr_block=config.vpc.pods_cidr, opts=child
         )
-        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=self._tags({"Name": config.cluster_name}), opts=child)
+        igw = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags=self._tags({"Name": config.cluster_name}), opts=child
+        )
         public = [
             aws.ec2.Subnet(
                 f"{name}-public-{zone.id}",
@@ -179,7 +187,7 @@ class Network(pulumi.ComponentResource):
                 tags=self._tags({"Name": f"{config.cluster_name}-public-{zone.id}", ELB_TAG: "1"}),
                 opts=child,
             )
-            for zone, cidr in zip(self.zones, plan.public)
+            for zone, cidr in zip(self.zones, plan.public, strict=True)
         ]
         private = [
             aws.ec2.Subnet(
@@ -190,7 +198,7 @@ class Network(pulumi.ComponentResource):
                 tags=self._tags({"Name": f"{config.cluster_name}-private-{zone.id}", INTERNAL_ELB_TAG: "1"}),
                 opts=child,
             )
-            for zone, cidr in zip(self.zones, plan.private)
+            for zone, cidr in zip(self.zones, plan.private, strict=True)
         ]
         nodes = [
             aws.ec2.Subnet(
@@ -198,12 +206,19 @@ class Network(pulumi.ComponentResource):
                 vpc_id=vpc.id,
                 cidr_block=cidr,
                 availability_zone=zone.name,
-                tags=self._tags({"Name": f"{config.cluster_name}-nodes-{zone.id}", DISCOVERY_TAG: config.cluster_name}),
+                tags=self._tags(
+                    {"Name": f"{config.cluster_name}-nodes-{zone.id}", DISCOVERY_TAG: config.cluster_name}
+                ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[pods_block]),
             )
-            for zone, cidr in zip(self.zones, plan.nodes)
+            for zone, cidr in zip(self.zones, plan.nodes, strict=True)
         ]
-        eip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=self._tags({"Name": f"{config.cluster_name}-nat"}), opts=child)
+        eip = aws.ec2.Eip(
+            f"{name}-nat-ip",
+            domain="vpc",
+            tags=self._tags({"Name": f"{config.cluster_name}-nat"}),
+            opts=child,
+        )
         nat = aws.ec2.NatGateway(
             f"{name}-nat",
             allocation_id=eip.id,
@@ -225,9 +240,13 @@ class Network(pulumi.ComponentResource):
             tags=self._tags({"Name": f"{config.cluster_name}-private"}),
             opts=child,
         )
-        routed = [("public", public, public_routes), ("private", private, private_routes), ("nodes", nodes, private_routes)]
+        routed = [
+            ("public", public, public_routes),
+            ("private", private, private_routes),
+            ("nodes", nodes, private_routes),
+        ]
         for kind, subnets, table in routed:
-            for zone, subnet in zip(self.zones, subnets):
+            for zone, subnet in zip(self.zones, subnets, strict=True):
                 aws.ec2.RouteTableAssociation(
                     f"{name}-{kind}-{zone.id}-rta", subnet_id=subnet.id, route_table_id=table.id, opts=child
                 )

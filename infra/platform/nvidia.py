@@ -21,7 +21,11 @@ def nvidia_values() -> dict[str, object]:
                     "nodeSelectorTerms": [
                         {
                             "matchExpressions": [
-                                {"key": "karpenter.k8s.aws/instance-gpu-manufacturer", "operator": "In", "values": ["nvidia"]}
+                                {
+                                    "key": "karpenter.k8s.aws/instance-gpu-manufacturer",
+                                    "operator": "In",
+                                    "values": ["nvidia"],
+                                }
                             ]
                         }
                     ]

@@ -60,7 +60,10 @@ class Observability(pulumi.ComponentResource):
             )
             attachments = [
                 aws.iam.RolePolicyAttachment(
-                    f"{name}-cloudwatch-{policy}", role=role.name, policy_arn=managed_policy(policy), opts=pulumi.ResourceOptions(parent=self)
+                    f"{name}-cloudwatch-{policy}",
+                    role=role.name,
+                    policy_arn=managed_policy(policy),
+                    opts=pulumi.ResourceOptions(parent=self),
                 )
                 for policy in ("CloudWatchAgentServerPolicy", "AWSXrayWriteOnlyAccess")
             ]
@@ -71,12 +74,16 @@ class Observability(pulumi.ComponentResource):
                     addon_name=CLOUDWATCH_ADDON,
                     configuration_values=cloudwatch_configuration(config.observability.neuron_metrics),
                     pod_identity_associations=[
-                        aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account="cloudwatch-agent")
+                        aws.eks.AddonPodIdentityAssociationArgs(
+                            role_arn=role.arn, service_account="cloudwatch-agent"
+                        )
                     ],
                     resolve_conflicts_on_create="OVERWRITE",
                     resolve_conflicts_on_update="OVERWRITE",
                     tags=tags,
-                    opts=pulumi.ResourceOptions.merge(after_nodes, pulumi.ResourceOptions(depends_on=attachments)),
+                    opts=pulumi.ResourceOptions.merge(
+                        after_nodes, pulumi.ResourceOptions(depends_on=attachments)
+                    ),
                 )
             )
         if config.observability.metrics_server:

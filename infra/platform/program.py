@@ -37,6 +37,7 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
             "labels": spec.node_labels(),
             "taints": taint_dicts(spec),
             "instance_families": list(spec.families),
+            "instance_types": [config.core_nodes.instance_type] if spec.managed_by == "eks-nodegroup" else [],
             "capacity_types": list(spec.capacity_types),
             "managed_by": spec.managed_by,
         }
@@ -68,9 +69,7 @@ def installed_versions(config: PlatformConfig) -> dict[str, Any]:
 
 def build_platform(config: PlatformConfig) -> None:
     """Register the whole platform for `config` (call inside a Pulumi program)."""
-    aws_provider = aws.Provider(
-        "aws", region=config.region, default_tags={"tags": tags_for(config)}
-    )
+    aws_provider = aws.Provider("aws", region=config.region, default_tags={"tags": tags_for(config)})
     on_aws = pulumi.ResourceOptions(providers={"aws": aws_provider})
     network = Network("network", config, opts=on_aws)
     cluster = Cluster("cluster", config, network, opts=on_aws)
@@ -95,7 +94,9 @@ def build_platform(config: PlatformConfig) -> None:
     pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export("oidc_issuer", cluster.oidc_issuer)
     pulumi.export("oidc_provider_arn", cluster.oidc_provider_arn)
-    pulumi.export("pod_identity", {"agent_addon": "eks-pod-identity-agent", "cache_role_arn": cache.reader_role.arn})
+    pulumi.export(
+        "pod_identity", {"agent_addon": "eks-pod-identity-agent", "cache_role_arn": cache.reader_role.arn}
+    )
     pulumi.export("vpc_id", network.vpc_id)
     pulumi.export("node_pools", node_pool_outputs(config))
     pulumi.export("neuron_scheduler", SCHEDULER_NAME)

@@ -58,7 +58,9 @@ def allocatable(instance: Instance) -> Allocatable:
     return Allocatable(
         instance=instance.name,
         cpu=round(instance.vcpu - CPU_RESERVE_BASE - CPU_RESERVE_SHARE * instance.vcpu, 3),
-        memory_gib=round(instance.memory_gib - MEMORY_RESERVE_BASE_GIB - MEMORY_RESERVE_SHARE * instance.memory_gib, 3),
+        memory_gib=round(
+            instance.memory_gib - MEMORY_RESERVE_BASE_GIB - MEMORY_RESERVE_SHARE * instance.memory_gib, 3
+        ),
         neuron_devices=instance.accelerator_count if neuron else 0,
         neuron_cores=instance.neuron_cores,
         gpus=instance.accelerator_count if instance.accelerator == "nvidia" else 0,
@@ -70,7 +72,8 @@ def instance_types(catalog: HardwareCatalog, families: list[str], names: list[st
     if names:
         return [catalog.instance(name) for name in names]
     return sorted(
-        (row for row in catalog.instances.values() if row.family in families), key=lambda row: (row.vcpu, row.name)
+        (row for row in catalog.instances.values() if row.family in families),
+        key=lambda row: (row.vcpu, row.name),
     )
 
 

@@ -51,7 +51,9 @@ class PoolFacts(_Strict):
 
     name: str = Field(description="Pool name (the Karpenter NodePool name on EKS).")
     labels: dict[str, str] = Field(default_factory=dict, description="Labels every node of the pool carries.")
-    taints: list[TaintFacts] = Field(default_factory=list, description="Taints every node of the pool carries.")
+    taints: list[TaintFacts] = Field(
+        default_factory=list, description="Taints every node of the pool carries."
+    )
     instance_families: list[str] = Field(
         default_factory=list, description="EC2 instance families the pool can launch, e.g. ['inf2']."
     )
@@ -60,8 +62,12 @@ class PoolFacts(_Strict):
         description="Exact instance types of the pool (the core node group, or a kubeconfig pool); empty: "
         "every catalog type of instance_families.",
     )
+    capacity_types: list[str] = Field(
+        default_factory=list, description="EC2 capacity types the pool uses (on-demand, spot); informational."
+    )
     managed_by: ManagedBy = Field(
-        "karpenter", description="karpenter (adds karpenter.sh/nodepool), eks-nodegroup or existing (kubeconfig)."
+        "karpenter",
+        description="karpenter (adds karpenter.sh/nodepool), eks-nodegroup or existing (kubeconfig).",
     )
 
     @field_validator("taints", mode="before")
@@ -90,9 +96,14 @@ class PoolFacts(_Strict):
         return cls(
             name=spec.name,
             labels=dict(spec.labels),
-            taints=[TaintFacts.model_validate({"key": t.key, "value": t.value, "effect": t.effect}) for t in spec.taints],
+            taints=[
+                TaintFacts.model_validate({"key": t.key, "value": t.value, "effect": t.effect})
+                for t in spec.taints
+            ],
             instance_families=list(spec.families),
-            instance_types=[core_instance_type] if spec.managed_by == "eks-nodegroup" and core_instance_type else [],
+            instance_types=[core_instance_type]
+            if spec.managed_by == "eks-nodegroup" and core_instance_type
+            else [],
             managed_by="eks-nodegroup" if spec.managed_by == "eks-nodegroup" else "karpenter",
         )
 
@@ -134,7 +145,9 @@ class PlatformFacts(_Strict):
         if isinstance(kubeconfig, dict):
             kubeconfig = json.dumps(kubeconfig)
         found = values.get("versions") or {}
-        k8s_version = found.get("kubernetes_version") if isinstance(found, dict) else None
+        k8s_version = (
+            (found.get("kubernetes_version") or found.get("kubernetes")) if isinstance(found, dict) else None
+        )
         if not k8s_version:
             from llmctl.blueprints.versions import versions
 
@@ -151,7 +164,9 @@ class PlatformFacts(_Strict):
         )
 
     @classmethod
-    def for_blueprint(cls, blueprint: Blueprint, *, stack: str = "dev", region: str = "us-west-2") -> PlatformFacts:
+    def for_blueprint(
+        cls, blueprint: Blueprint, *, stack: str = "dev", region: str = "us-west-2"
+    ) -> PlatformFacts:
         """The facts the platform WOULD have for this blueprint, from :mod:`llmctl.infra.pools` (offline)."""
         from llmctl.blueprints.hardware import hardware
         from llmctl.blueprints.versions import versions
@@ -176,9 +191,13 @@ class WorkloadConfig(_Strict):
     blueprint: Blueprint = Field(description="The validated blueprint to deploy.")
     stack: str = Field("dev", description="Environment (platform stack) name, e.g. 'dev'.")
     platform: PlatformFacts = Field(description="Facts of the platform the workload lands on.")
-    hf_token_present: bool = Field(False, description="Whether a Hugging Face token was supplied (never the token).")
+    hf_token_present: bool = Field(
+        False, description="Whether a Hugging Face token was supplied (never the token)."
+    )
     namespace: str | None = Field(None, description="Kubernetes namespace; None uses the blueprint name.")
-    image: str | None = Field(None, description="Serving image override (wins over the blueprint and the registry).")
+    image: str | None = Field(
+        None, description="Serving image override (wins over the blueprint and the registry)."
+    )
     app_package: str | None = Field(
         None,
         description="pip requirement installed at start when the serving image is the upstream base "

@@ -27,39 +27,39 @@ class PodTemplate(_Crd):
 class HeadGroupSpec(_Crd):
     """The Ray head."""
 
-    serviceType: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(  # noqa: N815 (CRD field name)
+    serviceType: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
         "ClusterIP", description="Type of the head Service."
     )
-    rayStartParams: dict[str, str] = Field(description="`ray start` flags (string values).")  # noqa: N815
+    rayStartParams: dict[str, str] = Field(description="`ray start` flags (string values).")
     template: PodTemplate = Field(description="Head pod template.")
 
 
 class WorkerGroupSpec(_Crd):
     """One Ray worker group."""
 
-    groupName: str = Field(min_length=1, description="Group name.")  # noqa: N815
+    groupName: str = Field(min_length=1, description="Group name.")
     replicas: int = Field(ge=0, description="Workers at start.")
-    minReplicas: int = Field(ge=0, description="Autoscaler lower bound.")  # noqa: N815
-    maxReplicas: int = Field(ge=1, description="Autoscaler upper bound.")  # noqa: N815
-    rayStartParams: dict[str, str] = Field(description="`ray start` flags (string values).")  # noqa: N815
+    minReplicas: int = Field(ge=0, description="Autoscaler lower bound.")
+    maxReplicas: int = Field(ge=1, description="Autoscaler upper bound.")
+    rayStartParams: dict[str, str] = Field(description="`ray start` flags (string values).")
     template: PodTemplate = Field(description="Worker pod template.")
 
 
 class AutoscalerOptions(_Crd):
     """Ray autoscaler sidecar settings."""
 
-    idleTimeoutSeconds: int = Field(ge=0, description="Idle seconds before a worker is removed.")  # noqa: N815
+    idleTimeoutSeconds: int = Field(ge=0, description="Idle seconds before a worker is removed.")
     resources: dict[str, Any] = Field(description="Sidecar requests and limits.")
 
 
 class RayClusterSpec(_Crd):
     """The Ray cluster a RayService runs."""
 
-    rayVersion: str = Field(description="Ray version of the images.")  # noqa: N815
-    enableInTreeAutoscaling: bool = Field(False, description="Run the Ray autoscaler.")  # noqa: N815
-    autoscalerOptions: AutoscalerOptions | None = Field(None, description="Autoscaler settings.")  # noqa: N815
-    headGroupSpec: HeadGroupSpec = Field(description="The head.")  # noqa: N815
-    workerGroupSpecs: list[WorkerGroupSpec] = Field(min_length=1, description="Worker groups.")  # noqa: N815
+    rayVersion: str = Field(description="Ray version of the images.")
+    enableInTreeAutoscaling: bool = Field(False, description="Run the Ray autoscaler.")
+    autoscalerOptions: AutoscalerOptions | None = Field(None, description="Autoscaler settings.")
+    headGroupSpec: HeadGroupSpec = Field(description="The head.")
+    workerGroupSpecs: list[WorkerGroupSpec] = Field(min_length=1, description="Worker groups.")
 
 
 class ServeApplication(_Crd):
@@ -88,9 +88,9 @@ class ServeServiceTemplate(_Crd):
 class RayServiceSpec(_Crd):
     """RayService spec."""
 
-    serveConfigV2: str = Field(description="Serve config as a YAML string.")  # noqa: N815
-    serveService: ServeServiceTemplate | None = Field(None, description="Serve Service template.")  # noqa: N815
-    rayClusterConfig: RayClusterSpec = Field(description="The Ray cluster.")  # noqa: N815
+    serveConfigV2: str = Field(description="Serve config as a YAML string.")
+    serveService: ServeServiceTemplate | None = Field(None, description="Serve Service template.")
+    rayClusterConfig: RayClusterSpec = Field(description="The Ray cluster.")
 
     @field_validator("serveConfigV2")
     @classmethod
@@ -115,7 +115,7 @@ class ObjectMeta(_Crd):
 class RayService(_Crd):
     """A KubeRay RayService (ray.io/v1)."""
 
-    apiVersion: Literal["ray.io/v1"] = Field(description="API version.")  # noqa: N815
+    apiVersion: Literal["ray.io/v1"] = Field(description="API version.")
     kind: Literal["RayService"] = Field(description="Kind.")
     metadata: ObjectMeta = Field(description="Metadata.")
     spec: RayServiceSpec = Field(description="Spec.")

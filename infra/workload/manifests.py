@@ -1,7 +1,7 @@
 """The single entry point to the builders: every object of a workload, in apply order.
 
 Order: Namespace, ServiceAccount, Secrets, cache objects (script ConfigMap, mirror Job), the
-runtime's objects (ConfigMaps, RayService or Deployment, Services, HPA), then the UI.
+runtime's objects (RayService or Deployment, Services, HPA), then the UI.
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ class EndpointInfo:
     dashboard_service: str | None
     ui_service: str | None
     openai: bool
+    path: str = ""
+
+    @property
+    def url(self) -> str:
+        """The in-cluster URL of the app's root (the route prefix included; no trailing slash)."""
+        return f"http://{self.service}.{self.namespace}.svc.cluster.local:{self.port}{self.path}"
 
     def as_dict(self) -> dict[str, Any]:
         """Stable keys for outputs and `--json`."""
@@ -34,6 +40,8 @@ class EndpointInfo:
             "namespace": self.namespace,
             "service": self.service,
             "port": self.port,
+            "path": self.path,
+            "url": self.url,
             "dashboard_service": self.dashboard_service,
             "ui_service": self.ui_service,
             "openai": self.openai,
@@ -59,12 +67,18 @@ def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
     from llmctl.infra.workload.builders import ray, torchserve_neuronx, triton_vllm
 
     bp = config.blueprint
+    path = ""
     if bp.runtime == "triton-vllm":
         service, port, dashboard = triton_vllm.name(config), triton_vllm.HTTP_PORT, None
     elif bp.runtime == "torchserve-neuronx":
         service, port, dashboard = torchserve_neuronx.name(config), bp.serving.port, None
     else:
-        service, port, dashboard = ray.serve_service_name(config), ray.SERVE_PORT, ray.head_service_name(config)
+        service, port, dashboard = (
+            ray.serve_service_name(config),
+            ray.SERVE_PORT,
+            ray.head_service_name(config),
+        )
+        path = bp.serving.route_prefix.rstrip("/")  # serveConfigV2's route_prefix
     return EndpointInfo(
         namespace=config.ns,
         service=service,
@@ -72,6 +86,7 @@ def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
         dashboard_service=dashboard,
         ui_service=ui.ui_service_name(config) if bp.ui != "none" else None,
         openai=bp.runtime in OPENAI_API,
+        path=path,
     )
 
 
@@ -89,6 +104,5 @@ def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: st
         objects.append(common.opaque_secret(config, common.API_KEY_SECRET, common.API_KEY_KEY, api_key))
     objects.extend(cache.mirror_objects(config))
     objects.extend(_runtime_builder(config.blueprint.runtime)(config))
-    info = endpoint_info(config)
-    objects.extend(ui.build(config, info.service, info.port))
+    objects.extend(ui.build(config, endpoint_info(config).url))
     return [json.loads(json.dumps(obj)) for obj in objects]  # plain trees: no shared sub-objects

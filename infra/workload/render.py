@@ -79,5 +79,7 @@ def render_yaml(manifests: list[Obj], out_dir: Path | None = None) -> Rendered:
             path.write_text(text, encoding="utf-8")
             rendered.files.append(path)
     except OSError as exc:
-        raise LlmctlError(f"cannot write manifests to {out_dir}: {exc.strerror or exc}", "choose a writable --out folder") from None
+        raise LlmctlError(
+            f"cannot write manifests to {out_dir}: {exc.strerror or exc}", "choose a writable --out folder"
+        ) from None
     return rendered

@@ -49,15 +49,21 @@ class Problem:
 
     @property
     def path(self) -> str:
-        """'RayService/llama2-inf2 [worker group inf2]'."""
-        return f"{self.kind}/{self.name}" + (f" [{self.where}]" if self.where else "")
+        """'RayService/llama2-inf2 (worker group inf2)'."""
+        return f"{self.kind}/{self.name}" + (f" ({self.where})" if self.where else "")
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}; fix: {self.hint}"
 
     def as_dict(self) -> dict[str, str]:
         """Stable keys for `--json`."""
-        return {"kind": self.kind, "name": self.name, "where": self.where, "message": self.message, "hint": self.hint}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "where": self.where,
+            "message": self.message,
+            "hint": self.hint,
+        }
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,11 @@ class PodTemplate:
 def pod_templates(manifest: Obj) -> Iterator[PodTemplate]:
     """Every pod template of a manifest."""
     kind, name = manifest.get("kind", ""), manifest.get("metadata", {}).get("name", "")
-    spec = manifest.get("spec") or {}
+    spec: Obj = manifest.get("spec") or {}
     if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
         yield PodTemplate(kind, name, "pod", spec["template"]["spec"])
     elif kind in ("RayService", "RayCluster"):
-        cluster = spec.get("rayClusterConfig", spec) if kind == "RayService" else spec
+        cluster: Obj = spec.get("rayClusterConfig", spec) if kind == "RayService" else spec
         extra: tuple[tuple[str, float], ...] = ()
         if cluster.get("enableInTreeAutoscaling"):
             sidecar = (cluster.get("autoscalerOptions") or {}).get("resources") or {}
@@ -140,26 +146,27 @@ def selector_matches(spec: Obj, labels: dict[str, str]) -> bool:
     """Whether a pod's nodeSelector and required node affinity accept a node with these labels."""
     if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
         return False
-    required = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        or {}
-    )
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         return True
-    return any(all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) for term in terms)
+    return any(
+        all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) for term in terms
+    )
 
 
 def _tolerates(toleration: Obj, taint: Any) -> bool:
     if toleration.get("effect") and toleration["effect"] != taint.effect:
         return False
     if not toleration.get("key"):
-        return toleration.get("operator") == "Exists"
+        return bool(toleration.get("operator") == "Exists")
     if toleration["key"] != taint.key:
         return False
     if toleration.get("operator", "Equal") == "Exists":
         return True
-    return (toleration.get("value") or None) == taint.value
+    return bool((toleration.get("value") or None) == taint.value)
 
 
 def untolerated(spec: Obj, pool: PoolFacts) -> list[Any]:
@@ -184,7 +191,16 @@ def _closest_pool_text(spec: Obj, pools: list[PoolFacts]) -> str:
     selector = spec.get("nodeSelector") or {}
     if not pools:
         return "the platform has no pools"
-    best = max(pools, key=lambda p: sum(p.node_labels().get(k) == v for k, v in selector.items()))
+
+    def score(pool: PoolFacts) -> tuple[int, int, int]:
+        labels = pool.node_labels()
+        matches = sum(labels.get(k) == v for k, v in selector.items())
+        tolerated = len(pool.taints) - len(
+            untolerated(spec, pool)
+        )  # the pod meant a pool whose taints it tolerates
+        return (matches, tolerated, sum(k in labels for k in selector))
+
+    best = max(pools, key=score)
     labels = best.node_labels()
     diffs = [
         f"{k}={labels[k]} (not {v})" if k in labels else f"no label {k}"
@@ -251,7 +267,11 @@ def _check_template(template: PodTemplate, pools: list[PoolFacts], catalog: Hard
     sized = [(p, i) for p, i in tolerated if i is not None]
     if not sized:
         return problems  # pools without known instance types: sizes cannot be checked
-    fits = [(p, i) for p, i in sized if all(amount <= allocatable(i).of(r) + 1e-9 for r, amount in requests.items())]
+    fits = [
+        (p, i)
+        for p, i in sized
+        if all(amount <= allocatable(i).of(r) + 1e-9 for r, amount in requests.items())
+    ]
     if fits:
         return problems
 
@@ -279,7 +299,9 @@ def _check_template(template: PodTemplate, pools: list[PoolFacts], catalog: Hard
     ]
 
 
-def check_schedulable(manifests: list[Obj], pools: list[PoolFacts], catalog: HardwareCatalog) -> list[Problem]:
+def check_schedulable(
+    manifests: list[Obj], pools: list[PoolFacts], catalog: HardwareCatalog
+) -> list[Problem]:
     """Every reason a pod of these manifests would stay Pending on these pools."""
     problems: list[Problem] = []
     for manifest in manifests:

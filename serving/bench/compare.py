@@ -56,8 +56,10 @@ def load_levels(folder: Path) -> dict[str, dict[str, Any]]:
 def compare(a: Path, b: Path) -> dict[str, Any]:
     """Rows of (metric, A, B, change) per level present in both; single runs compare directly."""
     levels_a, levels_b = load_levels(a), load_levels(b)
+    pairs: list[tuple[str, dict[str, Any], dict[str, Any]]]
     if len(levels_a) == 1 and len(levels_b) == 1:
-        pairs = [(f"{next(iter(levels_a))} vs {next(iter(levels_b))}", *levels_a.values(), *levels_b.values())]
+        (label_a, left), (label_b, right) = next(iter(levels_a.items())), next(iter(levels_b.items()))
+        pairs = [(f"{label_a} vs {label_b}", left, right)]
     else:
         common = [label for label in levels_a if label in levels_b]
         if not common:
@@ -68,7 +70,7 @@ def compare(a: Path, b: Path) -> dict[str, Any]:
         pairs = [(label, levels_a[label], levels_b[label]) for label in common]
     result: dict[str, Any] = {"a": str(a), "b": str(b), "levels": []}
     for label, left, right in pairs:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for key, name, scale, higher_better in ROWS:
             va, vb = left.get(key), right.get(key)
             change = None

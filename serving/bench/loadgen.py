@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import random
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,7 +105,9 @@ class _Run:
         self.stop = stop
         self.next_index = first_index
         self.limit = plan.request_limit()
-        self.progress = Progress(phase="warm-up" if plan.warmup else "measuring", total=plan.warmup or self.limit)
+        self.progress = Progress(
+            phase="warm-up" if plan.warmup else "measuring", total=plan.warmup or self.limit
+        )
         self.warmup_records: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.claimed = 0
@@ -117,6 +120,7 @@ class _Run:
         # connections for every request, which costs O(concurrency) per request in one shared pool.
         self.idle_clients: list[httpx.AsyncClient] = []
         self.all_clients: list[httpx.AsyncClient] = []
+        self.verify: ssl.SSLContext | bool | None = None
 
     def claim(self) -> bool | None:
         """The next request: True for warm-up, False for measured, None when the run is over."""
@@ -145,9 +149,18 @@ class _Run:
     def take_client(self) -> httpx.AsyncClient:
         if self.idle_clients:
             return self.idle_clients.pop()
-        client = make_client()
+        if self.verify is None:
+            # Loading the CA bundle costs tens of ms: once per run, never per client.
+            tls = any(url.startswith("https:") for url in self.plan.endpoints)
+            self.verify = httpx.create_ssl_context() if tls else False
+        client = make_client(self.verify)
         self.all_clients.append(client)
         return client
+
+    def prepare_clients(self, count: int) -> None:
+        """Create the clients before the clock starts (creating one blocks the event loop briefly)."""
+        fresh = [self.take_client() for _ in range(max(0, count - len(self.all_clients)))]
+        self.idle_clients.extend(fresh)
 
     async def close(self) -> None:
         if self.lag_task is not None:
@@ -277,14 +290,16 @@ async def _lag_monitor(samples: list[float], interval: float = 0.01) -> None:
         samples.append(time.perf_counter() - before - interval)
 
 
-def make_client() -> httpx.AsyncClient:
+def make_client(verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
     """An httpx client for one stream at a time (no overall timeout of its own)."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=2)
     # TCP_NODELAY: without it a request's body waits for the ACK of its headers (Nagle + delayed ACK)
     transport = httpx.AsyncHTTPTransport(
-        limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        verify=verify, limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
     )
-    return httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), limits=limits, transport=transport)
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(None, connect=10.0), limits=limits, transport=transport, verify=verify
+    )
 
 
 async def run_load(
@@ -299,6 +314,11 @@ async def run_load(
     stop = stop or asyncio.Event()
     run = _Run(plan, prompts, stop, first_index)
     prompts.prepare(first_index + plan.warmup + (run.limit or 0))
+    if plan.mode == "closed":
+        run.prepare_clients(plan.concurrency)
+    else:
+        assert plan.rate
+        run.prepare_clients(plan.max_concurrency or min(256, max(8, int(plan.rate * 4))))
     started = time.perf_counter()
     ticker = asyncio.ensure_future(_ticker(run, on_progress, started)) if on_progress else None
     try:
@@ -353,4 +373,3 @@ def install_stop_on_sigint(stop: asyncio.Event) -> Callable[[], None]:
             loop.remove_signal_handler(signal.SIGINT)
 
     return remove
-

@@ -7,6 +7,7 @@ cancelled requests are counted by type and in the error rate, never silently dro
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -38,6 +39,8 @@ DEFINITIONS: dict[str, str] = {
     "achieved_rate_rps": "(requests started - 1) / (last start - first start): the rate at which the "
     "load generator really sent requests (compare with the requested rate)",
     "start_lag_s": "open loop: actual start - scheduled start of each request",
+    "send_delay_s": "client-side time from beginning a request to its first byte on the network "
+    "(latencies count from that byte; a large value means the load generator is the bottleneck)",
     "error_rate": "failed requests (HTTP errors, stream errors, timeouts, cancelled) / started requests",
     "client_cpu_percent": "CPU time of the load generator process / measured duration",
     "loop_lag_s": "how late the load generator's 10 ms timer fires; large values mean the client "
@@ -65,9 +68,15 @@ def describe(values: list[float]) -> dict[str, float | int | None]:
     """count, mean, stddev (sample), min, max and the quantiles p25..p99; None when empty."""
     data = sorted(v for v in values if v is not None and not math.isnan(v))
     if not data:
-        return {"count": 0, "mean": None, "stddev": None, "min": None, "max": None} | {
-            f"p{q}": None for q in QUANTILES
+        empty: dict[str, float | int | None] = {
+            "count": 0,
+            "mean": None,
+            "stddev": None,
+            "min": None,
+            "max": None,
         }
+        empty.update({f"p{q}": None for q in QUANTILES})
+        return empty
     mean = math.fsum(data) / len(data)
     var = math.fsum((v - mean) ** 2 for v in data) / (len(data) - 1) if len(data) > 1 else 0.0
     stats: dict[str, float | int | None] = {
@@ -129,10 +138,12 @@ def request_metrics(
         in_tokens, in_source = record.input_tokens_sent, "tokenizer"
     ttft = record.chunk_times[0] - record.start if record.chunk_times else None
     e2e = record.end - record.start if record.ok and record.end is not None else None
-    tpot = (e2e - ttft) / (out_tokens - 1) if e2e is not None and ttft is not None and out_tokens > 1 else None
-    gaps = [b - a for a, b in zip(record.chunk_times, record.chunk_times[1:])]
+    tpot = (
+        (e2e - ttft) / (out_tokens - 1) if e2e is not None and ttft is not None and out_tokens > 1 else None
+    )
+    gaps = [b - a for a, b in itertools.pairwise(record.chunk_times)]
     counts = _chunk_token_counts(record, out_tokens, tokenizer)[1:]
-    itl = [gap / n for gap, n in zip(gaps, counts)]
+    itl = [gap / n for gap, n in zip(gaps, counts, strict=True)]
     row: dict[str, Any] = {
         "index": record.index,
         "endpoint": record.endpoint,
@@ -146,6 +157,7 @@ def request_metrics(
         "start_s": record.start - t0,
         "end_s": None if record.end is None else record.end - t0,
         "start_lag_s": None if record.scheduled is None else record.start - record.scheduled,
+        "send_delay_s": record.start - record.issued,
         "ttft_s": ttft,
         "tpot_s": tpot,
         "e2e_s": e2e,
@@ -192,7 +204,7 @@ def summarize(
 
     itl: list[float] = []
     for row in done:
-        for value, weight in zip(row["itl_s"], row["itl_weights"]):
+        for value, weight in zip(row["itl_s"], row["itl_weights"], strict=True):
             itl.extend([value] * weight)
     gaps = [gap for row in done for gap in row["inter_chunk_gaps_s"]]
 
@@ -207,6 +219,7 @@ def summarize(
         "e2e_s": describe(col("e2e_s")),
         "request_output_throughput_tok_s": describe(col("request_output_throughput_tok_s")),
         "e2e_per_output_token_s": describe(col("e2e_per_output_token_s")),
+        "send_delay_s": describe([row["send_delay_s"] for row in rows]),
         "input_tokens": describe([float(row["input_tokens"]) for row in done]),
         "output_tokens": describe([float(row["output_tokens"]) for row in done]),
     }
@@ -277,7 +290,7 @@ def summarize(
 
 
 def _start_rate(rows: list[dict[str, Any]]) -> float | None:
-    starts = sorted(row["start_s"] for row in rows)
+    starts: list[float] = sorted(float(row["start_s"]) for row in rows)
     if len(starts) < 2 or starts[-1] <= starts[0]:
         return None
     return (len(starts) - 1) / (starts[-1] - starts[0])

@@ -48,7 +48,9 @@ def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
         xs = [float(s["load"][axis_key]) for s, _ in levels]
         xlabel = "concurrency" if closed else "requested rate (req/s)"
         fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-        for ax, (key, title) in zip(axes, (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "end-to-end"))):
+        for ax, (key, title) in zip(
+            axes, (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "end-to-end")), strict=True
+        ):
             for q in ("p50", "p90", "p99"):
                 ys = [s["metrics"][key][q] for s, _ in levels]
                 ax.plot(xs, [y * 1000 if y is not None else float("nan") for y in ys], marker="o", label=q)
@@ -64,7 +66,9 @@ def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
         plt.close(fig)
         written.append(str(path))
         fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(xs, [s["throughput"]["output_throughput_tok_s"] for s, _ in levels], marker="o", label="output")
+        ax.plot(
+            xs, [s["throughput"]["output_throughput_tok_s"] for s, _ in levels], marker="o", label="output"
+        )
         ax.plot(xs, [s["throughput"]["total_throughput_tok_s"] for s, _ in levels], marker="s", label="total")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("tokens/s")

@@ -45,7 +45,7 @@ def _events(record: RequestRecord, t0: float) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = [
         {"req": record.index, "event": "start", "t": record.start - t0, "warmup": record.warmup}
     ]
-    for when, text in zip(record.chunk_times, record.chunk_texts):
+    for when, text in zip(record.chunk_times, record.chunk_texts, strict=True):
         events.append({"req": record.index, "event": "chunk", "t": when - t0, "text": text})
     events.append(
         {
@@ -65,7 +65,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
 
 
-def write_level(folder: Path, summary: dict[str, Any], rows: list[dict[str, Any]], result: LoadResult) -> None:
+def write_level(
+    folder: Path, summary: dict[str, Any], rows: list[dict[str, Any]], result: LoadResult
+) -> None:
     """Write one level's files into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     dump(folder / SUMMARY, summary)
@@ -94,7 +96,11 @@ def sweep_entry(summary: dict[str, Any]) -> dict[str, Any]:
         "requests_per_minute": summary["throughput"]["requests_per_minute"],
         "goodput_rps": (summary.get("goodput") or {}).get("goodput_rps"),
         "client_cpu_percent": load["client_cpu_percent"],
-        **{f"{name}_{q}": metrics[name][q] for name in ("ttft_s", "tpot_s", "itl_s", "e2e_s") for q in ("p50", "p90", "p99")},
+        **{
+            f"{name}_{q}": metrics[name][q]
+            for name in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+            for q in ("p50", "p90", "p99")
+        },
     }
 
 
@@ -122,7 +128,11 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
     """The summary table of one level, then throughput, errors and how tokens were counted."""
     metrics = summary["metrics"]
     load = summary["load"]
-    what = f"concurrency {load['concurrency']}" if load["mode"] == "closed" else f"rate {load['requested_rate_rps']:g}/s"
+    what = (
+        f"concurrency {load['concurrency']}"
+        if load["mode"] == "closed"
+        else f"rate {load['requested_rate_rps']:g}/s"
+    )
     table = Table(title=f"{summary['model']} - {what}", title_justify="left")
     table.add_column("metric")
     for column in ("mean", "p50", "p90", "p99", "max"):
@@ -177,13 +187,33 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
 
 def render_definitions(console: Console) -> None:
     console.print("[bold]definitions[/]")
-    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "request_output_throughput_tok_s", "output_throughput_tok_s", "goodput_rps", "output_tokens"):
+    for key in (
+        "ttft_s",
+        "tpot_s",
+        "itl_s",
+        "e2e_s",
+        "request_output_throughput_tok_s",
+        "output_throughput_tok_s",
+        "goodput_rps",
+        "output_tokens",
+    ):
         console.print(f"  [cyan]{key}[/]: {DEFINITIONS[key]}", soft_wrap=True)
 
 
 def render_sweep(console: Console, sweep: dict[str, Any]) -> None:
     table = Table(title=f"{sweep['model']} - sweep", title_justify="left")
-    for column in ("level", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "E2E p50", "out tok/s", "req/min", "errors", "client CPU"):
+    for column in (
+        "level",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "ITL p50",
+        "E2E p50",
+        "out tok/s",
+        "req/min",
+        "errors",
+        "client CPU",
+    ):
         table.add_column(column, justify="right")
     for level in sweep["levels"]:
         table.add_row(

@@ -8,6 +8,7 @@ level the results go straight into the output folder; a sweep writes one sub-fol
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,27 +126,27 @@ async def run_bench(
         "seed": config.seed,
     }
     plans: list[tuple[str, LoadPlan]] = []
-    base = {
-        "endpoints": config.endpoints,
-        "model": model,
-        "api_key": config.api_key,
-        "requests": config.requests,
-        "duration": config.duration,
-        "warmup": config.warmup,
-        "timeout": config.timeout,
-        "fixed_output": config.fixed_output,
-        "extra_body": config.extra_body,
-        "seed": config.seed,
-    }
+    base = LoadPlan(
+        endpoints=config.endpoints,
+        model=model,
+        api_key=config.api_key,
+        requests=config.requests,
+        duration=config.duration,
+        warmup=config.warmup,
+        timeout=config.timeout,
+        fixed_output=config.fixed_output,
+        extra_body=config.extra_body,
+        seed=config.seed,
+    )
     if config.rates:
         for rate in config.rates:
-            plan = LoadPlan(
-                rate=rate, arrival=config.arrival, max_concurrency=config.max_concurrency, **base
+            plan = dataclasses.replace(
+                base, rate=rate, arrival=config.arrival, max_concurrency=config.max_concurrency
             )
             plans.append((f"r{rate:g}", plan))
     else:
         for concurrency in config.concurrency:
-            plans.append((f"c{concurrency}", LoadPlan(concurrency=concurrency, **base)))
+            plans.append((f"c{concurrency}", dataclasses.replace(base, concurrency=concurrency)))
     sweep = len(plans) > 1
     config.out_dir.mkdir(parents=True, exist_ok=True)
     levels: list[LevelResult] = []

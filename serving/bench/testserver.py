@@ -197,7 +197,9 @@ class FakeOpenAI:
 
         async def event(data: dict[str, Any] | str) -> None:
             payload = data if isinstance(data, str) else json.dumps({**base, **data})
-            await send({"type": "http.response.body", "body": f"data: {payload}\n\n".encode(), "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": f"data: {payload}\n\n".encode(), "more_body": True}
+            )
 
         await event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
         per_chunk = max(1, timing.tokens_per_chunk)
@@ -262,7 +264,7 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
         FakeOpenAI(timing),
         loop="none",
         http="httptools" if _has("httptools") else "h11",
-        log_level="warning",
+        log_level="critical",  # stalled streams are cancelled at shutdown; not an error
         access_log=False,
         backlog=1024,
         timeout_keep_alive=60,

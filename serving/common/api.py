@@ -2,7 +2,8 @@
 
 Routes: ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions`` (streamed
 and not), ``GET /infer?sentence=`` (the seeds' plain-text route), ``GET /healthz`` and
-``GET /metrics``. Every check that can fail (model name, limits, stop sequences) runs before the
+``GET /metrics``. With an API key (the ``api_key`` argument or ``$LLMCTL_API_KEY``) every route
+but ``/healthz`` needs ``Authorization: Bearer <key>`` (see :mod:`.auth`). Every check that can fail (model name, limits, stop sequences) runs before the
 response starts, so a bad request gets a 4xx with an OpenAI error body and never a half stream.
 """
 
@@ -20,6 +21,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from llmctl.serving.common import protocol as p
 from llmctl.serving.common import sse
+from llmctl.serving.common.auth import BearerAuth, resolve_api_key
 from llmctl.serving.common.engine import Engine, SamplingParams
 from llmctl.serving.common.limits import Limits, single_choice, stop_list
 from llmctl.serving.common.metrics import Metrics
@@ -35,7 +37,11 @@ class _Tally:
     first: float | None = None
 
     def usage(self) -> p.Usage:
-        return p.Usage(prompt_tokens=self.prompt, completion_tokens=self.completion, total_tokens=self.prompt + self.completion)
+        return p.Usage(
+            prompt_tokens=self.prompt,
+            completion_tokens=self.completion,
+            total_tokens=self.prompt + self.completion,
+        )
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,9 @@ class OpenAIService:
         requested = req.max_completion_tokens if isinstance(req, p.ChatCompletionRequest) else None
         requested = req.max_tokens if req.max_tokens is not None else requested
         max_tokens = self.limits.max_tokens(requested, len(prompt_ids))
-        params = SamplingParams(max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, seed=req.seed)
+        params = SamplingParams(
+            max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, seed=req.seed
+        )
         return _Job(prompt_ids, params, stops)
 
     def chat_job(self, req: p.ChatCompletionRequest) -> _Job:
@@ -81,7 +89,9 @@ class OpenAIService:
         self.check_model(req.model)
         if isinstance(req.prompt, list):
             if len(req.prompt) != 1:
-                raise p.APIError(400, "prompt must be one string (batched prompts are not supported)", param="prompt")
+                raise p.APIError(
+                    400, "prompt must be one string (batched prompts are not supported)", param="prompt"
+                )
             prompt = req.prompt[0]
         else:
             prompt = req.prompt
@@ -135,11 +145,20 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
     return "invalid request: " + "; ".join(problems), param
 
 
-def build_app(engine: Engine, limits: Limits, *, metrics: Metrics | None = None) -> FastAPI:
-    """The FastAPI app serving ``engine`` (plain uvicorn, or Ray Serve via :mod:`.ingress`)."""
+def build_app(
+    engine: Engine, limits: Limits, *, metrics: Metrics | None = None, api_key: str | None = None
+) -> FastAPI:
+    """The FastAPI app serving ``engine`` (plain uvicorn, or Ray Serve via :mod:`.ingress`).
+
+    ``api_key`` (default: ``$LLMCTL_API_KEY``) turns on bearer-key checks for every route but
+    ``/healthz``.
+    """
     service = OpenAIService(engine, limits, metrics)
     app = FastAPI(title="llmctl OpenAI-compatible server", docs_url=None, redoc_url=None)
     app.state.service = service
+    key = resolve_api_key(api_key)
+    if key:
+        app.add_middleware(BearerAuth, api_key=key)
 
     @app.exception_handler(p.APIError)
     async def _api_error(request: Request, error: p.APIError) -> JSONResponse:
@@ -155,7 +174,9 @@ def build_app(engine: Engine, limits: Limits, *, metrics: Metrics | None = None)
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
         ok = engine.healthy()
-        return JSONResponse({"status": "ok" if ok else "failed", "model": engine.model_id}, status_code=200 if ok else 503)
+        return JSONResponse(
+            {"status": "ok" if ok else "failed", "model": engine.model_id}, status_code=200 if ok else 503
+        )
 
     @app.get("/metrics")
     async def metrics_route() -> Response:
@@ -188,7 +209,9 @@ def build_app(engine: Engine, limits: Limits, *, metrics: Metrics | None = None)
                 return
             yield sse.event(p.chat_chunk(rid, created, req.model, {}, tally.finish))
             if include_usage:
-                yield sse.event(p.usage_chunk(rid, created, req.model, "chat.completion.chunk", tally.usage()))
+                yield sse.event(
+                    p.usage_chunk(rid, created, req.model, "chat.completion.chunk", tally.usage())
+                )
             yield sse.DONE
 
         return StreamingResponse(events(), media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
@@ -202,7 +225,9 @@ def build_app(engine: Engine, limits: Limits, *, metrics: Metrics | None = None)
         service.metrics.request("/v1/completions", 200)
         if not req.stream:
             text, tally = await service.text(job)
-            return JSONResponse(p.completion(rid, created, req.model, prefix + text, tally.finish, tally.usage()))
+            return JSONResponse(
+                p.completion(rid, created, req.model, prefix + text, tally.finish, tally.usage())
+            )
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
         async def events() -> AsyncIterator[bytes]:

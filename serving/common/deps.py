@@ -17,5 +17,5 @@ def require(module: str, *, install: str = SERVING_EXTRA, purpose: str = "servin
     except ImportError as error:
         raise ServingError(
             f"{purpose} needs the Python package {module.split('.')[0]!r}, which is not installed ({error})",
-            f"install it with `{install}`",
+            f"install it with `{install}`" if install.startswith("pip ") else install,
         ) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -60,7 +60,7 @@ class Engine(Protocol):
         """Token ids of a conversation rendered with the model's chat template."""
         ...
 
-    def generate(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[Delta]:
+    def generate(self, prompt_ids: list[int], params: SamplingParams) -> AsyncGenerator[Delta, None]:
         """Stream the completion of ``prompt_ids``; closing the iterator cancels generation."""
         ...
 
@@ -84,7 +84,9 @@ class TokenSink(Protocol):
 class QueueStreamer:
     """A transformers-style streamer (``put``/``end``) that hands token ids to an asyncio queue."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], *, skip_prompt: bool) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], *, skip_prompt: bool
+    ) -> None:
         self._loop = loop
         self._queue = queue
         self._skip = skip_prompt
@@ -162,9 +164,13 @@ class ThreadedEngine(ABC):
                 code="no_chat_template",
             )
         try:
-            rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            rendered = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False
+            )
         except Exception as error:  # jinja errors (e.g. a role the template rejects) are client errors
-            raise APIError(400, f"the chat template rejected the messages: {error}", param="messages") from None
+            raise APIError(
+                400, f"the chat template rejected the messages: {error}", param="messages"
+            ) from None
         return list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
     def healthy(self) -> bool:
@@ -175,7 +181,7 @@ class ThreadedEngine(ABC):
         params = SamplingParams(max_tokens=tokens, temperature=0.0)
         self.run_blocking(self.encode("Hello"), params, _DiscardStreamer(), threading.Event())
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[Delta]:
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> AsyncGenerator[Delta, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         cancelled = threading.Event()

@@ -2,7 +2,8 @@
 
 :func:`build_application` is what each runtime's ``app_builder`` returns: one deployment whose
 replicas build their engine (``engine_factory(blueprint, options)``), warm it up, and serve
-:func:`llmctl.serving.common.api.build_app` through ``@serve.ingress``.
+:func:`llmctl.serving.common.api.build_app` through ``@serve.ingress``. An ``api_key`` arg (or
+``$LLMCTL_API_KEY`` in the replica's environment) turns on the app's bearer-key check.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llmctl.blueprints.schema import Blueprint
+from llmctl.serving.common.auth import resolve_api_key
 from llmctl.serving.common.deps import require
 from llmctl.serving.common.engine import Engine
 from llmctl.serving.common.limits import Limits
@@ -18,21 +20,42 @@ from llmctl.serving.common.limits import Limits
 EngineFactory = Callable[[Blueprint, dict[str, Any]], Engine]
 
 
-def parse_args(args: dict[str, Any]) -> tuple[Blueprint, dict[str, Any]]:
-    """Split ``app_builder`` args into the blueprint and the remaining overrides."""
-    from llmctl.errors import ServingError
+# Args every app built on the shared ingress accepts besides ``blueprint`` (each runtime adds its own).
+SHARED_ARGS = frozenset(
+    {"model_path", "served_model_name", "num_replicas", "num_cpus", "deployment_name", "api_key"}
+)
+
+
+def parse_args(
+    args: dict[str, Any], allowed: frozenset[str] | None = None
+) -> tuple[Blueprint, dict[str, Any]]:
+    """Split ``app_builder`` args into the blueprint and the remaining overrides.
+
+    With ``allowed``, any other key is refused (a typo in a Serve config fails at deploy time,
+    not silently); the blueprint is validated with the same schema as the catalog.
+    """
+    from llmctl.errors import ServingError, did_you_mean
 
     if "blueprint" not in args:
         raise ServingError(
             "the serving app needs a 'blueprint' argument (Blueprint.model_dump(mode='json'))",
             "set applications[].args.blueprint in the Serve config",
         )
+    options = {k: v for k, v in args.items() if k != "blueprint"}
+    unknown = sorted(set(options) - allowed) if allowed is not None else []
+    if unknown and allowed is not None:
+        raise ServingError(
+            f"unknown serving app argument(s): {', '.join(unknown)}",
+            did_you_mean(unknown[0], sorted(allowed)) or f"accepted: blueprint, {', '.join(sorted(allowed))}",
+        )
     raw = args["blueprint"]
     blueprint = raw if isinstance(raw, Blueprint) else Blueprint.model_validate(raw)
-    return blueprint, {k: v for k, v in args.items() if k != "blueprint"}
+    return blueprint, options
 
 
-def deployment_options(blueprint: Blueprint, options: dict[str, Any], resources: dict[str, float] | None = None) -> dict[str, Any]:
+def deployment_options(
+    blueprint: Blueprint, options: dict[str, Any], resources: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Ray Serve deployment options from the blueprint (replicas, concurrency, resources)."""
     scaling = blueprint.scaling
     actor: dict[str, Any] = {"num_cpus": options.get("num_cpus", blueprint.compute.cpus_per_replica or 1)}
@@ -71,11 +94,16 @@ def limits_for(blueprint: Blueprint, engine: Engine) -> Limits:
 
 
 def build_application(
-    args: dict[str, Any], engine_factory: EngineFactory, *, resources: dict[str, float] | None = None
+    args: dict[str, Any],
+    engine_factory: EngineFactory,
+    *,
+    allowed: frozenset[str] = SHARED_ARGS,
+    resources: dict[str, float] | None = None,
 ) -> Any:
     """A bound Ray Serve application (``serve.run`` it, or name it in a Serve config)."""
+    blueprint, options = parse_args(args, allowed)
     serve = require("ray.serve")
-    blueprint, options = parse_args(args)
+    resolve_api_key(options.get("api_key"))  # an empty LLMCTL_API_KEY fails here, not in every replica
 
     class OpenAIServer:
         def __init__(self, blueprint_json: dict[str, Any], opts: dict[str, Any]) -> None:
@@ -83,10 +111,10 @@ def build_application(
 
             bp = Blueprint.model_validate(blueprint_json)
             self.engine = engine_factory(bp, opts)
-            self.app = build_app(self.engine, limits_for(bp, self.engine))
+            self._asgi = build_app(self.engine, limits_for(bp, self.engine), api_key=opts.get("api_key"))
 
         def __serve_build_asgi_app__(self) -> Any:
-            return self.app
+            return self._asgi
 
         def check_health(self) -> None:
             if not self.engine.healthy():

@@ -18,7 +18,12 @@ class Limits:
     def max_tokens(self, requested: int | None, prompt_tokens: int) -> int:
         """The number of tokens to generate, or an APIError explaining what is wrong."""
         if requested is not None and requested < 1:
-            raise APIError(400, f"max_tokens must be at least 1, got {requested}", param="max_tokens", code="invalid_value")
+            raise APIError(
+                400,
+                f"max_tokens must be at least 1, got {requested}",
+                param="max_tokens",
+                code="invalid_value",
+            )
         if requested is not None and requested > self.max_new_tokens:
             raise APIError(
                 400,

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _TPS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -17,17 +24,27 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.model = model
         self.requests = Counter(
-            "llmctl_requests", "Requests answered, by route and HTTP status.", ["model", "route", "status"],
+            "llmctl_requests",
+            "Requests answered, by route and HTTP status.",
+            ["model", "route", "status"],
             registry=self.registry,
         )
-        self.in_flight = Gauge("llmctl_requests_in_flight", "Requests being generated.", ["model"], registry=self.registry)
+        self.in_flight = Gauge(
+            "llmctl_requests_in_flight", "Requests being generated.", ["model"], registry=self.registry
+        )
         self.ttft = Histogram(
-            "llmctl_time_to_first_token_seconds", "Time from request to first generated token.", ["model"],
-            buckets=_TTFT_BUCKETS, registry=self.registry,
+            "llmctl_time_to_first_token_seconds",
+            "Time from request to first generated token.",
+            ["model"],
+            buckets=_TTFT_BUCKETS,
+            registry=self.registry,
         )
         self.tokens_per_second = Histogram(
-            "llmctl_output_tokens_per_second", "Decode speed of each request (after the first token).", ["model"],
-            buckets=_TPS_BUCKETS, registry=self.registry,
+            "llmctl_output_tokens_per_second",
+            "Decode speed of each request (after the first token).",
+            ["model"],
+            buckets=_TPS_BUCKETS,
+            registry=self.registry,
         )
         self.tokens = Counter(
             "llmctl_tokens", "Prompt and generated tokens.", ["model", "kind"], registry=self.registry

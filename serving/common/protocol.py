@@ -74,7 +74,9 @@ class ChatMessage(_Request):
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(str(part.get("text", "")) for part in self.content if part.get("type", "text") == "text")
+        return "".join(
+            str(part.get("text", "")) for part in self.content if part.get("type", "text") == "text"
+        )
 
 
 class ChatCompletionRequest(_Sampling):
@@ -114,7 +116,13 @@ def model_list(model_id: str, created: int, max_context: int) -> dict[str, Any]:
     return {
         "object": "list",
         "data": [
-            {"id": model_id, "object": "model", "created": created, "owned_by": "llmctl", "max_model_len": max_context}
+            {
+                "id": model_id,
+                "object": "model",
+                "created": created,
+                "owned_by": "llmctl",
+                "max_model_len": max_context,
+            }
         ],
     }
 
@@ -129,7 +137,12 @@ def chat_completion(
         "created": created,
         "model": model,
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": None}
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish,
+                "logprobs": None,
+            }
         ],
         "usage": usage.model_dump(),
     }
@@ -166,4 +179,11 @@ def completion(
 
 def usage_chunk(rid: str, created: int, model: str, obj: str, usage: Usage) -> dict[str, Any]:
     """The last streamed chunk when ``stream_options.include_usage`` is set."""
-    return {"id": rid, "object": obj, "created": created, "model": model, "choices": [], "usage": usage.model_dump()}
+    return {
+        "id": rid,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage.model_dump(),
+    }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -17,7 +16,13 @@ class TransformersEngine(ThreadedEngine):
     """``model.generate`` in a worker thread, streaming through a token streamer."""
 
     def __init__(
-        self, model_path: str, *, model_id: str, dtype: str = "fp32", max_context: int = 4096, workers: int = 1,
+        self,
+        model_path: str,
+        *,
+        model_id: str,
+        dtype: str = "fp32",
+        max_context: int = 4096,
+        workers: int = 1,
         threads: int | None = None,
     ) -> None:
         torch = require("torch")
@@ -46,7 +51,13 @@ class TransformersEngine(ThreadedEngine):
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos_ids or [0])[0]
         limit = int(getattr(model.config, "max_position_embeddings", max_context) or max_context)
-        super().__init__(tokenizer, model_id=model_id, max_context=min(max_context, limit), eos_ids=eos_ids, workers=workers)
+        super().__init__(
+            tokenizer,
+            model_id=model_id,
+            max_context=min(max_context, limit),
+            eos_ids=eos_ids,
+            workers=workers,
+        )
 
     def run_blocking(
         self, prompt_ids: list[int], params: SamplingParams, streamer: TokenSink, cancelled: threading.Event
@@ -59,7 +70,12 @@ class TransformersEngine(ThreadedEngine):
 
         sampling: dict[str, Any] = {"do_sample": False}
         if not params.greedy:
-            sampling = {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": 0}
+            sampling = {
+                "do_sample": True,
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "top_k": 0,
+            }
             if params.seed is not None:
                 torch.manual_seed(params.seed)
         ids = torch.tensor([prompt_ids], dtype=torch.long)
@@ -76,12 +92,14 @@ class TransformersEngine(ThreadedEngine):
 
 
 def engine_from_blueprint(blueprint: Any, options: dict[str, Any]) -> TransformersEngine:
-    """Build (and warm up) the CPU engine of a blueprint; ``options`` may override the model path."""
-    model_path = options.get("model_path") or blueprint.model.id
-    if not os.path.isdir(model_path):
-        model_path = _download(model_path, blueprint.model.revision)
+    """Build (and warm up) the CPU engine of a blueprint.
+
+    Weights: ``options["model_path"]``, else the S3 mirror (``LLMCTL_MODEL_URI``), else the hub.
+    """
+    from llmctl.serving.model_source import model_dir
+
     engine = TransformersEngine(
-        model_path,
+        model_dir(blueprint, options.get("model_path")),
         model_id=options.get("served_model_name") or blueprint.model.id,
         dtype=blueprint.model.dtype,
         max_context=blueprint.model.max_context,
@@ -90,14 +108,3 @@ def engine_from_blueprint(blueprint: Any, options: dict[str, Any]) -> Transforme
     )
     engine.warmup()
     return engine
-
-
-def _download(model_id: str, revision: str) -> str:
-    hub = require("huggingface_hub")
-    try:
-        return str(hub.snapshot_download(model_id, revision=revision))
-    except Exception as error:
-        raise ServingError(
-            f"could not download {model_id!r} from the Hugging Face hub: {error}",
-            "pass a local model directory instead (`llmctl models tiny DIR` writes a small one)",
-        ) from None

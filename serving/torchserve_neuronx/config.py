@@ -8,6 +8,8 @@ import yaml
 
 from llmctl.blueprints.schema import Blueprint
 
+# Where the start module archives the handler (the workload mounts an emptyDir here).
+MODEL_STORE = "/home/model-server/model-store"
 # The frontend's per-request timeout (seconds): the first request after a cold start may compile.
 RESPONSE_TIMEOUT_S = 10800
 
@@ -58,7 +60,7 @@ def config_properties(blueprint: Blueprint) -> str:
         f"management_address=http://0.0.0.0:{port + 1}",
         f"metrics_address=http://0.0.0.0:{port + 2}",
         "metrics_mode=prometheus",
-        "model_store=/home/model-server/model-store",
+        f"model_store={MODEL_STORE}",
         f"load_models={archive_name(blueprint)}",
         "install_py_dep_per_model=true",
         f"default_response_timeout={RESPONSE_TIMEOUT_S}",

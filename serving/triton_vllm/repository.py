@@ -17,11 +17,14 @@ def model_name(blueprint: Blueprint) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", blueprint.name)
 
 
-def engine_args(blueprint: Blueprint) -> dict[str, object]:
-    """vLLM engine arguments (``model.json``) derived from the blueprint."""
+def engine_args(blueprint: Blueprint, model: str | None = None) -> dict[str, object]:
+    """vLLM engine arguments (``model.json``) derived from the blueprint.
+
+    ``model`` is a local copy of the weights (the synced S3 mirror); without it vLLM downloads
+    ``model.id`` at ``model.revision`` from the hub.
+    """
     args: dict[str, object] = {
-        "model": blueprint.model.id,
-        "revision": blueprint.model.revision,
+        "model": model or blueprint.model.id,
         "tensor_parallel_size": blueprint.compute.tensor_parallel,
         "max_model_len": blueprint.model.max_context,
         "gpu_memory_utilization": blueprint.serving.gpu_memory_utilization,
@@ -29,6 +32,8 @@ def engine_args(blueprint: Blueprint) -> dict[str, object]:
         "max_num_seqs": blueprint.serving.max_concurrent_requests,
         "disable_log_requests": True,
     }
+    if not model:
+        args["revision"] = blueprint.model.revision
     return args
 
 
@@ -52,8 +57,8 @@ def _config_pbtxt(name: str) -> str:
     )
 
 
-def render_model_repository(blueprint: Blueprint) -> dict[str, str]:
-    """The model repository as {relative path: file content}.
+def render_model_repository(blueprint: Blueprint, model: str | None = None) -> dict[str, str]:
+    """The model repository as {relative path: file content} (``model``: see :func:`engine_args`).
 
     ``<model_name>/config.pbtxt`` selects the vLLM backend; ``<model_name>/1/model.json`` holds the
     engine arguments.
@@ -61,5 +66,5 @@ def render_model_repository(blueprint: Blueprint) -> dict[str, str]:
     name = model_name(blueprint)
     return {
         f"{name}/config.pbtxt": _config_pbtxt(name),
-        f"{name}/1/model.json": json.dumps(engine_args(blueprint), indent=2, sort_keys=True) + "\n",
+        f"{name}/1/model.json": json.dumps(engine_args(blueprint, model), indent=2, sort_keys=True) + "\n",
     }

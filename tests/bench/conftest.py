@@ -35,7 +35,9 @@ def fake(fake_server_url: str) -> Iterator[Any]:
     setup()
 
 
-def small_prompts(mean_out: int = 20, std_out: int = 4, mean_in: int = 64, shared_prefix: bool = False) -> PromptFactory:
+def small_prompts(
+    mean_out: int = 20, std_out: int = 4, mean_in: int = 64, shared_prefix: bool = False
+) -> PromptFactory:
     return PromptFactory(
         ApproxTokenizer(),
         mean_input_tokens=mean_in,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from llmctl.blueprints._data import data_file
 
 

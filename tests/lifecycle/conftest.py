@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from lifecycle_support import FakePulumi
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
-
-
-@pytest.fixture(scope="session")
-def moto_url() -> Iterator[str]:
-    """One moto server on 127.0.0.1 (a free port) for the whole session."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture
@@ -62,39 +49,15 @@ def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Every test gets its own llmctl state dir and no inherited Pulumi settings."""
     root = tmp_path / "state"
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(root))
-    for key in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_HOME"):
+    for key in (
+        "PULUMI_BACKEND_URL",
+        "PULUMI_CONFIG_PASSPHRASE",
+        "PULUMI_CONFIG_PASSPHRASE_FILE",
+        "PULUMI_HOME",
+    ):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "pulumi-home"))
     return root
-
-
-class FakePulumi:
-    """Controls and reads the stand-in `pulumi` script (tests/lifecycle/fake_pulumi.py)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.calls_file = root / "calls.jsonl"
-        self.control_file = root / "control.json"
-        self.control_file.write_text("{}")
-
-    def control(self, **settings: Any) -> None:
-        """Tell the stand-in what to do: fail_up=[project], lock=[project], outputs={project: {...}}."""
-        current = json.loads(self.control_file.read_text())
-        current.update(settings)
-        self.control_file.write_text(json.dumps(current))
-
-    def calls(self) -> list[dict[str, Any]]:
-        if not self.calls_file.exists():
-            return []
-        return [json.loads(line) for line in self.calls_file.read_text().splitlines() if line.strip()]
-
-    def ops(self) -> list[tuple[str, str, str]]:
-        """(operation, project, stack) of every up/preview/destroy, in order."""
-        return [
-            (call["op"], call["project"], call["stack"])
-            for call in self.calls()
-            if call["op"] in ("up", "preview", "destroy", "cancel", "stack rm")
-        ]
 
 
 @pytest.fixture
@@ -105,7 +68,9 @@ def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePulumi:
     data = tmp_path / "fake-pulumi"
     data.mkdir()
     script = bin_dir / "pulumi"
-    script.write_text(f"#!{sys.executable}\nimport runpy, sys\nrunpy.run_path({str(HERE / 'fake_pulumi.py')!r}, run_name='__main__')\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\nrunpy.run_path({str(HERE / 'fake_pulumi.py')!r}, run_name='__main__')\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("FAKE_PULUMI_DIR", str(data))
@@ -117,5 +82,7 @@ def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A PATH without any `pulumi`."""
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()]
+    keep = [
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()
+    ]
     monkeypatch.setenv("PATH", os.pathsep.join([str(empty), *keep]))

@@ -104,10 +104,15 @@ def operation(op: str, args: list[str], proj: str, stack: str) -> None:
         )
     if proj in ctl.get("no_plugin", []):
         events.close()
-        fail("error: could not load plugin for aws provider 'default_7_51_1': no resource plugin 'pulumi-resource-aws' found in the workspace at version v7.51.1")
+        fail(
+            "error: could not load plugin for aws provider 'default_7_51_1': no resource plugin 'pulumi-resource-aws' found in the workspace at version v7.51.1"
+        )
     if proj in ctl.get("no_credentials", []):
         events.close()
-        fail("", stdout="error: configuring Terraform AWS Provider: no valid credential sources for Terraform AWS Provider found.")
+        fail(
+            "",
+            stdout="error: configuring Terraform AWS Provider: no valid credential sources for Terraform AWS Provider found.",
+        )
     preview = op == "preview"
     if op == "up" and proj in ctl.get("hang_up", []):
         (ROOT / "hanging").write_text(str(os.getpid()))
@@ -127,17 +132,43 @@ def operation(op: str, args: list[str], proj: str, stack: str) -> None:
         events.emit(resourcePreEvent={"metadata": meta, "planning": preview})
         if not preview:
             events.emit(resOutputsEvent={"metadata": meta})
-    failing = (op == "up" and proj in ctl.get("fail_up", [])) or (op == "destroy" and proj in ctl.get("fail_destroy", []))
+    failing = (op == "up" and proj in ctl.get("fail_up", [])) or (
+        op == "destroy" and proj in ctl.get("fail_destroy", [])
+    )
     if failing:
-        events.emit(diagnosticEvent={"message": "creating resource: boom", "severity": "error", "color": "never"})
-        data["history"].append({"kind": op, "result": "failed", "startTime": now(), "endTime": now(), "message": "", "environment": {}, "config": {}, "version": len(data["history"]) + 1})
+        events.emit(
+            diagnosticEvent={"message": "creating resource: boom", "severity": "error", "color": "never"}
+        )
+        data["history"].append(
+            {
+                "kind": op,
+                "result": "failed",
+                "startTime": now(),
+                "endTime": now(),
+                "message": "",
+                "environment": {},
+                "config": {},
+                "version": len(data["history"]) + 1,
+            }
+        )
         save(proj, stack, data)
         events.close()
         fail("", stdout=f"Updating ({stack}):\n error: update failed\nResources:\n    {len(kinds)} unchanged")
-    events.emit(summaryEvent={"maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": {step_op: len(kinds)}, "PolicyPacks": {}})
+    events.emit(
+        summaryEvent={
+            "maybeCorrupt": False,
+            "durationSeconds": 1,
+            "resourceChanges": {step_op: len(kinds)},
+            "PolicyPacks": {},
+        }
+    )
     events.close()
     if preview:
-        print(json.dumps({"steps": [{"op": step_op, "urn": k} for k in kinds], "changeSummary": {step_op: len(kinds)}}))
+        print(
+            json.dumps(
+                {"steps": [{"op": step_op, "urn": k} for k in kinds], "changeSummary": {step_op: len(kinds)}}
+            )
+        )
         return
     if op == "up":
         data["outputs"] = ctl.get("outputs", {}).get(proj, {"cluster_name": f"llmctl-{stack}"})
@@ -145,7 +176,19 @@ def operation(op: str, args: list[str], proj: str, stack: str) -> None:
     else:
         data["outputs"] = {}
         data["resources"] = 0
-    data["history"].append({"kind": "update" if op == "up" else op, "result": "succeeded", "startTime": now(), "endTime": now(), "message": "", "environment": {}, "config": {}, "version": len(data["history"]) + 1, "resourceChanges": {step_op: len(kinds)}})
+    data["history"].append(
+        {
+            "kind": "update" if op == "up" else op,
+            "result": "succeeded",
+            "startTime": now(),
+            "endTime": now(),
+            "message": "",
+            "environment": {},
+            "config": {},
+            "version": len(data["history"]) + 1,
+            "resourceChanges": {step_op: len(kinds)},
+        }
+    )
     save(proj, stack, data)
 
 
@@ -169,8 +212,16 @@ def main() -> None:
         stack = args[args.index("init") + 1]
     if op == "stack rm":
         stack = [a for a in args if not a.startswith("-")][-1]
-    record({"op": op, "project": proj, "stack": stack, "args": args, "env_backend": os.environ.get("PULUMI_BACKEND_URL"),
-            "passphrase_file": os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")})
+    record(
+        {
+            "op": op,
+            "project": proj,
+            "stack": stack,
+            "args": args,
+            "env_backend": os.environ.get("PULUMI_BACKEND_URL"),
+            "passphrase_file": os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"),
+        }
+    )
 
     if op == "stack select":
         if load(proj, stack) is None:
@@ -210,8 +261,12 @@ def main() -> None:
             for file in sorted(folder.glob("*.json")):
                 data = json.loads(file.read_text())
                 last = data["history"][-1]["endTime"] if data["history"] else None
-                row = {"name": f"organization/{folder.name}/{file.stem}" if "--all" in args else file.stem,
-                       "current": False, "updateInProgress": False, "resourceCount": data["resources"]}
+                row = {
+                    "name": f"organization/{folder.name}/{file.stem}" if "--all" in args else file.stem,
+                    "current": False,
+                    "updateInProgress": False,
+                    "resourceCount": data["resources"],
+                }
                 if last:
                     row["lastUpdate"] = last
                 rows.append(row)

@@ -47,7 +47,10 @@ def build(region: str) -> Scenario:
     }
     for name, (mine, tags) in variants.items():
         sg = ec2.create_security_group(
-            GroupName=f"sg-{name}", Description="lb", VpcId=vpc, TagSpecifications=_tagspec("security-group", tags)
+            GroupName=f"sg-{name}",
+            Description="lb",
+            VpcId=vpc,
+            TagSpecifications=_tagspec("security-group", tags),
         )["GroupId"]
         sc.add(mine, "security-group", sg)
         lb_type = "network" if name.startswith("nlb") else "application"
@@ -58,7 +61,12 @@ def build(region: str) -> Scenario:
             lb_args["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
         lb = elbv2.create_load_balancer(**lb_args)["LoadBalancers"][0]["LoadBalancerArn"]
         sc.add(mine, "load-balancer", lb)
-        tg_args: dict[str, Any] = {"Name": f"tg-{name}", "Protocol": "TCP" if lb_type == "network" else "HTTP", "Port": 80, "VpcId": vpc}
+        tg_args: dict[str, Any] = {
+            "Name": f"tg-{name}",
+            "Protocol": "TCP" if lb_type == "network" else "HTTP",
+            "Port": 80,
+            "VpcId": vpc,
+        }
         if tags:
             tg_args["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
         tg = elbv2.create_target_group(**tg_args)["TargetGroups"][0]["TargetGroupArn"]
@@ -71,7 +79,10 @@ def build(region: str) -> Scenario:
         )
 
     nodes = {
-        "ours-a": (True, {"karpenter.sh/nodepool": "inferentia-inf2", f"kubernetes.io/cluster/{CLUSTER}": "owned"}),
+        "ours-a": (
+            True,
+            {"karpenter.sh/nodepool": "inferentia-inf2", f"kubernetes.io/cluster/{CLUSTER}": "owned"},
+        ),
         "ours-b": (True, {"karpenter.sh/nodepool": "default", "karpenter.k8s.aws/cluster": CLUSTER}),
         "core-node": (False, {f"kubernetes.io/cluster/{CLUSTER}": "owned", "eks:nodegroup-name": "core"}),
         "other": (False, {"karpenter.sh/nodepool": "default", f"kubernetes.io/cluster/{OTHER}": "owned"}),
@@ -79,7 +90,11 @@ def build(region: str) -> Scenario:
     }
     for _name, (mine, tags) in nodes.items():
         inst = ec2.run_instances(
-            ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large", SubnetId=subnets[0],
+            ImageId=image,
+            MinCount=1,
+            MaxCount=1,
+            InstanceType="m5.large",
+            SubnetId=subnets[0],
             TagSpecifications=_tagspec("instance", tags),
         )["Instances"][0]["InstanceId"]
         sc.add(mine, "instance", inst)
@@ -107,7 +122,9 @@ def build(region: str) -> Scenario:
     }
     for name, (mine, tags) in enis.items():
         eni = ec2.create_network_interface(
-            SubnetId=subnets[1], Description=f"eni-{name}", TagSpecifications=_tagspec("network-interface", tags)
+            SubnetId=subnets[1],
+            Description=f"eni-{name}",
+            TagSpecifications=_tagspec("network-interface", tags),
         )["NetworkInterface"]["NetworkInterfaceId"]
         sc.add(mine, "network-interface", eni)
 
@@ -118,7 +135,9 @@ def build(region: str) -> Scenario:
         "other": (False, {"KubernetesCluster": OTHER}),
     }
     for _name, (mine, tags) in volumes.items():
-        vol = ec2.create_volume(AvailabilityZone=zones[0], Size=8, TagSpecifications=_tagspec("volume", tags))["VolumeId"]
+        vol = ec2.create_volume(
+            AvailabilityZone=zones[0], Size=8, TagSpecifications=_tagspec("volume", tags)
+        )["VolumeId"]
         sc.add(mine, "volume", vol)
     return sc
 
@@ -137,8 +156,12 @@ def existing(region: str) -> dict[str, set[str]]:
         "instance": set(live),
         "load-balancer": {lb["LoadBalancerArn"] for lb in elbv2.describe_load_balancers()["LoadBalancers"]},
         "target-group": {tg["TargetGroupArn"] for tg in elbv2.describe_target_groups()["TargetGroups"]},
-        "launch-template": {lt["LaunchTemplateId"] for lt in ec2.describe_launch_templates()["LaunchTemplates"]},
-        "network-interface": {e["NetworkInterfaceId"] for e in ec2.describe_network_interfaces()["NetworkInterfaces"]},
+        "launch-template": {
+            lt["LaunchTemplateId"] for lt in ec2.describe_launch_templates()["LaunchTemplates"]
+        },
+        "network-interface": {
+            e["NetworkInterfaceId"] for e in ec2.describe_network_interfaces()["NetworkInterfaces"]
+        },
         "volume": {v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]},
         "security-group": {sg["GroupId"] for sg in ec2.describe_security_groups()["SecurityGroups"]},
     }

@@ -25,7 +25,12 @@ def ec2_quotas(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[dict[str, 
 
     def get_service_quota(self: Any, service_code: str, quota_code: str) -> dict[str, Any]:
         if service_code == "ec2" and quota_code in values:
-            return {"ServiceCode": "ec2", "QuotaCode": quota_code, "QuotaName": quota_code, "Value": values[quota_code]}
+            return {
+                "ServiceCode": "ec2",
+                "QuotaCode": quota_code,
+                "QuotaName": quota_code,
+                "Value": values[quota_code],
+            }
         return original(self, service_code, quota_code)
 
     monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
@@ -38,7 +43,9 @@ def _check(report: Any, prefix: str) -> Any:
     return matches[0]
 
 
-def test_quota_below_need_fails_with_the_increase_to_request(aws: str, ec2_quotas: Callable[..., None]) -> None:
+def test_quota_below_need_fails_with_the_increase_to_request(
+    aws: str, ec2_quotas: Callable[..., None]
+) -> None:
     ec2_quotas({INF_QUOTA: 96})
     report = run_doctor("llama2-inf2", region=aws)
     quota = _check(report, "vCPU quota")

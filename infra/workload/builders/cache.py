@@ -7,7 +7,8 @@ Layout in the platform's cache bucket::
     s3://<bucket>/neuron-cache/<blueprint>/            the Neuron persistent compile cache
 
 The pods reach the bucket through EKS Pod Identity on the `llmctl-serving` service account (the
-association is made by the workload program), so no AWS keys are stored anywhere.
+association is made by the workload program), so no AWS keys are stored anywhere. The serving side
+of the mirror (`LLMCTL_MODEL_URI` synced once to a local dir) is `llmctl.serving.model_mirror`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from llmctl.infra.workload.builders.common import (
     token_env,
 )
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
 
 MIRROR_JOB = "model-mirror"
 MIRROR_SCRIPT = "model-mirror-script"
@@ -39,7 +41,7 @@ import boto3  # noqa: E402
 from huggingface_hub import snapshot_download  # noqa: E402
 
 bucket, prefix = os.environ["MIRROR_BUCKET"], os.environ["MIRROR_PREFIX"].rstrip("/")
-marker = prefix + "/.llmctl-complete"
+marker = prefix + "/" + os.environ["MIRROR_MARKER"]
 s3 = boto3.client("s3")
 if s3.list_objects_v2(Bucket=bucket, Prefix=marker).get("KeyCount"):
     print("already mirrored: s3://%s/%s" % (bucket, prefix))
@@ -85,9 +87,12 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
     if bucket and (mirror_enabled(config) or compile_cache_enabled(config)):
         env.append({"name": "AWS_REGION", "value": config.platform.region})
     if mirror_enabled(config):
-        env.append({"name": "LLMCTL_MODEL_URI", "value": f"s3://{bucket}/{model_prefix(config)}"})
+        env.append({"name": MODEL_URI_ENV, "value": f"s3://{bucket}/{model_prefix(config)}"})
     if compile_cache_enabled(config):
-        env.append({"name": "NEURON_COMPILE_CACHE_URL", "value": f"s3://{bucket}/neuron-cache/{config.blueprint.name}"})
+        url = f"s3://{bucket}/neuron-cache/{config.blueprint.name}"
+        # the Neuron compiler reads the first; the llmctl serving apps read the second and pass it on
+        env.append({"name": "NEURON_COMPILE_CACHE_URL", "value": url})
+        env.append({"name": "LLMCTL_COMPILE_CACHE_URL", "value": url})
     return env
 
 
@@ -101,6 +106,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
     env = [
         {"name": "MIRROR_BUCKET", "value": str(config.platform.cache_bucket)},
         {"name": "MIRROR_PREFIX", "value": model_prefix(config)},
+        {"name": "MIRROR_MARKER", "value": COMPLETE_MARKER},
         {"name": "MODEL_ID", "value": model.id},
         {"name": "MODEL_REVISION", "value": model.revision},
         {"name": "AWS_REGION", "value": config.platform.region},
@@ -135,7 +141,10 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
         "metadata": metadata(config, MIRROR_JOB, "cache", readiness(config)),
         "spec": {
             "backoffLimit": 3,
-            "template": {"metadata": {"labels": metadata(config, MIRROR_JOB, "cache")["labels"]}, "spec": pod_spec},
+            "template": {
+                "metadata": {"labels": metadata(config, MIRROR_JOB, "cache")["labels"]},
+                "spec": pod_spec,
+            },
         },
     }
     return [script, job]

@@ -7,6 +7,7 @@ Everything here is pure: it returns plain dicts shaped like the Kubernetes API (
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 from llmctl import __version__
@@ -22,6 +23,7 @@ from llmctl.infra.workload.capacity import (
     memory_quantity,
 )
 from llmctl.infra.workload.config import PoolFacts, WorkloadConfig
+from llmctl.serving.common.auth import API_KEY_ENV
 
 Obj = dict[str, Any]
 
@@ -29,7 +31,7 @@ SERVICE_ACCOUNT = "llmctl-serving"
 HF_SECRET = "hf-token"
 HF_SECRET_KEY = "HF_TOKEN"
 API_KEY_SECRET = "api-key"
-API_KEY_KEY = "LLMCTL_API_KEY"
+API_KEY_KEY = API_KEY_ENV  # the Secret key and the env var the serving app reads
 NEURON_SCHEDULER = "my-scheduler"
 WAIT_FOR = "pulumi.com/waitFor"
 TIMEOUT = "pulumi.com/timeoutSeconds"
@@ -56,7 +58,9 @@ def labels(config: WorkloadConfig, component: str) -> dict[str, str]:
     }
 
 
-def metadata(config: WorkloadConfig, name: str, component: str, annotations: dict[str, str] | None = None) -> Obj:
+def metadata(
+    config: WorkloadConfig, name: str, component: str, annotations: dict[str, str] | None = None
+) -> Obj:
     """ObjectMeta for a namespaced object of the workload."""
     meta: Obj = {"name": name, "namespace": config.ns, "labels": labels(config, component)}
     if annotations:
@@ -115,7 +119,9 @@ def api_key_env(config: WorkloadConfig) -> list[Obj]:
     return [secret_env(API_KEY_KEY, API_KEY_SECRET, API_KEY_KEY)]
 
 
-def config_map(config: WorkloadConfig, name: str, files: dict[str, str], component: str) -> tuple[Obj, list[Obj]]:
+def config_map(
+    config: WorkloadConfig, name: str, files: dict[str, str], component: str
+) -> tuple[Obj, list[Obj]]:
     """A ConfigMap holding files, and the volume `items` that restore their relative paths.
 
     ConfigMap keys cannot hold '/', so nested paths are stored under an encoded key.
@@ -126,7 +132,12 @@ def config_map(config: WorkloadConfig, name: str, files: dict[str, str], compone
         key = path.replace("/", "__")
         data[key] = files[path]
         items.append({"key": key, "path": path})
-    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(config, name, component), "data": data}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(config, name, component),
+        "data": data,
+    }
     return obj, items
 
 
@@ -137,22 +148,50 @@ def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
     """(image, app_baked_in) for the serving containers, decided in one place.
 
     Order: the config override, then the blueprint's built `image.serving_image`, then
-    `<ecr_registry>/llmctl/<runtime>:<llmctl version>` when the platform has an ECR registry,
-    else the blueprint's pinned upstream `image.base` with the llmctl app installed at start.
+    `<ecr_registry>/llmctl/<stack>/<blueprint>:<llmctl version>` (the workload stack's own
+    repository) when the platform has an ECR registry, else the blueprint's pinned upstream
+    `image.base` with the llmctl app installed at start.
     """
+    from llmctl.infra.images import repository_name
+
     bp = config.blueprint
     if config.image:
         return config.image, True
     if bp.image.serving_image:
         return bp.image.serving_image, True
     if config.platform.ecr_registry:
-        return f"{config.platform.ecr_registry}/llmctl/{bp.runtime}:{__version__}", True
+        return f"{config.platform.ecr_registry}/{repository_name(config.stack, bp.name)}:{__version__}", True
     return bp.image.base, False
 
 
 def app_requirement(config: WorkloadConfig) -> str:
     """The pip requirement that installs the serving app into an upstream base image."""
     return config.app_package or f"llmctl=={__version__}"
+
+
+def pip_install(requirements: list[str]) -> str:
+    """The shell command that installs packages at container start (base-image mode)."""
+    return "pip install --no-cache-dir -q " + " ".join(shlex.quote(r) for r in requirements)
+
+
+def start_module_command(config: WorkloadConfig, module: str, *, python: str, baked: bool) -> list[str]:
+    """Container command running a serving start module (`python -m <module>`).
+
+    In base-image mode the app is pip-installed first; the container's `args` still reach the
+    module (bash passes them on as "$@").
+    """
+    run = [python, "-m", module]
+    if baked:
+        return run
+    script = f'{pip_install([app_requirement(config)])} && exec {shlex.join(run)} "$@"'
+    return ["/bin/bash", "-c", script, "--"]
+
+
+def blueprint_env(config: WorkloadConfig) -> Obj:
+    """`LLMCTL_BLUEPRINT` for container-started runtimes: the JSON the Ray apps get as their arg."""
+    from llmctl.serving.blueprint_env import BLUEPRINT_ENV, blueprint_env_value
+
+    return {"name": BLUEPRINT_ENV, "value": blueprint_env_value(config.blueprint)}
 
 
 # --- scheduling -----------------------------------------------------------------------------------
@@ -196,10 +235,7 @@ def head_pool(config: WorkloadConfig) -> PoolFacts:
 
 def node_selector(pool: PoolFacts, instance_type: str | None = None) -> dict[str, str]:
     """nodeSelector that lands on a pool (and one instance type when given)."""
-    if pool.managed_by == "karpenter":
-        selector = {POOL_LABEL: pool.name}
-    else:
-        selector = dict(pool.labels)
+    selector = {POOL_LABEL: pool.name} if pool.managed_by == "karpenter" else dict(pool.labels)
     if instance_type and pool.managed_by != "existing":
         selector[INSTANCE_TYPE_LABEL] = instance_type
     return selector
@@ -298,7 +334,11 @@ def http_probes(path: str, port: int | str, *, startup_seconds: int) -> Obj:
     """Startup, readiness and liveness probes on one HTTP path; startup allows for model load."""
     get = {"path": path, "port": port}
     return {
-        "startupProbe": {"httpGet": get, "periodSeconds": 10, "failureThreshold": max(1, startup_seconds // 10)},
+        "startupProbe": {
+            "httpGet": get,
+            "periodSeconds": 10,
+            "failureThreshold": max(1, startup_seconds // 10),
+        },
         "readinessProbe": {"httpGet": get, "periodSeconds": 10, "failureThreshold": 3},
         "livenessProbe": {"httpGet": get, "periodSeconds": 20, "failureThreshold": 6},
     }
@@ -316,7 +356,9 @@ def readiness_timeout(config: WorkloadConfig) -> int:
 
     bp = config.blueprint
     try:
-        weights = lookup_model(bp.model.architecture or bp.model.id, allow_hub=False).weights_gb(bp.model.dtype)
+        weights = lookup_model(bp.model.architecture or bp.model.id, allow_hub=False).weights_gb(
+            bp.model.dtype
+        )
     except CatalogError:
         weights = 30.0
     seconds = 1200 + 15 * weights
@@ -374,7 +416,10 @@ def deployment(
     template_meta: Obj = {"labels": labels(config, component)}
     if pod_annotations:
         template_meta["annotations"] = pod_annotations
-    spec: Obj = {"selector": {"matchLabels": selector}, "template": {"metadata": template_meta, "spec": pod_spec}}
+    spec: Obj = {
+        "selector": {"matchLabels": selector},
+        "template": {"metadata": template_meta, "spec": pod_spec},
+    }
     if replicas is not None:
         spec = {"replicas": replicas, **spec}
     return {

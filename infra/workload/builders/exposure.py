@@ -45,10 +45,17 @@ def _spec(config: WorkloadConfig, ports: list[Obj], selector: dict[str, str] | N
 
 def port(name: str, number: int, target: int | str | None = None) -> Obj:
     """A TCP service port."""
-    return {"name": name, "port": number, "targetPort": target if target is not None else number, "protocol": "TCP"}
+    return {
+        "name": name,
+        "port": number,
+        "targetPort": target if target is not None else number,
+        "protocol": "TCP",
+    }
 
 
-def service(config: WorkloadConfig, name: str, component: str, ports: list[Obj], *, exposed: bool = True) -> Obj:
+def service(
+    config: WorkloadConfig, name: str, component: str, ports: list[Obj], *, exposed: bool = True
+) -> Obj:
     """A Service selecting a component's pods; `exposed` applies the blueprint's exposure mode."""
     selector = {"app.kubernetes.io/instance": config.blueprint.name, "app.kubernetes.io/component": component}
     if not exposed:

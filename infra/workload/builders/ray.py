@@ -14,7 +14,6 @@ the container runs `pip install ... && $KUBERAY_GEN_RAY_START_CMD`.
 from __future__ import annotations
 
 import json
-import shlex
 
 import yaml
 
@@ -64,7 +63,7 @@ def _start_command(config: WorkloadConfig, image: str) -> Obj:
     requirements = [common.app_requirement(config)]
     if not image.startswith(("rayproject/", "docker.io/rayproject/")):
         requirements.insert(0, f"ray[serve]=={versions().python['ray'].value}")
-    install = "pip install --no-cache-dir -q " + " ".join(shlex.quote(r) for r in requirements)
+    install = common.pip_install(requirements)
     return {"command": ["/bin/bash", "-lc", "--"], "args": [f"{install} && $KUBERAY_GEN_RAY_START_CMD"]}
 
 

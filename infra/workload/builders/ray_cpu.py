@@ -19,5 +19,8 @@ IMPORT_PATH = "llmctl.serving.ray_cpu.app:app_builder"
 def build(config: WorkloadConfig) -> list[Obj]:
     """The RayService of a ray-cpu blueprint."""
     threads = max(1, math.floor(parse_quantity(serving_resources(config)["requests"]["cpu"])))
-    env = [{"name": "OMP_NUM_THREADS", "value": str(threads)}, {"name": "MKL_NUM_THREADS", "value": str(threads)}]
+    env = [
+        {"name": "OMP_NUM_THREADS", "value": str(threads)},
+        {"name": "MKL_NUM_THREADS", "value": str(threads)},
+    ]
     return [rayservice(config, import_path=IMPORT_PATH, group="cpu", worker_env=env)]

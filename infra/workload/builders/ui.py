@@ -45,10 +45,6 @@ def ui_service_name(config: WorkloadConfig) -> str:
     return f"{config.blueprint.name}-ui"
 
 
-def _serving_url(config: WorkloadConfig, service_name: str, serve_port: int) -> str:
-    return f"http://{service_name}.{config.ns}.svc.cluster.local:{serve_port}"
-
-
 def _ui_pod(config: WorkloadConfig, container: Obj, volumes: list[Obj]) -> Obj:
     return {
         **common.scheduling(common.head_pool(config)),
@@ -57,13 +53,17 @@ def _ui_pod(config: WorkloadConfig, container: Obj, volumes: list[Obj]) -> Obj:
     }
 
 
-def open_webui(config: WorkloadConfig, service_name: str, serve_port: int) -> list[Obj]:
-    """Open WebUI pointed at the endpoint's OpenAI API."""
+def open_webui(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
+    """Open WebUI pointed at the endpoint's OpenAI API (`<endpoint_url>/v1`)."""
     key_env = common.api_key_env(config)
     env: list[Obj] = [
-        {"name": "OPENAI_API_BASE_URL", "value": _serving_url(config, service_name, serve_port) + "/v1"},
+        {"name": "OPENAI_API_BASE_URL", "value": endpoint_url + "/v1"},
         {"name": "ENABLE_OLLAMA_API", "value": "false"},
-        *([{**key_env[0], "name": "OPENAI_API_KEY"}] if key_env else [{"name": "OPENAI_API_KEY", "value": "none"}]),
+        *(
+            [{**key_env[0], "name": "OPENAI_API_KEY"}]
+            if key_env
+            else [{"name": "OPENAI_API_KEY", "value": "none"}]
+        ),
     ]
     container: Obj = {
         "name": "open-webui",
@@ -82,17 +82,23 @@ def open_webui(config: WorkloadConfig, service_name: str, serve_port: int) -> li
     ]
 
 
-def gradio(config: WorkloadConfig, service_name: str, serve_port: int) -> list[Obj]:
-    """A Gradio chat UI pointed at the endpoint's /infer route."""
-    script, items = common.config_map(config, f"{config.blueprint.name}-gradio-app", {"app.py": _GRADIO_APP}, "ui")
+def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
+    """A Gradio chat UI pointed at the endpoint's /infer route (`<endpoint_url>/infer`)."""
+    script, items = common.config_map(
+        config, f"{config.blueprint.name}-gradio-app", {"app.py": _GRADIO_APP}, "ui"
+    )
     gradio_version = versions().python["gradio"].value
     container: Obj = {
         "name": "gradio",
         "image": versions().images["gradio"].image,
-        "command": ["/bin/sh", "-c", f"pip install --no-cache-dir -q gradio=={gradio_version} && exec python /app/app.py"],
+        "command": [
+            "/bin/sh",
+            "-c",
+            f"pip install --no-cache-dir -q gradio=={gradio_version} && exec python /app/app.py",
+        ],
         "ports": [{"name": "http", "containerPort": GRADIO_PORT}],
         "env": [
-            {"name": "LLMCTL_ENDPOINT", "value": _serving_url(config, service_name, serve_port)},
+            {"name": "LLMCTL_ENDPOINT", "value": endpoint_url},
             {"name": "LLMCTL_TITLE", "value": config.blueprint.description or config.blueprint.name},
             {"name": "GRADIO_PORT", "value": str(GRADIO_PORT)},
             *common.api_key_env(config),
@@ -101,7 +107,11 @@ def gradio(config: WorkloadConfig, service_name: str, serve_port: int) -> list[O
         **common.http_probes("/", "http", startup_seconds=600),
         "volumeMounts": [{"name": "app", "mountPath": "/app", "readOnly": True}],
     }
-    pod = _ui_pod(config, container, [{"name": "app", "configMap": {"name": script["metadata"]["name"], "items": items}}])
+    pod = _ui_pod(
+        config,
+        container,
+        [{"name": "app", "configMap": {"name": script["metadata"]["name"], "items": items}}],
+    )
     name = f"{config.blueprint.name}-gradio"
     return [
         script,
@@ -110,10 +120,10 @@ def gradio(config: WorkloadConfig, service_name: str, serve_port: int) -> list[O
     ]
 
 
-def build(config: WorkloadConfig, service_name: str, serve_port: int) -> list[Obj]:
-    """The blueprint's UI objects (empty for `ui: none`)."""
+def build(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
+    """The blueprint's UI objects (empty for `ui: none`); `endpoint_url` is the app's in-cluster root."""
     if config.blueprint.ui == "open-webui":
-        return open_webui(config, service_name, serve_port)
+        return open_webui(config, endpoint_url)
     if config.blueprint.ui == "gradio":
-        return gradio(config, service_name, serve_port)
+        return gradio(config, endpoint_url)
     return []

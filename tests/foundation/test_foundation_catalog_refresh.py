@@ -7,28 +7,17 @@ validates our request and the response against the real service model.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from llmctl.blueprints.hardware import hardware, load_hardware
-from llmctl.infra.catalog_refresh import fetch_prices, refresh_catalog, row_from_ec2
-from moto.server import ThreadedMotoServer
 from typer.testing import CliRunner
 
+from llmctl.blueprints.hardware import hardware, load_hardware
 from llmctl.errors import CloudError
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+from llmctl.infra.catalog_refresh import fetch_prices, refresh_catalog, row_from_ec2
 
 
 @pytest.fixture

@@ -64,7 +64,9 @@ def test_token_count_falls_back_to_the_tokenizer() -> None:
 
 def test_prompts_have_the_requested_lengths_and_unique_nonces() -> None:
     tok = ApproxTokenizer()
-    factory = PromptFactory(tok, mean_input_tokens=200, stddev_input_tokens=10, mean_output_tokens=50, stddev_output_tokens=5)
+    factory = PromptFactory(
+        tok, mean_input_tokens=200, stddev_input_tokens=10, mean_output_tokens=50, stddev_output_tokens=5
+    )
     specs = [factory.make(i) for i in range(200)]
     for spec in specs:
         assert tok.count(spec.text) == spec.input_tokens

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from llmctl.blueprints.catalog import catalog_names, load_blueprint, validate_ref
 from llmctl.blueprints.rules import engine_of, is_gated
-
 from llmctl.errors import BlueprintError
 
 SEED_BLUEPRINTS = {

@@ -6,10 +6,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from llmctl.cli.app import app
 from typer.testing import CliRunner
 
 from llmctl import __version__
+from llmctl.cli.app import app
 
 runner = CliRunner()
 

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware, in_range
 from llmctl.blueprints.models import catalog_models, from_config, lookup_model
 from llmctl.blueprints.pricing import blueprint_cost, node_plan, usd_per_1k_tokens
 from llmctl.blueprints.sizing import size_model
-
 from llmctl.errors import CatalogError
 
 
@@ -152,3 +152,11 @@ def test_quota_codes() -> None:
     assert catalog.quota_for(catalog.instance("g5.2xlarge")).code == "L-DB2E81BA"  # type: ignore[union-attr]
     assert catalog.quota_for(catalog.instance("p5.48xlarge")).code == "L-417A185B"  # type: ignore[union-attr]
     assert catalog.quota_for(catalog.instance("inf2.xlarge"), spot=True).code == "L-B5D1601B"  # type: ignore[union-attr]
+
+
+def test_hub_unreachable_says_how_to_continue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CatalogError) as info:
+        lookup_model("some-org/some-unknown-model")
+    assert "could not be fetched" in info.value.message
+    assert info.value.hint is not None and "local directory" in info.value.hint

@@ -1,0 +1,44 @@
+"""`llmctl doctor`: is this machine and account ready for a blueprint?"""
+
+from __future__ import annotations
+
+import typer
+
+from llmctl.cli import output
+
+
+def doctor(
+    blueprint: str | None = typer.Option(None, "--blueprint", "-b", help="Check what this blueprint needs."),
+    region: str | None = typer.Option(
+        None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."
+    ),
+    stack: str = typer.Option("dev", "--stack", help="Environment (stack) name."),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+) -> None:
+    """Credentials, region, instance offerings by AZ, vCPU quota, Hugging Face token, tool versions."""
+    output.start(json_output=json_output)
+    from llmctl.errors import PrerequisiteError
+    from llmctl.infra.doctor import run_doctor
+
+    report = run_doctor(blueprint, region=region, stack=stack)
+    if json_output:
+        output.emit_json(report.to_dict())
+    else:
+        for check in report.checks:
+            mark = {True: "[green]ok[/]  ", False: "[red]FAIL[/]", None: "[yellow]warn[/]"}[check.ok]
+            output.console.print(f"{mark} {check.name}: {check.detail}", soft_wrap=True)
+            if check.fix and check.ok is not True:
+                output.console.print(f"       fix: {check.fix}", soft_wrap=True, markup=False)
+    if not report.ok and json_output:
+        raise typer.Exit(PrerequisiteError.exit_code)
+    if not report.ok:
+        failed = [c.name for c in report.checks if c.ok is False]
+        raise PrerequisiteError(
+            f"{len(failed)} check(s) failed: {', '.join(failed)}",
+            "apply the fixes listed above and run `llmctl doctor` again",
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `llmctl doctor`."""
+    app.command("doctor")(doctor)

@@ -1,0 +1,71 @@
+"""`llmctl images build` and `llmctl images list`: the bundled serving containers."""
+
+from __future__ import annotations
+
+import typer
+
+from llmctl.cli import output
+
+app = typer.Typer(help="Build and push the serving container images.", no_args_is_help=True)
+
+
+@app.command("build")
+def build(
+    runtime: str = typer.Option(
+        None,
+        "--runtime",
+        help="ray-cpu, ray-neuronx, ray-vllm, triton-vllm or torchserve-neuronx (default: the blueprint's).",
+    ),
+    blueprint: str = typer.Option(
+        None,
+        "--blueprint",
+        "-b",
+        help="Build for this blueprint: its runtime, base image and ECR repository.",
+    ),
+    stack: str = typer.Option(
+        "dev", "--stack", help="Environment of the workload stack (ECR llmctl/<stack>/<bp>)."
+    ),
+    push: bool = typer.Option(
+        False,
+        "--push",
+        help="Push to the workload stack's ECR repository llmctl/<stack>/<blueprint> (needs --blueprint).",
+    ),
+    region: str = typer.Option(None, "--region", help="AWS region of the ECR registry (needed with --push)."),
+    tag: str = typer.Option(None, "--tag", help="Image tag (default: the llmctl version)."),
+    base: str = typer.Option(None, "--base", help="Override the pinned base image (tag or digest)."),
+    json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Build a runtime's image with the local Docker engine (buildx), optionally pushing it."""
+    output.start(json_output=json)
+    from llmctl.infra.images import build as build_image
+
+    result = build_image(
+        runtime, blueprint=blueprint, stack=stack, push=push, region=region, tag=tag, base=base
+    ).to_dict()
+    if json:
+        output.emit_json(result)
+        return
+    output.console.print(f"built {result['image']} (base {result['base']})")
+    if result["serving_image"]:
+        output.console.print(
+            f"put this in the blueprint:\n  image:\n    serving_image: {result['serving_image']}"
+        )
+
+
+@app.command("list")
+def list_cmd(json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """List the runtimes, their Dockerfiles and pinned base images."""
+    output.start(json_output=json)
+    from llmctl.infra.images import list_images
+
+    rows = list_images()
+    if json:
+        output.emit_json(rows)
+        return
+    for row in rows:
+        output.console.print(f"{row['runtime']:<20} {row['dockerfile']:<38} {row['base']}")
+
+
+def register(root: typer.Typer) -> None:
+    """Add `llmctl images` to the root app."""
+    root.add_typer(app, name="images")

@@ -1,0 +1,35 @@
+"""`llmctl models tiny DIR`: write a small random-weight model for smoke tests without network."""
+
+from __future__ import annotations
+
+import typer
+
+from llmctl.cli import output
+
+app = typer.Typer(help="Models for local smoke tests.", no_args_is_help=True)
+
+
+@app.command("tiny")
+def tiny(
+    directory: str = typer.Argument(..., help="New or empty directory to write the model into."),
+    json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Write a tiny random-weight Llama model with a real tokenizer and chat template."""
+    output.start(json_output=json)
+    from llmctl.serving.tiny import write_tiny_model
+
+    info = write_tiny_model(directory)
+    if json:
+        output.emit_json(info)
+        return
+    output.console.print(
+        f"wrote a tiny Llama model ({info['parameters']:,} parameters, vocab {info['vocab_size']}) to {info['path']}"
+    )
+    output.console.print(
+        f"serve it locally: llmctl up --blueprint tiny-cpu --target local --model {info['path']}"
+    )
+
+
+def register(root: typer.Typer) -> None:
+    """Add `llmctl models` to the root app."""
+    root.add_typer(app, name="models")

@@ -1,0 +1,43 @@
+"""`llmctl render`: a workload's Kubernetes manifests as YAML, for GitOps or review."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from llmctl.cli import output
+
+
+def render(
+    blueprint: str = typer.Option(
+        ..., "--blueprint", "-b", help="Catalog name or path to a blueprint YAML file."
+    ),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Write one YAML file per object into this folder (default: print a stream)."
+    ),
+    stack: str = typer.Option("dev", "--stack", help="Environment (platform stack) the workload lands on."),
+    region: str = typer.Option("us-west-2", "--region", help="AWS region of the platform."),
+    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+) -> None:
+    """Render the workload's manifests (secrets redacted), identical to what `llmctl up` applies."""
+    output.start(json_output=json)
+    from llmctl.infra.workload.api import render_blueprint
+
+    report = render_blueprint(blueprint, stack=stack, region=region, out_dir=out)
+    if json:
+        output.emit_json(report)
+        return
+    if out is None:
+        typer.echo(report["yaml"], nl=False)
+        return
+    output.console.print(
+        f"wrote {len(report['files'])} manifest(s) for [bold]{report['blueprint']}[/] to {out}"
+    )
+    for path in report["files"]:
+        output.console.print(f"  {path}", soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `llmctl render` to the root app."""
+    app.command("render")(render)

@@ -1,0 +1,82 @@
+"""`llmctl stacks list` and `llmctl stacks gc`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from llmctl.cli import output
+
+app = typer.Typer(
+    help="List stacks in the backend and remove expired ones (e.g. PR preview stacks).", no_args_is_help=True
+)
+
+
+def _engine(backend: str | None) -> Any:
+    from llmctl.infra.backend import resolve_backend
+    from llmctl.infra.engine import Engine
+    from llmctl.infra.preflight import require_pulumi
+
+    require_pulumi()
+    return Engine(resolve_backend(backend))
+
+
+@app.command("list")
+def list_stacks(
+    backend: str | None = typer.Option(
+        None, "--backend", help="Pulumi backend URL (default: the local file backend)."
+    ),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+) -> None:
+    """Every llmctl stack with its last update and resource count."""
+    output.start(json_output=json_output)
+    from llmctl.infra.stacks import stack_rows
+
+    rows = stack_rows(_engine(backend))
+    if json_output:
+        output.emit_json(rows)
+        return
+    for row in rows:
+        output.console.print(
+            f"{row['stack']:12} {row['project']:28} {row['last_update'] or 'never':28} {row['resources'] or 0} resources",
+            markup=False,
+        )
+    if not rows:
+        output.console.print("no stacks")
+
+
+@app.command("gc")
+def gc(
+    older_than: str = typer.Option(..., "--older-than", help="Age since the last update: 3d, 12h or 90m."),
+    prefix: str = typer.Option("", "--prefix", help="Only stacks whose name starts with this (e.g. pr-)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    backend: str | None = typer.Option(None, "--backend", help="Pulumi backend URL."),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+) -> None:
+    """Destroy and remove stacks not updated for longer than --older-than."""
+    output.start(json_output=json_output)
+    from llmctl.cli.lifecycle import confirm
+    from llmctl.infra.stacks import gc as run_gc
+    from llmctl.infra.stacks import parse_age
+
+    age = parse_age(older_than)
+    result = run_gc(
+        _engine(backend),
+        age,
+        prefix=prefix,
+        dry_run=dry_run,
+        confirm=lambda items: confirm("Destroy and remove?", items, yes=yes),
+    )
+    if json_output:
+        output.emit_json({"expired": result.expired, "removed": result.removed, "dry_run": dry_run})
+        return
+    output.console.print(f"expired: {', '.join(result.expired) or 'none'}", markup=False)
+    if not dry_run:
+        output.console.print(f"removed: {', '.join(result.removed) or 'none'}", markup=False)
+
+
+def register(root: typer.Typer) -> None:
+    """Add `llmctl stacks`."""
+    root.add_typer(app, name="stacks")

@@ -1,0 +1,69 @@
+"""`llmctl sweep`: delete what in-cluster controllers left behind for one cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from llmctl.cli import output
+
+
+def sweep(
+    cluster: str = typer.Option(..., "--cluster", help="EKS cluster name (llmctl-<stack> by default)."),
+    region: str | None = typer.Option(
+        None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+) -> None:
+    """Find load balancers, target groups, security groups, Karpenter instances and launch templates,
+    detached ENIs and orphaned volumes tagged for the cluster, and delete them."""
+    output.start(json_output=json_output)
+    from llmctl.cli.lifecycle import confirm
+    from llmctl.errors import UserAbort
+    from llmctl.infra.preflight import require_aws
+    from llmctl.infra.sweep import Sweeper
+
+    ident = require_aws(region)
+    sweeper = Sweeper(cluster, ident.region)
+    found = sweeper.find()
+    deleted: list[Any] = []
+    failed: list[Any] = []
+    if found and not dry_run:
+        if not confirm(
+            f"Delete these {len(found)} objects?", [f"{i.label()} [{i.reason}]" for i in found], yes=yes
+        ):
+            raise UserAbort("nothing was deleted", None)
+        deleted, failed = sweeper.delete(found)
+    from llmctl.infra.sweep import SweepReport
+
+    report = SweepReport(
+        cluster=cluster, region=ident.region, dry_run=dry_run, found=found, deleted=deleted, failed=failed
+    )
+    if json_output:
+        output.emit_json(report.to_dict())
+    else:
+        con = output.console
+        con.print(f"found {len(found)} object(s) tagged for {cluster} in {ident.region}")
+        for item in found:
+            con.print(f"  {item.label()}  [{item.reason}]", markup=False)
+        if dry_run:
+            con.print("dry run: nothing was deleted")
+        else:
+            con.print(f"deleted {len(deleted)}, failed {len(failed)}")
+            for item, error in failed:
+                con.print(f"  [red]failed[/] {item.label()}: {error}")
+    if failed:
+        from llmctl.errors import CloudError
+
+        raise CloudError(
+            f"{len(failed)} object(s) could not be deleted",
+            "run `llmctl sweep` again in a few minutes; AWS frees dependencies asynchronously",
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `llmctl sweep`."""
+    app.command("sweep")(sweep)

@@ -1,0 +1,51 @@
+"""`llmctl validate`: blueprint rules plus the offline schedulability check."""
+
+from __future__ import annotations
+
+import typer
+
+from llmctl.cli import output
+
+EXIT_PROBLEMS = 2
+
+
+def validate(
+    blueprint: str = typer.Option(
+        ..., "--blueprint", "-b", help="Catalog name or path to a blueprint YAML file."
+    ),
+    stack: str = typer.Option("dev", "--stack", help="Environment (platform stack) the workload lands on."),
+    region: str = typer.Option("us-west-2", "--region", help="AWS region of the platform."),
+    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+) -> None:
+    """Check that every pod of the workload can be scheduled on the platform the blueprint builds."""
+    output.start(json_output=json)
+    from llmctl.infra.workload.api import validate_blueprint
+
+    report = validate_blueprint(blueprint, stack=stack, region=region)
+    if json:
+        output.emit_json(report)
+    elif report["ok"]:
+        output.console.print(
+            f"[green]ok[/] {report['blueprint']}: {len(report['pods'])} pod template(s) schedulable on pools "
+            + ", ".join(p["name"] for p in report["pools"])
+        )
+    else:
+        output.err_console.print(
+            f"[bold red]error:[/] {report['blueprint']}: {len(report['problems'])} pod problem(s) would leave pods Pending"
+        )
+        from rich.markup import escape
+
+        for problem in report["problems"]:
+            where = f" ({problem['where']})" if problem["where"] else ""
+            path = escape(f"{problem['kind']}/{problem['name']}{where}")
+            output.err_console.print(
+                f"  [red]•[/] [bold]{path}[/]: {escape(problem['message'])}", soft_wrap=True
+            )
+            output.err_console.print(f"    [yellow]fix:[/] {escape(problem['hint'])}", soft_wrap=True)
+    if not report["ok"]:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `llmctl validate` to the root app."""
+    app.command("validate")(validate)

@@ -1,0 +1,422 @@
+"""Orchestration of `llmctl up`, `down` and `preview` across the platform and workload stacks.
+
+up:   load + schedulability check (before any cloud call) -> preflight -> preview + cost -> confirm
+      -> platform up -> workload up -> readiness -> endpoint recorded.
+down: workloads -> platform (swept and retried once if AWS objects block it) -> sweep -> leftover check.
+Every step is idempotent: a second run after a failure resumes from Pulumi's saved state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from llmctl.errors import BlueprintError, CloudError, EngineError, LlmctlError, UserAbort
+from llmctl.infra.engine import PLATFORM_PROJECT, Engine, PreviewResult, StackSpec, workload_project
+from llmctl.infra.progress import Progress, Timeline
+from llmctl.state import Endpoint
+
+Target = Literal["eks", "kubeconfig", "local"]
+DESTROY_ENV = {"PULUMI_K8S_DELETE_UNREACHABLE": "true"}
+
+
+@dataclass
+class Plan:
+    """What `up` is about to do, shown before the confirmation."""
+
+    blueprint: str
+    stack: str
+    region: str
+    target: str
+    cluster: str
+    changes: dict[str, dict[str, int]]
+    cost: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "blueprint": self.blueprint,
+            "stack": self.stack,
+            "region": self.region,
+            "target": self.target,
+            "cluster": self.cluster,
+            "changes": self.changes,
+            "cost": self.cost.to_dict() if self.cost is not None else None,
+        }
+
+
+@dataclass
+class UpResult:
+    endpoint: Endpoint
+    plan: Plan | None
+    timeline: Timeline
+
+
+def next_commands(endpoint: Endpoint) -> list[str]:
+    """What to run after `up`: chat, bench, down."""
+    bp, stack = endpoint.blueprint, endpoint.stack
+    return [
+        f"llmctl chat --blueprint {bp} --stack {stack}",
+        f"llmctl bench --blueprint {bp} --stack {stack}",
+        f"llmctl down --target local --stack {stack}"
+        if endpoint.target == "local"
+        else f"llmctl down --stack {stack}",
+    ]
+
+
+@dataclass
+class DownResult:
+    stack: str
+    destroyed: list[str] = field(default_factory=list)
+    sweep: Any = None
+    leftovers: list[Any] = field(default_factory=list)
+    timeline: Timeline = field(default_factory=Timeline)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {
+            "stack": self.stack,
+            "destroyed": self.destroyed,
+            "sweep": self.sweep.to_dict() if self.sweep is not None else None,
+            "leftovers": [asdict(item) for item in self.leftovers],
+            "timeline": self.timeline.to_dict(),
+        }
+
+
+def _blueprint_problems(bp: Any, facts: Any) -> None:
+    from llmctl.infra.workload.schedulability import validate_workload
+
+    problems = validate_workload(bp, facts)
+    if problems:
+        raise BlueprintError(
+            f"blueprint {bp.name!r} cannot be scheduled on this platform",
+            "fix the blueprint (or the platform pools) and run again; no workload was deployed",
+            source=bp.name,
+            problems=[(p.path, f"{p.message}; fix: {p.hint}") for p in problems],
+        )
+
+
+def platform_program(config: Any) -> Callable[[], None]:
+    def program() -> None:
+        from llmctl.infra.platform.program import build_platform
+
+        build_platform(config)
+
+    return program
+
+
+def workload_program(config: Any, hf_token: str | None) -> Callable[[], None]:
+    def program() -> None:
+        from llmctl.infra.workload.program import build_workload
+
+        build_workload(config, hf_token)
+
+    return program
+
+
+def platform_spec(stack: str, config: Any = None) -> StackSpec:
+    if config is None:
+        return StackSpec(PLATFORM_PROJECT, stack)
+    return StackSpec(PLATFORM_PROJECT, stack, platform_program(config), config.to_pulumi_config())
+
+
+def hf_token() -> str | None:
+    return os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
+
+
+class Lifecycle:
+    """Runs the lifecycle of one stack (environment) in one backend."""
+
+    def __init__(self, engine: Engine, progress: Progress, *, stack: str = "dev") -> None:
+        self.engine = engine
+        self.progress = progress
+        self.stack = stack
+
+    # ---- up ------------------------------------------------------------------------------
+    def up(
+        self,
+        blueprint: str,
+        *,
+        region: str,
+        target: Target = "eks",
+        kubeconfig: Path | None = None,
+        confirm: Callable[[Plan], bool] | None = None,
+        wait: bool = True,
+        wait_timeout_s: float = 3600,
+    ) -> UpResult:
+        from llmctl.blueprints.catalog import load_blueprint
+        from llmctl.blueprints.hardware import hardware
+        from llmctl.blueprints.pricing import blueprint_cost
+        from llmctl.infra.platform.config import PlatformConfig
+        from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+
+        bp = load_blueprint(blueprint)
+        offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
+        if target == "kubeconfig":
+            if kubeconfig is None or not kubeconfig.is_file():
+                raise BlueprintError(
+                    "--target kubeconfig needs --kubeconfig FILE (an existing file)",
+                    "pass the kubeconfig of your cluster",
+                )
+            offline = offline.model_copy(
+                update={
+                    "target": "kubeconfig",
+                    "kubeconfig": kubeconfig.read_text(),
+                    "cluster_name": kubeconfig.stem,
+                }
+            )
+        _blueprint_problems(bp, offline)
+        p_config = PlatformConfig.for_blueprints([bp], stack=self.stack, region=region)
+        cost = blueprint_cost(bp, hardware())
+        changes: dict[str, dict[str, int]] = {}
+        if target == "eks":
+            with self.progress.phase("plan"):
+                changes["platform"] = self.engine.preview(platform_spec(self.stack, p_config)).changes
+        plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost)
+        if confirm is not None and not confirm(plan):
+            raise UserAbort("nothing was changed", None)
+        if target == "eks":
+            total = sum(n for op, n in changes.get("platform", {}).items() if op != "same")
+            with self.progress.phase("platform", total=total):
+                outputs = self.engine.up(platform_spec(self.stack, p_config), on_event=self.progress.on_event)
+            facts = PlatformFacts.from_outputs(outputs)
+            _blueprint_problems(bp, facts)
+        else:
+            facts = offline
+        token = hf_token()
+        w_config = WorkloadConfig(
+            blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(token)
+        )
+        spec = StackSpec(
+            workload_project(bp.name), self.stack, workload_program(w_config, token), {"aws:region": region}
+        )
+        with self.progress.phase(f"workload {bp.name}"):
+            w_out = self.engine.up(spec, on_event=self.progress.on_event)
+        kube = self._kubeconfig(facts, kubeconfig)
+        if wait and kube is not None:
+            from llmctl.infra.kube import wait_ready
+
+            with self.progress.phase("readiness"):
+                wait_ready(
+                    kube,
+                    str(w_out.get("namespace") or w_config.ns),
+                    timeout_s=wait_timeout_s,
+                    on_wait=self.progress.wait,
+                )
+        endpoint = self._endpoint(bp, target, w_out, facts, kube)
+        from llmctl.state import save_endpoint
+
+        save_endpoint(endpoint)
+        return UpResult(endpoint, plan, self.progress.timeline)
+
+    def _kubeconfig(self, facts: Any, given: Path | None) -> Path | None:
+        if given is not None:
+            return given
+        if not facts.kubeconfig:
+            return None
+        from llmctl.infra.kube import save_kubeconfig
+
+        return save_kubeconfig(self.stack, facts.kubeconfig)
+
+    def _endpoint(self, bp: Any, target: str, out: dict[str, Any], facts: Any, kube: Path | None) -> Endpoint:
+        """Port-forward exposure: localhost (via `llmctl connect`); load balancers: their hostname."""
+        port = int(out.get("port") or bp.serving.port)
+        namespace = str(out.get("namespace") or bp.name)
+        base = f"http://localhost:{port}"
+        if bp.exposure.mode != "port-forward" and out.get("service") and kube is not None:
+            from llmctl.infra.kube import kubectl_json
+
+            try:
+                svc = kubectl_json(kube, "get", "service", "-n", namespace, str(out["service"]))
+                ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress") or [{}]
+                host = ingress[0].get("hostname") or ingress[0].get("ip")
+                if host:
+                    base = f"http://{host}:{port}"
+            except LlmctlError as exc:
+                self.progress.note(
+                    f"could not read the load balancer address ({exc.message}); using localhost"
+                )
+        extra = {
+            k: str(out[k]) for k in ("namespace", "service", "dashboard_service", "ui_service") if out.get(k)
+        }
+        extra.update({"cluster": facts.cluster_name, "region": facts.region, "port": str(port)})
+        if out.get("ui_port"):
+            extra["ui_port"] = str(out["ui_port"])
+        path = str(out.get("path") or "")
+        # Ray apps serve the OpenAI API under the route prefix; Triton and TorchServe have their own APIs.
+        base_url = f"{base}{path}" + ("/v1" if out.get("openai", True) else "")
+        if out.get("endpoint"):
+            extra["cluster_url"] = str(out["endpoint"])
+        if kube is not None:
+            extra["kubeconfig"] = str(kube)
+        return Endpoint(
+            stack=self.stack,
+            blueprint=bp.name,
+            target=target,
+            base_url=base_url,
+            model=bp.model.id,
+            dashboard_url="http://localhost:8265" if out.get("dashboard_service") else None,
+            ui_url="http://localhost:7860" if out.get("ui_service") else None,
+            extra=extra,
+        )
+
+    # ---- down ----------------------------------------------------------------------------
+    def workloads(self) -> list[str]:
+        """Blueprints with a workload stack in this environment."""
+        prefix = "llmctl-"
+        return sorted(
+            info.project[len(prefix) :]
+            for info in self.engine.list_stacks()
+            if info.stack == self.stack
+            and info.project != PLATFORM_PROJECT
+            and info.project.startswith(prefix)
+        )
+
+    def down(
+        self,
+        *,
+        region: str,
+        blueprint: str | None = None,
+        keep_platform: bool = False,
+        confirm: Callable[[list[str]], bool] | None = None,
+        sweep_timeout_s: float = 600,
+    ) -> DownResult:
+        from llmctl.infra.sweep import leftovers, sweep
+        from llmctl.state import remove_endpoint
+
+        all_workloads = self.workloads()
+        targets = [blueprint] if blueprint else all_workloads
+        drop_platform = not keep_platform and not [w for w in all_workloads if w not in targets]
+        outputs = self.engine.outputs(platform_spec(self.stack)) or {}
+        cluster = str(outputs.get("cluster_name") or f"llmctl-{self.stack}")
+        region = str(outputs.get("region") or region)
+        listing = [f"workload stack {workload_project(name)}/{self.stack}" for name in targets]
+        if drop_platform:
+            listing += [
+                f"platform stack {PLATFORM_PROJECT}/{self.stack} (cluster {cluster} in {region})",
+                f"anything left tagged for {cluster}",
+            ]
+        if confirm is not None and not confirm(listing):
+            raise UserAbort("nothing was deleted", None)
+        result = DownResult(stack=self.stack, timeline=self.progress.timeline)
+        for name in targets:
+            spec = StackSpec(workload_project(name), self.stack, env=DESTROY_ENV)
+            with self.progress.phase(f"destroy workload {name}"):
+                if self.engine.destroy(spec, on_event=self.progress.on_event, remove=True):
+                    result.destroyed.append(spec.label)
+            remove_endpoint(self.stack, name)
+        if not drop_platform:
+            return result
+        spec = StackSpec(PLATFORM_PROJECT, self.stack, env=DESTROY_ENV)
+        with self.progress.phase("destroy platform"):
+            try:
+                existed = self.engine.destroy(spec, on_event=self.progress.on_event, remove=True)
+            except EngineError as exc:
+                # Usually a VPC or subnet blocked by objects controllers left: sweep, then retry once.
+                self.progress.note(
+                    f"platform destroy failed ({exc.message}); sweeping leftovers and retrying once"
+                )
+                sweep(cluster, region, timeout_s=sweep_timeout_s)
+                existed = self.engine.destroy(spec, on_event=self.progress.on_event, remove=True)
+            if existed:
+                result.destroyed.append(spec.label)
+        with self.progress.phase("sweep"):
+            result.sweep = sweep(
+                cluster,
+                region,
+                timeout_s=sweep_timeout_s,
+                on_deleted=lambda i: self.progress.note(f"    deleted {i.label()}"),
+            )
+        with self.progress.phase("leftover check"):
+            result.leftovers = leftovers(cluster, region)
+        return result
+
+    # ---- preview -------------------------------------------------------------------------
+    def preview(self, blueprint: str, *, region: str) -> PreviewReport:
+        from llmctl.blueprints.catalog import load_blueprint
+        from llmctl.blueprints.hardware import hardware
+        from llmctl.blueprints.pricing import blueprint_cost
+        from llmctl.infra.platform.config import PlatformConfig
+        from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+
+        bp = load_blueprint(blueprint)
+        p_config = PlatformConfig.for_blueprints([bp], stack=self.stack, region=region)
+        _blueprint_problems(bp, PlatformFacts.for_blueprint(bp, stack=self.stack, region=region))
+        platform = self.engine.preview(platform_spec(self.stack, p_config))
+        outputs = self.engine.outputs(platform_spec(self.stack))
+        facts = (
+            PlatformFacts.from_outputs(outputs)
+            if outputs
+            else PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
+        )
+        w_config = WorkloadConfig(
+            blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(hf_token())
+        )
+        spec = StackSpec(
+            workload_project(bp.name),
+            self.stack,
+            workload_program(w_config, hf_token()),
+            {"aws:region": region},
+        )
+        workload = self.engine.preview(spec)
+        return PreviewReport(
+            bp.name,
+            self.stack,
+            {PLATFORM_PROJECT: platform, spec.project: workload},
+            blueprint_cost(bp, hardware()),
+        )
+
+
+@dataclass
+class PreviewReport:
+    blueprint: str
+    stack: str
+    stacks: dict[str, PreviewResult]
+    cost: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "blueprint": self.blueprint,
+            "stack": self.stack,
+            "stacks": {name: {"changes": r.changes, "steps": r.steps} for name, r in self.stacks.items()},
+            "cost_per_hour_usd": round(self.cost.total_hourly_usd, 4),
+        }
+
+    def to_markdown(self) -> str:
+        """A PR comment: change summary per stack, the resources by operation, the hourly cost."""
+        lines = [
+            f"### llmctl preview: `{self.blueprint}` on stack `{self.stack}`",
+            "",
+            "| stack | create | update | replace | delete |",
+            "|---|---|---|---|---|",
+        ]
+        for name, r in self.stacks.items():
+            lines.append(
+                f"| {name} | {r.count('create')} | {r.count('update')} | {r.count('replace', 'create-replacement')} | {r.count('delete')} |"
+            )
+        for name, r in self.stacks.items():
+            changed = [s for s in r.steps if s["op"] not in ("same", "read")]
+            if changed:
+                lines += ["", f"<details><summary>{name}: {len(changed)} resource changes</summary>", ""]
+                lines += [f"- `{s['op']}` {s['type']} `{s['urn'].split('::')[-1]}`" for s in changed]
+                lines += ["", "</details>"]
+        c = self.cost
+        lines += [
+            "",
+            f"**Cost:** ${c.total_hourly_usd:.2f}/h ({c.nodes} x {c.instance_type} ${c.serving_hourly_usd:.2f}/h + platform ${c.platform_hourly_usd:.2f}/h)",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def check_leftovers(result: DownResult) -> None:
+    """`down`'s final verdict: a CloudError listing what is still there."""
+    if result.leftovers:
+        names = ", ".join(item.label() for item in result.leftovers[:10])
+        raise CloudError(
+            f"{len(result.leftovers)} object(s) tagged for the cluster are still there: {names}",
+            f"run `llmctl sweep --cluster {result.sweep.cluster if result.sweep else '...'} --region {result.leftovers[0].region}` "
+            "again in a few minutes (AWS deletes ENIs and LBs asynchronously), or delete them in the console",
+        )

@@ -1,0 +1,87 @@
+"""`llmctl stacks list` and `llmctl stacks gc`: preview stacks expire without a hosted service."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from llmctl.errors import UserAbort
+from llmctl.infra.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
+from llmctl.infra.lifecycle import DESTROY_ENV
+
+
+def parse_age(text: str) -> timedelta:
+    """'3d', '12h', '90m' -> timedelta."""
+    from llmctl.errors import LlmctlError
+
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    value, unit = text[:-1], text[-1:]
+    if unit not in units or not value.isdigit():
+        raise LlmctlError(f"cannot read the age {text!r}", "use a number and a unit: 3d, 12h or 90m")
+    return timedelta(**{units[unit]: int(value)})
+
+
+def stack_rows(engine: Engine) -> list[dict[str, Any]]:
+    """Every llmctl stack with its last update (stable keys for --json)."""
+    return [
+        {
+            "project": info.project,
+            "stack": info.stack,
+            "kind": "platform" if info.project == PLATFORM_PROJECT else "workload",
+            "last_update": info.last_update.isoformat() if info.last_update else None,
+            "resources": info.resource_count,
+            "update_in_progress": info.update_in_progress,
+        }
+        for info in sorted(
+            engine.list_stacks(), key=lambda i: (i.stack, i.project != PLATFORM_PROJECT, i.project)
+        )
+    ]
+
+
+@dataclass
+class GcResult:
+    expired: list[str]
+    removed: list[str]
+
+
+def expired(
+    engine: Engine, older_than: timedelta, *, prefix: str = "", now: datetime | None = None
+) -> list[StackInfo]:
+    """Stacks whose last update is older than `older_than` (optionally only names starting with prefix)."""
+    now = now or datetime.now(timezone.utc).replace(tzinfo=None)
+    found = []
+    for info in engine.list_stacks():
+        if prefix and not info.stack.startswith(prefix):
+            continue
+        stamp = info.last_update
+        if stamp is not None and stamp.tzinfo is not None:
+            stamp = stamp.astimezone(timezone.utc).replace(tzinfo=None)
+        if stamp is None or now - stamp > older_than:
+            found.append(info)
+    # workloads before their platform
+    return sorted(found, key=lambda i: (i.stack, i.project == PLATFORM_PROJECT))
+
+
+def gc(
+    engine: Engine,
+    older_than: timedelta,
+    *,
+    prefix: str = "",
+    dry_run: bool = False,
+    confirm: Callable[[list[str]], bool] | None = None,
+) -> GcResult:
+    """Destroy and remove expired stacks (workloads before platforms)."""
+    old = expired(engine, older_than, prefix=prefix)
+    labels = [f"{i.project}/{i.stack}" for i in old]
+    if dry_run or not old:
+        return GcResult(labels, [])
+    if confirm is not None and not confirm(labels):
+        raise UserAbort("nothing was deleted", None)
+    removed = []
+    for info in old:
+        spec = StackSpec(info.project, info.stack, env=DESTROY_ENV)
+        engine.destroy(spec, remove=True)
+        removed.append(f"{info.project}/{info.stack}")
+    return GcResult(labels, removed)

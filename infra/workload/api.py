@@ -1,0 +1,62 @@
+"""What `llmctl render` and `llmctl validate` call: load the blueprint, derive the platform facts
+offline, build the manifests, then render or check them. Results are plain dicts with stable keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from llmctl.blueprints.catalog import load_blueprint
+from llmctl.errors import LlmctlError
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+
+
+def render_blueprint(
+    ref: str, *, stack: str = "dev", region: str = "us-west-2", out_dir: Path | None = None
+) -> dict[str, Any]:
+    """The workload's manifests as YAML (secrets redacted), written to `out_dir` when given."""
+    from llmctl.infra.workload.manifests import build_manifests, endpoint_info
+    from llmctl.infra.workload.render import render_yaml
+
+    blueprint = load_blueprint(ref)
+    config = WorkloadConfig(
+        blueprint=blueprint,
+        stack=stack,
+        platform=PlatformFacts.for_blueprint(blueprint, stack=stack, region=region),
+    )
+    manifests = build_manifests(config, hf_token=None)
+    rendered = render_yaml(manifests, out_dir)
+    return {
+        "blueprint": blueprint.name,
+        "namespace": config.ns,
+        "endpoint": endpoint_info(config).as_dict(),
+        "objects": [{"kind": m["kind"], "name": m["metadata"]["name"]} for m in manifests],
+        "files": [str(path) for path in rendered.files],
+        "yaml": rendered.text,
+    }
+
+
+def validate_blueprint(ref: str, *, stack: str = "dev", region: str = "us-west-2") -> dict[str, Any]:
+    """Blueprint rules (raising on failure), then the schedulability check on the platform it builds."""
+    from llmctl.infra.workload.manifests import build_manifests
+    from llmctl.infra.workload.schedulability import pod_templates, validate_workload
+
+    blueprint = load_blueprint(ref)
+    facts = PlatformFacts.for_blueprint(blueprint, stack=stack, region=region)
+    problems = validate_workload(blueprint, facts)
+    try:
+        manifests = build_manifests(WorkloadConfig(blueprint=blueprint, platform=facts), hf_token=None)
+    except LlmctlError:
+        manifests = []  # already reported as a problem by validate_workload
+    pods = [f"{t.kind}/{t.name} ({t.where})" for m in manifests for t in pod_templates(m)]
+    return {
+        "blueprint": blueprint.name,
+        "ok": not problems,
+        "pods": pods,
+        "pools": [
+            {"name": p.name, "labels": p.node_labels(), "taints": [t.model_dump() for t in p.taints]}
+            for p in facts.pools
+        ],
+        "problems": [p.as_dict() for p in problems],
+    }

@@ -1,0 +1,88 @@
+"""The workload stack's Pulumi program: one blueprint on a platform.
+
+`build_workload` refuses to run when the workload would not schedule (the same check as
+`llmctl validate`), so a blueprint that would leave pods Pending can never be brought up.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import pulumi
+
+from llmctl.errors import PrerequisiteError
+from llmctl.infra.workload.builders.cache import compile_cache_enabled, mirror_enabled
+from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT, needs_hf_token
+from llmctl.infra.workload.builders.ui import UI_PORT
+from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.manifests import endpoint_info
+from llmctl.infra.workload.schedulability import ensure_schedulable
+
+
+def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key: str | None = None) -> None:
+    """Register the workload's resources and export where its endpoint is."""
+    bp = config.blueprint
+    ensure_schedulable(bp, config.platform)
+    if needs_hf_token(config) and not hf_token:
+        raise PrerequisiteError(
+            f"{bp.model.id} is gated on Hugging Face and no token was given",
+            "set HF_TOKEN or pass --hf-token-file (accept the model's license on huggingface.co first)",
+        )
+    import pulumi_kubernetes as k8s
+
+    from llmctl.infra.workload.component import Workload
+
+    opts = None
+    if config.platform.kubeconfig:
+        provider = k8s.Provider("k8s", kubeconfig=pulumi.Output.secret(config.platform.kubeconfig))
+        opts = pulumi.ResourceOptions(providers=[provider])
+    depends: list[pulumi.Resource] = []
+    on_eks = config.platform.target == "eks"
+    if on_eks:
+        import pulumi_aws as aws
+
+        from llmctl.infra.images import repository_name
+
+        aws.ecr.Repository(
+            "serving-image",
+            name=repository_name(config.stack, bp.name),  # one per workload stack: no collisions
+            image_tag_mutability="IMMUTABLE",
+            image_scanning_configuration={"scan_on_push": True},
+            force_delete=True,
+            tags={"llmctl.dev/cluster": config.platform.cluster_name},
+        )
+        bucket = config.platform.cache_bucket
+        if bucket and (mirror_enabled(config) or compile_cache_enabled(config)):
+            from llmctl.infra.workload.cache_access import CacheAccess
+
+            depends.append(
+                CacheAccess(
+                    "cache-access",
+                    cluster_name=config.platform.cluster_name,
+                    namespace=config.ns,
+                    service_account=SERVICE_ACCOUNT,
+                    bucket=bucket,
+                )
+            )
+    generated = bp.exposure.api_key and not api_key
+    if generated:
+        api_key = secrets.token_urlsafe(32)  # kept stable after creation (ignore_changes)
+    workload = Workload(
+        bp.name,
+        config,
+        hf_token=hf_token,
+        api_key=api_key,
+        api_key_generated=generated,
+        depends_on=depends,
+        opts=opts,
+    )
+    info = endpoint_info(config)
+    pulumi.export("namespace", workload.namespace)
+    pulumi.export("service", workload.service)
+    pulumi.export("port", workload.port)
+    pulumi.export("endpoint", workload.endpoint)
+    pulumi.export("dashboard_service", info.dashboard_service)
+    pulumi.export("ui_service", info.ui_service)
+    pulumi.export("ui_port", UI_PORT if info.ui_service else None)
+    pulumi.export("path", info.path)
+    pulumi.export("openai", info.openai)

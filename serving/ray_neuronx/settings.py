@@ -1,0 +1,143 @@
+"""Neuron engine settings derived from a blueprint, and the split checkpoint saved once.
+
+Nothing here needs Neuron hardware or transformers-neuronx, so it is unit tested.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmctl.blueprints.schema import Blueprint
+
+DEFAULT_CACHE_ROOT = "/tmp/llmctl-neuron"
+SPLIT_MARKER = ".llmctl-split-complete"
+# transformers-neuronx compiles one graph per context-length bucket; more buckets mean a faster
+# prefill for short prompts but a longer compile. Four is a common compromise.
+MAX_BUCKETS = 4
+MIN_BUCKET = 128
+_AMP = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "int8": "bf16"}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-")
+
+
+def context_length_estimates(n_positions: int, max_new_tokens: int) -> list[int]:
+    """Prompt-length buckets: powers of two up to the longest prompt that still leaves room to generate."""
+    longest = max(MIN_BUCKET, n_positions - min(max_new_tokens, n_positions // 2))
+    buckets = []
+    size = MIN_BUCKET
+    while size < longest:
+        buckets.append(size)
+        size *= 2
+    buckets.append(longest)
+    return buckets[-MAX_BUCKETS:]
+
+
+@dataclass(frozen=True)
+class NeuronSettings:
+    """What LlamaForSampling is built with, and where its artifacts live."""
+
+    model_id: str
+    revision: str
+    tp_degree: int
+    amp: str
+    batch_size: int
+    n_positions: int
+    context_length_estimate: list[int]
+    neuron_sdk: str | None
+    cache_root: Path
+    compile_cache_url: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def split_dir(self) -> Path:
+        """Where the checkpoint split for transformers-neuronx is saved (once)."""
+        return self.cache_root / "checkpoints" / f"{_slug(self.model_id)}@{_slug(self.revision)}-split"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """Compiled NEFFs of exactly this configuration (model, tp, amp, batch, positions, SDK)."""
+        key = (
+            f"{_slug(self.model_id)}@{_slug(self.revision)}-tp{self.tp_degree}-{self.amp}-b{self.batch_size}"
+            f"-n{self.n_positions}-sdk{self.neuron_sdk or 'unknown'}"
+        )
+        return self.cache_root / "compiled" / key
+
+    def sampling_kwargs(self) -> dict[str, object]:
+        """Keyword arguments of ``LlamaForSampling.from_pretrained``."""
+        return {
+            "batch_size": self.batch_size,
+            "tp_degree": self.tp_degree,
+            "amp": self.amp,
+            "n_positions": self.n_positions,
+            "context_length_estimate": self.context_length_estimate,
+        }
+
+
+def neuron_settings(
+    blueprint: Blueprint, *, cache_root: str | None = None, compile_cache_url: str | None = None
+) -> NeuronSettings:
+    """Settings of a Neuron blueprint. ``compile_cache_url`` may be ``s3://bucket/prefix``."""
+    root = Path(cache_root or os.environ.get("LLMCTL_NEURON_CACHE", DEFAULT_CACHE_ROOT))
+    n_positions = blueprint.model.max_context
+    url = (
+        compile_cache_url or os.environ.get("LLMCTL_COMPILE_CACHE_URL") or str(root / "neuron-compile-cache")
+    )
+    settings = NeuronSettings(
+        model_id=blueprint.model.id,
+        revision=blueprint.model.revision,
+        tp_degree=blueprint.compute.tensor_parallel,
+        amp=_AMP[blueprint.model.dtype],
+        batch_size=blueprint.model.batch_size,
+        n_positions=n_positions,
+        context_length_estimate=context_length_estimates(n_positions, blueprint.serving.max_new_tokens),
+        neuron_sdk=blueprint.image.neuron_sdk,
+        cache_root=root,
+        compile_cache_url=url,
+    )
+    env = {
+        # the neuronx-cc persistent cache; an s3:// URL shares compiled graphs between replicas and restarts
+        "NEURON_COMPILE_CACHE_URL": url,
+        # transformers-neuronx: reuse compiled artifacts and dump them where the next start finds them
+        "NEURONX_CACHE": "on",
+        "NEURONX_DUMP_TO": str(settings.artifacts_dir),
+        "NEURON_CC_FLAGS": "--model-type=transformer",
+        "NEURON_RT_NUM_CORES": str(settings.tp_degree),
+    }
+    return NeuronSettings(**{**settings.__dict__, "env": env})
+
+
+def apply_env(settings: NeuronSettings, environ: dict[str, str] | None = None) -> None:
+    """Set the Neuron environment (before transformers-neuronx is imported); keeps values already set."""
+    target = os.environ if environ is None else environ
+    for key, value in settings.env.items():
+        target.setdefault(key, value)
+
+
+def ensure_split(source: str, split_dir: Path, save: Callable[[str, Path], None]) -> bool:
+    """Save the split checkpoint once: ``save(source, tmp)`` then an atomic rename and a marker.
+
+    Returns True when it wrote the split, False when a complete one was already there. A split
+    interrupted half way (no marker) is redone.
+    """
+    if (split_dir / SPLIT_MARKER).is_file():
+        return False
+    split_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=split_dir.name + ".", dir=split_dir.parent))
+    try:
+        save(source, tmp)
+        (tmp / SPLIT_MARKER).write_text(source + "\n")
+        if split_dir.exists():
+            shutil.rmtree(split_dir)
+        tmp.rename(split_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return True

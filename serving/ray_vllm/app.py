@@ -1,0 +1,99 @@
+"""``llmctl.serving.ray_vllm.app:app_builder``: Ray Serve LLM's OpenAI app from a blueprint.
+
+Args: ``blueprint`` (required), optionally ``model_source`` (a local path or s3:// mirror of the
+weights; default ``$LLMCTL_MODEL_URI``, then ``model.id``), ``served_model_name``, ``num_replicas``.
+The app does not check an API key (Ray Serve LLM's ingress has no hook for it); the blueprint
+rules refuse ``exposure.api_key`` for this runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmctl.blueprints.schema import Blueprint
+from llmctl.serving.common.deps import require
+from llmctl.serving.common.ingress import parse_args
+
+ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
+_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int8": "auto"}
+# Ray's accelerator_type names for the GPUs of the EC2 families the catalog uses
+_GPU_TYPES = {
+    "g5": "A10G",
+    "g6": "L4",
+    "g6e": "L40S",
+    "p4d": "A100",
+    "p4de": "A100",
+    "p5": "H100",
+    "p5e": "H200",
+}
+
+
+def _model_source(blueprint: Blueprint, explicit: str | None) -> str | dict[str, str]:
+    """The ``model_source`` arg, else the S3 mirror (``LLMCTL_MODEL_URI``), else the hub id.
+
+    An ``s3://`` source becomes Ray Serve LLM's cloud mirror config: each replica downloads it
+    before vLLM loads, so the app builder (on the Ray head) never pulls weights itself.
+    """
+    from llmctl.serving.model_mirror import mirror_uri, split_s3_uri
+
+    source = explicit or mirror_uri() or blueprint.model.id
+    if source.startswith("s3://"):
+        split_s3_uri(source)  # a malformed URI fails here with a clear message
+        return {"bucket_uri": source}
+    return source
+
+
+def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``LLMConfig`` (as a dict) of a ray-vllm blueprint."""
+    opts = options or {}
+    scaling = blueprint.scaling
+    engine: dict[str, Any] = {
+        "tensor_parallel_size": blueprint.compute.tensor_parallel,
+        "max_model_len": blueprint.model.max_context,
+        "dtype": _DTYPE[blueprint.model.dtype],
+        "max_num_seqs": blueprint.serving.max_concurrent_requests,
+        "revision": blueprint.model.revision,
+    }
+    env = {"HF_HUB_DISABLE_TELEMETRY": "1"}
+    config: dict[str, Any] = {
+        "model_loading_config": {
+            "model_id": opts.get("served_model_name") or blueprint.model.id,
+            "model_source": _model_source(blueprint, opts.get("model_source")),
+        },
+        "engine_kwargs": engine,
+        "deployment_config": {
+            "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
+        },
+        "runtime_env": {"env_vars": env},
+    }
+    if "num_replicas" in opts:
+        config["deployment_config"]["num_replicas"] = int(opts["num_replicas"])
+    else:
+        config["deployment_config"]["autoscaling_config"] = {
+            "min_replicas": scaling.min_replicas,
+            "initial_replicas": scaling.replicas,
+            "max_replicas": scaling.max_replicas,
+            "target_ongoing_requests": scaling.target_ongoing_requests,
+        }
+    if blueprint.compute.accelerator == "nvidia":
+        engine["gpu_memory_utilization"] = blueprint.serving.gpu_memory_utilization
+        family = blueprint.compute.instance_type.split(".")[0]
+        if family in _GPU_TYPES:
+            config["accelerator_type"] = _GPU_TYPES[family]
+    elif blueprint.is_neuron:
+        # vllm-neuron: the platform plugin picks the Neuron device; each replica owns tp NeuronCores
+        engine["block_size"] = blueprint.model.max_context
+        engine["max_num_seqs"] = blueprint.model.batch_size
+        env["NEURON_RT_NUM_CORES"] = str(blueprint.compute.tensor_parallel)
+        env["VLLM_NEURON_FRAMEWORK"] = "neuronx-distributed-inference"
+        config["placement_group_config"] = {
+            "bundles": [{"CPU": 1, "neuron_cores": blueprint.compute.tensor_parallel}],
+        }
+    return config
+
+
+def app_builder(args: dict[str, Any]) -> Any:
+    """The bound Serve application (Ray Serve LLM's OpenAI ingress + one LLM deployment)."""
+    blueprint, options = parse_args(args, ARGS)
+    llm = require("ray.serve.llm", install="pip install 'ray[serve,llm]'", purpose="the ray-vllm app")
+    return llm.build_openai_app({"llm_configs": [llm_config(blueprint, options)]})

@@ -1,0 +1,130 @@
+"""Policy rules: the real graph passes; deliberately broken graphs and configs fail with the
+rule and a message naming the fix."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import pytest
+from platform_support import Graph
+
+from llmctl.infra.offline import Registered
+from llmctl.infra.plan import offline_plan
+from llmctl.infra.policy import Violation, check_policy, crossguard_pack, errors
+
+Mutation = Callable[[list[Registered]], None]
+
+
+def _one(resources: list[Registered], name: str) -> Registered:
+    return next(r for r in resources if r.name == name)
+
+
+def _set(name: str, key: str, value: object) -> Mutation:
+    def mutate(resources: list[Registered]) -> None:
+        _one(resources, name).inputs[key] = value
+
+    return mutate
+
+
+def _drop(name: str) -> Mutation:
+    def mutate(resources: list[Registered]) -> None:
+        resources.remove(_one(resources, name))
+
+    return mutate
+
+
+def _nodepool_taints(resources: list[Registered]) -> None:
+    _one(resources, "nodepools-gpu-nvidia-nodepool").inputs["spec"]["template"]["spec"]["taints"] = []
+
+
+def _nodeclass(field: str, value: object) -> Mutation:
+    def mutate(resources: list[Registered]) -> None:
+        spec = _one(resources, "nodepools-inferentia-inf2-nodeclass").inputs["spec"]
+        if field == "alias":
+            spec["amiSelectorTerms"] = [{"alias": value}]
+        else:
+            spec["metadataOptions"]["httpTokens"] = value
+
+    return mutate
+
+
+def _open_sg(resources: list[Registered]) -> None:
+    resources.append(
+        Registered(
+            urn="urn:pulumi:t::p::aws:ec2/securityGroup:SecurityGroup::wide-open",
+            type="aws:ec2/securityGroup:SecurityGroup",
+            name="wide-open",
+            parent=None,
+            inputs={
+                "ingress": [{"cidrBlocks": ["0.0.0.0/0"], "fromPort": 22}],
+                "tags": {"llmctl:stack": "dev", "llmctl:cluster": "c"},
+            },
+        )
+    )
+
+
+def _untag(resources: list[Registered]) -> None:
+    _one(resources, "network-vpc").inputs["tags"] = {"Name": "x"}
+
+
+CASES: list[tuple[str, Mutation, str, str]] = [
+    ("imdsv2", _set("cluster-core-lt", "metadataOptions", {"httpTokens": "optional"}), "cluster-core-lt", "httpTokens=required"),
+    ("imdsv2", _nodeclass("httpTokens", "optional"), "nodepools-inferentia-inf2-nodeclass", "IMDSv2"),
+    ("imdsv2", _set("cluster-core", "launchTemplate", None), "cluster-core", "launch template"),
+    ("kms-secrets", _set("cluster-eks", "encryptionConfigKeyArn", None), "cluster-eks", "encryption_config_key_arn"),
+    ("s3-public-access", _drop("cache-public-access-block"), "cache-bucket", "BucketPublicAccessBlock"),
+    ("s3-public-access", _set("cache-public-access-block", "restrictPublicBuckets", False), "cache-public-access-block", "restrictPublicBuckets"),
+    ("s3-encryption", _drop("cache-encryption"), "cache-bucket", "default encryption"),
+    ("open-security-group", _open_sg, "wide-open", "llmctl:public-lb"),
+    ("tags", _untag, "network-vpc", "llmctl:stack, llmctl:cluster"),
+    ("pinned-versions", _set("karpenter-release", "version", "latest"), "karpenter-release", "not pinned"),
+    ("pinned-versions", _set("karpenter-release", "version", "^1.0"), "karpenter-release", "not pinned"),
+    ("pinned-versions", _nodeclass("alias", "al2023@latest"), "nodepools-inferentia-inf2-nodeclass", "drifts"),
+    ("pinned-versions", _set("cluster-eks", "version", None), "cluster-eks", "EKS picks"),
+    ("accelerator-taint", _nodepool_taints, "nodepools-gpu-nvidia-nodepool", "nvidia.com/gpu:NoSchedule"),
+]  # fmt: skip
+
+
+def test_real_graph_passes(all_pools_graph: Graph) -> None:
+    violations = check_policy(all_pools_graph.resources)
+    assert errors(violations) == []
+    assert [v.rule for v in violations] == ["open-endpoint"]  # the default public endpoint warns
+
+
+@pytest.mark.parametrize(
+    ("rule", "mutate", "resource", "fragment"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+)
+def test_broken_graph_fails(
+    all_pools_graph: Graph, rule: str, mutate: Mutation, resource: str, fragment: str
+) -> None:
+    resources = copy.deepcopy(all_pools_graph.resources)
+    mutate(resources)
+    found = [v for v in errors(check_policy(resources)) if v.rule == rule]
+    assert found, f"{rule} not reported"
+    assert any(v.resource == resource and fragment in v.message for v in found), found
+
+
+def test_broken_config_fails_offline_plan(latest_versions: None) -> None:
+    result = offline_plan(["llama2-inf2"])
+    assert not result.ok
+    messages = [(v.rule, v.resource, v.message) for v in errors(result.violations)]
+    assert ("pinned-versions", "karpenter-release") in [(r, n) for r, n, _ in messages]
+    assert any("al2023@latest drifts" in m for _, _, m in messages)
+
+
+def test_violation_json_shape() -> None:
+    v = Violation(rule="tags", resource="r", urn="u", message="m")
+    assert v.to_dict() == {"rule": "tags", "resource": "r", "urn": "u", "message": "m", "severity": "error"}
+
+
+def test_crossguard_pack_needs_pulumi_policy() -> None:
+    try:
+        import pulumi_policy  # noqa: F401
+    except ImportError:
+        from llmctl.errors import PrerequisiteError
+
+        with pytest.raises(PrerequisiteError, match="pulumi_policy"):
+            crossguard_pack()
+    else:  # pragma: no cover - only where pulumi_policy is installed
+        assert crossguard_pack() is not None

@@ -1,0 +1,295 @@
+"""Every catalog blueprint builds; objects validate against the Kubernetes schema and typed CRD
+models; the seeds' facts (devices, scheduler, pools, ports, env) hold."""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate import utils as kv_utils
+from workload_helpers import CATALOG, TOKEN, blueprint, config_for, find, manifests_for, worker
+
+from llmctl.blueprints.versions import versions
+from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL
+from llmctl.infra.workload.builders.common import serving_image
+from llmctl.infra.workload.crd_models import RayService
+from llmctl.infra.workload.schedulability import pod_templates
+
+
+def _schema_version() -> str:
+    """Newest schema kubernetes-validate ships that is <= the pinned EKS version."""
+    target = tuple(int(x) for x in versions().eks.kubernetes_version.value.split("."))
+    usable = [v for v in kv_utils.all_versions() if tuple(int(x) for x in v.split(".")[:2]) <= target]
+    assert usable, "kubernetes-validate ships no schema old enough"
+    return usable[-1]
+
+
+SCHEMA = _schema_version()
+
+
+def test_schema_version_matches_cluster() -> None:
+    assert SCHEMA.startswith(versions().eks.kubernetes_version.value)
+
+
+def test_every_catalog_blueprint_builds_in_apply_order(catalog_name: str) -> None:
+    objects = manifests_for(catalog_name)
+    kinds = [o["kind"] for o in objects]
+    assert kinds[0] == "Namespace" and kinds[1] == "ServiceAccount"
+    serving_at = min(i for i, k in enumerate(kinds) if k in ("RayService", "Deployment"))
+    assert all(k not in ("Secret", "Job") for k in kinds[serving_at:])
+    names = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert len(names) == len(set(names))
+    assert all(o["metadata"].get("namespace", catalog_name) == catalog_name for o in objects)
+
+
+def test_core_objects_validate_against_kubernetes_schema(catalog_name: str) -> None:
+    for obj in manifests_for(catalog_name):
+        if obj["apiVersion"] == "ray.io/v1":
+            continue
+        kubernetes_validate.validate(obj, SCHEMA, strict=True)
+
+
+def test_rayservices_match_typed_model_and_pod_templates_validate(catalog_name: str) -> None:
+    for obj in manifests_for(catalog_name):
+        if obj["kind"] != "RayService":
+            continue
+        model = RayService.model_validate(obj)
+        app = model.spec.serve_config().applications[0]
+        assert app.args == {"blueprint": blueprint(catalog_name).model_dump(mode="json")}
+        assert (
+            app.import_path
+            == f"llmctl.serving.{blueprint(catalog_name).runtime.replace('-', '_')}.app:app_builder"
+        )
+        for template in pod_templates(obj):
+            wrapped = {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {"name": "t", "namespace": "n"},
+                "template": {"metadata": {}, "spec": template.spec},
+            }
+            kubernetes_validate.validate(wrapped, SCHEMA, strict=True)
+
+
+def test_crd_model_rejects_a_typo() -> None:
+    obj = find(manifests_for("tiny-cpu"), "RayService")
+    obj["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["minReplica"] = 1
+    with pytest.raises(ValueError, match="minReplica"):
+        RayService.model_validate(obj)
+
+
+def test_llama2_inf2_worker_takes_12_devices_with_neuron_scheduler() -> None:
+    group = worker(manifests_for("llama2-inf2"))
+    spec = group["template"]["spec"]
+    container = spec["containers"][0]
+    assert container["resources"]["requests"]["aws.amazon.com/neuron"] == "12"
+    assert container["resources"]["limits"]["aws.amazon.com/neuron"] == "12"
+    assert spec["schedulerName"] == "my-scheduler"
+    assert spec["nodeSelector"] == {POOL_LABEL: "inferentia-inf2", INSTANCE_TYPE_LABEL: "inf2.48xlarge"}
+    assert {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"} in spec[
+        "tolerations"
+    ]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NEURON_RT_NUM_CORES"] == "24"
+    assert env["NEURON_RT_VISIBLE_CORES"] == "0-23"
+    assert env["NEURON_COMPILE_CACHE_URL"] == "s3://llmctl-dev-us-west-2-cache/neuron-cache/llama2-inf2"
+    assert "HF_TOKEN" not in env  # NousResearch mirror is not gated
+    assert json.loads(group["rayStartParams"]["resources"].strip('"').replace('\\"', '"')) == {
+        "neuron_cores": 24
+    }
+
+
+def test_worker_requests_leave_headroom_for_daemonsets() -> None:
+    requests = worker(manifests_for("llama2-inf2"))["template"]["spec"]["containers"][0]["resources"][
+        "requests"
+    ]
+    from llmctl.infra.workload.capacity import parse_quantity
+
+    assert parse_quantity(requests["cpu"]) < 192
+    assert parse_quantity(requests["memory"]) < 768 * 1024**3
+
+
+def test_llama3_vllm_inf2_takes_one_device_on_default_scheduler() -> None:
+    spec = worker(manifests_for("llama3-vllm-inf2"))["template"]["spec"]
+    assert spec["containers"][0]["resources"]["requests"]["aws.amazon.com/neuron"] == "1"
+    assert "schedulerName" not in spec
+    assert spec["nodeSelector"][INSTANCE_TYPE_LABEL] == "inf2.8xlarge"
+
+
+def test_ray_head_is_a_cpu_head_on_the_default_pool_with_dashboard_and_serve() -> None:
+    head = find(manifests_for("llama2-inf2"), "RayService")["spec"]["rayClusterConfig"]["headGroupSpec"]
+    spec = head["template"]["spec"]
+    assert spec["nodeSelector"] == {POOL_LABEL: "default"}
+    assert "tolerations" not in spec
+    ports = {p["name"]: p["containerPort"] for p in spec["containers"][0]["ports"]}
+    assert ports["dashboard"] == 8265 and ports["serve"] == 8000
+    assert head["rayStartParams"]["num-cpus"] == "0"
+    assert "aws.amazon.com/neuron" not in spec["containers"][0]["resources"]["requests"]
+
+
+def test_gpu_vllm_requests_tp_gpus_and_scaling_bounds() -> None:
+    group = worker(manifests_for("llama2-70b-vllm-gpu"))
+    spec = group["template"]["spec"]
+    assert spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 2, 4)
+    rs = find(manifests_for("llama2-70b-vllm-gpu"), "RayService")
+    assert rs["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True
+
+
+def test_hf_token_only_for_gated_models() -> None:
+    gated = manifests_for("llama2-7b-cpu")
+    secret = find(gated, "Secret", "hf-token")
+    assert secret["stringData"] == {"HF_TOKEN": TOKEN}
+    env = worker(gated)["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}} in env
+    assert not [o for o in manifests_for("tiny-cpu") if o["kind"] == "Secret"]
+    assert "HF_TOKEN" not in json.dumps(manifests_for("tiny-cpu"))
+
+
+def test_cpu_blueprint_is_int8_on_the_default_pool() -> None:
+    spec = worker(manifests_for("llama2-7b-cpu"))["template"]["spec"]
+    assert spec["nodeSelector"] == {POOL_LABEL: "default", INSTANCE_TYPE_LABEL: "m7i.8xlarge"}
+    assert spec["containers"][0]["resources"]["requests"]["cpu"] == "30"
+    rs = find(manifests_for("llama2-7b-cpu"), "RayService")
+    app = yaml.safe_load(rs["spec"]["serveConfigV2"])["applications"][0]
+    assert app["args"]["blueprint"]["model"]["dtype"] == "int8"
+
+
+def test_triton_ports_repository_and_autoscaler() -> None:
+    objects = manifests_for("llama2-triton-vllm-gpu")
+    deployment = find(objects, "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "http": 8000,
+        "grpc": 8001,
+        "metrics": 8002,
+    }
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    assert "replicas" not in deployment["spec"]  # the HPA owns the count
+    hpa = find(objects, "HorizontalPodAutoscaler")
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 5)
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert "-m llmctl.serving.triton_vllm.start" in " ".join(container["command"])
+    assert (
+        "--http-port=8000" in container["args"]
+        and "initContainers" not in deployment["spec"]["template"]["spec"]
+    )
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["LLMCTL_MODEL_URI"].startswith("s3://") and "LLMCTL_BLUEPRINT" in env
+    assert not [
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-repository")
+    ]
+
+
+def test_torchserve_tp12_on_inf2_24xlarge_with_ports_and_config() -> None:
+    objects = manifests_for("llama2-torchserve-inf2")
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["resources"]["requests"]["aws.amazon.com/neuron"] == "6"
+    assert pod["schedulerName"] == "my-scheduler"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "inference": 8080,
+        "management": 8081,
+        "metrics": 8082,
+    }
+    assert "-m llmctl.serving.torchserve_neuronx.start" in " ".join(container["command"])
+    assert any(e["name"] == "LLMCTL_BLUEPRINT" for e in container["env"])
+    exposed = find(objects, "Service", "llama2-torchserve-inf2-torchserve")
+    assert [p["port"] for p in exposed["spec"]["ports"]] == [8080]
+
+
+def test_ui_builders_point_at_the_right_routes() -> None:
+    webui = find(manifests_for("llama3-vllm-inf2"), "Deployment", "llama3-vllm-inf2-open-webui")
+    env = {e["name"]: e.get("value") for e in webui["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (
+        env["OPENAI_API_BASE_URL"]
+        == "http://llama3-vllm-inf2-serve-svc.llama3-vllm-inf2.svc.cluster.local:8000/v1"
+    )
+    gradio = manifests_for("llama2-inf2")
+    app = find(gradio, "ConfigMap", "llama2-inf2-gradio-app")["data"]["app.py"]
+    assert '"/infer"' in app and '"sentence"' in app
+    assert find(gradio, "Service", "llama2-inf2-ui")["spec"]["type"] == "ClusterIP"
+
+
+def test_exposure_modes() -> None:
+    internal = find(manifests_for("llama2-inf2"), "RayService")["spec"]["serveService"]
+    assert internal["spec"]["type"] == "LoadBalancer"
+    assert (
+        internal["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"]
+        == "internal"
+    )
+    assert (
+        internal["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"]
+        == "ip"
+    )
+    default = find(manifests_for("tiny-cpu"), "RayService")["spec"]["serveService"]
+    assert default["spec"]["type"] == "ClusterIP" and "annotations" not in default["metadata"]
+    bp = blueprint("tiny-cpu").model_copy(
+        update={
+            "exposure": blueprint("tiny-cpu").exposure.model_validate(
+                {"mode": "public", "api_key": True, "allowed_cidrs": ["203.0.113.0/24"]}
+            )
+        }
+    )
+    from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+    from llmctl.infra.workload.manifests import build_manifests
+
+    objects = build_manifests(
+        WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp)), hf_token=None, api_key="k"
+    )
+    public = find(objects, "RayService")["spec"]["serveService"]
+    assert (
+        public["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"]
+        == "internet-facing"
+    )
+    assert public["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert find(objects, "Secret", "api-key")["stringData"] == {"LLMCTL_API_KEY": "k"}
+
+
+def test_readiness_annotations_are_longer_for_neuron() -> None:
+    neuron = find(manifests_for("llama2-inf2"), "RayService")["metadata"]["annotations"]
+    cpu = find(manifests_for("tiny-cpu"), "RayService")["metadata"]["annotations"]
+    assert neuron["pulumi.com/waitFor"] == "jsonpath={.status.serviceStatus}=Running"
+    assert int(neuron["pulumi.com/timeoutSeconds"]) > int(cpu["pulumi.com/timeoutSeconds"]) >= 1200
+
+
+def test_serving_image_modes() -> None:
+    config = config_for("tiny-cpu")
+    assert serving_image(config) == ("rayproject/ray:2.58.0-py312-cpu", False)
+    rs = find(manifests_for("tiny-cpu"), "RayService")
+    args = rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "llmctl==" in args and "$KUBERAY_GEN_RAY_START_CMD" in args and "ray[serve]" not in args
+    registry = config.model_copy(
+        update={"platform": config.platform.model_copy(update={"ecr_registry": "1.dkr.ecr"})}
+    )
+    image, baked = serving_image(registry)
+    assert image.startswith("1.dkr.ecr/llmctl/dev/tiny-cpu:") and baked  # the workload stack's own repository
+    assert serving_image(config.model_copy(update={"image": "my/img:1"})) == ("my/img:1", True)
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
+    """The serving pods select exactly what the platform's NodePool (typed model) labels and taints."""
+    platform = pytest.importorskip("llmctl.infra.platform.manifests")
+    models = pytest.importorskip("llmctl.infra.platform.crd_models")
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.infra.pools import pool_for_instance
+
+    spec = pool_for_instance(hardware().instance(blueprint(name).compute.instance_type))
+    nodepool = models.NodePool.model_validate(platform.nodepool_manifest(spec))
+    template = nodepool.spec.template
+    for obj in manifests_for(name):
+        for pod in pod_templates(obj):
+            selector = pod.spec.get("nodeSelector", {})
+            if selector.get(POOL_LABEL) != spec.name:
+                continue
+            labels = {
+                **(template.metadata.labels if template.metadata else {}),
+                POOL_LABEL: nodepool.metadata.name,
+            }
+            assert all(labels.get(k) == v for k, v in selector.items() if k != INSTANCE_TYPE_LABEL)
+            taints = {(t.key, t.effect) for t in template.spec.taints or []}
+            tolerated = {(t["key"], t["effect"]) for t in pod.spec.get("tolerations", [])}
+            assert taints <= tolerated

@@ -1,0 +1,80 @@
+"""`llmctl render` and `llmctl validate` through Typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from llmctl.cli.app import app
+
+runner = CliRunner()
+
+
+def test_render_prints_a_stream_with_secrets_redacted(monkeypatch: object) -> None:
+    result = runner.invoke(app, ["render", "--blueprint", "llama2-7b-cpu"])
+    assert result.exit_code == 0, result.output
+    documents = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert [d["kind"] for d in documents] == ["Namespace", "ServiceAccount", "Secret", "RayService"]
+    assert documents[2]["stringData"] == {"HF_TOKEN": "<redacted>"}
+
+
+def test_render_out_dir_and_json(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["render", "-b", "llama3-vllm-inf2", "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert set(report) == {"blueprint", "namespace", "endpoint", "objects", "files", "yaml"}
+    assert (
+        report["endpoint"]["service"] == "llama3-vllm-inf2-serve-svc" and report["endpoint"]["port"] == 8000
+    )
+    assert report["endpoint"]["dashboard_service"] == "llama3-vllm-inf2-head-svc"
+    assert len(report["files"]) == len(report["objects"]) == len(list(tmp_path.iterdir()))
+
+
+def test_validate_ok_and_json() -> None:
+    result = runner.invoke(app, ["validate", "--blueprint", "llama2-inf2"])
+    assert result.exit_code == 0, result.output
+    assert "ok llama2-inf2" in result.stdout
+    report = json.loads(runner.invoke(app, ["validate", "-b", "llama2-inf2", "--json"]).stdout)
+    assert report["ok"] is True and report["problems"] == []
+    assert "RayService/llama2-inf2 (worker group inf2)" in report["pods"]
+    assert {p["name"] for p in report["pools"]} == {"core", "default", "inferentia-inf2"}
+
+
+def test_validate_runs_blueprint_rules(tmp_path: Path) -> None:
+    from llmctl.blueprints.catalog import load_blueprint
+
+    data = load_blueprint("llama2-inf2").model_dump(mode="json")
+    data["compute"]["tensor_parallel"] = 48  # more cores than inf2.48xlarge has
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["validate", "-b", str(path)])
+    assert result.exit_code == 2
+    assert "compute.tensor_parallel" in result.stderr
+
+
+def test_validate_unknown_blueprint_is_a_clean_error() -> None:
+    result = runner.invoke(app, ["validate", "-b", "llama2-inf3"])
+    assert result.exit_code != 0
+    assert "did you mean 'llama2-inf2'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_validate_lists_every_problem_and_exits_non_zero(tmp_path: Path) -> None:
+    from llmctl.blueprints.catalog import load_blueprint
+
+    data = load_blueprint("tiny-cpu").model_dump(mode="json")
+    data["compute"]["cpus_per_replica"] = (
+        4  # the whole m5.xlarge: allowed by the rules, no room for daemonsets
+    )
+    path = tmp_path / "whole-node.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["validate", "-b", str(path)])
+    assert result.exit_code == 2
+    assert "RayService/tiny-cpu (worker group cpu)" in result.stderr
+    assert "cpu 4 > 3.32" in result.stderr and "fix:" in result.stderr
+    report = json.loads(runner.invoke(app, ["validate", "-b", str(path), "--json"]).stdout)
+    assert report["ok"] is False
+    assert report["problems"][0]["where"] == "worker group cpu"

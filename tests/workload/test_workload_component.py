@@ -1,0 +1,112 @@
+"""The workload graph under Pulumi mocks: one typed resource per object, all parented to the
+Workload component, secrets marked secret, readiness annotations in place."""
+
+from __future__ import annotations
+
+import pytest
+from workload_helpers import TOKEN, blueprint, config_for, manifests_for
+
+from llmctl.errors import BlueprintError, PrerequisiteError
+from llmctl.infra.offline import run_offline
+from llmctl.infra.workload.builders.common import needs_hf_token
+from llmctl.infra.workload.component import resource_name
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.program import build_workload
+from llmctl.infra.workload.render import redact
+
+WORKLOAD = "llmctl:workload:Workload"
+
+
+def test_workload_graph(catalog_name: str) -> None:
+    config = config_for(catalog_name)
+    registered = run_offline(lambda: build_workload(config, hf_token=TOKEN))
+    [component] = [r for r in registered if r.type == WORKLOAD]
+    assert component.name == catalog_name
+    k8s = [r for r in registered if r.type.startswith("kubernetes:")]
+    manifests = manifests_for(catalog_name)
+    by_key = {(r.type.split(":")[-1], r.name): r for r in k8s}
+    assert len(by_key) == len(k8s) == len(manifests)  # registration order is async, keys are not
+    assert sorted(by_key) == sorted((m["kind"], resource_name(m)) for m in manifests)
+    assert all(r.parent == component.urn for r in k8s)
+    for manifest in manifests:
+        resource = by_key[(manifest["kind"], resource_name(manifest))]
+        if manifest["kind"] == "Secret":
+            assert "stringData" in resource.secret_inputs
+            assert resource.inputs["stringData"] == manifest["stringData"]
+        else:
+            assert not resource.secret_inputs
+            expected = redact([manifest])[0]
+            assert resource.inputs["metadata"] == expected["metadata"]
+            for key in ("spec", "data"):
+                if key in expected:
+                    assert resource.inputs[key] == expected[key], key
+    serving = [
+        r
+        for r in k8s
+        if r.type in ("kubernetes:ray.io/v1:RayService", "kubernetes:apps/v1:Deployment")
+        and r.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "serving"
+    ]
+    assert len(serving) == 1
+    assert int(serving[0].inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) >= 1200
+    for rayservice in (r for r in k8s if r.type == "kubernetes:ray.io/v1:RayService"):
+        annotations = rayservice.inputs["metadata"]["annotations"]
+        assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.serviceStatus}=Running"
+        before = manifests[: next(i for i, m in enumerate(manifests) if m["kind"] == "RayService")]
+        prerequisites = {by_key[(m["kind"], resource_name(m))].urn for m in before}
+        assert prerequisites and prerequisites <= set(rayservice.dependencies)
+    secrets = [r for r in k8s if r.type == "kubernetes:core/v1:Secret"]
+    assert bool(secrets) == needs_hf_token(config)
+    assert any(
+        r.type == "aws:ecr/repository:Repository"
+        and r.inputs["name"] == f"llmctl/{config.stack}/{config.blueprint.name}"
+        for r in registered
+    )
+
+
+def test_cache_access_uses_pod_identity_for_the_serving_account() -> None:
+    config = config_for("llama2-inf2")
+    registered = run_offline(lambda: build_workload(config))
+    [association] = [
+        r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+    ]
+    assert association.inputs["namespace"] == "llama2-inf2"
+    assert association.inputs["serviceAccount"] == "llmctl-serving"
+    assert association.inputs["clusterName"] == "llmctl-dev"
+    namespace = next(r for r in registered if r.type == "kubernetes:core/v1:Namespace")
+    assert association.urn in namespace.dependencies  # pods start only once S3 access exists
+
+
+def test_kubeconfig_provider_is_secret_and_used() -> None:
+    bp = blueprint("tiny-cpu")
+    facts = PlatformFacts.for_blueprint(bp).model_copy(
+        update={"kubeconfig": "apiVersion: v1\nkind: Config\n"}
+    )
+    registered = run_offline(lambda: build_workload(WorkloadConfig(blueprint=bp, platform=facts)))
+    [provider] = [r for r in registered if r.type == "pulumi:providers:kubernetes"]
+    assert "kubeconfig" in provider.secret_inputs
+
+
+def test_gated_model_without_token_is_refused() -> None:
+    config = config_for("llama2-7b-cpu")
+    with pytest.raises(PrerequisiteError, match="gated"):
+        build_workload(config, hf_token=None)
+
+
+def test_unschedulable_workload_cannot_be_brought_up() -> None:
+    bp = blueprint("llama2-inf2")
+    facts = PlatformFacts.for_blueprint(bp)
+    facts = facts.model_copy(update={"pools": [p for p in facts.pools if p.name != "inferentia-inf2"]})
+    registered: list[object] = []
+    with pytest.raises(BlueprintError, match="Pending"):
+        registered = run_offline(lambda: build_workload(WorkloadConfig(blueprint=bp, platform=facts)))
+    assert registered == []
+
+
+def test_generated_api_key_is_secret_and_kept_stable() -> None:
+    bp = blueprint("tiny-cpu")
+    bp = bp.model_copy(update={"exposure": bp.exposure.model_validate({"mode": "public", "api_key": True})})
+    config = WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp))
+    registered = run_offline(lambda: build_workload(config))
+    [secret] = [r for r in registered if r.type == "kubernetes:core/v1:Secret"]
+    assert "stringData" in secret.secret_inputs
+    assert len(secret.inputs["stringData"]["LLMCTL_API_KEY"]) >= 32
