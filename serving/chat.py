@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from llmctl.errors import EndpointError, LlmctlError, did_you_mean
-from llmctl.serving.bench.client import auth_headers
+from llmctl.serving.bench.client import auth_headers, model_ids, unreachable
 
 COMMANDS = {
     "/reset": "forget the conversation (keeps the system prompt)",
@@ -46,18 +46,8 @@ def list_models(base_url: str, api_key: str | None = None, timeout: float = 10.0
     try:
         response = httpx.get(f"{base_url}/models", headers=auth_headers(api_key), timeout=timeout)
     except httpx.TransportError as error:
-        raise EndpointError(
-            f"cannot reach {base_url}: {type(error).__name__}: {error}",
-            "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
-        ) from error
-    if response.status_code in (401, 403):
-        raise EndpointError(f"{base_url} refused the API key (HTTP {response.status_code})", "pass --api-key")
-    if response.status_code != 200:
-        return []
-    try:
-        return [str(m["id"]) for m in response.json().get("data", [])]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return []
+        raise unreachable(base_url, error) from error
+    return model_ids(base_url, response)
 
 
 class ChatSession:

@@ -67,6 +67,11 @@ def installed_versions(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
+def ecr_registry(account_id: str, region: str) -> str:
+    """The ECR registry host of an account in a region."""
+    return f"{account_id}.dkr.ecr.{region}.amazonaws.com"
+
+
 def build_platform(config: PlatformConfig) -> None:
     """Register the whole platform for `config` (call inside a Pulumi program)."""
     aws_provider = aws.Provider("aws", region=config.region, default_tags={"tags": tags_for(config)})
@@ -104,3 +109,6 @@ def build_platform(config: PlatformConfig) -> None:
     pulumi.export("cache_bucket", cache.bucket.bucket)
     pulumi.export("cache_role_arn", cache.reader_role.arn)
     pulumi.export("versions", installed_versions(config))
+    # Where `llmctl images build --push` puts the serving images (one repository per workload stack).
+    identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=aws_provider))
+    pulumi.export("ecr_registry", identity.account_id.apply(lambda account: ecr_registry(account, config.region)))

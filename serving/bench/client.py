@@ -85,27 +85,36 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-async def probe(client: httpx.AsyncClient, base_url: str, api_key: str | None) -> list[str]:
-    """Check that an endpoint answers and return the model ids it lists (may be empty).
+def unreachable(base_url: str, error: httpx.TransportError) -> EndpointError:
+    """The error for an endpoint nothing answers at."""
+    return EndpointError(
+        f"cannot reach {base_url}: {type(error).__name__}: {error}",
+        "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
+    )
 
-    Raises EndpointError when nothing listens there; a server without ``/models`` is fine.
+
+def model_ids(base_url: str, response: httpx.Response) -> list[str]:
+    """The model ids in a ``GET /models`` answer; EndpointError when the key was refused.
+
+    A server without ``/models`` (or with an odd answer) yields an empty list.
     """
-    try:
-        response = await client.get(f"{base_url}/models", headers=auth_headers(api_key), timeout=10.0)
-    except httpx.TransportError as error:
-        raise EndpointError(
-            f"cannot reach {base_url}: {type(error).__name__}: {error}",
-            "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
-        ) from error
     if response.status_code in (401, 403):
         raise EndpointError(f"{base_url} refused the API key (HTTP {response.status_code})", "pass --api-key")
     if response.status_code != 200:
         return []
     try:
-        data = response.json()
-        return [str(m["id"]) for m in data.get("data", [])]
+        return [str(m["id"]) for m in response.json().get("data", [])]
     except (ValueError, KeyError, TypeError, AttributeError):
         return []
+
+
+async def probe(client: httpx.AsyncClient, base_url: str, api_key: str | None) -> list[str]:
+    """Check that an endpoint answers and return the model ids it lists (may be empty)."""
+    try:
+        response = await client.get(f"{base_url}/models", headers=auth_headers(api_key), timeout=10.0)
+    except httpx.TransportError as error:
+        raise unreachable(base_url, error) from error
+    return model_ids(base_url, response)
 
 
 def chat_body(

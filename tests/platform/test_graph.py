@@ -259,5 +259,9 @@ def test_exports(exports) -> None:  # type: ignore[no-untyped-def]
         "inf2"
     ]
     assert out["cache_bucket"]
+    assert out["ecr_registry"] == "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    from llmctl.infra.workload.config import PlatformFacts
+
+    assert PlatformFacts.from_outputs(out).ecr_registry == out["ecr_registry"]
     assert out["versions"]["charts"]["karpenter"] == versions().charts["karpenter"].version
     assert "nvidia_device_plugin" not in out["versions"]["charts"] and "neuron" in out["versions"]["charts"]

@@ -430,6 +430,25 @@ def deployment(
     }
 
 
+def scaled_serving_deployment(
+    config: WorkloadConfig, name: str, pod_spec: Obj, metrics_port: int
+) -> list[Obj]:
+    """The serving Deployment (waited on, scraped) plus its HPA when the blueprint autoscales."""
+    hpa = autoscaler(config, name)
+    objects = [
+        deployment(
+            config,
+            name,
+            "serving",
+            pod_spec,
+            replicas=None if hpa else config.blueprint.scaling.replicas,
+            annotations=readiness(config),
+            pod_annotations=prometheus_annotations(config, metrics_port),
+        )
+    ]
+    return objects + ([hpa] if hpa else [])
+
+
 def prometheus_annotations(config: WorkloadConfig, port: int, path: str = "/metrics") -> dict[str, str]:
     """Scrape annotations when the blueprint wants Prometheus metrics."""
     if not config.blueprint.observability.prometheus:

@@ -68,16 +68,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         ],
     }
-    hpa = common.autoscaler(config, name(config))
-    deployment = common.deployment(
-        config,
-        name(config),
-        "serving",
-        pod_spec,
-        replicas=None if hpa else bp.scaling.replicas,
-        annotations=common.readiness(config),
-        pod_annotations=common.prometheus_annotations(config, metrics),
-    )
+    deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, metrics)
     # Only inference goes through the exposure; management stays inside the cluster.
     admin = service(
         config,
@@ -86,5 +77,4 @@ def build(config: WorkloadConfig) -> list[Obj]:
         [port("management", management), port("metrics", metrics)],
         exposed=False,
     )
-    objects = [deployment, service(config, name(config), "serving", [port("inference", inference)]), admin]
-    return objects + ([hpa] if hpa else [])
+    return [deployment, service(config, name(config), "serving", [port("inference", inference)]), admin, *hpa]

@@ -64,16 +64,6 @@ def build(config: WorkloadConfig) -> list[Obj]:
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
-    hpa = common.autoscaler(config, name(config))
-    deployment = common.deployment(
-        config,
-        name(config),
-        "serving",
-        pod_spec,
-        replicas=None if hpa else bp.scaling.replicas,
-        annotations=common.readiness(config),
-        pod_annotations=common.prometheus_annotations(config, METRICS_PORT),
-    )
+    deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, METRICS_PORT)
     ports = [port("http", HTTP_PORT), port("grpc", GRPC_PORT), port("metrics", METRICS_PORT)]
-    objects = [deployment, service(config, name(config), "serving", ports)]
-    return objects + ([hpa] if hpa else [])
+    return [deployment, service(config, name(config), "serving", ports), *hpa]
