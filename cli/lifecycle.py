@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from llmctl.cli import output
+from llmctl.cli.output import confirm
 from llmctl.errors import LlmctlError, PrerequisiteError, UserAbort
 
 STACK = typer.Option("dev", "--stack", help="Environment (stack) name.")
@@ -22,19 +23,6 @@ PROGRESS = typer.Option("rich", "--progress", help="rich (a live view) or plain 
 TARGET = typer.Option(
     "eks", "--target", help="eks, kubeconfig (an existing cluster) or local (this machine)."
 )
-
-
-def confirm(question: str, items: list[str], *, yes: bool) -> bool:
-    """Ask before a destructive or costly step; refuse to ask when stdin is not a terminal."""
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        raise UserAbort(
-            "confirmation needed but stdin is not a terminal", "re-run with --yes to proceed without asking"
-        )
-    for item in items:
-        output.err_console.print(f"  • {item}", markup=False)
-    return typer.confirm(question, default=False, err=True)
 
 
 def _engine(backend: str | None, progress: Any) -> Any:

@@ -6,9 +6,10 @@ import json
 import sys
 from typing import Any
 
+import typer
 from rich.console import Console
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import LlmctlError, UserAbort
 
 # Piped output keeps whole table cells (a terminal uses its own width); scripts should use --json.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -48,3 +49,16 @@ def render_error(error: LlmctlError) -> None:
         if problems:
             data["problems"] = [{"path": p, "message": m} for p, m in problems]
         emit_json(data)
+
+
+def confirm(question: str, items: list[str], *, yes: bool) -> bool:
+    """Ask before a destructive or costly step; refuse to ask when stdin is not a terminal."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UserAbort(
+            "confirmation needed but stdin is not a terminal", "re-run with --yes to proceed without asking"
+        )
+    for item in items:
+        err_console.print(f"  • {item}", markup=False)
+    return typer.confirm(question, default=False, err=True)

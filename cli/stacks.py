@@ -57,7 +57,7 @@ def gc(
 ) -> None:
     """Destroy and remove stacks not updated for longer than --older-than."""
     output.start(json_output=json_output)
-    from llmctl.cli.lifecycle import confirm
+    from llmctl.cli.output import confirm
     from llmctl.infra.stacks import gc as run_gc
     from llmctl.infra.stacks import parse_age
 

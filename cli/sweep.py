@@ -21,7 +21,7 @@ def sweep(
     """Find load balancers, target groups, security groups, Karpenter instances and launch templates,
     detached ENIs and orphaned volumes tagged for the cluster, and delete them."""
     output.start(json_output=json_output)
-    from llmctl.cli.lifecycle import confirm
+    from llmctl.cli.output import confirm
     from llmctl.errors import UserAbort
     from llmctl.infra.preflight import require_aws
     from llmctl.infra.sweep import Sweeper
