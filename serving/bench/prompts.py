@@ -82,14 +82,23 @@ class PromptFactory:
         overhead = self._prefix_tokens + self._instruction_tokens
         body_tokens = max(1, target_in - overhead)
         start = 0 if self.shared_prefix else rng.randrange(len(self._pieces))
-        pieces: list[Any] = []
-        while len(pieces) < body_tokens:
-            take = self._pieces[start : start + body_tokens - len(pieces)]
-            pieces.extend(take)
-            start = 0
-        body = INSTRUCTION + self.tokenizer.decode(pieces).lstrip()
-        counted = overhead + self.tokenizer.count(body) - self._instruction_tokens
+        # Pieces merge at the seams (prefix | instruction | body), so the text is measured as sent
+        # and the body corrected until the count is on target (a couple of rounds at most).
+        for _ in range(4):
+            body = INSTRUCTION + self._take(start, body_tokens).lstrip()
+            counted = self.tokenizer.count(self.prefix(index) + body)
+            if counted == target_in:
+                break
+            body_tokens = max(1, body_tokens + target_in - counted)
         return PromptSpec(index=index, text=body, input_tokens=counted, max_tokens=target_out)
+
+    def _take(self, start: int, count: int) -> str:
+        """`count` corpus pieces from `start`, wrapping around."""
+        pieces: list[Any] = []
+        while len(pieces) < count:
+            pieces.extend(self._pieces[start : start + count - len(pieces)])
+            start = 0
+        return self.tokenizer.decode(pieces)
 
     def make(self, index: int) -> PromptSpec:
         """The prompt of request ``index`` (its body is reused every POOL_SIZE requests)."""
