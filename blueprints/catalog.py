@@ -31,8 +31,13 @@ def catalog_names() -> list[str]:
 def _read(ref: str) -> tuple[str, str]:
     """(source label, text) for a name or a path."""
     path = Path(ref).expanduser()
-    looks_like_path = ref.endswith((".yaml", ".yml")) or "/" in ref or path.exists()
+    looks_like_path = ref.endswith((".yaml", ".yml")) or "/" in ref or path.is_file()
     if looks_like_path:
+        if path.is_dir():
+            raise BlueprintError(
+                f"blueprint file {ref} is a directory",
+                "pass the path of one YAML file in it, or a catalog name (`llmctl blueprints list`)",
+            )
         if not path.is_file():
             raise BlueprintError(
                 f"blueprint file {ref} does not exist",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -11,6 +13,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pricing import blueprint_cost, node_plan
 from llmctl.blueprints.rules import engine_of, is_gated
 from llmctl.blueprints.schema import Blueprint
+from llmctl.errors import LlmctlError
 
 
 def summaries() -> list[dict[str, Any]]:
@@ -61,6 +64,19 @@ def describe(ref: str) -> dict[str, Any]:
 def json_schema() -> dict[str, Any]:
     """The JSON schema of a blueprint file (for editors and CI)."""
     return Blueprint.model_json_schema()
+
+
+def write_json_schema(path: Path) -> Path:
+    """Write the JSON schema to a file; LlmctlError (not a traceback) when it cannot be written."""
+    try:
+        path.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise LlmctlError(
+            f"cannot write the schema to {path}: "
+            + ("it is a directory" if path.is_dir() else str(exc.strerror or exc)),
+            "pass --out with a file path in a folder you can write to",
+        ) from None
+    return path
 
 
 def _walk(model: type[BaseModel], prefix: str) -> list[dict[str, str]]:

@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 import typer
+from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from llmctl import __version__
@@ -38,6 +39,7 @@ class LlmctlGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         output.mode.json = False
         debug = bool(ctx.params.get("debug")) or os.environ.get("LLMCTL_DEBUG") == "1"
+        wants_json = "--json" in [*getattr(ctx, "_protected_args", []), *ctx.args]
         try:
             return super().invoke(ctx)
         except LlmctlError as error:
@@ -48,6 +50,18 @@ class LlmctlGroup(TyperGroup):
         except KeyboardInterrupt:
             output.render_error(UserAbort("interrupted", "run the command again to resume"))
             raise typer.Exit(UserAbort.exit_code) from None
+        except UsageError as error:
+            # Bad flags: Typer prints the usage on stderr; a --json caller still gets JSON on stdout.
+            if wants_json:
+                command = error.ctx.command_path if error.ctx else "llmctl"
+                output.emit_json(
+                    {
+                        "error": "UsageError",
+                        "message": error.format_message(),
+                        "hint": f"run `{command} --help` to see its arguments and flags",
+                    }
+                )
+            raise
 
 
 app = typer.Typer(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 
@@ -45,16 +45,23 @@ def _parse_list(text: str, kind: type[int] | type[float], flag: str) -> list[Any
     return values
 
 
-def resolve_endpoints(
-    endpoints: list[str] | None, blueprint: str | None, stack: str
-) -> tuple[list[str], str | None]:
-    """OpenAI base URLs (normalized) and the model a deployed blueprint serves, if any."""
+class Resolved(NamedTuple):
+    """Where to send requests, and what a deployed blueprint says about them."""
+
+    urls: list[str]
+    model: str | None
+    max_output_tokens: int | None
+
+
+def resolve_endpoints(endpoints: list[str] | None, blueprint: str | None, stack: str) -> Resolved:
+    """OpenAI base URLs (normalized), and the model and output-token limit of a deployed blueprint."""
     from llmctl.errors import EndpointError
     from llmctl.serving.bench.client import normalize_base_url
 
     if endpoints and blueprint:
         raise EndpointError("give --endpoint or --blueprint, not both", "drop one of them")
     model: str | None = None
+    limit: int | None = None
     urls: list[str] = []
     if blueprint:
         from llmctl.state import load_endpoint
@@ -62,6 +69,8 @@ def resolve_endpoints(
         deployed = load_endpoint(stack, blueprint)
         urls = [deployed.base_url]
         model = deployed.model or None
+        raw_limit = deployed.extra.get("max_new_tokens", "")
+        limit = int(raw_limit) if raw_limit.isdigit() else None
     elif endpoints:
         urls = [u for item in endpoints for u in item.split(";") if u.strip()]
     elif os.environ.get("OPENAI_API_BASE"):
@@ -71,7 +80,7 @@ def resolve_endpoints(
             "no endpoint to talk to",
             "pass --endpoint http://HOST:PORT/v1 or --blueprint NAME (a blueprint deployed with `llmctl up`)",
         )
-    return [normalize_base_url(u) for u in urls], model
+    return Resolved([normalize_base_url(u) for u in urls], model, limit)
 
 
 @bench_app.callback(invoke_without_command=True)
@@ -136,6 +145,12 @@ def bench(
     stddev_output_tokens: int = typer.Option(
         20, "--stddev-output-tokens", min=0, help="Stddev of the output length."
     ),
+    max_output_tokens: int = typer.Option(
+        None,
+        "--max-output-tokens",
+        min=1,
+        help="Cap on requested output tokens (default with --blueprint: its serving.max_new_tokens).",
+    ),
     shared_prefix: bool = typer.Option(
         False,
         "--shared-prefix",
@@ -197,7 +212,7 @@ def bench(
             ) from None
         if not isinstance(extra, dict):
             raise LlmctlError("--extra-body must be a JSON object", "e.g. --extra-body '{\"top_p\": 0.9}'")
-    urls, deployed_model = resolve_endpoints(endpoint, blueprint, stack)
+    urls, deployed_model, deployed_limit = resolve_endpoints(endpoint, blueprint, stack)
     config = BenchConfig(
         endpoints=urls,
         out_dir=out or default_out_dir(),
@@ -215,6 +230,7 @@ def bench(
         stddev_input_tokens=stddev_input_tokens,
         mean_output_tokens=mean_output_tokens,
         stddev_output_tokens=stddev_output_tokens,
+        max_output_tokens=max_output_tokens or deployed_limit,
         shared_prefix=shared_prefix,
         fixed_output=fixed_output,
         tokenizer=tokenizer,

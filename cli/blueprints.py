@@ -120,13 +120,14 @@ def schema(
 ) -> None:
     """Print every blueprint field with its type and description."""
     output.start(json_output=json)
-    from llmctl.blueprints.describe import field_reference, json_schema
+    from llmctl.blueprints.describe import field_reference, json_schema, write_json_schema
 
     if out is not None:
-        import json as json_lib
-
-        out.write_text(json_lib.dumps(json_schema(), indent=2))
-        output.console.print(f"wrote {out}")
+        written = write_json_schema(out)
+        if json:
+            output.emit_json({"path": str(written)})
+            return
+        output.console.print(f"wrote {written}")
         return
     if json:
         output.emit_json(json_schema())

@@ -42,7 +42,7 @@ def chat(
 
     if json and prompt is None:
         raise LlmctlError("--json needs --prompt (one-shot mode)", "add --prompt TEXT")
-    urls, deployed_model = resolve_endpoints([endpoint] if endpoint else None, blueprint, stack)
+    urls, deployed_model, _ = resolve_endpoints([endpoint] if endpoint else None, blueprint, stack)
     base_url = urls[0]
     chosen = model or deployed_model
     if not chosen:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from llmctl.errors import LlmctlError, UserAbort
 
@@ -30,19 +32,31 @@ def start(*, json_output: bool = False) -> None:
     mode.json = json_output
 
 
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null: strict JSON has no literal for them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
 def emit_json(data: Any) -> None:
-    """Write one JSON document to stdout (stable keys, no Rich markup)."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """Write one strict JSON document to stdout (stable keys, no Rich markup, no NaN)."""
+    sys.stdout.write(json.dumps(_finite(data), indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
 
 
 def render_error(error: LlmctlError) -> None:
     """One red line plus the hint on stderr; with `--json` also the error as JSON on stdout."""
-    err_console.print(f"[bold red]error:[/] {error.message}", soft_wrap=True)
+    # Messages quote user input (names, paths, flags like `[ms|s]`): never read them as markup.
+    err_console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
     for path, problem in getattr(error, "problems", []):
-        err_console.print(f"  [red]•[/] [bold]{path}[/]: {problem}", soft_wrap=True)
+        err_console.print(f"  [red]•[/] [bold]{escape(path)}[/]: {escape(problem)}", soft_wrap=True)
     if error.hint:
-        err_console.print(f"[yellow]hint:[/] {error.hint}", soft_wrap=True)
+        err_console.print(f"[yellow]hint:[/] {escape(error.hint)}", soft_wrap=True)
     if mode.json:
         data: dict[str, Any] = dict(error.to_dict())
         problems = getattr(error, "problems", [])

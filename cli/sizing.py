@@ -39,9 +39,15 @@ def size(
     ),
     dtype: DtypeChoice = typer.Option(DtypeChoice.fp16, "--dtype", help="Weight precision."),
     context: int = typer.Option(
-        None, "--context", min=1, help="Tokens per sequence (default: the model's maximum)."
+        None,
+        "--context",
+        min=1,
+        max=1_048_576,
+        help="Tokens per sequence (default: the model's maximum).",
     ),
-    batch: int = typer.Option(1, "--batch", min=1, help="Sequences whose KV cache must fit at once."),
+    batch: int = typer.Option(
+        1, "--batch", min=1, max=4096, help="Sequences whose KV cache must fit at once."
+    ),
     transformers_neuronx: bool = typer.Option(
         False,
         "--transformers-neuronx",
@@ -78,13 +84,22 @@ def cost(
         ..., "--blueprint", "-b", help="Catalog name or path to a blueprint YAML file."
     ),
     throughput: list[float] = typer.Option(
-        None, "--throughput", "-t", min=0.001, help="Output tokens/s of the deployment (repeatable)."
+        None,
+        "--throughput",
+        "-t",
+        min=0.001,
+        max=10_000_000,
+        help="Output tokens/s of the deployment (repeatable).",
     ),
     pricing: PricingChoice = typer.Option(
         PricingChoice.on_demand, "--pricing", help="Price model for the serving nodes."
     ),
     node_price: float = typer.Option(
-        None, "--node-price", min=0, help="Override the hourly price of one serving node (USD)."
+        None,
+        "--node-price",
+        min=0,
+        max=10_000,
+        help="Override the hourly price of one serving node (USD).",
     ),
     json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
 ) -> None:

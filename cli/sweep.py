@@ -46,8 +46,8 @@ def sweep(
         output.emit_json(report.to_dict())
     else:
         con = output.console
-        con.print(f"found {len(found)} object(s) tagged for {cluster} in {ident.region}")
-        for item in found:
+        con.print(f"found {len(report.found)} object(s) tagged for {cluster} in {ident.region}")
+        for item in report.found:
             con.print(f"  {item.label()}  [{item.reason}]", markup=False)
         if dry_run:
             con.print("dry run: nothing was deleted")

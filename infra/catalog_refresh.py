@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
-from llmctl.errors import CloudError
+from llmctl.errors import CloudError, PrerequisiteError
 
 # The Pricing API names regions by location; these are the regions llmctl plans for.
 REGION_LOCATIONS = {
@@ -215,7 +215,7 @@ def refresh_catalog(
             (result.updated if known else result.added).append(name)
             rows.append(row)
     except NoCredentialsError:
-        raise CloudError(
+        raise PrerequisiteError(
             "no AWS credentials found", "configure credentials (`aws configure` or AWS_PROFILE) and retry"
         ) from None
     except ClientError as exc:

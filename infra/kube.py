@@ -49,23 +49,106 @@ def kubectl_json(kubeconfig: Path | str | None, *args: str, timeout: float = 30)
     return json.loads(done.stdout or "{}")
 
 
-def _waiting_reason(pod: dict[str, Any]) -> str:
-    """What a not-ready pod is doing, in words (image pull, model download/compile, pending)."""
+NEURON_RESOURCES = ("aws.amazon.com/neuron", "aws.amazon.com/neuroncore")
+
+
+def _component(event: dict[str, Any]) -> str:
+    return str(event.get("reportingComponent") or event.get("source", {}).get("component") or "")
+
+
+def _pod_events(events: list[dict[str, Any]], name: str) -> dict[str, dict[str, Any]]:
+    """The pod's latest event of each reason (Nominated, FailedScheduling, Pulling, Pulled, ...);
+    Karpenter's own events under 'karpenter:<reason>' (the scheduler reports FailedScheduling too)."""
+    mine = [
+        e
+        for e in events
+        if e.get("involvedObject", {}).get("kind") == "Pod"
+        and e.get("involvedObject", {}).get("name") == name
+    ]
+    mine.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return {
+        ("karpenter:" if "karpenter" in _component(e).lower() else "") + str(e.get("reason")): e for e in mine
+    }
+
+
+def _uses_neuron(pod: dict[str, Any]) -> bool:
+    containers = pod.get("spec", {}).get("containers", [])
+    return any(
+        key in NEURON_RESOURCES
+        for c in containers
+        for part in ("limits", "requests")
+        for key in c.get("resources", {}).get(part, {})
+    )
+
+
+def _unscheduled(name: str, cond: dict[str, Any], latest: dict[str, dict[str, Any]]) -> str:
+    """Pending without a node: Karpenter's own events say whether a node is on its way."""
+    failed = latest.get("karpenter:FailedScheduling")
+    nominated = latest.get("karpenter:Nominated")
+    newer = nominated is None or (
+        failed is not None
+        and str(nominated.get("lastTimestamp") or "") < str(failed.get("lastTimestamp") or "")
+    )
+    if failed is not None and newer:
+        return f"a node for {name}, but Karpenter cannot launch one: {failed.get('message', '')[:200]}"
+    if nominated is not None:
+        return (
+            f"a node from Karpenter for {name} ({nominated.get('message', '')[:100]}; new nodes take 1-3 min)"
+        )
+    return f"a node from Karpenter for {name} (scheduler: {cond.get('message', 'unschedulable')[:120]})"
+
+
+def _container_waiting(name: str, cs: dict[str, Any], latest: dict[str, dict[str, Any]]) -> str:
+    waiting = cs.get("state", {}).get("waiting", {})
+    reason = waiting.get("reason", "")
+    image = cs.get("image", "")
+    if reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
+        return f"{name}: cannot pull {image} ({reason}: {waiting.get('message', '')[:160]})"
+    if reason == "CrashLoopBackOff":
+        last = cs.get("lastState", {}).get("terminated", {})
+        return (
+            f"{name}: container {cs.get('name')} keeps crashing ({cs.get('restartCount', 0)} restarts, last exit "
+            f"{last.get('reason', '?')} code {last.get('exitCode', '?')}); see `kubectl logs --previous`"
+        )
+    pulling, pulled = latest.get("Pulling"), latest.get("Pulled")
+    if (
+        reason == "ContainerCreating"
+        and pulling is not None
+        and (
+            pulled is None or str(pulled.get("lastTimestamp") or "") < str(pulling.get("lastTimestamp") or "")
+        )
+    ):
+        return f"{name}: pulling the serving image {image} (multi-GB images take minutes)"
+    if reason == "PodInitializing":
+        return f"{name}: init containers"
+    return f"{name}: {reason or 'starting'}"
+
+
+def waiting_reason(pod: dict[str, Any], events: list[dict[str, Any]] | None = None) -> str:
+    """What a not-ready pod waits for, in words, from its status and its events: a node from
+    Karpenter (or why Karpenter cannot launch one), the image pull, init containers, a crash loop,
+    or the model download and (on Neuron) compilation of a running container."""
     status = pod.get("status", {})
     name = pod.get("metadata", {}).get("name", "?")
-    if status.get("phase") == "Pending":
-        for cond in status.get("conditions", []):
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                return f"a node for {name} (Karpenter is launching one: {cond.get('message', '')[:80]})"
-    for cs in status.get("containerStatuses", []) + status.get("initContainerStatuses", []):
-        waiting = cs.get("state", {}).get("waiting")
-        if waiting:
-            reason = waiting.get("reason", "")
-            if reason in ("ContainerCreating", "PodInitializing"):
-                return f"{name}: pulling the serving image (multi-GB images take minutes)"
-            return f"{name}: {reason}"
-        if cs.get("state", {}).get("running") and not cs.get("ready"):
-            return f"{name}: model download and compilation (Neuron compiles can take 15-60 min)"
+    latest = _pod_events(events or [], name)
+    for cond in status.get("conditions", []):
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return _unscheduled(name, cond, latest)
+    for cs in status.get("initContainerStatuses", []):
+        if "running" in cs.get("state", {}):
+            return f"{name}: init container {cs.get('name')} is running (model download)"
+        if "waiting" in cs.get("state", {}):
+            return _container_waiting(name, cs, latest)
+    for cs in status.get("containerStatuses", []):
+        if "waiting" in cs.get("state", {}):
+            return _container_waiting(name, cs, latest)
+    for cs in status.get("containerStatuses", []):
+        if "running" in cs.get("state", {}) and not cs.get("ready"):
+            if _uses_neuron(pod):
+                return f"{name}: model download and Neuron compilation (15-60 min without a compile cache)"
+            return f"{name}: model download and loading"
+    if status.get("phase") == "Pending" and not status.get("containerStatuses"):
+        return f"{name}: pulling the serving image" if "Pulling" in latest else f"{name}: starting"
     return f"{name}: {status.get('phase', 'unknown')}"
 
 
@@ -79,13 +162,20 @@ class Readiness:
 def readiness(kubeconfig: Path | str | None, namespace: str) -> Readiness:
     """Whether every pod in the namespace is Ready, and what the others wait for."""
     pods = kubectl_json(kubeconfig, "get", "pods", "-n", namespace).get("items", [])
-    waiting = []
+    pending = []
     for pod in pods:
         conditions = {c.get("type"): c.get("status") for c in pod.get("status", {}).get("conditions", [])}
         if pod.get("status", {}).get("phase") == "Succeeded":
             continue
         if conditions.get("Ready") != "True":
-            waiting.append(_waiting_reason(pod))
+            pending.append(pod)
+    events: list[dict[str, Any]] = []
+    if pending:
+        try:
+            events = kubectl_json(kubeconfig, "get", "events", "-n", namespace).get("items", [])
+        except ServingError:
+            events = []  # the status alone still says most of it
+    waiting = [waiting_reason(pod, events) for pod in pending]
     return Readiness(ready=bool(pods) and not waiting, pods=len(pods), waiting_for=waiting)
 
 

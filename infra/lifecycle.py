@@ -243,6 +243,7 @@ class Lifecycle:
             k: str(out[k]) for k in ("namespace", "service", "dashboard_service", "ui_service") if out.get(k)
         }
         extra.update({"cluster": facts.cluster_name, "region": facts.region, "port": str(port)})
+        extra["max_new_tokens"] = str(bp.serving.max_new_tokens)
         if out.get("ui_port"):
             extra["ui_port"] = str(out["ui_port"])
         path = str(out.get("path") or "")

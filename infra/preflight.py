@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
 
-# The oldest pulumi CLI llmctl is tested against (the Automation API itself accepts >= 3.1).
-MIN_PULUMI = (3, 150, 0)
+# The oldest pulumi CLI llmctl works with: `destroy`/`refresh` of an inline program need 3.181
+# (`--client`; the Automation API raises InvalidVersionError below it), though it accepts >= 3.1.
+MIN_PULUMI = (3, 181, 0)
 PULUMI_INSTALL = (
     "install it with `curl -fsSL https://get.pulumi.com | sh` (version {min} or newer), then open a new shell"
 )
@@ -27,7 +28,7 @@ _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
 def min_pulumi() -> str:
-    """'3.150.0'."""
+    """'3.181.0'."""
     return ".".join(str(part) for part in MIN_PULUMI)
 
 
@@ -102,19 +103,26 @@ def require_kubectl() -> str:
 
 
 def resolve_region(region: str | None) -> str:
-    """--region, then AWS_REGION / AWS_DEFAULT_REGION, then the profile's region."""
-    if region:
-        return region
-    for key in ("AWS_REGION", "AWS_DEFAULT_REGION"):
-        if os.environ.get(key):
-            return os.environ[key]
-    import boto3
+    """--region, then AWS_REGION / AWS_DEFAULT_REGION, then the profile's region (checked)."""
+    found = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not found:
+        import boto3
 
-    found = boto3.session.Session().region_name
+        found = boto3.session.Session().region_name
     if not found:
         raise PrerequisiteError(
             "no AWS region is set", "pass --region (e.g. --region us-west-2) or set AWS_REGION"
         )
+    from llmctl.errors import BlueprintError
+    from llmctl.infra.platform.config import validate_config
+
+    try:  # the platform's own region rule: a typo fails here, not at AWS
+        validate_config({"region": found}, source="the AWS region")
+    except BlueprintError as exc:
+        detail = "; ".join(message for _, message in exc.problems) or exc.message
+        raise PrerequisiteError(
+            detail, "pass --region with a region code such as us-west-2 (or fix AWS_REGION / the profile)"
+        ) from None
     return str(found)
 
 

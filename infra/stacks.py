@@ -49,17 +49,25 @@ class GcResult:
 def expired(
     engine: Engine, older_than: timedelta, *, prefix: str = "", now: datetime | None = None
 ) -> list[StackInfo]:
-    """Stacks whose last update is older than `older_than` (optionally only names starting with prefix)."""
+    """Stacks whose last update is older than `older_than` (optionally only names starting with prefix).
+
+    Never a stack with an update in progress (the CLI then reports no last update), nor a platform
+    while a workload of the same environment stays; a stack that never ran an update counts as
+    expired only when it holds no resources.
+    """
     now = now or datetime.now(timezone.utc).replace(tzinfo=None)
+    stacks = [info for info in engine.list_stacks() if not prefix or info.stack.startswith(prefix)]
     found = []
-    for info in engine.list_stacks():
-        if prefix and not info.stack.startswith(prefix):
-            continue
+    for info in stacks:
         stamp = info.last_update
         if stamp is not None and stamp.tzinfo is not None:
             stamp = stamp.astimezone(timezone.utc).replace(tzinfo=None)
-        if stamp is None or now - stamp > older_than:
+        if info.update_in_progress:
+            continue
+        if (stamp is None and not info.resource_count) or (stamp is not None and now - stamp > older_than):
             found.append(info)
+    kept = {info.stack for info in stacks if info not in found and info.project != PLATFORM_PROJECT}
+    found = [i for i in found if not (i.project == PLATFORM_PROJECT and i.stack in kept)]
     # workloads before their platform
     return sorted(found, key=lambda i: (i.stack, i.project == PLATFORM_PROJECT))
 

@@ -11,6 +11,7 @@ ENIs, available volumes, then security groups (retried while AWS still reports d
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -58,6 +59,11 @@ class SweepReport:
     deleted: list[Leftover] = field(default_factory=list)
     failed: list[tuple[Leftover, str]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # Deleting releases ENIs and volumes that the first scan saw attached: list them too.
+        seen = set(self.found)
+        self.found += [item for item in [*self.deleted, *(i for i, _ in self.failed)] if item not in seen]
+
     def to_dict(self) -> dict[str, Any]:
         """Stable JSON keys: cluster, region, dry_run, found, deleted, failed."""
         return {
@@ -94,6 +100,9 @@ INSTANCE_KEYS = ("karpenter.k8s.aws/cluster", "eks:eks-cluster-name")
 ENI_KEYS = ("cluster.k8s.amazonaws.com/name", "elbv2.k8s.aws/cluster", "karpenter.k8s.aws/cluster")
 VOLUME_KEYS = ("KubernetesCluster", "ebs.csi.aws.com/cluster-name")
 SG_KEYS = ("elbv2.k8s.aws/cluster", "karpenter.k8s.aws/cluster")
+# AWS still holds the object for something being deleted (an LB's ENIs, a detaching volume).
+RETRYABLE = ("DependencyViolation", "ResourceInUse", "InvalidNetworkInterface.InUse", "VolumeInUse")
+WAIT_DELAY_S = 5
 
 
 class Sweeper:
@@ -270,25 +279,44 @@ class Sweeper:
         elif item.kind == "volume":
             self.ec2.delete_volume(VolumeId=item.id)
         elif item.kind == "security-group":
-            self._revoke_references(item.id)
+            self._release_references(item.id)
             self.ec2.delete_security_group(GroupId=item.id)
         else:  # pragma: no cover - KINDS is closed
             raise ValueError(item.kind)
 
-    def _revoke_references(self, group_id: str) -> None:
-        """Drop rules of *this* group so that two leftover groups referencing each other can go."""
-        reply = self.ec2.describe_security_groups(GroupIds=[group_id])
-        for sg in reply.get("SecurityGroups", []):
-            if sg.get("IpPermissions"):
-                self.ec2.revoke_security_group_ingress(GroupId=group_id, IpPermissions=sg["IpPermissions"])
+    def _release_references(self, group_id: str) -> None:
+        """Revoke the rules of *other* groups that name this group: AWS refuses to delete a
+        group another group's rule references (the node group's rule for a load balancer's group)."""
+        for direction, revoke in (
+            ("ip-permission.group-id", self.ec2.revoke_security_group_ingress),
+            ("egress.ip-permission.group-id", self.ec2.revoke_security_group_egress),
+        ):
+            filters = [{"Name": direction, "Values": [group_id]}]
+            key = "IpPermissionsEgress" if direction.startswith("egress") else "IpPermissions"
+            for page in self.ec2.get_paginator("describe_security_groups").paginate(Filters=filters):
+                for sg in page["SecurityGroups"]:
+                    rules = _rules_naming(sg.get(key, []), group_id)
+                    if rules and sg["GroupId"] != group_id:
+                        revoke(GroupId=sg["GroupId"], IpPermissions=rules)
 
-    def _wait_terminated(self, ids: list[str], deadline: float) -> None:
-        while ids and time.monotonic() < deadline:
-            reply = self.ec2.describe_instances(InstanceIds=ids)
-            states = [i["State"]["Name"] for r in reply["Reservations"] for i in r["Instances"]]
-            if all(state == "terminated" for state in states):
-                return
-            time.sleep(5)
+    def _wait_gone(self, deleted: list[Leftover], deadline: float) -> None:
+        """Wait until terminated instances and deleted load balancers are gone: only then do
+        their ENIs (and the volumes of the instances) get released."""
+        from botocore.exceptions import BotoCoreError, ClientError, WaiterError
+
+        waits = (
+            ("instance", self.ec2, "instance_terminated", "InstanceIds"),
+            ("load-balancer", self.elbv2, "load_balancers_deleted", "LoadBalancerArns"),
+        )
+        for kind, client, waiter, arg in waits:
+            ids = [item.id for item in deleted if item.kind == kind]
+            remaining = deadline - time.monotonic()
+            if not ids or remaining <= 0:
+                continue
+            config = {"Delay": WAIT_DELAY_S, "MaxAttempts": max(1, int(remaining // WAIT_DELAY_S))}
+            # What still depends on them is retried below until the deadline.
+            with contextlib.suppress(WaiterError, ClientError, BotoCoreError):
+                client.get_waiter(waiter).wait(**{arg: ids}, WaiterConfig=config)
 
     def delete(
         self,
@@ -297,21 +325,42 @@ class Sweeper:
         timeout_s: float = 600,
         on_deleted: Callable[[Leftover], None] | None = None,
     ) -> tuple[list[Leftover], list[tuple[Leftover, str]]]:
-        """Delete in KINDS order; a dependency error is retried until `timeout_s` runs out."""
+        """Delete in an order AWS accepts; dependency errors are retried until `timeout_s` runs out.
+
+        Instances and load balancers first (their deletion is asynchronous), then wait until they
+        are gone, then target groups and launch templates, then the ENIs and volumes that are
+        detached *now* (a rescan picks up the ones the terminations released), then security
+        groups. The result may hold objects `items` did not: the ones the rescan found.
+        """
         deadline = time.monotonic() + timeout_s
         deleted: list[Leftover] = []
         failed: list[tuple[Leftover, str]] = []
-        ordered = sorted(items, key=lambda item: KINDS.index(item.kind))
-        for item in ordered:
-            error = self._delete_with_retry(item, deadline)
-            if error is None:
-                deleted.append(item)
-                if on_deleted:
-                    on_deleted(item)
-            else:
-                failed.append((item, error))
-            if item.kind == "instance" and item is _last_of(ordered, "instance"):
-                self._wait_terminated([i.id for i in deleted if i.kind == "instance"], deadline)
+        pending = sorted(items, key=lambda item: KINDS.index(item.kind))
+
+        def run(kinds: tuple[str, ...]) -> None:
+            for item in [item for item in pending if item.kind in kinds]:
+                error = self._delete_with_retry(item, deadline)
+                if error is None:
+                    deleted.append(item)
+                    if on_deleted:
+                        on_deleted(item)
+                else:
+                    failed.append((item, error))
+
+        run(("instance", "load-balancer"))
+        self._wait_gone(deleted, deadline)
+        run(("target-group", "launch-template"))
+        known = {item.id for item in pending}
+        try:
+            released = [*self.network_interfaces(), *self.volumes()]
+        except Exception as exc:
+            raise translate_aws_error(exc, self.region) from None
+        pending = sorted(
+            pending + [item for item in released if item.id not in known],
+            key=lambda item: KINDS.index(item.kind),
+        )
+        run(("network-interface", "volume"))
+        run(("security-group",))
         return deleted, failed
 
     def _delete_with_retry(self, item: Leftover, deadline: float) -> str | None:
@@ -329,8 +378,7 @@ class Sweeper:
                     "TargetGroupNotFound",
                 ):
                     return None  # already gone: a second run, or AWS cleaned it up
-                retryable = code in ("DependencyViolation", "ResourceInUse", "InvalidNetworkInterface.InUse")
-                if not retryable or time.monotonic() + delay > deadline:
+                if code not in RETRYABLE or time.monotonic() + delay > deadline:
                     return f"{code}: {exc.response.get('Error', {}).get('Message', '')}".strip()
             except BotoCoreError as exc:
                 return str(exc)
@@ -338,9 +386,19 @@ class Sweeper:
             delay = min(delay * 2, 30.0)
 
 
-def _last_of(items: list[Leftover], kind: str) -> Leftover | None:
-    matching = [item for item in items if item.kind == kind]
-    return matching[-1] if matching else None
+def _rules_naming(permissions: list[dict[str, Any]], group_id: str) -> list[dict[str, Any]]:
+    """The part of each rule that references `group_id`, in the shape revoke_* accepts."""
+    rules = []
+    for perm in permissions:
+        pairs = [
+            {k: v for k, v in pair.items() if k in ("GroupId", "UserId")}
+            for pair in perm.get("UserIdGroupPairs", [])
+            if pair.get("GroupId") == group_id
+        ]
+        if pairs:
+            rule: dict[str, Any] = {k: perm[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in perm}
+            rules.append({**rule, "UserIdGroupPairs": pairs})
+    return rules
 
 
 def translate_aws_error(exc: Exception, region: str) -> Exception:
@@ -381,12 +439,12 @@ def sweep(
 ) -> SweepReport:
     """Find the cluster's leftovers and (unless `dry_run`) delete them."""
     sweeper = Sweeper(cluster, region, session)
-    report = SweepReport(cluster=cluster, region=region, dry_run=dry_run, found=sweeper.find())
-    if not dry_run and report.found:
-        report.deleted, report.failed = sweeper.delete(
-            report.found, timeout_s=timeout_s, on_deleted=on_deleted
-        )
-    return report
+    found = sweeper.find()
+    deleted: list[Leftover] = []
+    failed: list[tuple[Leftover, str]] = []
+    if not dry_run and found:
+        deleted, failed = sweeper.delete(found, timeout_s=timeout_s, on_deleted=on_deleted)
+    return SweepReport(cluster, region, dry_run, found, deleted, failed)
 
 
 def leftovers(cluster: str, region: str, *, session: Any = None) -> list[Leftover]:

@@ -33,7 +33,8 @@ def state_dir() -> Path:
     return root
 
 
-def _check_name(kind: str, value: str) -> str:
+def check_name(kind: str, value: str) -> str:
+    """``value`` if it is safe as one path component (a stack or blueprint name), else LlmctlError."""
     if not _SAFE.match(value):
         raise LlmctlError(
             f"invalid {kind} name {value!r}",
@@ -58,10 +59,7 @@ class Endpoint:
 
 def _endpoint_path(stack: str, blueprint: str) -> Path:
     return (
-        state_dir()
-        / "endpoints"
-        / _check_name("stack", stack)
-        / f"{_check_name('blueprint', blueprint)}.json"
+        state_dir() / "endpoints" / check_name("stack", stack) / f"{check_name('blueprint', blueprint)}.json"
     )
 
 
@@ -84,8 +82,19 @@ def load_endpoint(stack: str, blueprint: str) -> Endpoint:
         if known:
             hint += f"; deployed in stack {stack!r}: {', '.join(sorted(known))}"
         raise LlmctlError(f"blueprint {blueprint!r} is not deployed in stack {stack!r}", hint)
-    data = json.loads(path.read_text())
-    return Endpoint(**data)
+    return _read_endpoint(path)
+
+
+def _read_endpoint(path: Path) -> Endpoint:
+    """One registry file as an Endpoint; a clear error (not a traceback) when it is damaged."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Endpoint(**data)
+    except (OSError, ValueError, TypeError) as exc:
+        raise LlmctlError(
+            f"the endpoint record {path} is damaged ({type(exc).__name__}: {exc})",
+            f"delete {path} and run `llmctl up` again to record the endpoint",
+        ) from None
 
 
 def list_endpoints(stack: str | None = None) -> list[Endpoint]:
@@ -93,13 +102,11 @@ def list_endpoints(stack: str | None = None) -> list[Endpoint]:
     root = state_dir() / "endpoints"
     if not root.exists():
         return []
-    stacks = (
-        [root / _check_name("stack", stack)] if stack else sorted(p for p in root.iterdir() if p.is_dir())
-    )
+    stacks = [root / check_name("stack", stack)] if stack else sorted(p for p in root.iterdir() if p.is_dir())
     found: list[Endpoint] = []
     for folder in stacks:
         for file in sorted(folder.glob("*.json")) if folder.exists() else []:
-            found.append(Endpoint(**json.loads(file.read_text())))
+            found.append(_read_endpoint(file))
     return found
 
 

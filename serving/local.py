@@ -29,7 +29,7 @@ from llmctl.errors import ServingError
 from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
 from llmctl.serving.local_procs import alive, kill_tree
 from llmctl.serving.model_source import resolve_model
-from llmctl.state import Endpoint, remove_endpoint, save_endpoint, state_dir
+from llmctl.state import Endpoint, check_name, remove_endpoint, save_endpoint, state_dir
 
 Progress = Callable[[str], None]
 
@@ -58,11 +58,11 @@ def _check_local(blueprint: Blueprint) -> None:
 
 
 def _records(stack: str) -> Path:
-    return state_dir() / "local" / stack
+    return state_dir() / "local" / check_name("stack", stack)
 
 
 def _record_path(stack: str, blueprint: str) -> Path:
-    return _records(stack) / f"{blueprint}.json"
+    return _records(stack) / f"{check_name('blueprint', blueprint)}.json"
 
 
 def _free_port(preferred: int | None = None) -> int:
@@ -106,7 +106,11 @@ def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpo
         target="local",
         base_url=record["base_url"],
         model=record["model"],
-        extra={"pid": str(record["pid"]), "log": record["log"]},
+        extra={
+            "pid": str(record["pid"]),
+            "log": record["log"],
+            "max_new_tokens": str(blueprint.serving.max_new_tokens),
+        },
     )
 
 

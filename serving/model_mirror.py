@@ -5,21 +5,18 @@ The workload's `model-mirror` Job copies a Hugging Face snapshot to
 pods get that URI as ``LLMCTL_MODEL_URI``. :func:`sync_model` downloads every object under it into
 ``$LLMCTL_MODEL_CACHE/<bucket>/<prefix>`` (default ``/tmp/llmctl-models``) through a temporary
 directory renamed into place, so a second call (or a second replica in the same pod) loads from
-disk without touching S3. boto3 is imported only here, and only when a mirror is in use; it reads
-credentials the usual way (EKS Pod Identity in the cluster) and honours ``AWS_ENDPOINT_URL``.
+disk without touching S3. The S3 copy itself is :mod:`.s3_sync` (boto3 imported only when a mirror
+is in use).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from llmctl.errors import ServingError
-from llmctl.serving.common.deps import require
+from llmctl.serving.s3_sync import S3, parse_s3_uri, s3_errors
 
 MODEL_URI_ENV = "LLMCTL_MODEL_URI"
 MODEL_CACHE_ENV = "LLMCTL_MODEL_CACHE"
@@ -41,31 +38,9 @@ def mirrored_or(default: str, *, on_progress: Callable[[str], None] | None = Non
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
     """(bucket, key prefix without a trailing slash) of an ``s3://bucket/prefix`` URI."""
-    if not uri.startswith("s3://") or not uri[5:].split("/", 1)[0]:
-        raise ServingError(
-            f"{MODEL_URI_ENV}={uri!r} is not an s3://bucket/prefix URI",
-            "the workload sets it to s3://<cache bucket>/models/<model id>/<revision>",
-        )
-    bucket, _, prefix = uri[5:].partition("/")
-    return bucket, prefix.strip("/")
-
-
-def _keys(s3: Any, bucket: str, prefix: str) -> list[str]:
-    keys: list[str] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
-        keys.extend(item["Key"] for item in page.get("Contents", []))
-    return keys
-
-
-def _download(s3: Any, bucket: str, prefix: str, keys: list[str], target: Path) -> None:
-    for key in keys:
-        relative = key[len(prefix) + 1 :]
-        if not relative or relative.endswith("/") or relative == COMPLETE_MARKER:
-            continue
-        path = target / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        s3.download_file(bucket, key, str(path))
-    (target / COMPLETE_MARKER).write_text(f"s3://{bucket}/{prefix}\n")
+    return parse_s3_uri(
+        uri, variable=MODEL_URI_ENV, expected="s3://<cache bucket>/models/<model id>/<revision>"
+    )
 
 
 def sync_model(
@@ -77,12 +52,10 @@ def sync_model(
     target = root / bucket / prefix
     if (target / COMPLETE_MARKER).is_file():
         return str(target)
-    install = "pip install boto3 (the llmctl serving images include it)"
-    boto3 = require("boto3", install=install, purpose="the S3 model mirror")
-    exceptions = require("botocore.exceptions", install=install, purpose="the S3 model mirror")
-    try:
-        s3 = boto3.session.Session().client("s3")  # a fresh session reads the current environment
-        keys = _keys(s3, bucket, prefix)
+    access = "check that the bucket exists and that the pod's role may s3:ListBucket and s3:GetObject on it"
+    with s3_errors(uri, "read the model mirror", access):
+        s3 = S3("the S3 model mirror")
+        keys = s3.keys(bucket, prefix)
         if f"{prefix}/{COMPLETE_MARKER}" not in keys:
             raise ServingError(
                 f"the model mirror {uri} is incomplete ({len(keys)} object(s), no {COMPLETE_MARKER} marker)",
@@ -90,24 +63,5 @@ def sync_model(
             )
         if on_progress:
             on_progress(f"downloading {len(keys) - 1} file(s) from {uri}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-        try:
-            _download(s3, bucket, prefix, keys, tmp)
-            if not (target / COMPLETE_MARKER).is_file():  # another replica may have finished first
-                shutil.rmtree(target, ignore_errors=True)
-                tmp.rename(target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    except exceptions.NoCredentialsError:
-        raise ServingError(
-            f"no AWS credentials to read the model mirror {uri}",
-            "in the cluster the pod's service account gets them through EKS Pod Identity "
-            "(llmctl-serving); elsewhere set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
-        ) from None
-    except (exceptions.BotoCoreError, exceptions.ClientError) as error:
-        raise ServingError(
-            f"could not read the model mirror {uri}: {error}",
-            "check that the bucket exists and that the pod's role may s3:ListBucket and s3:GetObject on it",
-        ) from None
+        s3.download_prefix(bucket, prefix, keys, target, COMPLETE_MARKER)
     return str(target)

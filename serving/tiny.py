@@ -132,8 +132,16 @@ def write_tiny_model(
 ) -> dict[str, Any]:
     """Write the model to ``directory`` (created; must be empty or absent); returns a summary."""
     out = Path(directory).expanduser().resolve()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():
+        raise ServingError(f"{out} is a file, not a directory", "pass a new or empty directory")
+    if out.exists() and any(out.iterdir()):
         raise ServingError(f"{out} exists and is not an empty directory", "pass a new or empty directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ServingError(
+            f"cannot create {out}: {exc.strerror or exc}", "pass a new or empty directory you can write to"
+        ) from None
     torch = require("torch")
     transformers = require("transformers")
     tokenizer = build_tokenizer()
@@ -162,7 +170,6 @@ def write_tiny_model(
         pad_token_id=tokenizer.pad_token_id,
         do_sample=False,
     )
-    out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     params = sum(t.numel() for t in model.parameters())

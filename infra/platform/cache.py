@@ -16,6 +16,16 @@ from llmctl.infra.platform.tags import tags_for
 
 COMPILE_PREFIX = "neuron-cache/"
 WEIGHTS_PREFIX = "models/"
+# S3 takes a bucket prefix of at most 37 lowercase characters (the provider adds a unique suffix).
+_MAX_BUCKET_PREFIX = 37
+_BUCKET_SUFFIX = "-cache-"
+
+
+def bucket_prefix(cluster_name: str) -> str:
+    """The cache bucket's name prefix: the cluster name lowercased (bucket names are lowercase,
+    cluster names need not be), shortened so that the prefix stays within S3's 37 characters."""
+    base = cluster_name.lower()[: _MAX_BUCKET_PREFIX - len(_BUCKET_SUFFIX)].rstrip("-")
+    return f"{base}{_BUCKET_SUFFIX}"
 
 
 def reader_statements(bucket_arn: str) -> list[dict[str, Any]]:
@@ -43,7 +53,7 @@ class Cache(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.bucket = aws.s3.Bucket(
             f"{name}-bucket",
-            bucket_prefix=f"{config.cluster_name}-cache-",
+            bucket_prefix=bucket_prefix(config.cluster_name),
             force_destroy=config.cache_force_destroy,
             tags=tags,
             opts=child,

@@ -21,8 +21,12 @@ def release(
     opts: pulumi.ResourceOptions,
     release_name: str | None = None,
     create_namespace: bool = False,
+    skip_crds: bool = False,
 ) -> Release:
-    """A Helm release of a pinned chart (OCI charts by reference, others through their repository)."""
+    """A Helm release of a pinned chart (OCI charts by reference, others through their repository).
+
+    `skip_crds`: leave out the chart's `crds/` directory (when a separate CRD chart manages them).
+    """
     chart = versions().charts[chart_key]
     oci = chart.repository.startswith("oci://")
     return Release(
@@ -33,6 +37,7 @@ def release(
         repository_opts=None if oci else RepositoryOptsArgs(repo=chart.repository),
         namespace=namespace,
         create_namespace=create_namespace,
+        skip_crds=skip_crds or None,
         values=values,
         cleanup_on_fail=True,
         timeout=900,

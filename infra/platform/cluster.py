@@ -34,10 +34,14 @@ ADDONS_AFTER_NODES = ("coredns",)
 EBS_CSI = "aws-ebs-csi-driver"
 
 
-def admin_principals(config: PlatformConfig, caller_arn: str) -> list[str]:
-    """The caller (as an IAM principal) plus the configured admins, without duplicates."""
-    principals = [principal_for_access_entry(caller_arn), *config.admin_principal_arns]
-    return list(dict.fromkeys(principals))
+def admin_principals(config: PlatformConfig) -> list[str]:
+    """The configured admins (assumed-role session ARNs mapped to their role), without duplicates.
+
+    The identity that creates the cluster is not among them: pulumi-eks creates the cluster with
+    `bootstrapClusterCreatorAdminPermissions`, so EKS already gives that principal an admin access
+    entry, and a second entry for it fails with ResourceInUseException (409).
+    """
+    return list(dict.fromkeys(principal_for_access_entry(arn) for arn in config.admin_principal_arns))
 
 
 class Cluster(pulumi.ComponentResource):
@@ -78,7 +82,6 @@ class Cluster(pulumi.ComponentResource):
         # EKS gets the use of the key through a grant made with the caller's permissions (the
         # default key policy defers to IAM). pulumi-eks creates the cluster's service role; a role
         # passed in would be a resource reference, which Pulumi's mocks cannot rehydrate.
-        caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
         access_entries = {
             f"admin-{index}": eks.AccessEntryArgs(
                 principal_arn=principal,
@@ -89,7 +92,7 @@ class Cluster(pulumi.ComponentResource):
                     )
                 },
             )
-            for index, principal in enumerate(admin_principals(config, caller.arn))
+            for index, principal in enumerate(admin_principals(config))
         }
         self.eks_cluster = eks.Cluster(
             f"{name}-eks",
@@ -98,7 +101,7 @@ class Cluster(pulumi.ComponentResource):
             vpc_id=network.vpc_id,
             private_subnet_ids=network.control_plane_subnet_ids,
             authentication_mode=eks.AuthenticationMode.API,
-            access_entries=access_entries,
+            access_entries=access_entries or None,
             encryption_config_key_arn=key.arn,
             enabled_cluster_log_types=LOG_TYPES,
             endpoint_private_access=True,

@@ -148,7 +148,8 @@ class PlatformConfig(_Strict):
     )
     admin_principal_arns: list[str] = Field(
         default_factory=list,
-        description="Extra IAM principals given cluster-admin access entries (the caller always is).",
+        description="IAM principals given cluster-admin access entries. EKS already makes the identity that "
+        "creates the cluster an admin: do not list that one (a second entry fails with ResourceInUseException).",
     )
     cache_force_destroy: bool = Field(
         True,
@@ -187,7 +188,10 @@ class PlatformConfig(_Strict):
         if not self.cluster_name:
             object.__setattr__(self, "cluster_name", f"llmctl-{self.stack}")
             if not _CLUSTER_NAME.match(self.cluster_name):
-                raise ValueError(f"stack name {self.stack!r} gives an invalid cluster name; set cluster_name")
+                raise ValueError(
+                    f"stack name {self.stack!r} gives an invalid cluster name; use letters, digits and '-' "
+                    "(at most 31 characters, starting with a letter), or set cluster_name"
+                )
         if not self.kubernetes_version:
             object.__setattr__(self, "kubernetes_version", versions().eks.kubernetes_version.value)
         if not self.az_ids:

@@ -74,6 +74,13 @@ def controller_statements() -> list[dict[str, Any]]:
             "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}},
         },
         {"Effect": "Allow", "Action": _READ, "Resource": "*"},
+        # Opens the nodes' (EKS cluster) security group to the load balancer's security group: that
+        # group is not the controller's, so this cannot be limited to the elbv2.k8s.aws/cluster tag.
+        {
+            "Effect": "Allow",
+            "Action": ["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"],
+            "Resource": "*",
+        },
         {"Effect": "Allow", "Action": ["ec2:CreateSecurityGroup"], "Resource": "*"},
         {
             "Effect": "Allow",

@@ -4,6 +4,7 @@ SQS interruption queue and its EventBridge rules, and the controller's Helm rele
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -38,9 +39,17 @@ def controller_statements(
     ec2 = f"arn:{partition}:ec2:{region}"
     owned = {f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned"}
     owned_resource = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"}
+    # What RunInstances/CreateFleet/CreateLaunchTemplate create (and tag on creation) for a node.
     launched = [
         f"{ec2}:*:{kind}/*"
-        for kind in ("fleet", "instance", "volume", "network-interface", "launch-template")
+        for kind in (
+            "fleet",
+            "instance",
+            "volume",
+            "network-interface",
+            "launch-template",
+            "spot-instances-request",
+        )
     ]
     profile_tags = {
         f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned",
@@ -56,10 +65,18 @@ def controller_statements(
                 f"{ec2}::snapshot/*",
                 f"{ec2}:*:security-group/*",
                 f"{ec2}:*:subnet/*",
-                f"{ec2}:*:spot-instances-request/*",
-                f"{ec2}:*:launch-template/*",
                 f"{ec2}:*:capacity-reservation/*",
             ],
+        },
+        {
+            "Sid": "LaunchFromOwnLaunchTemplates",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+            "Resource": f"{ec2}:*:launch-template/*",
+            "Condition": {
+                "StringEquals": owned_resource,
+                "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+            },
         },
         {
             "Sid": "LaunchTaggedForCluster",
@@ -211,7 +228,13 @@ class Karpenter(pulumi.ComponentResource):
     queue_name: str
 
     def __init__(
-        self, name: str, config: PlatformConfig, cluster: Cluster, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        config: PlatformConfig,
+        cluster: Cluster,
+        *,
+        after: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("llmctl:platform:Karpenter", name, None, opts)
         tags = tags_for(config)
@@ -328,10 +351,20 @@ class Karpenter(pulumi.ComponentResource):
             tags=tags,
             opts=after_cluster,
         )
+        # Helm installs a chart's crds/ only once and never upgrades them; the karpenter-crd chart
+        # (same version) keeps the NodePool/EC2NodeClass CRDs in step with the controller.
+        crds = release(
+            f"{name}-crd",
+            "karpenter_crd",
+            namespace=NAMESPACE,
+            values={},
+            opts=after_cluster,
+        )
         self.release = release(
             f"{name}-release",
             "karpenter",
             namespace=NAMESPACE,
+            skip_crds=True,
             values={
                 "settings": {"clusterName": config.cluster_name, "interruptionQueue": self.queue_name},
                 "serviceAccount": {"name": SERVICE_ACCOUNT},
@@ -346,6 +379,8 @@ class Karpenter(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[
                     *cluster.ready,
+                    *after,
+                    crds,
                     identity,
                     controller_policy,
                     queue_policy,

@@ -14,13 +14,15 @@ SCHEDULER_NAME = "my-scheduler"
 
 
 def neuron_values() -> dict[str, object]:
-    """Chart values: device plugin on Neuron nodes, the custom scheduler on the core nodes."""
+    """Chart values: device plugin on Neuron nodes; the scheduler extension and the custom scheduler
+    (`my-scheduler`) on the core nodes. The chart places them with separate keys:
+    `scheduler.nodeSelector` (extension) and `scheduler.customScheduler.nodeSelector`."""
     toleration = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NEURON_TAINT.effect}
     return {
         "devicePlugin": {"enabled": True, "tolerations": [toleration]},
         "scheduler": {
             "enabled": True,
-            "customScheduler": {"enabled": True},
+            "customScheduler": {"enabled": True, "nodeSelector": CORE_NODE_SELECTOR},
             "nodeSelector": CORE_NODE_SELECTOR,
         },
         "npd": {"enabled": False},

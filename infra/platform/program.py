@@ -49,7 +49,7 @@ def installed_versions(config: PlatformConfig) -> dict[str, Any]:
     """The `versions` output: every pinned version this config installs."""
     pinned = versions()
     accelerators = {pool(name).accelerator for name in config.pools}
-    charts = ["karpenter", "kuberay_operator", "aws_load_balancer_controller"]
+    charts = ["karpenter", "karpenter_crd", "kuberay_operator", "aws_load_balancer_controller"]
     if accelerators & set(NEURON_ACCELERATORS):
         charts.append("neuron")
     if "nvidia" in accelerators:
@@ -82,15 +82,20 @@ def build_platform(config: PlatformConfig) -> None:
     on_both = pulumi.ResourceOptions(providers={"aws": aws_provider, "kubernetes": kube})
     on_k8s = pulumi.ResourceOptions(providers={"kubernetes": kube})
 
-    karpenter = Karpenter("karpenter", config, cluster, opts=on_both)
+    ingress = Ingress("ingress", config, cluster, network, opts=on_both)
+    # The load balancer controller registers a mutating webhook for every new Service; until its
+    # pods are ready, creating a Service fails ("no endpoints available for service
+    # aws-load-balancer-webhook-service"). The charts that create Services therefore wait for the
+    # controller's release (and, on destroy, go before it).
+    after_lbc = [*cluster.ready, ingress.release]
+    karpenter = Karpenter("karpenter", config, cluster, after=[ingress.release], opts=on_both)
     NodePools("nodepools", config, karpenter, opts=on_k8s)
     accelerators = {pool(name).accelerator for name in config.pools}
     if accelerators & set(NEURON_ACCELERATORS):
-        Neuron("neuron", after=cluster.ready, opts=on_k8s)
+        Neuron("neuron", after=after_lbc, opts=on_k8s)
     if "nvidia" in accelerators:
-        NvidiaDevicePlugin("nvidia", after=cluster.ready, opts=on_k8s)
-    KubeRay("kuberay", after=cluster.ready, opts=on_k8s)
-    ingress = Ingress("ingress", config, cluster, network, opts=on_both)
+        NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
+    KubeRay("kuberay", after=after_lbc, opts=on_k8s)
     Observability("observability", config, cluster, opts=on_aws)
     cache = Cache("cache", config, opts=on_aws)
 
@@ -111,4 +116,6 @@ def build_platform(config: PlatformConfig) -> None:
     pulumi.export("versions", installed_versions(config))
     # Where `llmctl images build --push` puts the serving images (one repository per workload stack).
     identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=aws_provider))
-    pulumi.export("ecr_registry", identity.account_id.apply(lambda account: ecr_registry(account, config.region)))
+    pulumi.export(
+        "ecr_registry", identity.account_id.apply(lambda account: ecr_registry(account, config.region))
+    )

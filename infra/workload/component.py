@@ -4,7 +4,7 @@ One resource per object (a Namespace, ServiceAccount, Secret, ConfigMap, Service
 or HPA of `pulumi_kubernetes`, and an `apiextensions.CustomResource` for anything else such as a
 RayService), all parented to the component, so every object is visible in previews and under
 mocks. Secrets go in as Pulumi secrets. Readiness comes from the annotations the builders set:
-`pulumi.com/waitFor` makes Pulumi wait until the RayService reports `Running`, and
+`pulumi.com/waitFor` makes Pulumi wait until the RayService has its `Ready` condition, and
 `pulumi.com/timeoutSeconds` allows for model download and Neuron compilation, so `up` returns only
 once the endpoint answers.
 """

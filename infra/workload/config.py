@@ -170,8 +170,11 @@ class PlatformFacts(_Strict):
         """The facts the platform WOULD have for this blueprint, from :mod:`llmctl.infra.pools` (offline)."""
         from llmctl.blueprints.hardware import hardware
         from llmctl.blueprints.versions import versions
+        from llmctl.infra.platform.config import validate_config
         from llmctl.infra.pools import pools_for
 
+        # The same stack-name and region rules as the platform (a bad one fails here, not in the cluster).
+        validate_config({"stack": stack, "region": region}, source="--stack / --region")
         catalog = hardware()
         core_type = str(catalog.platform_fixed.core_nodes["instance_type"])
         caches = blueprint.caches.model_mirror or blueprint.caches.compile_cache

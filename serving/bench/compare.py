@@ -39,15 +39,26 @@ def load_levels(folder: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         raise LlmctlError(f"{folder} holds no {SUMMARY}", "pass a folder written by `llmctl bench --out`")
     try:
-        data = json.loads(path.read_text())
-    except ValueError as error:
-        raise LlmctlError(f"{path} is not valid JSON: {error}", "re-run the benchmark") from error
-    if data.get("kind") == "sweep":
-        levels = {str(entry["label"]): entry for entry in data.get("levels", [])}
-    elif "metrics" in data:
-        levels = {str(data.get("label") or "run"): sweep_entry(data)}
-    else:
-        raise LlmctlError(f"{path} is not an llmctl bench summary", "pass a folder written by `llmctl bench`")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise LlmctlError(f"{path} is not valid JSON: {error}", "re-run the benchmark") from None
+    not_ours = LlmctlError(
+        f"{path} is not an llmctl bench summary", "pass a folder written by `llmctl bench`"
+    )
+    if not isinstance(data, dict):
+        raise not_ours
+    try:
+        if data.get("kind") == "sweep":
+            levels = {str(entry["label"]): entry for entry in data.get("levels", [])}
+        elif "metrics" in data:
+            levels = {str(data.get("label") or "run"): sweep_entry(data)}
+        else:
+            raise not_ours
+    except (KeyError, TypeError, AttributeError):
+        raise not_ours from None
+    numeric = (int, float, type(None))
+    if not all(isinstance(entry.get(key), numeric) for entry in levels.values() for key, *_ in ROWS):
+        raise not_ours
     if not levels:
         raise LlmctlError(f"{folder} has no measured levels", "re-run the benchmark")
     return levels

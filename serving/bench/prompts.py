@@ -52,10 +52,14 @@ class PromptFactory:
         shared_prefix: bool = False,
         nonce: str | None = None,
         corpus: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.mean_in, self.std_in = mean_input_tokens, stddev_input_tokens
         self.mean_out, self.std_out = mean_output_tokens, stddev_output_tokens
+        # The server's limit on generated tokens (e.g. a blueprint's serving.max_new_tokens): longer
+        # asks would be refused with HTTP 400, so the output-length distribution is cut there.
+        self.max_out = max_output_tokens
         self.seed = seed
         self.shared_prefix = shared_prefix
         self.nonce = nonce or secrets.token_hex(4)
@@ -79,6 +83,8 @@ class PromptFactory:
         rng = random.Random(f"{self.seed}-{index}")
         target_in = max(1, round(rng.gauss(self.mean_in, self.std_in)))
         target_out = max(1, round(rng.gauss(self.mean_out, self.std_out)))
+        if self.max_out is not None:
+            target_out = min(target_out, self.max_out)
         overhead = self._prefix_tokens + self._instruction_tokens
         body_tokens = max(1, target_in - overhead)
         start = 0 if self.shared_prefix else rng.randrange(len(self._pieces))

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from llmctl import __version__
-from llmctl.errors import EndpointError
+from llmctl.errors import EndpointError, LlmctlError
 from llmctl.serving.bench import report
 from llmctl.serving.bench.client import probe
 from llmctl.serving.bench.loadgen import LoadPlan, Progress, install_stop_on_sigint, run_load
@@ -47,6 +47,7 @@ class BenchConfig:
     stddev_input_tokens: int = 20
     mean_output_tokens: int = 245
     stddev_output_tokens: int = 20
+    max_output_tokens: int | None = None
     shared_prefix: bool = False
     fixed_output: bool = True
     tokenizer: str | None = None
@@ -112,6 +113,7 @@ async def run_bench(
         stddev_input_tokens=config.stddev_input_tokens,
         mean_output_tokens=config.mean_output_tokens,
         stddev_output_tokens=config.stddev_output_tokens,
+        max_output_tokens=config.max_output_tokens,
         seed=config.seed,
         shared_prefix=config.shared_prefix,
     )
@@ -120,6 +122,7 @@ async def run_bench(
         "stddev_input_tokens": config.stddev_input_tokens,
         "mean_output_tokens": config.mean_output_tokens,
         "stddev_output_tokens": config.stddev_output_tokens,
+        "max_output_tokens": config.max_output_tokens,
         "shared_prefix": config.shared_prefix,
         "nonce": None if config.shared_prefix else prompts.nonce,
         "fixed_output": config.fixed_output,
@@ -148,7 +151,14 @@ async def run_bench(
         for concurrency in config.concurrency:
             plans.append((f"c{concurrency}", dataclasses.replace(base, concurrency=concurrency)))
     sweep = len(plans) > 1
-    config.out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        config.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LlmctlError(
+            f"cannot write results to {config.out_dir}: "
+            + ("it is a file" if config.out_dir.is_file() else str(exc.strerror or exc)),
+            "pass --out with a folder you can write to",
+        ) from None
     levels: list[LevelResult] = []
     next_index = 0
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -173,7 +183,22 @@ async def run_bench(
         from llmctl.serving.bench import plots as plotting
 
         plots, note = plotting.plot_all(config.out_dir, levels_data(levels))
+    if levels and not stop.is_set() and not any(lv.summary["counts"]["completed"] for lv in levels):
+        _raise_all_failed(config, levels)
     return BenchOutcome(config.out_dir, levels, sweep_summary, stop.is_set(), plots, note)
+
+
+def _raise_all_failed(config: BenchConfig, levels: list[LevelResult]) -> None:
+    """No request completed at any level: the numbers mean nothing, so say why and exit non-zero."""
+    errors: dict[str, int] = {}
+    for level in levels:
+        for kind, count in level.summary["counts"]["errors_by_type"].items():
+            errors[kind] = errors.get(kind, 0) + int(count)
+    raise EndpointError(
+        f"every request failed ({', '.join(f'{count} x {kind}' for kind, count in errors.items())})",
+        f"the error text of each request is in {config.out_dir} (requests.json); check --model, that "
+        "--mean-output-tokens fits the server's limit, and the server logs",
+    )
 
 
 def levels_data(levels: list[LevelResult]) -> list[tuple[dict[str, Any], Path]]:

@@ -13,6 +13,7 @@ from typing import Any
 from llmctl.blueprints.schema import Blueprint
 from llmctl.serving.common.deps import require
 from llmctl.serving.common.engine import SamplingParams, ThreadedEngine, TokenSink
+from llmctl.serving.compile_cache import compile_or_load
 from llmctl.serving.ray_neuronx.settings import NeuronSettings, apply_env, ensure_split, neuron_settings
 
 NEURON_INSTALL = (
@@ -49,13 +50,11 @@ class NeuronEngine(ThreadedEngine):
         tokenizer = transformers.AutoTokenizer.from_pretrained(model_source)
         ensure_split(model_source, settings.split_dir, _save_split)
         model = llama.LlamaForSampling.from_pretrained(str(settings.split_dir), **settings.sampling_kwargs())
-        artifacts = settings.artifacts_dir
-        if artifacts.is_dir() and any(artifacts.iterdir()):
-            model.load(str(artifacts))  # pre-compiled: skip neuronx-cc
-        model.to_neuron()
-        if not (artifacts.is_dir() and any(artifacts.iterdir())):
-            artifacts.mkdir(parents=True, exist_ok=True)
-            model.save(str(artifacts))
+        # saved NEFFs (local, else the S3 compile cache) are loaded before to_neuron(); otherwise
+        # it compiles, then saves and publishes them for the next start
+        self.compiled_from = compile_or_load(
+            model, settings.artifacts_dir, settings.compile_key, settings.compile_cache_url
+        )
         self.model = model
         self.settings = settings
         eos = tokenizer.eos_token_id

@@ -6,7 +6,6 @@ Nothing here needs Neuron hardware or transformers-neuronx, so it is unit tested
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmctl.blueprints.schema import Blueprint
+from llmctl.serving.compile_cache import CompileKey, slug
 
 DEFAULT_CACHE_ROOT = "/tmp/llmctl-neuron"
 SPLIT_MARKER = ".llmctl-split-complete"
@@ -21,11 +21,8 @@ SPLIT_MARKER = ".llmctl-split-complete"
 # prefill for short prompts but a longer compile. Four is a common compromise.
 MAX_BUCKETS = 4
 MIN_BUCKET = 128
-_AMP = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "int8": "bf16"}
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-")
+# blueprint dtype -> transformers-neuronx `amp`
+AMP = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "int8": "bf16"}
 
 
 def context_length_estimates(n_positions: int, max_new_tokens: int) -> list[int]:
@@ -53,22 +50,42 @@ class NeuronSettings:
     context_length_estimate: list[int]
     neuron_sdk: str | None
     cache_root: Path
-    compile_cache_url: str
+    compile_cache_url: str | None
     env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def compile_key(self) -> CompileKey:
+        """What identifies the compiled graphs (local folder and S3 prefix name)."""
+        return CompileKey(
+            model_id=self.model_id,
+            revision=self.revision,
+            tp_degree=self.tp_degree,
+            amp=self.amp,
+            batch_size=self.batch_size,
+            n_positions=self.n_positions,
+            context_length_estimate=tuple(self.context_length_estimate),
+            neuron_sdk=self.neuron_sdk,
+        )
 
     @property
     def split_dir(self) -> Path:
         """Where the checkpoint split for transformers-neuronx is saved (once)."""
-        return self.cache_root / "checkpoints" / f"{_slug(self.model_id)}@{_slug(self.revision)}-split"
+        return self.cache_root / "checkpoints" / f"{slug(self.model_id)}@{slug(self.revision)}-split"
+
+    @property
+    def dump_dir(self) -> Path:
+        """``NEURONX_DUMP_TO``: transformers-neuronx's own compile cache (one sub-folder per HLO hash).
+
+        Kept apart from :attr:`artifacts_dir`: it fills up while ``to_neuron()`` compiles, so sharing
+        the folder would make a half-finished dump look like saved artifacts.
+        """
+        return self.cache_root / "neuronx-dump"
 
     @property
     def artifacts_dir(self) -> Path:
-        """Compiled NEFFs of exactly this configuration (model, tp, amp, batch, positions, SDK)."""
-        key = (
-            f"{_slug(self.model_id)}@{_slug(self.revision)}-tp{self.tp_degree}-{self.amp}-b{self.batch_size}"
-            f"-n{self.n_positions}-sdk{self.neuron_sdk or 'unknown'}"
-        )
-        return self.cache_root / "compiled" / key
+        """NEFFs saved by ``model.save()`` for exactly this configuration (:attr:`compile_key`);
+        complete once ``compile_cache.COMPILED_MARKER`` is written after the save."""
+        return self.cache_root / "compiled" / self.compile_key.name
 
     def sampling_kwargs(self) -> dict[str, object]:
         """Keyword arguments of ``LlamaForSampling.from_pretrained``."""
@@ -81,33 +98,50 @@ class NeuronSettings:
         }
 
 
-def neuron_settings(
-    blueprint: Blueprint, *, cache_root: str | None = None, compile_cache_url: str | None = None
-) -> NeuronSettings:
-    """Settings of a Neuron blueprint. ``compile_cache_url`` may be ``s3://bucket/prefix``."""
-    root = Path(cache_root or os.environ.get("LLMCTL_NEURON_CACHE", DEFAULT_CACHE_ROOT))
+def compile_key(blueprint: Blueprint) -> CompileKey:
+    """The compiled-graph configuration of a Neuron blueprint (both transformers-neuronx runtimes)."""
     n_positions = blueprint.model.max_context
-    url = (
-        compile_cache_url or os.environ.get("LLMCTL_COMPILE_CACHE_URL") or str(root / "neuron-compile-cache")
-    )
-    settings = NeuronSettings(
+    return CompileKey(
         model_id=blueprint.model.id,
         revision=blueprint.model.revision,
         tp_degree=blueprint.compute.tensor_parallel,
-        amp=_AMP[blueprint.model.dtype],
+        amp=AMP[blueprint.model.dtype],
         batch_size=blueprint.model.batch_size,
         n_positions=n_positions,
-        context_length_estimate=context_length_estimates(n_positions, blueprint.serving.max_new_tokens),
+        context_length_estimate=tuple(
+            context_length_estimates(n_positions, blueprint.serving.max_new_tokens)
+        ),
         neuron_sdk=blueprint.image.neuron_sdk,
-        cache_root=root,
-        compile_cache_url=url,
+    )
+
+
+def neuron_settings(
+    blueprint: Blueprint, *, cache_root: str | None = None, compile_cache_url: str | None = None
+) -> NeuronSettings:
+    """Settings of a Neuron blueprint.
+
+    ``compile_cache_url`` (else ``$LLMCTL_COMPILE_CACHE_URL``) is the ``s3://bucket/prefix`` the
+    compiled artifacts are shared through (:mod:`llmctl.serving.compile_cache`); None keeps them local.
+    """
+    from llmctl.serving.compile_cache import compile_cache_url as cache_url
+
+    key = compile_key(blueprint)
+    settings = NeuronSettings(
+        model_id=key.model_id,
+        revision=key.revision,
+        tp_degree=key.tp_degree,
+        amp=key.amp,
+        batch_size=key.batch_size,
+        n_positions=key.n_positions,
+        context_length_estimate=list(key.context_length_estimate),
+        neuron_sdk=key.neuron_sdk,
+        cache_root=Path(cache_root or os.environ.get("LLMCTL_NEURON_CACHE", DEFAULT_CACHE_ROOT)),
+        compile_cache_url=cache_url(compile_cache_url),
     )
     env = {
-        # the neuronx-cc persistent cache; an s3:// URL shares compiled graphs between replicas and restarts
-        "NEURON_COMPILE_CACHE_URL": url,
         # transformers-neuronx: reuse compiled artifacts and dump them where the next start finds them
         "NEURONX_CACHE": "on",
-        "NEURONX_DUMP_TO": str(settings.artifacts_dir),
+        "NEURONX_DUMP_TO": str(settings.dump_dir),
         "NEURON_CC_FLAGS": "--model-type=transformer",
         "NEURON_RT_NUM_CORES": str(settings.tp_degree),
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmctl.blueprints.schema import Blueprint
+from llmctl.errors import ServingError
 from llmctl.serving.common.deps import require
 from llmctl.serving.common.ingress import parse_args
 
@@ -81,7 +82,10 @@ def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> d
         if family in _GPU_TYPES:
             config["accelerator_type"] = _GPU_TYPES[family]
     elif blueprint.is_neuron:
-        # vllm-neuron: the platform plugin picks the Neuron device; each replica owns tp NeuronCores
+        # vllm-neuron: the platform plugin picks the Neuron device; each replica owns tp NeuronCores.
+        # Contiguous KV cache (one block per sequence): the plugin sets block_size = max_model_len
+        # only when prefix caching is off, and vLLM V1 turns prefix caching on by default.
+        engine["enable_prefix_caching"] = False
         engine["block_size"] = blueprint.model.max_context
         engine["max_num_seqs"] = blueprint.model.batch_size
         env["NEURON_RT_NUM_CORES"] = str(blueprint.compute.tensor_parallel)
@@ -92,8 +96,38 @@ def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> d
     return config
 
 
+def check_neuron_ray(blueprint: Blueprint) -> None:
+    """On the Neuron vLLM container, refuse a Ray whose Serve LLM cannot import its vLLM.
+
+    Ray Serve LLM imports vLLM's OpenAI-server modules, which moved in vLLM 0.14+; Ray 2.54 and later
+    need them there, so on the pinned Neuron container (vLLM 0.13) only ``python.ray_neuron_vllm``
+    works. Without this check the replica would die on a ModuleNotFoundError deep inside Ray.
+    """
+    from importlib import metadata
+
+    from llmctl.blueprints.versions import versions
+    from llmctl.serving.ray_vllm.image import neuron_ray_version
+
+    neuron_vllm = versions().images["neuron_vllm_inf2"].vllm
+    if not blueprint.is_neuron or blueprint.image.vllm != neuron_vllm:
+        return
+    try:
+        installed = metadata.version("ray")
+    except metadata.PackageNotFoundError:
+        return  # require() names the missing package
+    pinned = neuron_ray_version()
+    if installed != pinned:
+        raise ServingError(
+            f"Ray {installed} cannot serve vLLM {neuron_vllm} on Neuron: its Serve LLM imports vLLM module "
+            f"paths that vLLM {neuron_vllm} does not have; Ray {pinned} is the newest whose Serve LLM does",
+            f"run the ray-vllm image built on the Neuron base (`llmctl images build --blueprint {blueprint.name}`), "
+            f"which installs ray[serve]=={pinned} (serving/ray_vllm/requirements-neuron.txt)",
+        )
+
+
 def app_builder(args: dict[str, Any]) -> Any:
     """The bound Serve application (Ray Serve LLM's OpenAI ingress + one LLM deployment)."""
     blueprint, options = parse_args(args, ARGS)
+    check_neuron_ray(blueprint)
     llm = require("ray.serve.llm", install="pip install 'ray[serve,llm]'", purpose="the ray-vllm app")
     return llm.build_openai_app({"llm_configs": [llm_config(blueprint, options)]})

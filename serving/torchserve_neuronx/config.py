@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import yaml
 
 from llmctl.blueprints.schema import Blueprint
+from llmctl.serving.ray_neuronx.settings import compile_key
 
 # Where the start module archives the handler (the workload mounts an emptyDir here).
 MODEL_STORE = "/home/model-server/model-store"
@@ -27,6 +29,7 @@ def checkpoint_dir(blueprint: Blueprint) -> str:
 def model_config(blueprint: Blueprint) -> dict[str, object]:
     """The ``model-config.yaml`` content as data."""
     replicas = max(1, blueprint.scaling.replicas)
+    key = compile_key(blueprint)  # the same graphs, and cache key, as the ray-neuronx engine
     return {
         # TorchServe frontend: workers per model and request batching
         "minWorkers": 1,
@@ -38,11 +41,16 @@ def model_config(blueprint: Blueprint) -> dict[str, object]:
         "handler": {
             "model_id": blueprint.model.id,
             "model_checkpoint_dir": checkpoint_dir(blueprint),
-            "amp": blueprint.model.dtype if blueprint.model.dtype != "int8" else "bf16",
-            "tp_degree": blueprint.compute.tensor_parallel,
+            "amp": key.amp,
+            "tp_degree": key.tp_degree,
             "max_length": blueprint.serving.max_new_tokens,
-            "n_positions": blueprint.model.max_context,
+            "n_positions": key.n_positions,
             "streaming": blueprint.serving.streaming,
+            # what the compiled artifacts are saved and shared under (llmctl.serving.compile_cache)
+            "compile_key": {
+                **dataclasses.asdict(key),
+                "context_length_estimate": list(key.context_length_estimate),
+            },
         },
         "micro_batching": {
             # the batch size LlamaForSampling is compiled for

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from llmctl.serving.common.decode import IncrementalDecoder
 from llmctl.serving.common.deps import require
+from llmctl.serving.compile_cache import CompileKey, compile_cache_url, compile_or_load
 from llmctl.serving.model_mirror import mirrored_or
 from llmctl.serving.ray_neuronx.engine import NEURON_INSTALL
 
@@ -49,9 +51,10 @@ class NeuronxLlamaHandler:
         self.tokenizer: Any = None
         self.cfg: dict[str, Any] = {}
         self.micro_batch_size = 1
+        self.compiled_from = ""
 
     def initialize(self, ctx: Any) -> None:
-        """Split (once), compile or load from the cache, and warm up."""
+        """Split (once), then load compiled artifacts (local, else the S3 compile cache) or compile."""
         transformers = require("transformers")
         llama = require(
             "transformers_neuronx.llama.model", install=NEURON_INSTALL, purpose="the TorchServe handler"
@@ -74,14 +77,18 @@ class NeuronxLlamaHandler:
                 transformers.AutoModelForCausalLM.from_pretrained(source, low_cpu_mem_usage=True),
                 split,
             )
+        spec = self.cfg["compile_key"]
+        key = CompileKey(**{**spec, "context_length_estimate": tuple(spec["context_length_estimate"])})
         self.model = llama.LlamaForSampling.from_pretrained(
             split,
-            batch_size=self.micro_batch_size,
-            tp_degree=int(self.cfg["tp_degree"]),
-            amp=self.cfg["amp"],
-            n_positions=int(self.cfg.get("n_positions", 2048)),
+            batch_size=key.batch_size,
+            tp_degree=key.tp_degree,
+            amp=key.amp,
+            n_positions=key.n_positions,
+            context_length_estimate=list(key.context_length_estimate),
         )
-        self.model.to_neuron()
+        artifacts = Path(model_dir) / "compiled" / key.name
+        self.compiled_from = compile_or_load(self.model, artifacts, key, compile_cache_url())
         self.initialized = True
 
     def handle(self, data: list[dict[str, Any]], ctx: Any) -> list[str]:

@@ -30,7 +30,8 @@ def engine_args(blueprint: Blueprint, model: str | None = None) -> dict[str, obj
         "gpu_memory_utilization": blueprint.serving.gpu_memory_utilization,
         "dtype": _VLLM_DTYPE[blueprint.model.dtype],
         "max_num_seqs": blueprint.serving.max_concurrent_requests,
-        "disable_log_requests": True,
+        # no "disable_log_requests": vLLM >= 0.11 removed it (AsyncEngineArgs raises TypeError) and
+        # logs no requests by default
     }
     if not model:
         args["revision"] = blueprint.model.revision
@@ -38,6 +39,8 @@ def engine_args(blueprint: Blueprint, model: str | None = None) -> dict[str, obj
 
 
 def _config_pbtxt(name: str) -> str:
+    # Inputs/outputs are not listed: the vLLM backend's auto_complete_config adds them (so Triton
+    # must run without --disable-auto-complete-config).
     return (
         f'name: "{name}"\n'
         'backend: "vllm"\n'

@@ -3,7 +3,7 @@
 Reads the blueprint from ``LLMCTL_BLUEPRINT``, syncs the S3 model mirror when ``LLMCTL_MODEL_URI``
 is set (``model.json`` then points vLLM at that local copy), writes the model repository to
 ``$MODEL_REPOSITORY`` (default /opt/model_repository) and execs ``tritonserver`` with the
-repository and every flag it was given (ports, ``--disable-auto-complete-config``).
+repository and every flag it was given (the ports).
 """
 
 from __future__ import annotations

@@ -30,7 +30,9 @@ def test_prompts_hit_the_requested_length_in_real_tokens(tokenizer_dir: Path) ->
     assert all(abs(c - s.input_tokens) <= 2 for c, s in zip(counted, specs, strict=True)), (counted, specs)
     assert abs(statistics.mean(counted) - 128) <= 4
     # The per-run nonce makes every prompt distinct (no prefix-cache hits).
-    assert len({s.text for s in specs}) == len(specs) and all(s.text.startswith(factory.prefix(s.index)) for s in specs)
+    assert len({s.text for s in specs}) == len(specs) and all(
+        s.text.startswith(factory.prefix(s.index)) for s in specs
+    )
 
 
 def test_without_a_tokenizer_the_approximation_is_named() -> None:

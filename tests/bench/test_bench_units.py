@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,32 @@ def test_chat_body_asks_for_usage_and_fixed_length() -> None:
     assert body["stream_options"] == {"include_usage": True}
     assert body["ignore_eos"] is True and body["min_tokens"] == 12 and body["max_tokens"] == 12
     assert "ignore_eos" not in chat_body("m", "p", 12, fixed_output=False)
+
+
+def test_output_lengths_are_capped_at_the_server_limit() -> None:
+    from llmctl.serving.bench.tokens import ApproxTokenizer
+
+    factory = PromptFactory(
+        ApproxTokenizer(), mean_output_tokens=245, stddev_output_tokens=20, max_output_tokens=256
+    )
+    lengths = [factory.make(i).max_tokens for i in range(200)]
+    assert max(lengths) == 256 and min(lengths) < 256  # the seed's 245 ± 20, cut at the limit
+
+
+def test_a_deployed_blueprint_brings_its_output_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.cli.bench import resolve_endpoints
+    from llmctl.state import Endpoint, save_endpoint
+
+    monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path))
+    save_endpoint(
+        Endpoint("dev", "tiny-cpu", "local", "http://127.0.0.1:9/v1", "m", extra={"max_new_tokens": "256"})
+    )
+    resolved = resolve_endpoints(None, "tiny-cpu", "dev")
+    assert (
+        resolved.urls == ["http://127.0.0.1:9/v1"]
+        and resolved.model == "m"
+        and resolved.max_output_tokens == 256
+    )
+    assert resolve_endpoints(["http://127.0.0.1:9/v1"], None, "dev").max_output_tokens is None

@@ -129,5 +129,5 @@ def test_cli_refresh_without_credentials_is_a_clean_error(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     result = CliRunner().invoke(app, ["catalog", "refresh", "--instance-type", "inf2.xlarge"])
-    assert result.exit_code == 4
+    assert result.exit_code == 3  # PrerequisiteError, like `up`, `doctor` and `sweep`
     assert "no AWS credentials" in result.stderr and "aws configure" in result.stderr

@@ -3,9 +3,12 @@
 It keeps stacks as JSON files under $FAKE_PULUMI_DIR/stacks/<project>/<stack>.json, records every
 call to $FAKE_PULUMI_DIR/calls.jsonl, and follows $FAKE_PULUMI_DIR/control.json:
   {"fail_up": [project], "fail_destroy": [project], "lock": [project], "hang_up": [project],
-   "no_plugin": [project], "no_credentials": [project], "outputs": {project: {...}}, "version": "3.205.0"}
-It reports version 3.205.0 so the Automation API reads engine events from a log file (newer CLIs
-stream them over gRPC). It never runs the inline program (the real CLI would connect back to it).
+   "no_plugin": [project], "no_credentials": [project], "outputs": {project: {...}}, "version": "3.210.0"}
+Like the real CLI it refuses flags it does not have (FLAGS lists the ones the Automation API sends),
+needs a passphrase for passphrase-encrypted stacks, and sends engine events the way the Automation
+API asked for: over gRPC (`--event-log tcp://...`, CLIs newer than 3.205.0) or into a log file
+(older CLIs; set "version": "3.205.0" to take that path). It never runs the inline program (the real
+CLI would connect back to it over `--client`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,24 @@ from typing import Any
 ROOT = Path(os.environ["FAKE_PULUMI_DIR"])
 FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
 RESOURCES = ["pulumi:pulumi:Stack", "aws:ec2/vpc:Vpc", "aws:eks/cluster:Cluster"]
+VERSION = "3.210.0"
+_OP = ("--color", "--client", "--exec-kind", "--event-log", "--stack", "--parallel", "--message")
+# Flags the real CLI accepts for each command, as the Automation API spells them (values follow).
+FLAGS: dict[str, tuple[str, ...]] = {
+    "up": ("--yes", "--skip-preview", *_OP),
+    "preview": ("--json", *_OP),
+    "destroy": ("--yes", "--skip-preview", "--remove", *_OP),
+    "refresh": ("--yes", "--skip-preview", *_OP),
+    "stack select": ("--stack", "--create"),
+    "stack init": ("--secrets-provider", "--stack", "--no-select"),
+    "stack rm": ("--yes", "--force", "--preserve-config", "--stack"),
+    "stack ls": ("--json", "--all"),
+    "stack output": ("--json", "--show-secrets", "--stack"),
+    "stack history": ("--json", "--show-secrets", "--page-size", "--page", "--stack"),
+    "config set-all": ("--stack", "--plaintext", "--secret", "--path", "--json"),
+    "cancel": ("--yes", "--stack"),
+}
+NEEDS_PASSPHRASE = ("up", "preview", "destroy", "refresh", "stack init", "config set-all", "stack output")
 
 
 def control() -> dict[str, Any]:
@@ -65,21 +86,34 @@ def now() -> str:
 
 
 class Events:
-    def __init__(self, path: str | None) -> None:
-        self.handle = open(path, "a", encoding="utf-8") if path and not path.startswith("tcp://") else None  # noqa: SIM115
+    """Engine events to where `--event-log` points: a gRPC Events service or a log file."""
+
+    def __init__(self, target: str | None) -> None:
+        self.grpc = target[len("tcp://") :] if target and target.startswith("tcp://") else None
+        self.handle = open(target, "a", encoding="utf-8") if target and not self.grpc else None  # noqa: SIM115
+        self.pending: list[str] = []
         self.seq = 0
 
     def emit(self, **event: Any) -> None:
-        if self.handle is None:
-            return
         self.seq += 1
-        self.handle.write(json.dumps({"sequence": self.seq, "timestamp": int(time.time()), **event}) + "\n")
-        self.handle.flush()
+        line = json.dumps({"sequence": self.seq, "timestamp": int(time.time()), **event})
+        if self.handle is not None:
+            self.handle.write(line + "\n")
+            self.handle.flush()
+        elif self.grpc:
+            self.pending.append(line)
 
     def close(self) -> None:
         self.emit(cancelEvent={})
         if self.handle:
             self.handle.close()
+        if self.grpc:
+            import grpc
+            from pulumi.runtime.proto import events_pb2, events_pb2_grpc
+
+            with grpc.insecure_channel(self.grpc) as channel:
+                stub = events_pb2_grpc.EventsStub(channel)
+                stub.StreamEvents(iter([events_pb2.EventRequest(event=line) for line in self.pending]))
 
 
 def fail(message: str, code: int = 255, stdout: str = "") -> None:
@@ -164,11 +198,11 @@ def operation(op: str, args: list[str], proj: str, stack: str) -> None:
     )
     events.close()
     if preview:
-        print(
-            json.dumps(
-                {"steps": [{"op": step_op, "urn": k} for k in kinds], "changeSummary": {step_op: len(kinds)}}
-            )
-        )
+        if "--json" in args:
+            steps = [{"op": step_op, "urn": k} for k in kinds]
+            print(json.dumps({"steps": steps, "changeSummary": {step_op: len(kinds)}}))
+        else:
+            print(f"Previewing update ({stack}):\nResources:\n    + {len(kinds)} to {step_op}")
         return
     if op == "up":
         data["outputs"] = ctl.get("outputs", {}).get(proj, {"cluster_name": f"llmctl-{stack}"})
@@ -197,10 +231,33 @@ def record(entry: dict[str, Any]) -> None:
         handle.write(json.dumps(entry) + "\n")
 
 
+def check_flags(op: str, args: list[str]) -> None:
+    """Fail like the real CLI on a flag the command does not have."""
+    known = FLAGS.get(op)
+    if known is None:
+        return
+    words = args[: args.index("--")] if "--" in args else args
+    for arg in words:
+        if arg.startswith("-") and arg.split("=", 1)[0] not in known:
+            fail(f"error: unknown flag: {arg.split('=', 1)[0]}", code=1)
+
+
+def check_passphrase(op: str, proj: str) -> None:
+    """Passphrase-encrypted stacks need PULUMI_CONFIG_PASSPHRASE(_FILE), as with the real CLI."""
+    if op not in NEEDS_PASSPHRASE or os.environ.get("PULUMI_CONFIG_PASSPHRASE") is not None:
+        return
+    if os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
+        return
+    fail(
+        'error: constructing secrets manager of type "passphrase": passphrase must be set with '
+        "PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE environment variables"
+    )
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if a != "--non-interactive"]
     if args[:1] == ["version"]:
-        print("v" + control().get("version", "3.205.0"))
+        print("v" + control().get("version", VERSION))
         return
     proj = project() if Path("Pulumi.yaml").exists() else ""
     stack = flag(args, "--stack") or ""
@@ -220,8 +277,11 @@ def main() -> None:
             "args": args,
             "env_backend": os.environ.get("PULUMI_BACKEND_URL"),
             "passphrase_file": os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"),
+            "delete_unreachable": os.environ.get("PULUMI_K8S_DELETE_UNREACHABLE"),
         }
     )
+    check_flags(op, args)
+    check_passphrase(op, proj)
 
     if op == "stack select":
         if load(proj, stack) is None:
@@ -261,13 +321,16 @@ def main() -> None:
             for file in sorted(folder.glob("*.json")):
                 data = json.loads(file.read_text())
                 last = data["history"][-1]["endTime"] if data["history"] else None
+                # Like the DIY backend: the current project's stacks by name, others fully qualified.
                 row = {
-                    "name": f"organization/{folder.name}/{file.stem}" if "--all" in args else file.stem,
+                    "name": file.stem if folder.name == proj else f"organization/{folder.name}/{file.stem}",
                     "current": False,
-                    "updateInProgress": False,
                     "resourceCount": data["resources"],
                 }
-                if last:
+                # Like the real CLI: a stack being updated has no lastUpdate, only updateInProgress.
+                if folder.name in control().get("in_progress", []):
+                    row["updateInProgress"] = True
+                elif last:
                     row["lastUpdate"] = last
                 rows.append(row)
         print(json.dumps(rows))

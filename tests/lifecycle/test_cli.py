@@ -151,3 +151,15 @@ def test_stacks_gc_removes_old_stacks(fake_pulumi: FakePulumi, aws: str) -> None
         ("destroy", "llmctl-tiny-cpu", "pr-7"),
         ("destroy", "llmctl-platform", "pr-7"),
     ]
+
+
+def test_stacks_gc_spares_stacks_being_updated_and_the_platform_under_them(
+    fake_pulumi: FakePulumi, aws: str
+) -> None:
+    fake_pulumi.control(outputs={"llmctl-platform": platform_outputs(aws)})
+    assert run("up", "--blueprint", "tiny-cpu", "--yes", "--stack", "pr-8", "--no-wait")[0] == 0
+    fake_pulumi.control(in_progress=["llmctl-tiny-cpu"])
+    code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"expired": [], "removed": [], "dry_run": False}
+    assert [op for op in fake_pulumi.ops() if op[0] == "destroy"] == []

@@ -123,6 +123,10 @@ def test_down_destroys_workloads_then_platform_then_sweeps(outputs: FakePulumi, 
     result = lifecycle().down(region=aws, confirm=lambda items: True, sweep_timeout_s=30)
     destroys = [op for op in outputs.ops() if op[0] == "destroy"]
     assert destroys == [("destroy", WL, "dev"), ("destroy", PLATFORM_PROJECT, "dev")]
+    # destroys may drop Kubernetes objects of a cluster that is already gone; updates may not
+    calls = outputs.calls()
+    assert {c["delete_unreachable"] for c in calls if c.get("op") == "destroy"} == {"true"}
+    assert {c["delete_unreachable"] for c in calls if c.get("op") in ("up", "preview")} == {None}
     assert result.destroyed == [f"{WL}/dev", f"{PLATFORM_PROJECT}/dev"]
     assert {i.id for i in result.sweep.deleted} == {i for ids in sc.ours.values() for i in ids}
     assert result.leftovers == []
@@ -209,6 +213,34 @@ def test_too_old_pulumi_is_a_prerequisite_error(fake_pulumi: FakePulumi) -> None
     fake_pulumi.control(version="2.9.0")
     with pytest.raises(PrerequisiteError):
         Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))
+
+
+def test_preflight_refuses_a_cli_that_cannot_destroy_inline_programs(fake_pulumi: FakePulumi) -> None:
+    """The Automation API destroys an inline program with `--client`, which needs pulumi 3.181."""
+    from llmctl.infra.preflight import require_pulumi
+
+    fake_pulumi.control(version="3.180.0")
+    with pytest.raises(PrerequisiteError) as info:
+        require_pulumi()
+    assert "older than 3.181.0" in info.value.message
+    fake_pulumi.control(version="3.181.0")
+    assert "3.181.0" in require_pulumi()
+
+
+@pytest.mark.parametrize("version", ["3.205.0", "3.210.0"])  # events in a log file / over gRPC
+def test_engine_events_reach_the_progress_view(outputs: FakePulumi, version: str) -> None:
+    import io
+
+    outputs.control(version=version)
+    stream = io.StringIO()
+    progress = Progress("plain", stream=stream)
+    with progress.phase("platform", total=3):
+        Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"), on_event=progress.on_event)
+    log = stream.getvalue()
+    assert "[3/3] create aws:eks/cluster:Cluster r done" in log and "summary: create 3" in log
+    up = next(c for c in outputs.calls() if c["op"] == "up")
+    event_log = up["args"][up["args"].index("--event-log") + 1]
+    assert event_log.startswith("tcp://") == (version != "3.205.0")
 
 
 def test_ctrl_c_forwards_sigint_and_the_next_up_resumes(outputs: FakePulumi) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import ServingError
+from llmctl.serving.compile_cache import has_compiled, save_compiled
 from llmctl.serving.ray_neuronx.settings import (
     SPLIT_MARKER,
     apply_env,
@@ -38,6 +40,8 @@ def test_triton_repository_uses_the_vllm_backend_and_blueprint_engine_args() -> 
         64,
     )
     assert args["gpu_memory_utilization"] == 0.9
+    # vLLM >= 0.11 removed disable_log_requests: AsyncEngineArgs(**model.json) would raise TypeError
+    assert "disable_log_requests" not in args
 
 
 def test_torchserve_model_config_matches_the_seed_layout() -> None:
@@ -70,9 +74,13 @@ def test_neuron_settings_follow_the_blueprint(tmp_path: Path) -> None:
     assert kwargs["context_length_estimate"] == context_length_estimates(
         bp.model.max_context, bp.serving.max_new_tokens
     )
-    assert settings.env["NEURON_COMPILE_CACHE_URL"] == "s3://bucket/neuron"
+    assert settings.compile_cache_url == "s3://bucket/neuron"
+    assert "NEURON_COMPILE_CACHE_URL" not in settings.env  # transformers-neuronx does not read it
     assert settings.env["NEURONX_CACHE"] == "on"
-    assert settings.env["NEURONX_DUMP_TO"] == str(settings.artifacts_dir)
+    # transformers-neuronx writes its compile dump there during to_neuron(): never the save/load dir
+    assert settings.env["NEURONX_DUMP_TO"] == str(settings.dump_dir)
+    assert not settings.dump_dir.is_relative_to(settings.artifacts_dir)
+    assert not settings.artifacts_dir.is_relative_to(settings.dump_dir)
     assert f"tp{bp.compute.tensor_parallel}" in settings.artifacts_dir.name
     assert str(bp.image.neuron_sdk) in settings.artifacts_dir.name
     env = {"NEURONX_CACHE": "off"}
@@ -135,6 +143,12 @@ def test_vllm_config_for_gpu_and_neuron() -> None:
         neuron["placement_group_config"]["bundles"][0]["neuron_cores"]
         == load_blueprint("llama3-vllm-inf2").compute.tensor_parallel
     )
+    # vllm-neuron keeps block_size = max_model_len (contiguous KV) only with prefix caching off;
+    # vLLM V1 turns it on by default, which would switch the plugin to its block-KV path
+    engine = neuron["engine_kwargs"]
+    assert engine["enable_prefix_caching"] is False
+    assert engine["block_size"] == engine["max_model_len"]
+    assert "enable_prefix_caching" not in gpu["engine_kwargs"]
     assert llm_config(bp, {"num_replicas": 1})["deployment_config"]["num_replicas"] == 1
 
 
@@ -143,3 +157,81 @@ def test_app_builders_need_a_blueprint() -> None:
 
     with pytest.raises(ServingError, match="blueprint"):
         app_builder({})
+
+
+def test_compiled_artifacts_count_only_after_a_finished_save(tmp_path: Path) -> None:
+    """A folder with files (a compile dump, or a save cut short) is not a set of saved NEFFs."""
+    artifacts = tmp_path / "compiled" / "key"
+    artifacts.mkdir(parents=True)
+    (artifacts / "partial.neff").write_text("x")
+    assert not has_compiled(artifacts)
+
+    def failing_save(path: str) -> None:
+        (Path(path) / "one.neff").write_text("x")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        save_compiled(artifacts, failing_save)
+    assert not has_compiled(artifacts)
+    saved: list[str] = []
+    save_compiled(artifacts, saved.append)
+    assert saved == [str(artifacts)] and has_compiled(artifacts)
+
+
+def test_neuron_engine_saves_once_then_loads_before_to_neuron(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transformers-neuronx (not installable here) is replaced at the import boundary by a recorder.
+
+    First start: compile (to_neuron) while NEURONX_DUMP_TO fills, then save. Second start: load the
+    saved NEFFs before to_neuron, and save nothing.
+    """
+    import types
+
+    from llmctl.serving.ray_neuronx.engine import NeuronEngine
+
+    calls: list[str] = []
+
+    class FakeModel:
+        @classmethod
+        def from_pretrained(cls, path: str, **kwargs: object) -> FakeModel:
+            calls.append("from_pretrained")
+            return cls()
+
+        def load(self, path: str) -> None:
+            calls.append("load")
+
+        def to_neuron(self) -> None:
+            calls.append("to_neuron")
+            dump = Path(os.environ["NEURONX_DUMP_TO"]) / "hlo.hash"  # what transformers-neuronx does
+            dump.mkdir(parents=True, exist_ok=True)
+            (dump / "hlo.pb.neff").write_text("x")
+
+        def save(self, path: str) -> None:
+            calls.append("save")
+            (Path(path) / "model.neff").write_text("x")
+
+    class FakeTokenizer:
+        eos_token_id = 2
+        chat_template = None
+
+    llama = types.ModuleType("transformers_neuronx.llama.model")
+    llama.LlamaForSampling = FakeModel  # type: ignore[attr-defined]
+    transformers = types.ModuleType("transformers")
+    transformers.AutoTokenizer = types.SimpleNamespace(from_pretrained=lambda source: FakeTokenizer())  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "transformers_neuronx.llama.model", llama)
+    monkeypatch.setitem(sys.modules, "transformers", transformers)
+    for key in ("NEURONX_DUMP_TO", "NEURONX_CACHE", "NEURON_COMPILE_CACHE_URL", "NEURON_RT_NUM_CORES"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # apply_env writes here; keep the real env clean
+
+    settings = neuron_settings(load_blueprint("llama2-inf2"), cache_root=str(tmp_path))
+    (settings.split_dir).mkdir(parents=True)
+    (settings.split_dir / SPLIT_MARKER).write_text("done\n")  # split already saved
+
+    NeuronEngine(settings, model_source="weights", served_name="m")
+    assert calls == ["from_pretrained", "to_neuron", "save"]
+    assert has_compiled(settings.artifacts_dir)
+    calls.clear()
+    NeuronEngine(settings, model_source="weights", served_name="m")
+    assert calls == ["from_pretrained", "load", "to_neuron"]

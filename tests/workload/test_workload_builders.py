@@ -92,8 +92,12 @@ def test_llama2_inf2_worker_takes_12_devices_with_neuron_scheduler() -> None:
     ]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["NEURON_RT_NUM_CORES"] == "24"
-    assert env["NEURON_RT_VISIBLE_CORES"] == "0-23"
-    assert env["NEURON_COMPILE_CACHE_URL"] == "s3://llmctl-dev-us-west-2-cache/neuron-cache/llama2-inf2"
+    # Ray reads a pod-level NEURON_RT_VISIBLE_CORES as a comma list ("0-23" = one core) and would
+    # refuse `ray start --resources='{"neuron_cores": 24}'`; Ray sets it per actor instead
+    assert "NEURON_RT_VISIBLE_CORES" not in env
+    # one variable for the compiled-artifact cache (transformers-neuronx never read NEURON_COMPILE_CACHE_URL)
+    assert env["LLMCTL_COMPILE_CACHE_URL"] == "s3://llmctl-dev-us-west-2-cache/neuron-cache/llama2-inf2"
+    assert "NEURON_COMPILE_CACHE_URL" not in env
     assert "HF_TOKEN" not in env  # NousResearch mirror is not gated
     assert json.loads(group["rayStartParams"]["resources"].strip('"').replace('\\"', '"')) == {
         "neuron_cores": 24
@@ -251,7 +255,8 @@ def test_exposure_modes() -> None:
 def test_readiness_annotations_are_longer_for_neuron() -> None:
     neuron = find(manifests_for("llama2-inf2"), "RayService")["metadata"]["annotations"]
     cpu = find(manifests_for("tiny-cpu"), "RayService")["metadata"]["annotations"]
-    assert neuron["pulumi.com/waitFor"] == "jsonpath={.status.serviceStatus}=Running"
+    # KubeRay >= 1.3: the Ready condition; status.serviceStatus is deprecated
+    assert neuron["pulumi.com/waitFor"] == "condition=Ready"
     assert int(neuron["pulumi.com/timeoutSeconds"]) > int(cpu["pulumi.com/timeoutSeconds"]) >= 1200
 
 
@@ -293,3 +298,20 @@ def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
             taints = {(t.key, t.effect) for t in template.spec.taints or []}
             tolerated = {(t["key"], t["effect"]) for t in pod.spec.get("tolerations", [])}
             assert taints <= tolerated
+
+
+def test_ray_vllm_on_neuron_installs_the_ray_pinned_for_its_vllm() -> None:
+    """Base-image mode on the Neuron vLLM container (no Ray inside): Ray 2.53.0 + pyarrow, and the
+    RayCluster's rayVersion says so; the GPU blueprint keeps the ray-llm image's Ray."""
+    from llmctl.serving.ray_vllm.image import neuron_ray_version
+
+    cluster = find(manifests_for("llama3-vllm-inf2"), "RayService")["spec"]["rayClusterConfig"]
+    assert cluster["rayVersion"] == neuron_ray_version() == "2.53.0"
+    for spec in (
+        cluster["headGroupSpec"]["template"]["spec"],
+        cluster["workerGroupSpecs"][0]["template"]["spec"],
+    ):
+        args = spec["containers"][0]["args"][0]
+        assert "ray[serve]==2.53.0" in args and "pyarrow==" in args and "ray[serve]==2.58.0" not in args
+    gpu = find(manifests_for("llama2-70b-vllm-gpu"), "RayService")["spec"]["rayClusterConfig"]
+    assert gpu["rayVersion"] == versions().python["ray"].value

@@ -50,7 +50,7 @@ def test_workload_graph(catalog_name: str) -> None:
     assert int(serving[0].inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) >= 1200
     for rayservice in (r for r in k8s if r.type == "kubernetes:ray.io/v1:RayService"):
         annotations = rayservice.inputs["metadata"]["annotations"]
-        assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.serviceStatus}=Running"
+        assert annotations["pulumi.com/waitFor"] == "condition=Ready"
         before = manifests[: next(i for i, m in enumerate(manifests) if m["kind"] == "RayService")]
         prerequisites = {by_key[(m["kind"], resource_name(m))].urn for m in before}
         assert prerequisites and prerequisites <= set(rayservice.dependencies)

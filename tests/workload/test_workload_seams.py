@@ -75,7 +75,7 @@ def test_serve_config_args_are_accepted_by_the_app_builder(
         group = worker(manifests_for(name))["rayStartParams"]["resources"]
         assert json.loads(group.strip('"').replace('\\"', '"')) == {"neuron_cores": tp}
         settings = neuron_settings(parsed)  # LLMCTL_COMPILE_CACHE_URL comes from the worker env
-        assert settings.compile_cache_url == os.environ["NEURON_COMPILE_CACHE_URL"]
+        assert settings.compile_cache_url == os.environ["LLMCTL_COMPILE_CACHE_URL"]
         assert "transformers_neuronx" not in sys.modules
     else:
         from llmctl.serving.ray_vllm.app import llm_config

@@ -4,11 +4,15 @@ Layout in the platform's cache bucket::
 
     s3://<bucket>/models/<model id>/<revision>/...     weights mirrored once by the Job
     s3://<bucket>/models/<model id>/<revision>/.llmctl-complete   marker written last
-    s3://<bucket>/neuron-cache/<blueprint>/            the Neuron persistent compile cache
+    s3://<bucket>/neuron-cache/<blueprint>/<key>/...   compiled Neuron artifacts (model.save), one
+                                                       prefix per compiled configuration
+    s3://<bucket>/neuron-cache/<blueprint>/<key>/.llmctl-compiled   marker written last
 
 The pods reach the bucket through EKS Pod Identity on the `llmctl-serving` service account (the
 association is made by the workload program), so no AWS keys are stored anywhere. The serving side
-of the mirror (`LLMCTL_MODEL_URI` synced once to a local dir) is `llmctl.serving.model_mirror`.
+of the mirror (`LLMCTL_MODEL_URI` synced once to a local dir) is `llmctl.serving.model_mirror`; the
+compiled artifacts (`LLMCTL_COMPILE_CACHE_URL`, read by the transformers-neuronx engine and the
+TorchServe handler) are `llmctl.serving.compile_cache`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from llmctl.infra.workload.builders.common import (
     token_env,
 )
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
 
 MIRROR_JOB = "model-mirror"
@@ -75,7 +80,7 @@ def mirror_enabled(config: WorkloadConfig) -> bool:
 
 
 def compile_cache_enabled(config: WorkloadConfig) -> bool:
-    """Whether the Neuron compile cache is on and the platform has a bucket for it."""
+    """Whether the Neuron compiled-artifact cache is on and the platform has a bucket for it."""
     bp = config.blueprint
     return bp.caches.compile_cache and bp.is_neuron and bool(config.platform.cache_bucket)
 
@@ -89,10 +94,9 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
     if mirror_enabled(config):
         env.append({"name": MODEL_URI_ENV, "value": f"s3://{bucket}/{model_prefix(config)}"})
     if compile_cache_enabled(config):
+        # one variable: the transformers-neuronx runtimes upload/download model.save() output there
         url = f"s3://{bucket}/neuron-cache/{config.blueprint.name}"
-        # the Neuron compiler reads the first; the llmctl serving apps read the second and pass it on
-        env.append({"name": "NEURON_COMPILE_CACHE_URL", "value": url})
-        env.append({"name": "LLMCTL_COMPILE_CACHE_URL", "value": url})
+        env.append({"name": COMPILE_CACHE_URL_ENV, "value": url})
     return env
 
 

@@ -316,15 +316,16 @@ def scheduler_name(config: WorkloadConfig) -> dict[str, str]:
 
 
 def neuron_env(config: WorkloadConfig) -> list[Obj]:
-    """NeuronCore env for the tp degree (Neuron only)."""
+    """NeuronCore env for the tp degree (Neuron only): `NEURON_RT_NUM_CORES`.
+
+    `NEURON_RT_VISIBLE_CORES` is deliberately not set on the pod: the container only sees the
+    devices the device plugin gave it, and Ray sets the variable per actor from its `neuron_cores`
+    assignment. Ray also reads a pod-level value as a comma list, so a range such as `0-23` counts as
+    one core and `ray start --resources='{"neuron_cores": 24}'` refuses to start.
+    """
     if not config.blueprint.is_neuron:
         return []
-    tp = config.blueprint.compute.tensor_parallel
-    visible = "0" if tp == 1 else f"0-{tp - 1}"
-    return [
-        {"name": "NEURON_RT_NUM_CORES", "value": str(tp)},
-        {"name": "NEURON_RT_VISIBLE_CORES", "value": visible},
-    ]
+    return [{"name": "NEURON_RT_NUM_CORES", "value": str(config.blueprint.compute.tensor_parallel)}]
 
 
 # --- probes, readiness, autoscaling ---------------------------------------------------------------

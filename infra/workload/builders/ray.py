@@ -7,8 +7,14 @@ blueprint as its only argument.
 
 Image modes (see :func:`common.serving_image`): a built llmctl image already carries Ray and the
 app. With the upstream base image, the pods install the app (and Ray, when the base lacks it) at
-start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`) and
-the container runs `pip install ... && $KUBERAY_GEN_RAY_START_CMD`.
+start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`, copied
+from the RayService to its RayCluster) and the container runs `pip install ...` and then KubeRay's
+generated command through `bash -c "$KUBERAY_GEN_RAY_START_CMD"`: the command carries shell quoting
+(`--resources="{\"neuron_cores\": 24}"`) that a bare `$KUBERAY_GEN_RAY_START_CMD` would pass on
+literally, breaking `ray start`.
+
+Readiness: Pulumi waits for the RayService's `Ready` condition (KubeRay >= 1.3; `status.serviceStatus`
+is deprecated and only mirrors it).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ DASHBOARD_PORT = 8265
 GCS_PORT = 6379
 CLIENT_PORT = 10001
 METRICS_PORT = 8080
-READY = "jsonpath={.status.serviceStatus}=Running"
+READY = "condition=Ready"
 OVERWRITE_CMD = "ray.io/overwrite-container-cmd"
 HEAD_CPU = "2"
 HEAD_MEMORY = "8Gi"
@@ -58,13 +64,31 @@ def serve_config(config: WorkloadConfig, import_path: str) -> str:
     return yaml.safe_dump({"applications": [app]}, sort_keys=False)
 
 
+def ray_pins(config: WorkloadConfig) -> tuple[str, list[str]]:
+    """(Ray version, what base-image mode installs when the base has no Ray) for the blueprint.
+
+    ray-vllm on Neuron runs on the Neuron vLLM container (vLLM 0.13), whose vLLM only the older Ray
+    pinned as `python.ray_neuron_vllm` supports (with pyarrow etc., `serving/ray_vllm/image.py`).
+    """
+    bp = config.blueprint
+    if bp.runtime == "ray-vllm" and bp.is_neuron:
+        from llmctl.serving.ray_vllm.image import neuron_ray_version, neuron_requirements
+
+        return neuron_ray_version(), neuron_requirements()
+    version = versions().python["ray"].value
+    return version, [f"ray[serve]=={version}"]
+
+
 def _start_command(config: WorkloadConfig, image: str) -> Obj:
     """Container command for base-image mode: install the app (and Ray if missing), then start Ray."""
     requirements = [common.app_requirement(config)]
     if not image.startswith(("rayproject/", "docker.io/rayproject/")):
-        requirements.insert(0, f"ray[serve]=={versions().python['ray'].value}")
+        requirements[:0] = ray_pins(config)[1]
     install = common.pip_install(requirements)
-    return {"command": ["/bin/bash", "-lc", "--"], "args": [f"{install} && $KUBERAY_GEN_RAY_START_CMD"]}
+    # as KubeRay's own command does: raise the open-file limit; then run its command in a shell that
+    # honours the quoting inside it (only when the install succeeded)
+    start = 'exec /bin/bash -c "$KUBERAY_GEN_RAY_START_CMD"'
+    return {"command": ["/bin/bash", "-lc", "--"], "args": [f"ulimit -n 65536; {install} && {start}"]}
 
 
 def _container(config: WorkloadConfig, name: str, image: str, baked: bool, **fields: object) -> Obj:
@@ -145,7 +169,7 @@ def rayservice(
     }
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
     cluster: Obj = {
-        "rayVersion": versions().python["ray"].value,
+        "rayVersion": ray_pins(config)[0],
         "enableInTreeAutoscaling": autoscale,
         "headGroupSpec": {
             "serviceType": "ClusterIP",

@@ -33,7 +33,8 @@ def server_args() -> list[str]:
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",
-        "--disable-auto-complete-config",
+        # no --disable-auto-complete-config: the vLLM backend declares the model's inputs, outputs
+        # and decoupled policy in its auto_complete_config
     ]
 
 

@@ -1,0 +1,136 @@
+"""What `llmctl up` says it waits for, derived from real pod status and event shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmctl.infra.kube import waiting_reason
+
+POD = "llama-serve-head-abc"
+
+
+def pod(status: dict[str, Any], *, neuron: bool = False) -> dict[str, Any]:
+    limits = {"aws.amazon.com/neuron": "1"} if neuron else {"cpu": "2"}
+    return {
+        "metadata": {"name": POD},
+        "spec": {"containers": [{"name": "ray-head", "resources": {"limits": limits}}]},
+        "status": status,
+    }
+
+
+def event(reason: str, message: str, component: str, at: str) -> dict[str, Any]:
+    return {
+        "involvedObject": {"kind": "Pod", "name": POD},
+        "reason": reason,
+        "message": message,
+        "source": {"component": component},
+        "lastTimestamp": at,
+    }
+
+
+UNSCHEDULED = {
+    "phase": "Pending",
+    "conditions": [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.",
+        }
+    ],
+}
+
+
+def test_pending_pod_with_a_nominated_nodeclaim_waits_for_karpenter() -> None:
+    events = [
+        event("FailedScheduling", "0/2 nodes are available", "default-scheduler", "2026-01-01T00:00:00Z"),
+        event(
+            "Nominated",
+            "Pod should schedule on: nodeclaim/inferentia-inf2-x7k",
+            "karpenter",
+            "2026-01-01T00:00:05Z",
+        ),
+    ]
+    text = waiting_reason(pod(UNSCHEDULED), events)
+    assert text.startswith(f"a node from Karpenter for {POD}") and "nodeclaim/inferentia-inf2-x7k" in text
+
+
+def test_karpenter_that_cannot_launch_a_node_says_why() -> None:
+    message = (
+        'could not schedule pod, incompatible with nodepool "default", no instance type satisfied resources'
+    )
+    events = [
+        event("FailedScheduling", message, "karpenter", "2026-01-01T00:00:05Z"),
+        event("FailedScheduling", "0/2 nodes are available", "default-scheduler", "2026-01-01T00:00:09Z"),
+    ]
+    text = waiting_reason(pod(UNSCHEDULED), events)
+    assert "Karpenter cannot launch one" in text and "incompatible with nodepool" in text
+
+
+def test_pending_without_events_quotes_the_scheduler() -> None:
+    assert "didn't match Pod's node affinity" in waiting_reason(pod(UNSCHEDULED), [])
+
+
+def test_image_pull_is_reported_only_while_the_kubelet_pulls() -> None:
+    creating = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [
+            {
+                "name": "ray-head",
+                "image": "public.ecr.aws/x:1",
+                "ready": False,
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+        ],
+    }
+    pulling = [event("Pulling", 'Pulling image "public.ecr.aws/x:1"', "kubelet", "2026-01-01T00:01:00Z")]
+    assert "pulling the serving image public.ecr.aws/x:1" in waiting_reason(pod(creating), pulling)
+    pulled = [*pulling, event("Pulled", "Successfully pulled", "kubelet", "2026-01-01T00:04:00Z")]
+    assert "pulling" not in waiting_reason(pod(creating), pulled)
+
+
+def test_pull_errors_and_crash_loops_are_named() -> None:
+    back_off = {
+        "phase": "Pending",
+        "containerStatuses": [
+            {
+                "name": "ray-head",
+                "image": "public.ecr.aws/x:nope",
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+            }
+        ],
+    }
+    assert "cannot pull public.ecr.aws/x:nope (ImagePullBackOff" in waiting_reason(pod(back_off))
+    crashing = {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": "ray-head",
+                "restartCount": 4,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+            }
+        ],
+    }
+    text = waiting_reason(pod(crashing))
+    assert "keeps crashing (4 restarts" in text and "OOMKilled code 137" in text
+
+
+def test_running_but_not_ready_is_download_and_compile_on_neuron_only() -> None:
+    running = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": [{"name": "ray-head", "ready": False, "state": {"running": {}}}],
+    }
+    assert "Neuron compilation" in waiting_reason(pod(running, neuron=True))
+    assert waiting_reason(pod(running)) == f"{POD}: model download and loading"
+
+
+def test_a_running_init_container_is_the_download() -> None:
+    init = {
+        "phase": "Pending",
+        "initContainerStatuses": [{"name": "fetch-model", "state": {"running": {}}}],
+        "containerStatuses": [{"name": "ray-head", "state": {"waiting": {"reason": "PodInitializing"}}}],
+    }
+    assert waiting_reason(pod(init)) == f"{POD}: init container fetch-model is running (model download)"
