@@ -227,10 +227,10 @@ def check_hf_token(blueprint: Any) -> Check:
 
 
 def check_tools(*, kubectl: bool = True) -> list[Check]:
-    """pulumi (required) and kubectl (for connect/status)."""
-    from llmctl.infra.preflight import probe_kubectl, probe_pulumi
+    """pulumi (required), kubectl and the AWS CLI (kubectl authenticates to EKS through it)."""
+    from llmctl.infra.preflight import probe_aws_cli, probe_kubectl, probe_pulumi
 
-    probes = [probe_pulumi()] + ([probe_kubectl()] if kubectl else [])
+    probes = [probe_pulumi()] + ([probe_kubectl(), probe_aws_cli()] if kubectl else [])
     return [Check(p.name, p.ok, p.detail, p.fix) for p in probes]
 
 

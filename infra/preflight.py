@@ -86,6 +86,24 @@ def probe_kubectl() -> Probe:
     return Probe("kubectl", True, f"kubectl {version} ({path})")
 
 
+AWS_CLI_INSTALL = (
+    "install the AWS CLI v2 (https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html): "
+    "the cluster's kubeconfig runs `aws eks get-token` for kubectl"
+)
+
+
+def probe_aws_cli() -> Probe:
+    """Is the AWS CLI on PATH? The EKS kubeconfig authenticates through `aws eks get-token`."""
+    path = shutil.which("aws")
+    if path is None:
+        return Probe("AWS CLI", False, "the AWS CLI is not installed (not on PATH)", AWS_CLI_INSTALL)
+    try:
+        version = _run([path, "--version"]).strip() or "unknown version"
+    except (OSError, subprocess.SubprocessError):
+        version = "unknown version"
+    return Probe("AWS CLI", True, f"{version} ({path})")
+
+
 def _raise(probe: Probe) -> str:
     if not probe.ok:
         raise PrerequisiteError(probe.detail, probe.fix)

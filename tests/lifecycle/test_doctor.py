@@ -7,6 +7,7 @@ fixture seeds the EC2 vCPU quotas into the running moto backend (its data, not o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,3 +106,14 @@ def test_no_credentials_stops_aws_checks(no_aws: None) -> None:
 def test_tool_checks_report_missing_pulumi(aws: str, no_pulumi: None) -> None:
     check = _check(run_doctor(None, region=aws), "pulumi CLI")
     assert check.ok is False and "get.pulumi.com" in check.fix
+
+
+def test_tool_checks_report_a_missing_aws_cli(
+    aws: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "aws").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(keep))
+    check = _check(run_doctor(None, region=aws), "AWS CLI")
+    assert check.ok is False and "aws eks get-token" in (check.fix or "")
