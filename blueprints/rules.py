@@ -232,6 +232,14 @@ def _features(ctx: Context) -> list[Problem]:
         problems.append(
             ("caches.compile_cache", "the compile cache holds Neuron artifacts; disable it off Neuron")
         )
+    elif bp.caches.compile_cache and bp.runtime not in TRANSFORMERS_NEURONX:
+        problems.append(
+            (
+                "caches.compile_cache",
+                f"the S3 compile cache syncs transformers-neuronx artifacts; {bp.runtime} (vLLM-neuron) "
+                "compiles through Ray Serve LLM, which llmctl cannot sync yet: set it to false",
+            )
+        )
     return problems
 
 

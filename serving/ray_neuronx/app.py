@@ -2,7 +2,8 @@
 
 Args: ``blueprint`` (required), and optionally ``model_path``, ``served_model_name``,
 ``cache_dir`` (local cache root, default /tmp/llmctl-neuron), ``compile_cache_url``
-(``s3://bucket/prefix`` for the Neuron persistent cache), ``num_replicas``, ``api_key``.
+(``s3://bucket/prefix`` the compiled artifacts are shared through; default
+``$LLMCTL_COMPILE_CACHE_URL``, see ``llmctl.serving.compile_cache``), ``num_replicas``, ``api_key``.
 Any other key is refused.
 """
 

@@ -144,6 +144,12 @@ BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
     ("llama2-triton-vllm-gpu", {"ui": "gradio"}, "ui", "gradio talks to the /infer route"),
     ("llama2-triton-vllm-gpu", {"caches.compile_cache": True}, "caches.compile_cache", "Neuron artifacts"),
     (
+        "llama3-vllm-inf2",
+        {"caches.compile_cache": True},
+        "caches.compile_cache",
+        "syncs transformers-neuronx artifacts",
+    ),
+    (
         "llama2-70b-vllm-gpu",
         {"compute.tensor_parallel": 2, "model.id": "HuggingFaceTB/SmolLM2-135M-Instruct"},
         "compute",
