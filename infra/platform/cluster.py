@@ -12,6 +12,7 @@ from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.iam import (
     POD_IDENTITY_SERVICE,
     managed_policy,
+    node_role,
     principal_for_access_entry,
     service_trust,
 )
@@ -22,12 +23,6 @@ from llmctl.infra.pools import CORE_POOL, pool
 
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-NODE_POLICIES = (
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
-)
 # Add-ons the nodes need to become Ready, then those that need nodes to run on.
 ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 ADDONS_AFTER_NODES = ("coredns",)
@@ -193,18 +188,7 @@ class Cluster(pulumi.ComponentResource):
         spec = pool(CORE_POOL)
         tags = tags_for(config)
         child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(
-            f"{name}-core-node-role",
-            assume_role_policy=service_trust("ec2.amazonaws.com"),
-            tags=tags,
-            opts=child,
-        )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-core-node-{policy}", role=role.name, policy_arn=managed_policy(policy), opts=child
-            )
-            for policy in NODE_POLICIES
-        ]
+        role, attachments = node_role(f"{name}-core-node", tags=tags, opts=child)
         template = aws.ec2.LaunchTemplate(
             f"{name}-core-lt",
             description=f"llmctl core nodes of {config.cluster_name}",

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
+import pulumi
+import pulumi_aws as aws
+
 POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
+NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
 
 
 def managed_policy(name: str, partition: str = "aws") -> str:
@@ -39,3 +48,23 @@ def principal_for_access_entry(arn: str) -> str:
         partition_account = prefix.replace(":sts:", ":iam:")
         return f"{partition_account}:role/{rest.split('/')[0]}"
     return arn
+
+
+def node_role(
+    prefix: str, *, tags: dict[str, str], opts: pulumi.ResourceOptions, role_name: str | None = None
+) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+    """An EC2 node role (`<prefix>-role`) with the managed policies every EKS node needs."""
+    role = aws.iam.Role(
+        f"{prefix}-role",
+        name=role_name,
+        assume_role_policy=service_trust("ec2.amazonaws.com"),
+        tags=tags,
+        opts=opts,
+    )
+    attachments = [
+        aws.iam.RolePolicyAttachment(
+            f"{prefix}-{policy}", role=role.name, policy_arn=managed_policy(policy), opts=opts
+        )
+        for policy in NODE_POLICIES
+    ]
+    return role, attachments

@@ -11,9 +11,10 @@ import pulumi
 import pulumi_aws as aws
 
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
-from llmctl.infra.platform.cluster import NODE_POLICIES, Cluster
+from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, managed_policy, policy_document, service_trust
+from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, policy_document, service_trust
+from llmctl.infra.platform.iam import node_role as iam_node_role
 from llmctl.infra.platform.tags import tags_for
 
 NAMESPACE = "kube-system"
@@ -243,19 +244,9 @@ class Karpenter(pulumi.ComponentResource):
         self.node_role_name = node_role_name(config.cluster_name)
         self.queue_name = config.cluster_name
 
-        node_role = aws.iam.Role(
-            f"{name}-node-role",
-            name=self.node_role_name,
-            assume_role_policy=service_trust("ec2.amazonaws.com"),
-            tags=tags,
-            opts=child,
+        node_role, node_policies = iam_node_role(
+            f"{name}-node", tags=tags, opts=child, role_name=self.node_role_name
         )
-        node_policies = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}", role=node_role.name, policy_arn=managed_policy(policy), opts=child
-            )
-            for policy in NODE_POLICIES
-        ]
         node_access = aws.eks.AccessEntry(
             f"{name}-node-access",
             cluster_name=config.cluster_name,

@@ -141,6 +141,28 @@ class Network(pulumi.ComponentResource):
     def _tags(self, extra: dict[str, str]) -> dict[str, str]:
         return tags_for(self._config, extra)
 
+    def _subnets(
+        self,
+        name: str,
+        vpc: aws.ec2.Vpc,
+        kind: str,
+        cidrs: list[str],
+        tags: dict[str, str],
+        opts: pulumi.ResourceOptions,
+    ) -> list[aws.ec2.Subnet]:
+        """One subnet of a kind per zone, named and tagged `<cluster>-<kind>-<az id>`."""
+        return [
+            aws.ec2.Subnet(
+                f"{name}-{kind}-{zone.id}",
+                vpc_id=vpc.id,
+                cidr_block=cidr,
+                availability_zone=zone.name,
+                tags=self._tags({"Name": f"{self._config.cluster_name}-{kind}-{zone.id}", **tags}),
+                opts=opts,
+            )
+            for zone, cidr in zip(self.zones, cidrs, strict=True)
+        ]
+
     def _existing(self, name: str, child: pulumi.ResourceOptions) -> None:
         config = self._config
         self.zones = []
@@ -178,41 +200,16 @@ class Network(pulumi.ComponentResource):
         igw = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=vpc.id, tags=self._tags({"Name": config.cluster_name}), opts=child
         )
-        public = [
-            aws.ec2.Subnet(
-                f"{name}-public-{zone.id}",
-                vpc_id=vpc.id,
-                cidr_block=cidr,
-                availability_zone=zone.name,
-                tags=self._tags({"Name": f"{config.cluster_name}-public-{zone.id}", ELB_TAG: "1"}),
-                opts=child,
-            )
-            for zone, cidr in zip(self.zones, plan.public, strict=True)
-        ]
-        private = [
-            aws.ec2.Subnet(
-                f"{name}-private-{zone.id}",
-                vpc_id=vpc.id,
-                cidr_block=cidr,
-                availability_zone=zone.name,
-                tags=self._tags({"Name": f"{config.cluster_name}-private-{zone.id}", INTERNAL_ELB_TAG: "1"}),
-                opts=child,
-            )
-            for zone, cidr in zip(self.zones, plan.private, strict=True)
-        ]
-        nodes = [
-            aws.ec2.Subnet(
-                f"{name}-nodes-{zone.id}",
-                vpc_id=vpc.id,
-                cidr_block=cidr,
-                availability_zone=zone.name,
-                tags=self._tags(
-                    {"Name": f"{config.cluster_name}-nodes-{zone.id}", DISCOVERY_TAG: config.cluster_name}
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[pods_block]),
-            )
-            for zone, cidr in zip(self.zones, plan.nodes, strict=True)
-        ]
+        public = self._subnets(name, vpc, "public", plan.public, {ELB_TAG: "1"}, child)
+        private = self._subnets(name, vpc, "private", plan.private, {INTERNAL_ELB_TAG: "1"}, child)
+        nodes = self._subnets(
+            name,
+            vpc,
+            "nodes",
+            plan.nodes,
+            {DISCOVERY_TAG: config.cluster_name},
+            pulumi.ResourceOptions(parent=self, depends_on=[pods_block]),
+        )
         eip = aws.ec2.Eip(
             f"{name}-nat-ip",
             domain="vpc",
