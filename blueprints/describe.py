@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -91,11 +92,25 @@ def _walk(model: type[BaseModel], prefix: str) -> list[dict[str, str]]:
             rows.extend(_walk(annotation, f"{path}."))
             continue
         default = "" if info.is_required() else repr(info.get_default(call_default_factory=True))
-        type_name = str(annotation).replace("typing.", "")
+        type_name = _type_name(annotation)
         rows.append(
             {"field": path, "type": type_name, "default": default, "description": info.description or ""}
         )
     return rows
+
+
+def _type_name(annotation: Any) -> str:
+    """`str | None`, `'bf16' | 'fp16'`, `list[str]` rather than Python's reprs."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return " | ".join(repr(arg) for arg in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(arg) for arg in get_args(annotation))
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in get_args(annotation))}]"
+    if annotation is type(None):
+        return "None"
+    return str(getattr(annotation, "__name__", annotation))
 
 
 def field_reference() -> list[dict[str, str]]:

@@ -64,6 +64,11 @@ def up(
     kubeconfig: Path | None = typer.Option(
         None, "--kubeconfig", help="Kubeconfig of an existing cluster (--target kubeconfig)."
     ),
+    pools: Path | None = typer.Option(
+        None,
+        "--pools",
+        help="--target kubeconfig: YAML file naming the cluster's node pools (docs/workload.md).",
+    ),
     yes: bool = YES,
     backend: str | None = BACKEND,
     progress_mode: str = PROGRESS,
@@ -87,6 +92,12 @@ def up(
             "--model and --port apply to --target local only",
             "on a cluster, set model.id (and serving.port) in a copy of the blueprint and pass its path",
         )
+    if pools is not None and target != "kubeconfig":
+        raise LlmctlError(
+            "--pools applies to --target kubeconfig only",
+            "pass --target kubeconfig --kubeconfig FILE to deploy to an existing cluster; on eks llmctl "
+            "builds its own pools",
+        )
     progress = _progress(progress_mode, json_output)
     if target == "local":
         from llmctl.serving.local import start_local
@@ -105,7 +116,7 @@ def up(
     from llmctl.infra.lifecycle import Lifecycle
     from llmctl.infra.preflight import preflight, resolve_region
 
-    preflight(pulumi=True, aws=target == "eks", region=region)
+    preflight(pulumi=True, aws=target == "eks", kubectl=target == "kubeconfig", region=region)
     resolved = resolve_region(region) if target == "eks" else (region or "us-west-2")
     lifecycle = Lifecycle(_engine(backend, progress), progress, stack=stack)
 
@@ -125,6 +136,7 @@ def up(
         region=resolved,
         target=target,  # type: ignore[arg-type]
         kubeconfig=kubeconfig,
+        pools=pools,
         confirm=ask,
         wait=not no_wait,
         wait_timeout_s=wait_timeout,

@@ -18,13 +18,16 @@ def render(
     ),
     stack: str = typer.Option("dev", "--stack", help="Environment (platform stack) the workload lands on."),
     region: str = typer.Option("us-west-2", "--region", help="AWS region of the platform."),
+    pools: Path | None = typer.Option(
+        None, "--pools", help="Cluster file naming an existing cluster's node pools (instead of llmctl's)."
+    ),
     json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
 ) -> None:
     """Render the workload's manifests (secrets redacted), identical to what `llmctl up` applies."""
     output.start(json_output=json)
     from llmctl.infra.workload.api import render_blueprint
 
-    report = render_blueprint(blueprint, stack=stack, region=region, out_dir=out)
+    report = render_blueprint(blueprint, stack=stack, region=region, out_dir=out, pools=pools)
     if json:
         output.emit_json(report)
         return

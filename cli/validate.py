@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from llmctl.cli import output
@@ -15,13 +17,16 @@ def validate(
     ),
     stack: str = typer.Option("dev", "--stack", help="Environment (platform stack) the workload lands on."),
     region: str = typer.Option("us-west-2", "--region", help="AWS region of the platform."),
+    pools: Path | None = typer.Option(
+        None, "--pools", help="Cluster file naming an existing cluster's node pools (instead of llmctl's)."
+    ),
     json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
 ) -> None:
     """Check that every pod of the workload can be scheduled on the platform the blueprint builds."""
     output.start(json_output=json)
     from llmctl.infra.workload.api import validate_blueprint
 
-    report = validate_blueprint(blueprint, stack=stack, region=region)
+    report = validate_blueprint(blueprint, stack=stack, region=region, pools=pools)
     if json:
         output.emit_json(report)
     elif report["ok"]:

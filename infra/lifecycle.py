@@ -143,6 +143,7 @@ class Lifecycle:
         region: str,
         target: Target = "eks",
         kubeconfig: Path | None = None,
+        pools: Path | None = None,
         confirm: Callable[[Plan], bool] | None = None,
         wait: bool = True,
         wait_timeout_s: float = 3600,
@@ -154,20 +155,16 @@ class Lifecycle:
         from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
         bp = load_blueprint(blueprint)
-        offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         if target == "kubeconfig":
-            if kubeconfig is None or not kubeconfig.is_file():
-                raise BlueprintError(
-                    "--target kubeconfig needs --kubeconfig FILE (an existing file)",
-                    "pass the kubeconfig of your cluster",
+            if kubeconfig is None:
+                raise LlmctlError(
+                    "--target kubeconfig needs --kubeconfig FILE", "pass your cluster's kubeconfig"
                 )
-            offline = offline.model_copy(
-                update={
-                    "target": "kubeconfig",
-                    "kubeconfig": kubeconfig.read_text(),
-                    "cluster_name": kubeconfig.stem,
-                }
+            offline = PlatformFacts.for_existing_cluster(
+                pools, kubeconfig=kubeconfig, stack=self.stack, region=region
             )
+        else:
+            offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         _blueprint_problems(bp, offline)
         p_config = PlatformConfig.for_blueprints([bp], stack=self.stack, region=region)
         cost = blueprint_cost(bp, hardware())
@@ -175,6 +172,13 @@ class Lifecycle:
         if target == "eks":
             with self.progress.phase("plan"):
                 changes["platform"] = self.engine.preview(platform_spec(self.stack, p_config)).changes
+        if target == "kubeconfig":
+            from llmctl.infra.workload.inventory import ensure_cluster_parts
+
+            with self.progress.phase("cluster check"):  # reported, not assumed: before any Pulumi call
+                ensure_cluster_parts(
+                    WorkloadConfig(blueprint=bp, stack=self.stack, platform=offline), kubeconfig
+                )
         plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost)
         if confirm is not None and not confirm(plan):
             raise UserAbort("nothing was changed", None)

@@ -109,8 +109,16 @@ class ObservabilityConfig(_Strict):
 class CoreNodesConfig(_Strict):
     """The small managed node group for Ray heads and system pods."""
 
-    instance_type: str = Field("m5.xlarge", description="Instance type of the core nodes.")
-    size: int = Field(2, ge=1, le=20, description="Desired (and minimum) number of core nodes.")
+    instance_type: str = Field(
+        default_factory=lambda: str(hardware().platform_fixed.core_nodes["instance_type"]),
+        description="Instance type of the core nodes (default from the hardware catalog's platform_fixed).",
+    )
+    size: int = Field(
+        default_factory=lambda: int(hardware().platform_fixed.core_nodes["count"]),
+        ge=1,
+        le=20,
+        description="Desired (and minimum) number of core nodes.",
+    )
     max_size: int = Field(4, ge=1, le=50, description="Maximum number of core nodes.")
 
     @model_validator(mode="after")

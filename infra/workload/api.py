@@ -1,5 +1,5 @@
 """What `llmctl render` and `llmctl validate` call: load the blueprint, derive the platform facts
-offline, build the manifests, then render or check them. Results are plain dicts with stable keys.
+offline (or read them from a `--pools FILE` of an existing cluster), build the manifests, then render or check them. Results are plain dicts with stable keys.
 """
 
 from __future__ import annotations
@@ -12,8 +12,20 @@ from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
 
+def platform_facts(blueprint: Any, *, stack: str, region: str, pools: Path | None = None) -> PlatformFacts:
+    """The platform the blueprint builds (offline), or the existing cluster of a `--pools FILE`."""
+    if pools is not None:
+        return PlatformFacts.for_existing_cluster(pools, stack=stack, region=region)
+    return PlatformFacts.for_blueprint(blueprint, stack=stack, region=region)
+
+
 def render_blueprint(
-    ref: str, *, stack: str = "dev", region: str = "us-west-2", out_dir: Path | None = None
+    ref: str,
+    *,
+    stack: str = "dev",
+    region: str = "us-west-2",
+    out_dir: Path | None = None,
+    pools: Path | None = None,
 ) -> dict[str, Any]:
     """The workload's manifests as YAML (secrets redacted), written to `out_dir` when given."""
     from llmctl.infra.workload.manifests import build_manifests, endpoint_info
@@ -23,7 +35,7 @@ def render_blueprint(
     config = WorkloadConfig(
         blueprint=blueprint,
         stack=stack,
-        platform=PlatformFacts.for_blueprint(blueprint, stack=stack, region=region),
+        platform=platform_facts(blueprint, stack=stack, region=region, pools=pools),
     )
     manifests = build_manifests(config, hf_token=None)
     rendered = render_yaml(manifests, out_dir)
@@ -37,13 +49,16 @@ def render_blueprint(
     }
 
 
-def validate_blueprint(ref: str, *, stack: str = "dev", region: str = "us-west-2") -> dict[str, Any]:
-    """Blueprint rules (raising on failure), then the schedulability check on the platform it builds."""
+def validate_blueprint(
+    ref: str, *, stack: str = "dev", region: str = "us-west-2", pools: Path | None = None
+) -> dict[str, Any]:
+    """Blueprint rules (raising on failure), then the schedulability check on the platform it builds
+    (or on the named pools of an existing cluster)."""
     from llmctl.infra.workload.manifests import build_manifests
     from llmctl.infra.workload.schedulability import pod_templates, validate_workload
 
     blueprint = load_blueprint(ref)
-    facts = PlatformFacts.for_blueprint(blueprint, stack=stack, region=region)
+    facts = platform_facts(blueprint, stack=stack, region=region, pools=pools)
     problems = validate_workload(blueprint, facts)
     try:
         manifests = build_manifests(WorkloadConfig(blueprint=blueprint, platform=facts), hf_token=None)

@@ -2,12 +2,14 @@
 
 `PlatformFacts` comes from the platform stack's outputs (`from_outputs`) on a deployed platform,
 or is derived offline from :mod:`llmctl.infra.pools` (`for_blueprint`) so `llmctl render` and
-`llmctl validate` need no cloud. `WorkloadConfig` bundles it with the blueprint.
+`llmctl validate` need no cloud. On an existing cluster (target kubeconfig) it comes from the
+user's cluster file (`for_existing_cluster`, see :mod:`llmctl.infra.workload.cluster`). `WorkloadConfig` bundles it with the blueprint.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -40,10 +42,14 @@ class TaintFacts(_Strict):
             return raw
         if isinstance(raw, dict):
             return cls.model_validate(raw)
-        text = str(raw)
+        return cls.model_validate(cls.mapping(str(raw)))
+
+    @staticmethod
+    def mapping(text: str) -> dict[str, Any]:
+        """The kubectl form 'key[=value]:Effect' as a mapping of the fields."""
         head, _, effect = text.partition(":")
         key, _, value = head.partition("=")
-        return cls.model_validate({"key": key, "value": value or None, "effect": effect or "NoSchedule"})
+        return {"key": key, "value": value or None, "effect": effect or "NoSchedule"}
 
 
 class PoolFacts(_Strict):
@@ -121,6 +127,10 @@ class PlatformFacts(_Strict):
     kubeconfig: str | None = Field(
         None, repr=False, exclude=True, description="Kubeconfig of the cluster (a secret; never printed)."
     )
+    present_parts: list[str] = Field(
+        default_factory=list,
+        description="kubeconfig target: platform parts the cluster file declares present (not detected).",
+    )
 
     def pool(self, name: str) -> PoolFacts | None:
         """A pool by name."""
@@ -185,6 +195,45 @@ class PlatformFacts(_Strict):
             pools=[PoolFacts.from_spec(spec, core_type) for spec in pools_for([blueprint], catalog)],
             cache_bucket=f"llmctl-{stack}-{region}-cache" if caches else None,
             target="eks",
+        )
+
+    @classmethod
+    def for_existing_cluster(
+        cls,
+        pools_file: Path | str | None,
+        *,
+        kubeconfig: Path | str | None = None,
+        stack: str = "dev",
+        region: str = "on-prem",
+    ) -> PlatformFacts:
+        """The facts of an existing cluster (target kubeconfig) from its cluster file (`--pools FILE`).
+
+        No cache bucket and no ECR registry: llmctl did not build them, so caches are off and the
+        serving image is the blueprint's (or the upstream base image).
+        """
+        from llmctl.blueprints.versions import versions
+        from llmctl.infra.workload.cluster import HINT, load_cluster_file
+
+        if pools_file is None:
+            raise LlmctlError("--target kubeconfig needs --pools FILE (the cluster's node pools)", HINT)
+        cluster = load_cluster_file(pools_file)
+        text = None
+        if kubeconfig is not None:
+            path = Path(kubeconfig).expanduser()
+            if not path.is_file():
+                raise LlmctlError(
+                    f"kubeconfig {kubeconfig} does not exist",
+                    "pass --kubeconfig with your cluster's kubeconfig file",
+                )
+            text = path.read_text(encoding="utf-8")
+        return cls(
+            cluster_name=cluster.name or (Path(kubeconfig).stem if kubeconfig else f"{stack}-cluster"),
+            region=region,
+            kubernetes_version=versions().eks.kubernetes_version.value,
+            pools=[pool.to_facts() for pool in cluster.pools],
+            target="kubeconfig",
+            kubeconfig=text,
+            present_parts=list(cluster.present),
         )
 
 

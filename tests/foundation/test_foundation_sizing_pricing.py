@@ -141,6 +141,8 @@ def test_pricing_models() -> None:
     assert on_demand.serving_hourly_usd == pytest.approx(12.981)
     assert reserved.serving_hourly_usd == pytest.approx(5.608)
     assert on_demand.total_hourly_usd == pytest.approx(12.981 + catalog.platform_hourly())
+    # EKS control plane + one NAT gateway + the platform's two m5.xlarge core nodes
+    assert catalog.platform_hourly() == pytest.approx(0.10 + 0.045 + 2 * 0.192)
     with pytest.raises(CatalogError, match="no spot price"):
         blueprint_cost(bp, catalog, pricing="spot")
 
