@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
-from pydantic import BaseModel, ValidationError
 
 from llmctl.blueprints._data import data_file
 from llmctl.blueprints.hardware import HardwareCatalog, hardware
 from llmctl.blueprints.rules import check
 from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.yaml_model import parse_yaml_model
 from llmctl.errors import BlueprintError, did_you_mean
 
 CATALOG_DIR = "catalog"
@@ -59,69 +56,15 @@ def _read(ref: str) -> tuple[str, str]:
     return f"{CATALOG_DIR}/{ref}.yaml", data_file(CATALOG_DIR, f"{ref}.yaml").read_text(encoding="utf-8")
 
 
-def _field_names(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
-    """The valid field names at a location, for did-you-mean on unknown keys."""
-    current: Any = model
-    for part in loc[:-1]:
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        info = current.model_fields.get(str(part))
-        if info is None:
-            return []
-        current = info.annotation
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
-
-
-def _problems(exc: ValidationError) -> list[tuple[str, str]]:
-    problems = []
-    for error in exc.errors(include_url=False):
-        loc = tuple(error["loc"])
-        path = ".".join(str(part) for part in loc) or "(root)"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            suggestion = did_you_mean(str(loc[-1]), _field_names(Blueprint, loc))
-            message = "unknown field" + (f"; {suggestion}" if suggestion else "")
-        elif error["type"] == "literal_error":
-            expected = error.get("ctx", {}).get("expected", "")
-            choices = [
-                c.strip().strip("'") for c in str(expected).replace(" or ", ",").split(",") if c.strip()
-            ]
-            suggestion = did_you_mean(str(error.get("input")), choices)
-            message = f"{error.get('input')!r} is not one of {expected}" + (
-                f"; {suggestion}" if suggestion else ""
-            )
-        problems.append((path, message))
-    return problems
-
-
 def parse_blueprint(text: str, source: str, catalog: HardwareCatalog | None = None) -> Blueprint:
     """Parse YAML text into a Blueprint and run every rule; raise BlueprintError with all problems."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise BlueprintError(
-            f"{source}: not valid YAML{where}", "fix the YAML syntax", source=source
-        ) from None
-    if not isinstance(data, dict):
-        raise BlueprintError(
-            f"{source}: a blueprint must be a YAML mapping",
-            "start from `llmctl blueprints show tiny-cpu`",
-            source=source,
-        )
-    try:
-        blueprint = Blueprint.model_validate(data)
-    except ValidationError as exc:
-        problems = _problems(exc)
-        raise BlueprintError(
-            f"{source}: {len(problems)} invalid field(s)",
-            "fix the fields listed; `llmctl blueprints schema` prints every field with its description",
-            source=source,
-            problems=problems,
-        ) from None
+    blueprint = parse_yaml_model(
+        text,
+        source,
+        Blueprint,
+        what="blueprint",
+        hint="fix the fields listed; `llmctl blueprints schema` prints every field with its description",
+    )
     problems = check(blueprint, catalog or hardware())
     if problems:
         raise BlueprintError(

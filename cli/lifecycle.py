@@ -223,12 +223,14 @@ def down(
     from llmctl.infra.lifecycle import Lifecycle, check_leftovers
     from llmctl.infra.preflight import preflight, resolve_region
 
-    preflight(pulumi=True, aws=True, region=region)
+    # On an existing cluster (kubeconfig) only the workload stacks are llmctl's: no platform, no sweep.
+    existing = target == "kubeconfig"
+    preflight(pulumi=True, aws=not existing, region=region)
     lifecycle = Lifecycle(_engine(backend, progress), progress, stack=stack)
     result = lifecycle.down(
-        region=resolve_region(region),
+        region=(region or "us-west-2") if existing else resolve_region(region),
         blueprint=blueprint,
-        keep_platform=keep_platform,
+        keep_platform=keep_platform or existing,
         confirm=lambda items: confirm("Destroy?", items, yes=yes),
     )
     if json_output:

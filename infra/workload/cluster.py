@@ -22,10 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from llmctl.errors import BlueprintError, CatalogError, did_you_mean
+from llmctl.blueprints.yaml_model import parse_yaml_model
+from llmctl.errors import BlueprintError, CatalogError
 from llmctl.infra.workload.config import PoolFacts, TaintFacts
 from llmctl.infra.workload.parts import PartName
 
@@ -111,43 +111,15 @@ class ClusterFile(_Strict):
         return pools
 
 
-_FIELDS = {name for model in (ClusterFile, ClusterPool, TaintFacts) for name in model.model_fields}
-
-
-def _problems(exc: ValidationError) -> list[tuple[str, str]]:
-    problems = []
-    for error in exc.errors(include_url=False):
-        path = ".".join(str(part) for part in error["loc"]) or "(root)"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            suggestion = did_you_mean(str(error["loc"][-1]), _FIELDS)
-            message = "unknown field" + (f"; {suggestion}" if suggestion else "")
-        problems.append((path, message))
-    return problems
-
-
 def parse_cluster_file(text: str, source: str) -> ClusterFile:
     """Parse a cluster file's YAML text; BlueprintError naming every bad field."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise BlueprintError(
-            f"{source}: not valid YAML{where}", "fix the YAML syntax", source=source
-        ) from None
-    if not isinstance(data, dict):
-        raise BlueprintError(f"{source}: a cluster file must be a YAML mapping", HINT, source=source)
-    try:
-        return ClusterFile.model_validate(data)
-    except ValidationError as exc:
-        problems = _problems(exc)
-        raise BlueprintError(
-            f"{source}: {len(problems)} invalid field(s) in the cluster file",
-            "fix the fields listed; instance types come from `llmctl catalog instances`",
-            source=source,
-            problems=problems,
-        ) from None
+    return parse_yaml_model(
+        text,
+        source,
+        ClusterFile,
+        what="cluster file",
+        hint="fix the fields listed; instance types come from `llmctl catalog instances`",
+    )
 
 
 def load_cluster_file(path: Path | str) -> ClusterFile:

@@ -233,3 +233,25 @@ def test_cli_reports_missing_parts_as_json(
     assert len(paths) == 4 and paths[0] == "KubeRay operator (CRD rayservices.ray.io)"
     assert "helm upgrade --install" in result.stderr
     assert pulumi_ops(fake_pulumi) == []
+
+
+def test_down_on_an_existing_cluster_destroys_only_workloads(
+    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig, pools = files
+    kubectl.complete_cluster()
+    lifecycle().up(
+        BP,
+        region="us-west-2",
+        target="kubeconfig",
+        kubeconfig=kubeconfig,
+        pools=pools,
+        confirm=lambda p: True,
+    )
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)  # no AWS needed to tear down a workload on an existing cluster
+    result = CliRunner().invoke(app, ["down", "--target", "kubeconfig", "--yes", "--progress", "plain"])
+    assert result.exit_code == 0, result.output
+    destroyed = [op for op in pulumi_ops(fake_pulumi) if op[0] == "destroy"]
+    assert destroyed == [("destroy", WL, "dev")]  # the workload only: no platform stack, no sweep
+    assert list_endpoints("dev") == []
