@@ -22,8 +22,10 @@ def tiny(
     if json:
         output.emit_json(info)
         return
+    verb = "reusing the tiny Llama model" if info["reused"] else "wrote a tiny Llama model"
     output.console.print(
-        f"wrote a tiny Llama model ({info['parameters']:,} parameters, vocab {info['vocab_size']}) to {info['path']}"
+        f"{verb} ({info['parameters']:,} parameters, vocab {info['vocab_size']}) in {info['path']}",
+        markup=False,
     )
     output.console.print(
         f"serve it locally: llmctl up --blueprint tiny-cpu --target local --model {info['path']}"

@@ -10,6 +10,7 @@ exercised. The EOS row of the output head is zeroed so greedy decoding runs to `
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,9 @@ _WORDS = [
 ]
 
 
+MARKER = "llmctl-tiny.json"  # written last; marks a complete tiny model
+
+
 def _corpus() -> list[str]:
     lines = []
     for a, b, c in itertools.islice(itertools.product(_WORDS, repeat=3), 0, 6000, 7):
@@ -130,10 +134,20 @@ def build_tokenizer(vocab_size: int = 512) -> Any:
 def write_tiny_model(
     directory: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0
 ) -> dict[str, Any]:
-    """Write the model to ``directory`` (created; must be empty or absent); returns a summary."""
+    """Write the model to ``directory`` (created; must be empty or absent); returns a summary.
+
+    A directory that already holds a tiny model written here is reused as it is (``reused`` is
+    true), so scripts can run the same command twice.
+    """
     out = Path(directory).expanduser().resolve()
     if out.exists() and not out.is_dir():
         raise ServingError(f"{out} is a file, not a directory", "pass a new or empty directory")
+    marker = out / MARKER
+    if marker.is_file():
+        try:
+            return {**json.loads(marker.read_text()), "path": str(out), "reused": True}
+        except (OSError, ValueError):
+            pass  # a damaged marker: treat as any other non-empty directory
     if out.exists() and any(out.iterdir()):
         raise ServingError(f"{out} exists and is not an empty directory", "pass a new or empty directory")
     try:
@@ -173,10 +187,12 @@ def write_tiny_model(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     params = sum(t.numel() for t in model.parameters())
-    return {
+    summary = {
         "path": str(out),
         "parameters": int(params),
         "vocab_size": len(tokenizer),
         "layers": layers,
         "hidden_size": hidden,
     }
+    marker.write_text(json.dumps(summary))  # last: only a complete model is reused
+    return {**summary, "reused": False}

@@ -58,5 +58,13 @@ def test_models_tiny_writes_a_loadable_model(tmp_path: Path) -> None:
     info = json.loads(result.stdout)
     assert info["path"] == str(target) and info["parameters"] > 0
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in target.iterdir()}
-    again = CliRunner().invoke(app, ["models", "tiny", str(target)])
-    assert again.exit_code != 0 and "not an empty directory" in again.output
+    assert info["reused"] is False
+    again = CliRunner().invoke(
+        app, ["models", "tiny", str(target), "--json"]
+    )  # the README's command, run twice
+    assert again.exit_code == 0 and json.loads(again.stdout) == {**info, "reused": True}
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    refused = CliRunner().invoke(app, ["models", "tiny", str(other)])
+    assert refused.exit_code != 0 and "not an empty directory" in refused.output
