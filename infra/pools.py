@@ -18,6 +18,8 @@ POOL_LABEL = "karpenter.sh/nodepool"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ROLE_LABEL = "llmctl.dev/role"
 CORE_POOL = "core"
+# The scheduler the Neuron chart deploys; pods asking for more than one device or core must use it.
+NEURON_SCHEDULER = "my-scheduler"
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pulumi
 
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
-from llmctl.infra.pools import NEURON_TAINT
+from llmctl.infra.pools import NEURON_SCHEDULER, NEURON_TAINT
 
-SCHEDULER_NAME = "my-scheduler"
+SCHEDULER_NAME = NEURON_SCHEDULER
 
 
 def neuron_values() -> dict[str, object]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llmctl.errors import PrerequisiteError
+from llmctl.infra.pools import NEURON_SCHEDULER
 
 PartName = Literal[
     "kuberay", "neuron-device-plugin", "neuron-scheduler", "nvidia-device-plugin", "load-balancer"
@@ -25,7 +26,6 @@ PartName = Literal[
 Obj = dict[str, Any]
 
 RAYSERVICE_CRD = "rayservices.ray.io"
-NEURON_SCHEDULER = "my-scheduler"
 NEURON_RESOURCES = ("aws.amazon.com/neuron", "aws.amazon.com/neuroncore")
 GPU_RESOURCE = "nvidia.com/gpu"
 

@@ -22,6 +22,7 @@ from typing import Any
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
+from llmctl.infra.pools import NEURON_SCHEDULER
 from llmctl.infra.workload.capacity import (
     CHECKED_RESOURCES,
     NEURON_CORE,
@@ -33,7 +34,6 @@ from llmctl.infra.workload.capacity import (
 )
 from llmctl.infra.workload.config import PlatformFacts, PoolFacts
 
-NEURON_SCHEDULER = "my-scheduler"
 Obj = dict[str, Any]
 
 

@@ -21,13 +21,12 @@ from llmctl.infra.workload.builders.common import (
     SERVICE_ACCOUNT,
     Obj,
     config_map,
-    head_pool,
     metadata,
     readiness,
-    scheduling,
     serving_image,
     token_env,
 )
+from llmctl.infra.workload.builders.placement import head_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV

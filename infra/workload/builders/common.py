@@ -1,5 +1,5 @@
-"""Helpers every runtime builder shares: metadata, namespace, service account, secrets,
-scheduling (from the platform's pools), resource requests, probes, env and readiness.
+"""Helpers every runtime builder shares: metadata, namespace, service account, secrets, images,
+probes, env, readiness and Deployments (placement and resources live in `placement.py`).
 
 Everything here is pure: it returns plain dicts shaped like the Kubernetes API (camelCase keys).
 """
@@ -11,18 +11,8 @@ import shlex
 from typing import Any
 
 from llmctl import __version__
-from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
 from llmctl.blueprints.rules import is_gated
-from llmctl.errors import LlmctlError
-from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL, pool_for_instance
-from llmctl.infra.workload.capacity import (
-    NEURON_DEVICE,
-    NVIDIA_GPU,
-    allocatable,
-    cpu_quantity,
-    memory_quantity,
-)
-from llmctl.infra.workload.config import PoolFacts, WorkloadConfig
+from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.serving.common.auth import API_KEY_ENV
 
 Obj = dict[str, Any]
@@ -32,10 +22,8 @@ HF_SECRET = "hf-token"
 HF_SECRET_KEY = "HF_TOKEN"
 API_KEY_SECRET = "api-key"
 API_KEY_KEY = API_KEY_ENV  # the Secret key and the env var the serving app reads
-NEURON_SCHEDULER = "my-scheduler"
 WAIT_FOR = "pulumi.com/waitFor"
 TIMEOUT = "pulumi.com/timeoutSeconds"
-HEAD_POOL = "default"
 
 # Runtime -> key of its upstream base image in blueprints/data/versions.yaml (for reference in docs).
 RUNTIME_IMAGE_KEYS = {
@@ -192,140 +180,6 @@ def blueprint_env(config: WorkloadConfig) -> Obj:
     from llmctl.serving.blueprint_env import BLUEPRINT_ENV, blueprint_env_value
 
     return {"name": BLUEPRINT_ENV, "value": blueprint_env_value(config.blueprint)}
-
-
-# --- scheduling -----------------------------------------------------------------------------------
-
-
-def _instance(config: WorkloadConfig, catalog: HardwareCatalog | None = None) -> Instance:
-    return (catalog or hardware()).instance(config.blueprint.compute.instance_type)
-
-
-def serving_pool(config: WorkloadConfig) -> PoolFacts:
-    """The pool whose nodes run the serving replicas."""
-    instance = _instance(config)
-    facts = config.platform
-    if facts.target == "eks":
-        spec = pool_for_instance(instance)
-        return facts.pool(spec.name) or PoolFacts.from_spec(spec)
-    for pool in facts.pools:
-        if pool.launches(instance.name, instance.family):
-            return pool
-    raise LlmctlError(
-        f"no pool of the cluster runs {instance.name} (pools: {', '.join(p.name for p in facts.pools) or 'none'})",
-        "name a pool with that instance type or family in the kubeconfig target's pools",
-    )
-
-
-def head_pool(config: WorkloadConfig) -> PoolFacts:
-    """The CPU pool for Ray heads and UIs: Karpenter's default pool on EKS, an untainted one elsewhere."""
-    facts = config.platform
-    if facts.target == "eks":
-        from llmctl.infra.pools import pool as pool_spec
-
-        return facts.pool(HEAD_POOL) or PoolFacts.from_spec(pool_spec(HEAD_POOL))
-    for pool in facts.pools:
-        if not pool.taints:
-            return pool
-    raise LlmctlError(
-        "the cluster has no untainted pool for the Ray head and UIs",
-        "name a CPU pool without taints in the kubeconfig target's pools",
-    )
-
-
-def node_selector(pool: PoolFacts, instance_type: str | None = None) -> dict[str, str]:
-    """nodeSelector that lands on a pool (and one instance type when given)."""
-    selector = {POOL_LABEL: pool.name} if pool.managed_by == "karpenter" else dict(pool.labels)
-    if instance_type and pool.managed_by != "existing":
-        selector[INSTANCE_TYPE_LABEL] = instance_type
-    return selector
-
-
-def tolerations(pool: PoolFacts) -> list[Obj]:
-    """Tolerations for every taint of a pool."""
-    result = []
-    for taint in pool.taints:
-        item: Obj = {"key": taint.key, "effect": taint.effect}
-        if taint.value is None:
-            item["operator"] = "Exists"
-        else:
-            item.update(operator="Equal", value=taint.value)
-        result.append(item)
-    return result
-
-
-def scheduling(pool: PoolFacts, instance_type: str | None = None) -> Obj:
-    """The pod-spec fields that place a pod on a pool."""
-    spec: Obj = {"nodeSelector": node_selector(pool, instance_type)}
-    toleration_list = tolerations(pool)
-    if toleration_list:
-        spec["tolerations"] = toleration_list
-    return spec
-
-
-# --- resources ------------------------------------------------------------------------------------
-
-
-def neuron_devices(config: WorkloadConfig) -> int:
-    """Whole Neuron devices one replica needs for its tp degree (0 off Neuron)."""
-    instance = _instance(config)
-    if not instance.neuron_cores:
-        return 0
-    return math.ceil(config.blueprint.compute.tensor_parallel / instance.cores_per_device)
-
-
-def accelerators(config: WorkloadConfig) -> dict[str, int]:
-    """Extended resources one serving replica requests."""
-    bp = config.blueprint
-    if bp.is_neuron:
-        return {NEURON_DEVICE: neuron_devices(config)}
-    if bp.compute.accelerator == "nvidia":
-        return {NVIDIA_GPU: bp.compute.tensor_parallel}
-    return {}
-
-
-def serving_resources(config: WorkloadConfig) -> Obj:
-    """Requests and limits of one serving replica: the blueprint's values, or its share of one node.
-
-    The share is taken of the node's allocatable resources (after the daemonset reserve), in
-    proportion to the accelerators the replica uses, so a replica never asks for the whole node.
-    """
-    bp = config.blueprint
-    instance = _instance(config)
-    node = allocatable(instance)
-    extended = accelerators(config)
-    if extended.get(NEURON_DEVICE):
-        share = extended[NEURON_DEVICE] / instance.accelerator_count
-    elif extended.get(NVIDIA_GPU):
-        share = extended[NVIDIA_GPU] / instance.accelerator_count
-    else:
-        share = 1.0
-    cpus = bp.compute.cpus_per_replica or node.cpu * share
-    memory = bp.compute.memory_gib_per_replica or node.memory_gib * share
-    requests: Obj = {"cpu": cpu_quantity(cpus), "memory": memory_quantity(memory)}
-    limits: Obj = {"memory": requests["memory"]}
-    for name, count in extended.items():
-        requests[name] = str(count)
-        limits[name] = str(count)
-    return {"requests": requests, "limits": limits}
-
-
-def scheduler_name(config: WorkloadConfig) -> dict[str, str]:
-    """`schedulerName: my-scheduler` when a replica takes more than one Neuron device."""
-    return {"schedulerName": NEURON_SCHEDULER} if neuron_devices(config) > 1 else {}
-
-
-def neuron_env(config: WorkloadConfig) -> list[Obj]:
-    """NeuronCore env for the tp degree (Neuron only): `NEURON_RT_NUM_CORES`.
-
-    `NEURON_RT_VISIBLE_CORES` is deliberately not set on the pod: the container only sees the
-    devices the device plugin gave it, and Ray sets the variable per actor from its `neuron_cores`
-    assignment. Ray also reads a pod-level value as a comma list, so a range such as `0-23` counts as
-    one core and `ray start --resources='{"neuron_cores": 24}'` refuses to start.
-    """
-    if not config.blueprint.is_neuron:
-        return []
-    return [{"name": "NEURON_RT_NUM_CORES", "value": str(config.blueprint.compute.tensor_parallel)}]
 
 
 # --- probes, readiness, autoscaling ---------------------------------------------------------------

@@ -24,7 +24,7 @@ import json
 import yaml
 
 from llmctl.blueprints.versions import versions
-from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
@@ -129,7 +129,7 @@ def rayservice(
         "metadata": {"labels": common.labels(config, "ray-head"), "annotations": pod_annotations},
         "spec": {
             "serviceAccountName": common.SERVICE_ACCOUNT,
-            **common.scheduling(common.head_pool(config)),
+            **placement.scheduling(placement.head_pool(config)),
             "containers": [
                 _container(
                     config,
@@ -146,13 +146,13 @@ def rayservice(
             ],
         },
     }
-    serving = common.serving_pool(config)
+    serving = placement.serving_pool(config)
     worker_template: Obj = {
         "metadata": {"labels": common.labels(config, "ray-worker"), "annotations": pod_annotations},
         "spec": {
             "serviceAccountName": common.SERVICE_ACCOUNT,
-            **common.scheduler_name(config),
-            **common.scheduling(serving, bp.compute.instance_type),
+            **placement.scheduler_name(config),
+            **placement.scheduling(serving, bp.compute.instance_type),
             "containers": [
                 _container(
                     config,
@@ -160,7 +160,7 @@ def rayservice(
                     image,
                     baked,
                     env=[*shared_env, *worker_env],
-                    resources=common.serving_resources(config),
+                    resources=placement.serving_resources(config),
                     volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
                 )
             ],

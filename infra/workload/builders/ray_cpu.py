@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from llmctl.infra.workload.builders.common import Obj, serving_resources
+from llmctl.infra.workload.builders.common import Obj
+from llmctl.infra.workload.builders.placement import serving_resources
 from llmctl.infra.workload.builders.ray import rayservice
 from llmctl.infra.workload.capacity import parse_quantity
 from llmctl.infra.workload.config import WorkloadConfig

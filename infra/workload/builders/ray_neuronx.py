@@ -7,7 +7,7 @@ worker takes whole Neuron devices for the tp degree (tp 24 on inf2.48xlarge: 12 
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders import placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.ray import rayservice
 from llmctl.infra.workload.config import WorkloadConfig
@@ -18,7 +18,7 @@ IMPORT_PATH = "llmctl.serving.ray_neuronx.app:app_builder"
 def build(config: WorkloadConfig) -> list[Obj]:
     """The RayService of a ray-neuronx blueprint."""
     tp = config.blueprint.compute.tensor_parallel
-    env = [*common.neuron_env(config), {"name": "NEURONX_CACHE", "value": "on"}]
+    env = [*placement.neuron_env(config), {"name": "NEURONX_CACHE", "value": "on"}]
     return [
         rayservice(
             config,

@@ -7,7 +7,7 @@ from the blueprint the app receives; the worker group's bounds follow `scaling`.
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders import placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.ray import rayservice
 from llmctl.infra.workload.config import WorkloadConfig
@@ -18,7 +18,7 @@ IMPORT_PATH = "llmctl.serving.ray_vllm.app:app_builder"
 def build(config: WorkloadConfig) -> list[Obj]:
     """The RayService of a ray-vllm blueprint."""
     bp = config.blueprint
-    env: list[Obj] = [*common.neuron_env(config)]
+    env: list[Obj] = [*placement.neuron_env(config)]
     custom: dict[str, int] = {}
     if bp.is_neuron:
         custom["neuron_cores"] = bp.compute.tensor_parallel

@@ -12,7 +12,7 @@ blueprint enables it, and compiled artifacts from the S3 compile cache. Ports: 8
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -46,12 +46,12 @@ def build(config: WorkloadConfig) -> list[Obj]:
         ],
         "env": [
             common.blueprint_env(config),
-            *common.neuron_env(config),
+            *placement.neuron_env(config),
             {"name": "NEURONX_CACHE", "value": "on"},
             *common.token_env(config),
             *cache_env(config),
         ],
-        "resources": common.serving_resources(config),
+        "resources": placement.serving_resources(config),
         **common.http_probes("/ping", "inference", startup_seconds=common.readiness_timeout(config)),
         "volumeMounts": [
             {"name": "model-store", "mountPath": MODEL_STORE},
@@ -60,8 +60,8 @@ def build(config: WorkloadConfig) -> list[Obj]:
     }
     pod_spec: Obj = {
         "serviceAccountName": common.SERVICE_ACCOUNT,
-        **common.scheduler_name(config),
-        **common.scheduling(common.serving_pool(config), bp.compute.instance_type),
+        **placement.scheduler_name(config),
+        **placement.scheduling(placement.serving_pool(config), bp.compute.instance_type),
         "containers": [container],
         "volumes": [
             {"name": "model-store", "emptyDir": {}},

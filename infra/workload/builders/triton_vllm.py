@@ -10,7 +10,7 @@ bounds on CPU utilisation (as the seed did); see docs/workload.md for a custom-m
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -55,13 +55,13 @@ def build(config: WorkloadConfig) -> list[Obj]:
             {"name": "metrics", "containerPort": METRICS_PORT},
         ],
         "env": [common.blueprint_env(config), *common.token_env(config), *cache_env(config)],
-        "resources": common.serving_resources(config),
+        "resources": placement.serving_resources(config),
         **common.http_probes("/v2/health/ready", "http", startup_seconds=common.readiness_timeout(config)),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
     pod_spec: Obj = {
         "serviceAccountName": common.SERVICE_ACCOUNT,
-        **common.scheduling(common.serving_pool(config), bp.compute.instance_type),
+        **placement.scheduling(placement.serving_pool(config), bp.compute.instance_type),
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }

@@ -8,7 +8,7 @@ pinned in `blueprints/data/versions.yaml`.
 from __future__ import annotations
 
 from llmctl.blueprints.versions import versions
-from llmctl.infra.workload.builders import common
+from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.config import WorkloadConfig
@@ -47,7 +47,7 @@ def ui_service_name(config: WorkloadConfig) -> str:
 
 def _ui_pod(config: WorkloadConfig, container: Obj, volumes: list[Obj]) -> Obj:
     return {
-        **common.scheduling(common.head_pool(config)),
+        **placement.scheduling(placement.head_pool(config)),
         "containers": [container],
         "volumes": volumes,
     }
