@@ -153,7 +153,7 @@ def _load(blueprint: str) -> Any:
 def _print_up(endpoint: Any, result: Any, timeline: Any, json_output: bool) -> None:
     from dataclasses import asdict
 
-    from llmctl.infra.lifecycle import next_commands
+    from llmctl.infra.lifecycle_reports import next_commands
 
     bp, stack = endpoint.blueprint, endpoint.stack
     commands = next_commands(endpoint)
@@ -220,7 +220,8 @@ def down(
         else:
             output.console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return
-    from llmctl.infra.lifecycle import Lifecycle, check_leftovers
+    from llmctl.infra.lifecycle import Lifecycle
+    from llmctl.infra.lifecycle_reports import check_leftovers
     from llmctl.infra.preflight import preflight, resolve_region
 
     # On an existing cluster (kubeconfig) only the workload stacks are llmctl's: no platform, no sweep.
@@ -284,32 +285,15 @@ def status(
     """Stacks and their last update, the cluster, NodePools, nodes, plugins and each workload's endpoint."""
     output.start(json_output=json_output)
     _check_target(target)
-    from dataclasses import asdict
+    from llmctl.infra.status import collect_status
 
-    from llmctl.state import list_endpoints
-
-    data: dict[str, Any] = {"stack": stack, "target": target}
-    if target == "local":
-        from llmctl.serving.local import local_status
-
-        data["local"] = local_status(stack=stack)
-    else:
-        from llmctl.infra.engine import StackSpec
+    engine = None
+    if target != "local":
         from llmctl.infra.preflight import require_pulumi
-        from llmctl.infra.stacks import stack_rows
 
         require_pulumi()
-        progress = _progress("plain", True)
-        engine = _engine(backend, progress)
-        data["stacks"] = [row for row in stack_rows(engine) if row["stack"] == stack]
-        platform = engine.outputs(StackSpec("llmctl-platform", stack)) or {}
-        data["cluster"] = (
-            {k: platform.get(k) for k in ("cluster_name", "region", "node_pools", "versions")}
-            if platform
-            else None
-        )
-        data["kubernetes"] = _kube_status(stack) if platform else None
-    data["endpoints"] = [asdict(e) for e in list_endpoints(stack)]
+        engine = _engine(backend, _progress("plain", True))
+    data = collect_status(stack, target, engine)
     if json_output:
         output.emit_json(data)
         return
@@ -343,18 +327,6 @@ def status(
         con.print(f"{e['blueprint']}: {e['base_url']} ({e['target']})")
     if not data["endpoints"]:
         con.print("no endpoints recorded in this stack")
-
-
-def _kube_status(stack: str) -> dict[str, Any]:
-    from llmctl.infra.kube import cluster_status, kubeconfig_path
-
-    path = kubeconfig_path(stack)
-    if not path.exists():
-        return {"error": "no kubeconfig saved for this stack (run `llmctl up` first)"}
-    try:
-        return cluster_status(path)
-    except LlmctlError as exc:
-        return {"error": f"{exc.message} ({exc.hint})"}
 
 
 def endpoint(
@@ -391,26 +363,14 @@ def connect(
     if found.target == "local":
         output.console.print(f"local target: already at {found.base_url}", markup=False)
         return
+    from llmctl.infra.status import port_forwards
+
     namespace = found.extra.get("namespace", blueprint)
     kube = found.extra.get("kubeconfig") or kubeconfig_path(stack)
-    forwards = [("endpoint", found.extra.get("service"), port, int(found.extra.get("port", "8000")))]
-    forwards += [
-        ("dashboard", found.extra.get("dashboard_service"), 8265, 8265),
-        ("UI", found.extra.get("ui_service"), 7860, int(found.extra.get("ui_port", "80"))),
-    ]
     procs = []
-    for label, service, local, remote in forwards:
-        if service:
-            procs.append(port_forward(kube, namespace, service, local, remote))
-            output.console.print(
-                f"{label:10} "
-                + (
-                    found.base_url.replace(f":{remote}", f":{local}", 1)
-                    if label == "endpoint"
-                    else f"http://localhost:{local}"
-                ),
-                markup=False,
-            )
+    for label, service, local, remote, url in port_forwards(found, port):
+        procs.append(port_forward(kube, namespace, service, local, remote))
+        output.console.print(f"{label:10} {url}", markup=False)
     if not procs:
         raise PrerequisiteError("the endpoint has no service to forward", "re-run `llmctl up` to record it")
     output.console.print("forwarding; Ctrl-C to stop")

@@ -1,0 +1,127 @@
+"""What `up`, `down` and `preview` report: plans, results, the PR-comment markdown, next commands
+and `down`'s final verdict on leftovers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmctl.errors import CloudError
+from llmctl.infra.engine import PreviewResult
+from llmctl.infra.progress import Timeline
+from llmctl.state import Endpoint
+
+
+@dataclass
+class Plan:
+    """What `up` is about to do, shown before the confirmation."""
+
+    blueprint: str
+    stack: str
+    region: str
+    target: str
+    cluster: str
+    changes: dict[str, dict[str, int]]
+    cost: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "blueprint": self.blueprint,
+            "stack": self.stack,
+            "region": self.region,
+            "target": self.target,
+            "cluster": self.cluster,
+            "changes": self.changes,
+            "cost": self.cost.to_dict() if self.cost is not None else None,
+        }
+
+
+@dataclass
+class UpResult:
+    endpoint: Endpoint
+    plan: Plan | None
+    timeline: Timeline
+
+
+def next_commands(endpoint: Endpoint) -> list[str]:
+    """What to run after `up`: chat, bench, down."""
+    bp, stack = endpoint.blueprint, endpoint.stack
+    return [
+        f"llmctl chat --blueprint {bp} --stack {stack}",
+        f"llmctl bench --blueprint {bp} --stack {stack}",
+        f"llmctl down --target local --stack {stack}"
+        if endpoint.target == "local"
+        else f"llmctl down --stack {stack}",
+    ]
+
+
+@dataclass
+class DownResult:
+    stack: str
+    destroyed: list[str] = field(default_factory=list)
+    sweep: Any = None
+    leftovers: list[Any] = field(default_factory=list)
+    timeline: Timeline = field(default_factory=Timeline)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {
+            "stack": self.stack,
+            "destroyed": self.destroyed,
+            "sweep": self.sweep.to_dict() if self.sweep is not None else None,
+            "leftovers": [asdict(item) for item in self.leftovers],
+            "timeline": self.timeline.to_dict(),
+        }
+
+
+@dataclass
+class PreviewReport:
+    blueprint: str
+    stack: str
+    stacks: dict[str, PreviewResult]
+    cost: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "blueprint": self.blueprint,
+            "stack": self.stack,
+            "stacks": {name: {"changes": r.changes, "steps": r.steps} for name, r in self.stacks.items()},
+            "cost_per_hour_usd": round(self.cost.total_hourly_usd, 4),
+        }
+
+    def to_markdown(self) -> str:
+        """A PR comment: change summary per stack, the resources by operation, the hourly cost."""
+        lines = [
+            f"### llmctl preview: `{self.blueprint}` on stack `{self.stack}`",
+            "",
+            "| stack | create | update | replace | delete |",
+            "|---|---|---|---|---|",
+        ]
+        for name, r in self.stacks.items():
+            lines.append(
+                f"| {name} | {r.count('create')} | {r.count('update')} | {r.count('replace', 'create-replacement')} | {r.count('delete')} |"
+            )
+        for name, r in self.stacks.items():
+            changed = [s for s in r.steps if s["op"] not in ("same", "read")]
+            if changed:
+                lines += ["", f"<details><summary>{name}: {len(changed)} resource changes</summary>", ""]
+                lines += [f"- `{s['op']}` {s['type']} `{s['urn'].split('::')[-1]}`" for s in changed]
+                lines += ["", "</details>"]
+        c = self.cost
+        lines += [
+            "",
+            f"**Cost:** ${c.total_hourly_usd:.2f}/h ({c.nodes} x {c.instance_type} ${c.serving_hourly_usd:.2f}/h + platform ${c.platform_hourly_usd:.2f}/h)",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def check_leftovers(result: DownResult) -> None:
+    """`down`'s final verdict: a CloudError listing what is still there."""
+    if result.leftovers:
+        names = ", ".join(item.label() for item in result.leftovers[:10])
+        raise CloudError(
+            f"{len(result.leftovers)} object(s) tagged for the cluster are still there: {names}",
+            f"run `llmctl sweep --cluster {result.sweep.cluster if result.sweep else '...'} --region {result.leftovers[0].region}` "
+            "again in a few minutes (AWS deletes ENIs and LBs asynchronously), or delete them in the console",
+        )
