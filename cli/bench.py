@@ -8,9 +8,8 @@ OPENAI_API_KEY are read when no endpoint or key is given.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import typer
 
@@ -21,66 +20,6 @@ bench_app = typer.Typer(
     no_args_is_help=False,
     rich_markup_mode="rich",
 )
-
-
-def _parse_list(text: str, kind: type[int] | type[float], flag: str) -> list[Any]:
-    from llmctl.errors import LlmctlError
-
-    values: list[Any] = []
-    for item in text.replace(" ", "").split(","):
-        if not item:
-            continue
-        try:
-            value = kind(item)
-        except ValueError:
-            raise LlmctlError(
-                f"{flag} {text!r}: {item!r} is not a {'whole ' if kind is int else ''}number",
-                f"e.g. {flag} 1,2,4,8,16" if kind is int else f"e.g. {flag} 0.5,1,2",
-            ) from None
-        if value <= 0:
-            raise LlmctlError(f"{flag} values must be positive, got {item}", f"e.g. {flag} 1,2,4")
-        values.append(value)
-    if not values:
-        raise LlmctlError(f"{flag} is empty", f"e.g. {flag} 1,2,4")
-    return values
-
-
-class Resolved(NamedTuple):
-    """Where to send requests, and what a deployed blueprint says about them."""
-
-    urls: list[str]
-    model: str | None
-    max_output_tokens: int | None
-
-
-def resolve_endpoints(endpoints: list[str] | None, blueprint: str | None, stack: str) -> Resolved:
-    """OpenAI base URLs (normalized), and the model and output-token limit of a deployed blueprint."""
-    from llmctl.errors import EndpointError
-    from llmctl.serving.bench.client import normalize_base_url
-
-    if endpoints and blueprint:
-        raise EndpointError("give --endpoint or --blueprint, not both", "drop one of them")
-    model: str | None = None
-    limit: int | None = None
-    urls: list[str] = []
-    if blueprint:
-        from llmctl.state import load_endpoint
-
-        deployed = load_endpoint(stack, blueprint)
-        urls = [deployed.base_url]
-        model = deployed.model or None
-        raw_limit = deployed.extra.get("max_new_tokens", "")
-        limit = int(raw_limit) if raw_limit.isdigit() else None
-    elif endpoints:
-        urls = [u for item in endpoints for u in item.split(";") if u.strip()]
-    elif os.environ.get("OPENAI_API_BASE"):
-        urls = [u for u in os.environ["OPENAI_API_BASE"].split(";") if u.strip()]
-    if not urls:
-        raise EndpointError(
-            "no endpoint to talk to",
-            "pass --endpoint http://HOST:PORT/v1 or --blueprint NAME (a blueprint deployed with `llmctl up`)",
-        )
-    return Resolved([normalize_base_url(u) for u in urls], model, limit)
 
 
 @bench_app.callback(invoke_without_command=True)
@@ -182,45 +121,22 @@ def bench(
     from llmctl.cli import output
 
     output.start(json_output=json)
-    import json as jsonlib
+    from llmctl.serving.bench.options import bench_config
 
-    from llmctl.errors import LlmctlError, did_you_mean
-    from llmctl.serving.bench.metrics import parse_slo
-    from llmctl.serving.bench.runner import BenchConfig, default_out_dir
-
-    if llm_api != "openai":
-        raise LlmctlError(
-            f"--llm-api {llm_api!r} is not supported", "llmctl bench speaks the OpenAI API only"
-        )
-    if arrival not in ("poisson", "constant"):
-        hint = did_you_mean(arrival, ["poisson", "constant"]) or "choose poisson or constant"
-        raise LlmctlError(f"unknown --arrival {arrival!r}", hint)
-    if rate and concurrency:
-        raise LlmctlError(
-            "--rate (open loop) and --concurrency (closed loop) exclude each other",
-            "cap an open loop with --max-concurrency",
-        )
-    levels = _parse_list(concurrency or "1", int, "--concurrency")
-    rates = _parse_list(rate, float, "--rate") if rate else None
-    extra: dict[str, Any] = {}
-    if extra_body:
-        try:
-            extra = jsonlib.loads(extra_body)
-        except ValueError as error:
-            raise LlmctlError(
-                f"--extra-body is not JSON: {error}", "e.g. --extra-body '{\"top_p\": 0.9}'"
-            ) from None
-        if not isinstance(extra, dict):
-            raise LlmctlError("--extra-body must be a JSON object", "e.g. --extra-body '{\"top_p\": 0.9}'")
-    urls, deployed_model, deployed_limit = resolve_endpoints(endpoint, blueprint, stack)
-    config = BenchConfig(
-        endpoints=urls,
-        out_dir=out or default_out_dir(),
-        model=model or deployed_model,
-        api_key=api_key,
-        concurrency=levels,
-        rates=rates,
+    config = bench_config(
+        endpoints=endpoint,
+        blueprint=blueprint,
+        stack=stack,
+        concurrency=concurrency,
+        rate=rate,
         arrival=arrival,
+        llm_api=llm_api,
+        slo=slo,
+        extra_body=extra_body,
+        model=model,
+        max_output_tokens=max_output_tokens,
+        out=out,
+        api_key=api_key,
         max_concurrency=max_concurrency,
         requests=requests,
         duration=duration,
@@ -230,30 +146,17 @@ def bench(
         stddev_input_tokens=stddev_input_tokens,
         mean_output_tokens=mean_output_tokens,
         stddev_output_tokens=stddev_output_tokens,
-        max_output_tokens=max_output_tokens or deployed_limit,
         shared_prefix=shared_prefix,
         fixed_output=fixed_output,
         tokenizer=tokenizer,
-        slo=parse_slo(slo),
         seed=seed,
         plots=plots,
-        extra_body=extra,
     )
     outcome = _run_with_progress(config, show=not json)
     from llmctl.serving.bench import report
 
     if json:
-        data: dict[str, Any] = {
-            "out_dir": str(outcome.out_dir),
-            "interrupted": outcome.interrupted,
-            "plots": outcome.plots,
-            "plot_note": outcome.plot_note,
-        }
-        if outcome.sweep is not None:
-            data["sweep"] = outcome.sweep
-        elif outcome.levels:
-            data["summary"] = outcome.levels[0].summary
-        output.emit_json(report._clean(data))
+        output.emit_json(report.outcome_data(outcome))
     else:
         console = output.console
         if outcome.sweep is not None:
@@ -318,11 +221,11 @@ def compare(
 
     output.start(json_output=json)
     from llmctl.serving.bench.compare import compare as compare_folders
-    from llmctl.serving.bench.report import _clean
+    from llmctl.serving.bench.report import clean
 
     result = compare_folders(a, b)
     if json:
-        output.emit_json(_clean(result))
+        output.emit_json(clean(result))
         return
     from rich.table import Table
 

@@ -36,23 +36,16 @@ def chat(
     from llmctl.cli import output
 
     output.start(json_output=json)
-    from llmctl.cli.bench import resolve_endpoints
-    from llmctl.errors import EndpointError, LlmctlError
-    from llmctl.serving.chat import ChatSession, list_models
+    from llmctl.errors import LlmctlError
+    from llmctl.serving.chat import open_session
 
     if json and prompt is None:
         raise LlmctlError("--json needs --prompt (one-shot mode)", "add --prompt TEXT")
-    urls, deployed_model, _ = resolve_endpoints([endpoint] if endpoint else None, blueprint, stack)
-    base_url = urls[0]
-    chosen = model or deployed_model
-    if not chosen:
-        models = list_models(base_url, api_key)
-        if not models:
-            raise EndpointError(f"{base_url} does not list its models", "pass --model NAME")
-        chosen = models[0]
-    session = ChatSession(
-        base_url,
-        chosen,
+    session = open_session(
+        endpoint,
+        blueprint,
+        stack,
+        model=model,
         api_key=api_key,
         system=system,
         max_tokens=max_tokens,

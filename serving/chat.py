@@ -138,3 +138,27 @@ class ChatSession:
             ) from error
         self.history.append({"role": "user", "content": text})
         self.history.append({"role": "assistant", "content": "".join(parts)})
+
+
+def open_session(
+    endpoint: str | None,
+    blueprint: str | None,
+    stack: str,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    **settings: Any,
+) -> ChatSession:
+    """A session with an endpoint URL or a deployed blueprint; the model defaults to the
+    blueprint's, else the endpoint's first listed model."""
+    from llmctl.serving.bench.options import resolve_endpoints
+
+    urls, deployed_model, _ = resolve_endpoints([endpoint] if endpoint else None, blueprint, stack)
+    base_url = urls[0]
+    chosen = model or deployed_model
+    if not chosen:
+        models = list_models(base_url, api_key)
+        if not models:
+            raise EndpointError(f"{base_url} does not list its models", "pass --model NAME")
+        chosen = models[0]
+    return ChatSession(base_url, chosen, api_key=api_key, **settings)

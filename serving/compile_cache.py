@@ -27,6 +27,8 @@ from typing import Any
 from llmctl.serving.s3_sync import S3, parse_s3_uri, s3_errors
 
 COMPILE_CACHE_URL_ENV = "LLMCTL_COMPILE_CACHE_URL"
+# Where compiled artifacts live in the platform's cache bucket (its IAM grants writes under it).
+COMPILE_PREFIX = "neuron-cache/"
 COMPILED_MARKER = ".llmctl-compiled"
 _EXPECTED = "s3://<cache bucket>/neuron-cache/<blueprint>"
 

@@ -58,7 +58,7 @@ def model_dir(
 
 def _download(repo_id: str, revision: str) -> str:
     hub = require("huggingface_hub")
-    errors = hub.errors
+    errors = require("huggingface_hub.errors")  # a submodule: not an attribute until imported
     try:
         return str(hub.snapshot_download(repo_id, revision=revision))
     except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError) as error:

@@ -13,9 +13,8 @@ import pulumi_aws as aws
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, policy_document, service_trust
 from llmctl.infra.platform.tags import tags_for
+from llmctl.serving.compile_cache import COMPILE_PREFIX
 
-COMPILE_PREFIX = "neuron-cache/"
-WEIGHTS_PREFIX = "models/"
 # S3 takes a bucket prefix of at most 37 lowercase characters (the provider adds a unique suffix).
 _MAX_BUCKET_PREFIX = 37
 _BUCKET_SUFFIX = "-cache-"

@@ -26,19 +26,34 @@ from llmctl.serving.bench.metrics import DEFINITIONS
 SUMMARY = "summary.json"
 
 
-def _clean(value: Any) -> Any:
+def clean(value: Any) -> Any:
     """JSON-safe: NaN and infinities become null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [clean(v) for v in value]
     return value
 
 
+def outcome_data(outcome: Any) -> dict[str, Any]:
+    """`llmctl bench --json`: where the results went and the summary (or the sweep), JSON-safe."""
+    data: dict[str, Any] = {
+        "out_dir": str(outcome.out_dir),
+        "interrupted": outcome.interrupted,
+        "plots": outcome.plots,
+        "plot_note": outcome.plot_note,
+    }
+    if outcome.sweep is not None:
+        data["sweep"] = outcome.sweep
+    elif outcome.levels:
+        data["summary"] = outcome.levels[0].summary
+    return dict(clean(data))
+
+
 def dump(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(_clean(data), indent=2) + "\n")
+    path.write_text(json.dumps(clean(data), indent=2) + "\n")
 
 
 def _events(record: RequestRecord, t0: float) -> list[dict[str, Any]]:
@@ -75,7 +90,7 @@ def write_level(
     with (folder / "events.jsonl").open("w") as out:
         for record in [*result.warmup_records, *result.records]:
             for event in _events(record, result.t0):
-                out.write(json.dumps(_clean(event)) + "\n")
+                out.write(json.dumps(clean(event)) + "\n")
     prompts = summary.get("prompts") or {}
     stem = f"{_slug(str(summary['model']))}_{prompts.get('mean_input_tokens')}_{prompts.get('mean_output_tokens')}"
     dump(folder / f"{stem}_summary.json", summary)

@@ -120,7 +120,7 @@ def test_output_lengths_are_capped_at_the_server_limit() -> None:
 def test_a_deployed_blueprint_brings_its_output_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llmctl.cli.bench import resolve_endpoints
+    from llmctl.serving.bench.options import resolve_endpoints
     from llmctl.state import Endpoint, save_endpoint
 
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path))

@@ -157,7 +157,11 @@ def test_quota_codes() -> None:
 
 
 def test_hub_unreachable_says_how_to_continue(monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: set the flag itself so no request leaves
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(CatalogError) as info:
         lookup_model("some-org/some-unknown-model")
     assert "could not be fetched" in info.value.message

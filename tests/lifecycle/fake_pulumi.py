@@ -149,9 +149,10 @@ def operation(op: str, args: list[str], proj: str, stack: str) -> None:
         )
     preview = op == "preview"
     if op == "up" and proj in ctl.get("hang_up", []):
-        (ROOT / "hanging").write_text(str(os.getpid()))
         got: list[int] = []
         signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+        # written once the handler is in place, so a test that waits for it can interrupt at once
+        (ROOT / "hanging").write_text(str(os.getpid()))
         deadline = time.time() + 20
         while not got and time.time() < deadline:
             time.sleep(0.05)

@@ -251,7 +251,6 @@ def test_ctrl_c_forwards_sigint_and_the_next_up_resumes(outputs: FakePulumi) -> 
         deadline = time.time() + 15
         while not marker.exists() and time.time() < deadline:
             time.sleep(0.05)
-        time.sleep(0.2)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()

@@ -4,7 +4,10 @@ rule and a message naming the fix."""
 from __future__ import annotations
 
 import copy
+import sys
+import types
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from platform_support import Graph
@@ -118,13 +121,62 @@ def test_violation_json_shape() -> None:
     assert v.to_dict() == {"rule": "tags", "resource": "r", "urn": "u", "message": "m", "severity": "error"}
 
 
-def test_crossguard_pack_needs_pulumi_policy() -> None:
-    try:
-        import pulumi_policy  # noqa: F401
-    except ImportError:
-        from llmctl.errors import PrerequisiteError
+def test_crossguard_pack_needs_pulumi_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmctl.errors import PrerequisiteError
 
-        with pytest.raises(PrerequisiteError, match="pulumi_policy"):
-            crossguard_pack()
-    else:  # pragma: no cover - only where pulumi_policy is installed
-        assert crossguard_pack() is not None
+    monkeypatch.setitem(sys.modules, "pulumi_policy", None)  # as if not installed
+    with pytest.raises(PrerequisiteError, match="pulumi_policy") as info:
+        crossguard_pack()
+    assert info.value.hint is not None and "pip install pulumi-policy" in info.value.hint
+
+
+def _stand_in_pulumi_policy() -> types.ModuleType:
+    """The few names of `pulumi_policy` the pack uses; its engine (the pulumi CLI) is a boundary."""
+    module = types.ModuleType("pulumi_policy")
+
+    class Recorded:
+        def __init__(self, **kwargs: Any) -> None:
+            self.__dict__.update(kwargs)
+
+    module.PolicyPack = Recorded  # type: ignore[attr-defined]
+    module.StackValidationPolicy = Recorded  # type: ignore[attr-defined]
+    module.EnforcementLevel = types.SimpleNamespace(MANDATORY="mandatory", ADVISORY="advisory")  # type: ignore[attr-defined]
+    return module
+
+
+def _policy_resource(res: Registered, by_urn: dict[str, Any]) -> Any:
+    return types.SimpleNamespace(
+        urn=res.urn,
+        resource_type=res.type,
+        name=res.name,
+        props=res.inputs,
+        parent=by_urn.get(res.parent or ""),
+        dependencies=[by_urn[d] for d in res.dependencies if d in by_urn],
+    )
+
+
+def test_crossguard_pack_reports_the_same_violations(
+    all_pools_graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pulumi_policy", _stand_in_pulumi_policy())
+    pack = crossguard_pack(name="mine", enforcement="advisory")
+    assert pack.name == "mine" and pack.enforcement_level == "advisory"
+    (policy,) = pack.policies
+    validate = policy.validate
+
+    def run(resources: list[Registered]) -> list[tuple[str, str]]:
+        by_urn = {r.urn: types.SimpleNamespace(urn=r.urn) for r in resources}
+        reported: list[tuple[str, str]] = []
+        args = types.SimpleNamespace(resources=[_policy_resource(r, by_urn) for r in resources])
+        validate(args, lambda message, urn: reported.append((message, urn)))
+        return reported
+
+    assert run(all_pools_graph.resources) == []  # warnings (open-endpoint) are not violations
+    broken = copy.deepcopy(all_pools_graph.resources)
+    _set("karpenter-release", "version", "latest")(broken)
+    reported = run(broken)
+    release = _one(broken, "karpenter-release")
+    assert any(
+        message.startswith("[pinned-versions] karpenter-release:") and urn == release.urn
+        for message, urn in reported
+    ), reported

@@ -123,9 +123,18 @@ def test_gpu_blueprint_is_refused_with_the_reason(state: Path) -> None:
 def test_unreachable_hub_says_how_to_pass_a_directory(
     state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, free_port: int
 ) -> None:
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port}")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")
+    from huggingface_hub import constants
+
+    # huggingface_hub reads these once, at import: set the values it uses, not just the variables
+    endpoint = f"http://127.0.0.1:{free_port}"  # nothing listens there
+    for name, value in {
+        "ENDPOINT": endpoint,
+        "HUGGINGFACE_CO_URL_TEMPLATE": endpoint + "/{repo_id}/resolve/{revision}/{filename}",
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HF_HUB_ETAG_TIMEOUT": 2,
+    }.items():
+        monkeypatch.setenv(f"HF_{name}" if name == "ENDPOINT" else name, str(value))
+        monkeypatch.setattr(constants, name, value)
     with pytest.raises(ServingError) as caught:
         start_local(load_blueprint("tiny-cpu"), stack="e2e", model="someone/some-model")
     assert "could not reach the Hugging Face hub" in caught.value.message

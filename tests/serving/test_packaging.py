@@ -33,17 +33,45 @@ def test_dockerfile_passes_hadolint(dockerfile: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def _stand_in_docker(bindir: Path, script: str) -> None:
+    """A `docker` CLI on PATH (the engine is a boundary the tests cannot reach)."""
+    bindir.mkdir(exist_ok=True)
+    docker = bindir / "docker"
+    docker.write_text("#!/bin/sh\n" + script)
+    docker.chmod(0o755)
+
+
 def test_image_build_without_a_docker_engine_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
-    if shutil.which("docker") is None:
-        pytest.skip("no docker CLI here")
     from llmctl.errors import PrerequisiteError
 
-    with pytest.raises(PrerequisiteError, match="no Docker engine is reachable"):
+    _stand_in_docker(
+        tmp_path / "bin",
+        'echo "Cannot connect to the Docker daemon at unix:///nowhere.sock. Is the docker daemon running?" >&2\n'
+        "exit 1\n",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    with pytest.raises(
+        PrerequisiteError, match=r"no Docker engine is reachable .*Is the docker daemon running"
+    ):
         check_docker()
     result = CliRunner().invoke(app, ["images", "build", "--runtime", "ray-cpu", "--json"])
     assert result.exit_code == 3
     assert json.loads(result.stdout)["error"] == "PrerequisiteError"
+
+
+def test_image_build_without_the_docker_cli_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from llmctl.errors import PrerequisiteError
+
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(PrerequisiteError, match="`docker` is not installed"):
+        check_docker()
+
+
+def test_check_docker_returns_the_engine_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _stand_in_docker(tmp_path / "bin", 'echo "27.3.1"\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    assert check_docker() == "27.3.1"
 
 
 def test_image_build_rejects_an_unknown_runtime() -> None:

@@ -45,10 +45,17 @@ def test_every_catalog_blueprint_builds_in_apply_order(catalog_name: str) -> Non
 
 
 def test_core_objects_validate_against_kubernetes_schema(catalog_name: str) -> None:
+    validated = []
     for obj in manifests_for(catalog_name):
         if obj["apiVersion"] == "ray.io/v1":
             continue
         kubernetes_validate.validate(obj, SCHEMA, strict=True)
+        validated.append(obj)
+    assert {"Namespace", "ServiceAccount"} <= {o["kind"] for o in validated}
+    # the validator is strict: the same namespace with a misspelt field is refused
+    namespace = {**validated[0], "metdata": validated[0]["metadata"]}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(namespace, SCHEMA, strict=True)
 
 
 def test_rayservices_match_typed_model_and_pod_templates_validate(catalog_name: str) -> None:
@@ -277,9 +284,9 @@ def test_serving_image_modes() -> None:
 @pytest.mark.parametrize("name", CATALOG)
 def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
     """The serving pods select exactly what the platform's NodePool (typed model) labels and taints."""
-    platform = pytest.importorskip("llmctl.infra.platform.manifests")
-    models = pytest.importorskip("llmctl.infra.platform.crd_models")
     from llmctl.blueprints.hardware import hardware
+    from llmctl.infra.platform import crd_models as models
+    from llmctl.infra.platform import manifests as platform
     from llmctl.infra.pools import pool_for_instance
 
     spec = pool_for_instance(hardware().instance(blueprint(name).compute.instance_type))

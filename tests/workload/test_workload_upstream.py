@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from workload_helpers import find, manifests_for, worker
 
 from llmctl.infra.workload.builders import triton_vllm
@@ -46,7 +45,6 @@ def _run_start(tmp_path: Path, group: dict[str, object], pip_exit: int) -> subpr
     )
 
 
-@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
 def test_base_image_start_keeps_the_quoted_neuron_resources(tmp_path: Path) -> None:
     """KubeRay's generated command carries shell quoting (`--resources="{\\"neuron_cores\\": 24}"`).
 
@@ -62,7 +60,6 @@ def test_base_image_start_keeps_the_quoted_neuron_resources(tmp_path: Path) -> N
     assert json.loads(resources[0].split("=", 1)[1]) == {"neuron_cores": 24}
 
 
-@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
 def test_base_image_start_does_not_start_ray_when_the_install_fails(tmp_path: Path) -> None:
     result = _run_start(tmp_path, worker(manifests_for("llama2-inf2")), pip_exit=3)
     assert result.returncode == 3

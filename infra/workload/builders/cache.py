@@ -28,7 +28,7 @@ from llmctl.infra.workload.builders.common import (
 )
 from llmctl.infra.workload.builders.placement import head_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV
+from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
 
 MIRROR_JOB = "model-mirror"
@@ -94,7 +94,7 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
         env.append({"name": MODEL_URI_ENV, "value": f"s3://{bucket}/{model_prefix(config)}"})
     if compile_cache_enabled(config):
         # one variable: the transformers-neuronx runtimes upload/download model.save() output there
-        url = f"s3://{bucket}/neuron-cache/{config.blueprint.name}"
+        url = f"s3://{bucket}/{COMPILE_PREFIX}{config.blueprint.name}"
         env.append({"name": COMPILE_CACHE_URL_ENV, "value": url})
     return env
 

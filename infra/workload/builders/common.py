@@ -25,15 +25,6 @@ API_KEY_KEY = API_KEY_ENV  # the Secret key and the env var the serving app read
 WAIT_FOR = "pulumi.com/waitFor"
 TIMEOUT = "pulumi.com/timeoutSeconds"
 
-# Runtime -> key of its upstream base image in blueprints/data/versions.yaml (for reference in docs).
-RUNTIME_IMAGE_KEYS = {
-    "ray-neuronx": "neuron_transformers_neuronx",
-    "ray-vllm": "neuron_vllm_inf2",
-    "triton-vllm": "triton_vllm",
-    "torchserve-neuronx": "neuron_torchserve",
-    "ray-cpu": "ray_cpu",
-}
-
 
 def labels(config: WorkloadConfig, component: str) -> dict[str, str]:
     """Standard labels of every object of a workload."""
