@@ -20,6 +20,9 @@ BACKEND = typer.Option(
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 JSON = typer.Option(False, "--json", help="Print JSON (stable keys).")
 PROGRESS = typer.Option("rich", "--progress", help="rich (a live view) or plain (log lines, for CI).")
+HF_TOKEN_FILE = typer.Option(
+    None, "--hf-token-file", help="File holding the Hugging Face token for gated models (default: $HF_TOKEN)."
+)
 TARGET = typer.Option(
     "eks", "--target", help="eks, kubeconfig (an existing cluster) or local (this machine)."
 )
@@ -69,6 +72,7 @@ def up(
         "--pools",
         help="--target kubeconfig: YAML file naming the cluster's node pools (docs/workload.md).",
     ),
+    hf_token_file: Path | None = HF_TOKEN_FILE,
     yes: bool = YES,
     backend: str | None = BACKEND,
     progress_mode: str = PROGRESS,
@@ -137,6 +141,7 @@ def up(
         target=target,  # type: ignore[arg-type]
         kubeconfig=kubeconfig,
         pools=pools,
+        hf_token_file=hf_token_file,
         confirm=ask,
         wait=not no_wait,
         wait_timeout_s=wait_timeout,
@@ -252,6 +257,7 @@ def preview(
     region: str | None = REGION,
     backend: str | None = BACKEND,
     fmt: str = typer.Option("text", "--format", help="text, json or markdown (a PR comment)."),
+    hf_token_file: Path | None = HF_TOKEN_FILE,
 ) -> None:
     """A real Pulumi preview of the platform and workload stacks, with the hourly cost."""
     if fmt not in ("text", "json", "markdown"):
@@ -263,7 +269,7 @@ def preview(
     preflight(pulumi=True, aws=True, region=region)
     progress = _progress("plain", True)
     report = Lifecycle(_engine(backend, progress), progress, stack=stack).preview(
-        blueprint, region=resolve_region(region)
+        blueprint, region=resolve_region(region), hf_token_file=hf_token_file
     )
     if fmt == "json":
         output.emit_json(report.to_dict())

@@ -6,22 +6,18 @@ from pathlib import Path
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 
 def render(
-    blueprint: str = typer.Option(
-        ..., "--blueprint", "-b", help="Catalog name or path to a blueprint YAML file."
-    ),
+    blueprint: str = options.BLUEPRINT,
     out: Path = typer.Option(
         None, "--out", "-o", help="Write one YAML file per object into this folder (default: print a stream)."
     ),
-    stack: str = typer.Option("dev", "--stack", help="Environment (platform stack) the workload lands on."),
-    region: str = typer.Option("us-west-2", "--region", help="AWS region of the platform."),
-    pools: Path | None = typer.Option(
-        None, "--pools", help="Cluster file naming an existing cluster's node pools (instead of llmctl's)."
-    ),
-    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+    stack: str = options.PLATFORM_STACK,
+    region: str = options.PLATFORM_REGION,
+    pools: Path | None = options.POOLS,
+    json: bool = options.JSON,
 ) -> None:
     """Render the workload's manifests (secrets redacted), identical to what `llmctl up` applies."""
     output.start(json_output=json)

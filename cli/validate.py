@@ -6,21 +6,17 @@ from pathlib import Path
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 EXIT_PROBLEMS = 2
 
 
 def validate(
-    blueprint: str = typer.Option(
-        ..., "--blueprint", "-b", help="Catalog name or path to a blueprint YAML file."
-    ),
-    stack: str = typer.Option("dev", "--stack", help="Environment (platform stack) the workload lands on."),
-    region: str = typer.Option("us-west-2", "--region", help="AWS region of the platform."),
-    pools: Path | None = typer.Option(
-        None, "--pools", help="Cluster file naming an existing cluster's node pools (instead of llmctl's)."
-    ),
-    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+    blueprint: str = options.BLUEPRINT,
+    stack: str = options.PLATFORM_STACK,
+    region: str = options.PLATFORM_REGION,
+    pools: Path | None = options.POOLS,
+    json: bool = options.JSON,
 ) -> None:
     """Check that every pod of the workload can be scheduled on the platform the blueprint builds."""
     output.start(json_output=json)

@@ -8,7 +8,6 @@ versions (pulumi, kubectl).
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -213,10 +212,11 @@ def check_quota(session: Any, region: str, blueprint: Any) -> Check:
 def check_hf_token(blueprint: Any) -> Check:
     """A gated model needs HF_TOKEN (or HUGGING_FACE_HUB_TOKEN)."""
     from llmctl.blueprints.rules import is_gated
+    from llmctl.infra.hf_token import hf_token
 
     if not is_gated(blueprint):
         return Check("Hugging Face token", True, f"{blueprint.model.id} is not gated")
-    if os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"):
+    if hf_token():
         return Check("Hugging Face token", True, f"{blueprint.model.id} is gated; HF_TOKEN is set")
     return Check(
         "Hugging Face token",

@@ -8,13 +8,13 @@ Every step is idempotent: a second run after a failure resumes from Pulumi's sav
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
 from llmctl.infra.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
+from llmctl.infra.hf_token import hf_token, require_hf_token
 from llmctl.infra.lifecycle_reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.progress import Progress
 from llmctl.state import Endpoint
@@ -60,10 +60,6 @@ def platform_spec(stack: str, config: Any = None) -> StackSpec:
     return StackSpec(PLATFORM_PROJECT, stack, platform_program(config), config.to_pulumi_config())
 
 
-def hf_token() -> str | None:
-    return os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
-
-
 class Lifecycle:
     """Runs the lifecycle of one stack (environment) in one backend."""
 
@@ -81,6 +77,7 @@ class Lifecycle:
         target: Target = "eks",
         kubeconfig: Path | None = None,
         pools: Path | None = None,
+        hf_token_file: Path | None = None,
         confirm: Callable[[Plan], bool] | None = None,
         wait: bool = True,
         wait_timeout_s: float = 3600,
@@ -92,6 +89,8 @@ class Lifecycle:
         from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
         bp = load_blueprint(blueprint)
+        token = hf_token(hf_token_file)  # a bad token file fails before any cloud call
+        require_hf_token(bp, token)
         if target == "kubeconfig":
             if kubeconfig is None:
                 raise LlmctlError(
@@ -127,7 +126,6 @@ class Lifecycle:
             _blueprint_problems(bp, facts)
         else:
             facts = offline
-        token = hf_token()
         w_config = WorkloadConfig(
             blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(token)
         )
@@ -277,7 +275,7 @@ class Lifecycle:
         return result
 
     # ---- preview -------------------------------------------------------------------------
-    def preview(self, blueprint: str, *, region: str) -> PreviewReport:
+    def preview(self, blueprint: str, *, region: str, hf_token_file: Path | None = None) -> PreviewReport:
         from llmctl.blueprints.catalog import load_blueprint
         from llmctl.blueprints.hardware import hardware
         from llmctl.blueprints.pricing import blueprint_cost
@@ -285,6 +283,7 @@ class Lifecycle:
         from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
         bp = load_blueprint(blueprint)
+        token = hf_token(hf_token_file)
         p_config = PlatformConfig.for_blueprints([bp], stack=self.stack, region=region)
         _blueprint_problems(bp, PlatformFacts.for_blueprint(bp, stack=self.stack, region=region))
         platform = self.engine.preview(platform_spec(self.stack, p_config))
@@ -295,12 +294,12 @@ class Lifecycle:
             else PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         )
         w_config = WorkloadConfig(
-            blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(hf_token())
+            blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(token)
         )
         spec = StackSpec(
             workload_project(bp.name),
             self.stack,
-            workload_program(w_config, hf_token()),
+            workload_program(w_config, token),
             {"aws:region": region},
         )
         workload = self.engine.preview(spec)

@@ -10,9 +10,9 @@ import secrets
 
 import pulumi
 
-from llmctl.errors import PrerequisiteError
+from llmctl.infra.hf_token import require_hf_token
 from llmctl.infra.workload.builders.cache import compile_cache_enabled, mirror_enabled
-from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT, needs_hf_token
+from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.manifests import endpoint_info
@@ -23,11 +23,7 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
     """Register the workload's resources and export where its endpoint is."""
     bp = config.blueprint
     ensure_schedulable(bp, config.platform)
-    if needs_hf_token(config) and not hf_token:
-        raise PrerequisiteError(
-            f"{bp.model.id} is gated on Hugging Face and no token was given",
-            "set HF_TOKEN or pass --hf-token-file (accept the model's license on huggingface.co first)",
-        )
+    require_hf_token(bp, hf_token)
     import pulumi_kubernetes as k8s
 
     from llmctl.infra.workload.component import Workload

@@ -61,7 +61,7 @@ class NeuronEngine(ThreadedEngine):
         super().__init__(
             tokenizer,
             model_id=served_name,
-            max_context=settings.n_positions,
+            max_context=settings.compile_key.n_positions,
             eos_ids=[eos] if eos is not None else [],
         )
 
@@ -69,7 +69,7 @@ class NeuronEngine(ThreadedEngine):
         self, prompt_ids: list[int], params: SamplingParams, streamer: TokenSink, cancelled: threading.Event
     ) -> None:
         torch = require("torch")
-        ids = torch.tensor([prompt_ids] * self.settings.batch_size, dtype=torch.long)
+        ids = torch.tensor([prompt_ids] * self.settings.compile_key.batch_size, dtype=torch.long)
         sampling: dict[str, Any] = (
             {"top_k": 1}
             if params.greedy

@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from llmctl.blueprints.schema import Blueprint
@@ -39,38 +39,18 @@ def context_length_estimates(n_positions: int, max_new_tokens: int) -> list[int]
 
 @dataclass(frozen=True)
 class NeuronSettings:
-    """What LlamaForSampling is built with, and where its artifacts live."""
+    """What LlamaForSampling is built with (:class:`CompileKey`), and where its artifacts live."""
 
-    model_id: str
-    revision: str
-    tp_degree: int
-    amp: str
-    batch_size: int
-    n_positions: int
-    context_length_estimate: list[int]
-    neuron_sdk: str | None
+    compile_key: CompileKey
     cache_root: Path
     compile_cache_url: str | None
     env: dict[str, str] = field(default_factory=dict)
 
     @property
-    def compile_key(self) -> CompileKey:
-        """What identifies the compiled graphs (local folder and S3 prefix name)."""
-        return CompileKey(
-            model_id=self.model_id,
-            revision=self.revision,
-            tp_degree=self.tp_degree,
-            amp=self.amp,
-            batch_size=self.batch_size,
-            n_positions=self.n_positions,
-            context_length_estimate=tuple(self.context_length_estimate),
-            neuron_sdk=self.neuron_sdk,
-        )
-
-    @property
     def split_dir(self) -> Path:
         """Where the checkpoint split for transformers-neuronx is saved (once)."""
-        return self.cache_root / "checkpoints" / f"{slug(self.model_id)}@{slug(self.revision)}-split"
+        key = self.compile_key
+        return self.cache_root / "checkpoints" / f"{slug(key.model_id)}@{slug(key.revision)}-split"
 
     @property
     def dump_dir(self) -> Path:
@@ -89,12 +69,13 @@ class NeuronSettings:
 
     def sampling_kwargs(self) -> dict[str, object]:
         """Keyword arguments of ``LlamaForSampling.from_pretrained``."""
+        key = self.compile_key
         return {
-            "batch_size": self.batch_size,
-            "tp_degree": self.tp_degree,
-            "amp": self.amp,
-            "n_positions": self.n_positions,
-            "context_length_estimate": self.context_length_estimate,
+            "batch_size": key.batch_size,
+            "tp_degree": key.tp_degree,
+            "amp": key.amp,
+            "n_positions": key.n_positions,
+            "context_length_estimate": list(key.context_length_estimate),
         }
 
 
@@ -127,14 +108,7 @@ def neuron_settings(
 
     key = compile_key(blueprint)
     settings = NeuronSettings(
-        model_id=key.model_id,
-        revision=key.revision,
-        tp_degree=key.tp_degree,
-        amp=key.amp,
-        batch_size=key.batch_size,
-        n_positions=key.n_positions,
-        context_length_estimate=list(key.context_length_estimate),
-        neuron_sdk=key.neuron_sdk,
+        compile_key=key,
         cache_root=Path(cache_root or os.environ.get("LLMCTL_NEURON_CACHE", DEFAULT_CACHE_ROOT)),
         compile_cache_url=cache_url(compile_cache_url),
     )
@@ -143,9 +117,9 @@ def neuron_settings(
         "NEURONX_CACHE": "on",
         "NEURONX_DUMP_TO": str(settings.dump_dir),
         "NEURON_CC_FLAGS": "--model-type=transformer",
-        "NEURON_RT_NUM_CORES": str(settings.tp_degree),
+        "NEURON_RT_NUM_CORES": str(key.tp_degree),
     }
-    return NeuronSettings(**{**settings.__dict__, "env": env})
+    return replace(settings, env=env)
 
 
 def apply_env(settings: NeuronSettings, environ: dict[str, str] | None = None) -> None:

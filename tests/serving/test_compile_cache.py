@@ -137,7 +137,8 @@ def test_a_different_tp_degree_does_not_reuse_the_artifacts(
 ) -> None:
     assert _start(_settings(tmp_path / "pod1")) == "compiled"
     neuronx.calls.clear()
-    other = _settings(tmp_path / "pod2", tp_degree=8)
+    base = _settings(tmp_path / "pod2")
+    other = replace(base, compile_key=replace(base.compile_key, tp_degree=8))
     assert _start(other) == "compiled"
     assert neuronx.calls == ["from_pretrained", "to_neuron", "save"]
     assert "-tp8-" in other.compile_key.name
