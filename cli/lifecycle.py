@@ -125,15 +125,7 @@ def up(
     lifecycle = Lifecycle(_engine(backend, progress), progress, stack=stack)
 
     def ask(plan: Any) -> bool:
-        cost = plan.cost
-        changes = plan.changes.get("platform", {})
-        items = [
-            f"blueprint {plan.blueprint} on {plan.target} (stack {plan.stack}, cluster {plan.cluster}, {plan.region})",
-            "platform changes: "
-            + (", ".join(f"{op} {n}" for op, n in changes.items() if op != "same") or "none"),
-            f"cost: about ${cost.total_hourly_usd:.2f}/h ({cost.nodes} x {cost.instance_type} + platform ${cost.platform_hourly_usd:.2f}/h)",
-        ]
-        return confirm("Deploy?", items, yes=yes)
+        return confirm("Deploy?", plan.summary(), yes=yes)
 
     result = lifecycle.up(
         blueprint,

@@ -24,6 +24,18 @@ class Plan:
     changes: dict[str, dict[str, int]]
     cost: Any
 
+    def summary(self) -> list[str]:
+        """The lines shown before the confirmation."""
+        cost = self.cost
+        changes = self.changes.get("platform", {})
+        return [
+            f"blueprint {self.blueprint} on {self.target} (stack {self.stack}, cluster {self.cluster}, {self.region})",
+            "platform changes: "
+            + (", ".join(f"{op} {n}" for op, n in changes.items() if op != "same") or "none"),
+            f"cost: about ${cost.total_hourly_usd:.2f}/h ({cost.nodes} x {cost.instance_type} "
+            f"+ platform ${cost.platform_hourly_usd:.2f}/h)",
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "blueprint": self.blueprint,

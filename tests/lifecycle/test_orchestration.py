@@ -260,3 +260,18 @@ def test_ctrl_c_forwards_sigint_and_the_next_up_resumes(outputs: FakePulumi) -> 
     assert {"event": "sigint", "project": PLATFORM_PROJECT, "stack": "dev"} in outputs.calls()
     outputs.control(hang_up=[])
     assert Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))["cluster_name"] == CLUSTER
+
+
+def test_confirmation_shows_target_changes_and_cost(outputs: FakePulumi) -> None:
+    seen: list[list[str]] = []
+
+    def confirm(plan: Any) -> bool:
+        seen.append(plan.summary())
+        return False
+
+    with pytest.raises(UserAbort):
+        lifecycle().up(BP, region="us-west-2", confirm=confirm)
+    [lines] = seen
+    assert lines[0].startswith(f"blueprint {BP} on eks (stack dev")
+    assert lines[1] == "platform changes: create 3"
+    assert lines[2].startswith("cost: about $") and "x m5.xlarge" in lines[2]
