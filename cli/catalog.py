@@ -86,7 +86,7 @@ def refresh(
     from dataclasses import asdict
 
     from llmctl.blueprints.hardware import hardware, load_hardware, overlay_path
-    from llmctl.infra.catalog_refresh import refresh_catalog
+    from llmctl.infra.aws.catalog_refresh import refresh_catalog
 
     result = refresh_catalog(
         hardware(), region=region, out=overlay_path(), instance_types=instance_type or None

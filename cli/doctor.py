@@ -18,7 +18,7 @@ def doctor(
     """Credentials, region, instance offerings by AZ, vCPU quota, Hugging Face token, tool versions."""
     output.start(json_output=json_output)
     from llmctl.errors import PrerequisiteError
-    from llmctl.infra.doctor import run_doctor
+    from llmctl.infra.aws.doctor import run_doctor
 
     report = run_doctor(blueprint, region=region, stack=stack)
     if json_output:

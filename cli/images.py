@@ -37,7 +37,7 @@ def build(
 ) -> None:
     """Build a runtime's image with the local Docker engine (buildx), optionally pushing it."""
     output.start(json_output=json)
-    from llmctl.infra.images import build as build_image
+    from llmctl.infra.aws.images import build as build_image
 
     result = build_image(
         runtime, blueprint=blueprint, stack=stack, push=push, region=region, tag=tag, base=base
@@ -56,7 +56,7 @@ def build(
 def list_cmd(json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """List the runtimes, their Dockerfiles and pinned base images."""
     output.start(json_output=json)
-    from llmctl.infra.images import list_images
+    from llmctl.infra.aws.images import list_images
 
     rows = list_images()
     if json:

@@ -29,8 +29,8 @@ TARGET = typer.Option(
 
 
 def _engine(backend: str | None, progress: Any) -> Any:
-    from llmctl.infra.backend import resolve_backend
-    from llmctl.infra.engine import Engine
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
 
     resolved = resolve_backend(backend)
     if resolved.notice:
@@ -47,7 +47,7 @@ def _engine(backend: str | None, progress: Any) -> Any:
 
 
 def _progress(mode: str, json_output: bool) -> Any:
-    from llmctl.infra.progress import Progress
+    from llmctl.infra.lifecycle.progress import Progress
 
     if mode not in ("rich", "plain"):
         raise LlmctlError(f"unknown --progress {mode!r}", "use rich or plain")
@@ -117,8 +117,8 @@ def up(
             )
         _print_up(endpoint, None, progress.timeline, json_output)
         return
-    from llmctl.infra.lifecycle import Lifecycle
-    from llmctl.infra.preflight import preflight, resolve_region
+    from llmctl.infra.aws.preflight import preflight, resolve_region
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
 
     preflight(pulumi=True, aws=target == "eks", kubectl=target == "kubeconfig", region=region)
     resolved = resolve_region(region) if target == "eks" else (region or "us-west-2")
@@ -150,7 +150,7 @@ def _load(blueprint: str) -> Any:
 def _print_up(endpoint: Any, result: Any, timeline: Any, json_output: bool) -> None:
     from dataclasses import asdict
 
-    from llmctl.infra.lifecycle_reports import next_commands
+    from llmctl.infra.lifecycle.reports import next_commands
 
     bp, stack = endpoint.blueprint, endpoint.stack
     commands = next_commands(endpoint)
@@ -217,9 +217,9 @@ def down(
         else:
             output.console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return
-    from llmctl.infra.lifecycle import Lifecycle
-    from llmctl.infra.lifecycle_reports import check_leftovers
-    from llmctl.infra.preflight import preflight, resolve_region
+    from llmctl.infra.aws.preflight import preflight, resolve_region
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
+    from llmctl.infra.lifecycle.reports import check_leftovers
 
     # On an existing cluster (kubeconfig) only the workload stacks are llmctl's: no platform, no sweep.
     existing = target == "kubeconfig"
@@ -255,8 +255,8 @@ def preview(
     if fmt not in ("text", "json", "markdown"):
         raise LlmctlError(f"unknown --format {fmt!r}", "use text, json or markdown")
     output.start(json_output=fmt == "json")
-    from llmctl.infra.lifecycle import Lifecycle
-    from llmctl.infra.preflight import preflight, resolve_region
+    from llmctl.infra.aws.preflight import preflight, resolve_region
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
 
     preflight(pulumi=True, aws=True, region=region)
     progress = _progress("plain", True)
@@ -283,11 +283,11 @@ def status(
     """Stacks and their last update, the cluster, NodePools, nodes, plugins and each workload's endpoint."""
     output.start(json_output=json_output)
     _check_target(target)
-    from llmctl.infra.status import collect_status
+    from llmctl.infra.lifecycle.status import collect_status
 
     engine = None
     if target != "local":
-        from llmctl.infra.preflight import require_pulumi
+        from llmctl.infra.aws.preflight import require_pulumi
 
         require_pulumi()
         engine = _engine(backend, _progress("plain", True))
@@ -352,8 +352,8 @@ def connect(
 ) -> None:
     """Port-forward the serving port, the Ray dashboard and the UI; Ctrl-C stops."""
     output.start()
-    from llmctl.infra.kube import kubeconfig_path, port_forward
-    from llmctl.infra.preflight import require_kubectl
+    from llmctl.infra.aws.preflight import require_kubectl
+    from llmctl.infra.lifecycle.kube import kubeconfig_path, port_forward
     from llmctl.state import load_endpoint
 
     require_kubectl()
@@ -361,7 +361,7 @@ def connect(
     if found.target == "local":
         output.console.print(f"local target: already at {found.base_url}", markup=False)
         return
-    from llmctl.infra.status import port_forwards
+    from llmctl.infra.lifecycle.status import port_forwards
 
     namespace = found.extra.get("namespace", blueprint)
     kube = found.extra.get("kubeconfig") or kubeconfig_path(stack)

@@ -14,9 +14,9 @@ app = typer.Typer(
 
 
 def _engine(backend: str | None) -> Any:
-    from llmctl.infra.backend import resolve_backend
-    from llmctl.infra.engine import Engine
-    from llmctl.infra.preflight import require_pulumi
+    from llmctl.infra.aws.preflight import require_pulumi
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
 
     require_pulumi()
     return Engine(resolve_backend(backend))
@@ -31,7 +31,7 @@ def list_stacks(
 ) -> None:
     """Every llmctl stack with its last update and resource count."""
     output.start(json_output=json_output)
-    from llmctl.infra.stacks import stack_rows
+    from llmctl.infra.lifecycle.stacks import stack_rows
 
     rows = stack_rows(_engine(backend))
     if json_output:
@@ -58,8 +58,8 @@ def gc(
     """Destroy and remove stacks not updated for longer than --older-than."""
     output.start(json_output=json_output)
     from llmctl.cli.output import confirm
-    from llmctl.infra.stacks import gc as run_gc
-    from llmctl.infra.stacks import parse_age
+    from llmctl.infra.lifecycle.stacks import gc as run_gc
+    from llmctl.infra.lifecycle.stacks import parse_age
 
     age = parse_age(older_than)
     result = run_gc(

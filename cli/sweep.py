@@ -23,8 +23,8 @@ def sweep(
     output.start(json_output=json_output)
     from llmctl.cli.output import confirm
     from llmctl.errors import UserAbort
-    from llmctl.infra.preflight import require_aws
-    from llmctl.infra.sweep import Sweeper
+    from llmctl.infra.aws.preflight import require_aws
+    from llmctl.infra.aws.sweep import Sweeper
 
     ident = require_aws(region)
     sweeper = Sweeper(cluster, ident.region)
@@ -37,7 +37,7 @@ def sweep(
         ):
             raise UserAbort("nothing was deleted", None)
         deleted, failed = sweeper.delete(found)
-    from llmctl.infra.sweep import SweepReport
+    from llmctl.infra.aws.sweep import SweepReport
 
     report = SweepReport(
         cluster=cluster, region=ident.region, dry_run=dry_run, found=found, deleted=deleted, failed=failed

@@ -12,7 +12,7 @@ from llmctl.infra.workload.parts import Inventory, MissingPartsError, missing_pa
 
 def read_inventory(kubeconfig: Path | str | None) -> Inventory:
     """`kubectl get crd`, `get daemonsets -A`, `get deployments -A` (PrerequisiteError without kubectl)."""
-    from llmctl.infra.kube import kubectl_json
+    from llmctl.infra.lifecycle.kube import kubectl_json
 
     try:
         crds = kubectl_json(kubeconfig, "get", "crd")

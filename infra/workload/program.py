@@ -10,11 +10,11 @@ import secrets
 
 import pulumi
 
-from llmctl.infra.hf_token import require_hf_token
 from llmctl.infra.workload.builders.cache import compile_cache_enabled, mirror_enabled
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.hf_token import require_hf_token
 from llmctl.infra.workload.manifests import endpoint_info
 from llmctl.infra.workload.schedulability import ensure_schedulable
 
@@ -37,7 +37,7 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
     if on_eks:
         import pulumi_aws as aws
 
-        from llmctl.infra.images import repository_name
+        from llmctl.infra.aws.images import repository_name
 
         aws.ecr.Repository(
             "serving-image",

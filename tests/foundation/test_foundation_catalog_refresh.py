@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from llmctl.blueprints.hardware import hardware, load_hardware
 from llmctl.errors import CloudError
-from llmctl.infra.catalog_refresh import fetch_prices, refresh_catalog, row_from_ec2
+from llmctl.infra.aws.catalog_refresh import fetch_prices, refresh_catalog, row_from_ec2
 
 
 @pytest.fixture

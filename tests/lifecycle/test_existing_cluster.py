@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from llmctl.cli.app import app
 from llmctl.errors import BlueprintError, LlmctlError
-from llmctl.infra.backend import resolve_backend
-from llmctl.infra.engine import Engine
-from llmctl.infra.lifecycle import Lifecycle
-from llmctl.infra.progress import Progress
+from llmctl.infra.lifecycle.backend import resolve_backend
+from llmctl.infra.lifecycle.engine import Engine
+from llmctl.infra.lifecycle.orchestrate import Lifecycle
+from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.workload.parts import MissingPartsError
 from llmctl.state import list_endpoints, load_endpoint
 

@@ -9,11 +9,11 @@ import pytest
 from lifecycle_support import FakePulumi
 
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.backend import resolve_backend
-from llmctl.infra.engine import Engine
-from llmctl.infra.hf_token import hf_token
-from llmctl.infra.lifecycle import Lifecycle
-from llmctl.infra.progress import Progress
+from llmctl.infra.lifecycle.backend import resolve_backend
+from llmctl.infra.lifecycle.engine import Engine
+from llmctl.infra.lifecycle.orchestrate import Lifecycle
+from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.workload.hf_token import hf_token
 
 
 @pytest.fixture(autouse=True)

@@ -13,10 +13,10 @@ from lifecycle_scenario import CLUSTER, build, existing
 from lifecycle_support import FakePulumi
 
 from llmctl.errors import BlueprintError, CloudError, EngineError, PrerequisiteError, UserAbort
-from llmctl.infra.backend import resolve_backend
-from llmctl.infra.engine import PLATFORM_PROJECT, Engine, StackSpec
-from llmctl.infra.lifecycle import Lifecycle
-from llmctl.infra.progress import Progress
+from llmctl.infra.lifecycle.backend import resolve_backend
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec
+from llmctl.infra.lifecycle.orchestrate import Lifecycle
+from llmctl.infra.lifecycle.progress import Progress
 from llmctl.state import list_endpoints, load_endpoint
 
 BP = "tiny-cpu"
@@ -217,7 +217,7 @@ def test_too_old_pulumi_is_a_prerequisite_error(fake_pulumi: FakePulumi) -> None
 
 def test_preflight_refuses_a_cli_that_cannot_destroy_inline_programs(fake_pulumi: FakePulumi) -> None:
     """The Automation API destroys an inline program with `--client`, which needs pulumi 3.181."""
-    from llmctl.infra.preflight import require_pulumi
+    from llmctl.infra.aws.preflight import require_pulumi
 
     fake_pulumi.control(version="3.180.0")
     with pytest.raises(PrerequisiteError) as info:

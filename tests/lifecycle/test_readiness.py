@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmctl.infra.kube import waiting_reason
+from llmctl.infra.lifecycle.kube import waiting_reason
 
 POD = "llama-serve-head-abc"
 

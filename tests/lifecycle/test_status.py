@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llmctl.infra.status import collect_status, kube_status, port_forwards
+from llmctl.infra.lifecycle.status import collect_status, kube_status, port_forwards
 from llmctl.state import Endpoint, save_endpoint
 
 

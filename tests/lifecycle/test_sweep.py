@@ -8,7 +8,7 @@ import boto3
 import pytest
 from lifecycle_scenario import CLUSTER, build, existing
 
-from llmctl.infra.sweep import KINDS, leftovers, sweep
+from llmctl.infra.aws.sweep import KINDS, leftovers, sweep
 
 
 def test_sweep_deletes_only_what_is_tagged_for_the_cluster(aws: str) -> None:

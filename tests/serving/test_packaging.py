@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
-from llmctl.infra.images import RUNTIME_IMAGES, check_docker, source_root
+from llmctl.infra.aws.images import RUNTIME_IMAGES, check_docker, source_root
 
 DOCKERFILES = sorted((source_root() / "serving").glob("*/Dockerfile"))
 

@@ -13,7 +13,7 @@ import pytest
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.versions import versions
 from llmctl.errors import ServingError
-from llmctl.infra.images import default_base, source_root
+from llmctl.infra.aws.images import default_base, source_root
 from llmctl.serving.ray_vllm.app import check_neuron_ray
 from llmctl.serving.ray_vllm.image import NEURON_REQUIREMENTS, neuron_ray_version, neuron_requirements
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from workload_helpers import CATALOG, blueprint, config_for, find, manifests_for, worker
 
 from llmctl.errors import LlmctlError
-from llmctl.infra.images import repository_name
+from llmctl.infra.aws.images import repository_name
 from llmctl.infra.workload.builders.common import serving_image
 from llmctl.infra.workload.manifests import endpoint_info
 

@@ -131,7 +131,7 @@ def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
     repository) when the platform has an ECR registry, else the blueprint's pinned upstream
     `image.base` with the llmctl app installed at start.
     """
-    from llmctl.infra.images import repository_name
+    from llmctl.infra.aws.images import repository_name
 
     bp = config.blueprint
     if config.image:

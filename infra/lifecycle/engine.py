@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.errors import CloudError, EngineError, LlmctlError, PrerequisiteError, UserAbort
-from llmctl.infra.backend import Backend
-from llmctl.infra.preflight import PULUMI_INSTALL, min_pulumi
+from llmctl.infra.aws.preflight import PULUMI_INSTALL, min_pulumi
+from llmctl.infra.lifecycle.backend import Backend
 from llmctl.state import state_dir
 
 PLATFORM_PROJECT = "llmctl-platform"

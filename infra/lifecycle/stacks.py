@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from llmctl.errors import UserAbort
-from llmctl.infra.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
-from llmctl.infra.lifecycle import DESTROY_ENV
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
+from llmctl.infra.lifecycle.orchestrate import DESTROY_ENV
 
 
 def parse_age(text: str) -> timedelta:

@@ -212,7 +212,7 @@ def check_quota(session: Any, region: str, blueprint: Any) -> Check:
 def check_hf_token(blueprint: Any) -> Check:
     """A gated model needs HF_TOKEN (or HUGGING_FACE_HUB_TOKEN)."""
     from llmctl.blueprints.rules import is_gated
-    from llmctl.infra.hf_token import hf_token
+    from llmctl.infra.workload.hf_token import hf_token
 
     if not is_gated(blueprint):
         return Check("Hugging Face token", True, f"{blueprint.model.id} is not gated")
@@ -228,7 +228,7 @@ def check_hf_token(blueprint: Any) -> Check:
 
 def check_tools(*, kubectl: bool = True) -> list[Check]:
     """pulumi (required), kubectl and the AWS CLI (kubectl authenticates to EKS through it)."""
-    from llmctl.infra.preflight import probe_aws_cli, probe_kubectl, probe_pulumi
+    from llmctl.infra.aws.preflight import probe_aws_cli, probe_kubectl, probe_pulumi
 
     probes = [probe_pulumi()] + ([probe_kubectl(), probe_aws_cli()] if kubectl else [])
     return [Check(p.name, p.ok, p.detail, p.fix) for p in probes]
@@ -248,7 +248,7 @@ def run_doctor(
 
     bp = load_blueprint(blueprint) if blueprint else None
     try:
-        from llmctl.infra.preflight import resolve_region
+        from llmctl.infra.aws.preflight import resolve_region
 
         resolved: str | None = resolve_region(region)
     except LlmctlError as exc:

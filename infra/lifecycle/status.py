@@ -13,7 +13,7 @@ CLUSTER_KEYS = ("cluster_name", "region", "node_pools", "versions")
 
 def kube_status(stack: str) -> dict[str, Any]:
     """NodePools, nodes, device plugins and schedulers, or ``{"error": ...}`` saying why not."""
-    from llmctl.infra.kube import cluster_status, kubeconfig_path
+    from llmctl.infra.lifecycle.kube import cluster_status, kubeconfig_path
 
     path = kubeconfig_path(stack)
     if not path.exists():
@@ -33,8 +33,8 @@ def collect_status(stack: str, target: str, engine: Any = None) -> dict[str, Any
 
         data["local"] = local_status(stack=stack)
     else:
-        from llmctl.infra.engine import PLATFORM_PROJECT, StackSpec
-        from llmctl.infra.stacks import stack_rows
+        from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
+        from llmctl.infra.lifecycle.stacks import stack_rows
 
         data["stacks"] = [row for row in stack_rows(engine) if row["stack"] == stack]
         platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}

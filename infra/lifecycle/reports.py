@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmctl.errors import CloudError
-from llmctl.infra.engine import PreviewResult
-from llmctl.infra.progress import Timeline
+from llmctl.infra.lifecycle.engine import PreviewResult
+from llmctl.infra.lifecycle.progress import Timeline
 from llmctl.state import Endpoint
 
 

@@ -38,7 +38,7 @@ def kubectl_json(kubeconfig: Path | str | None, *args: str, timeout: float = 30)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
-        from llmctl.infra.preflight import KUBECTL_INSTALL
+        from llmctl.infra.aws.preflight import KUBECTL_INSTALL
 
         raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
     if done.returncode != 0:
@@ -264,6 +264,6 @@ def port_forward(
     try:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except FileNotFoundError:
-        from llmctl.infra.preflight import KUBECTL_INSTALL
+        from llmctl.infra.aws.preflight import KUBECTL_INSTALL
 
         raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None

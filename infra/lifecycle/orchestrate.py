@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
-from llmctl.infra.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.hf_token import hf_token, require_hf_token
-from llmctl.infra.lifecycle_reports import DownResult, Plan, PreviewReport, UpResult
-from llmctl.infra.progress import Progress
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
+from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
+from llmctl.infra.workload.hf_token import hf_token, require_hf_token
 from llmctl.state import Endpoint
 
 Target = Literal["eks", "kubeconfig", "local"]
@@ -136,7 +136,7 @@ class Lifecycle:
             w_out = self.engine.up(spec, on_event=self.progress.on_event)
         kube = self._kubeconfig(facts, kubeconfig)
         if wait and kube is not None:
-            from llmctl.infra.kube import wait_ready
+            from llmctl.infra.lifecycle.kube import wait_ready
 
             with self.progress.phase("readiness"):
                 wait_ready(
@@ -156,7 +156,7 @@ class Lifecycle:
             return given
         if not facts.kubeconfig:
             return None
-        from llmctl.infra.kube import save_kubeconfig
+        from llmctl.infra.lifecycle.kube import save_kubeconfig
 
         return save_kubeconfig(self.stack, facts.kubeconfig)
 
@@ -166,7 +166,7 @@ class Lifecycle:
         namespace = str(out.get("namespace") or bp.name)
         base = f"http://localhost:{port}"
         if bp.exposure.mode != "port-forward" and out.get("service") and kube is not None:
-            from llmctl.infra.kube import kubectl_json
+            from llmctl.infra.lifecycle.kube import kubectl_json
 
             try:
                 svc = kubectl_json(kube, "get", "service", "-n", namespace, str(out["service"]))
@@ -224,7 +224,7 @@ class Lifecycle:
         confirm: Callable[[list[str]], bool] | None = None,
         sweep_timeout_s: float = 600,
     ) -> DownResult:
-        from llmctl.infra.sweep import leftovers, sweep
+        from llmctl.infra.aws.sweep import leftovers, sweep
         from llmctl.state import remove_endpoint
 
         all_workloads = self.workloads()
