@@ -170,6 +170,15 @@ def test_sweep_unblocks_the_vpc_in_dependency_order(aws: str, aws_semantics: Non
 
     session = boto3.session.Session(region_name=aws)
     calls = record_changes(session)
+    # what the server says about the node at the moment the ENI it held is deleted
+    node_state: list[str] = []
+
+    def look_at_node(params: dict[str, Any], **_: Any) -> None:
+        if params.get("NetworkInterfaceId") == attached:
+            reply = ec2.describe_instances(InstanceIds=[node])
+            node_state.append(reply["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+    session.events.register("before-parameter-build.ec2.DeleteNetworkInterface", look_at_node)
     report = sweep(CLUSTER, aws, session=session, timeout_s=20)
 
     assert not report.failed, report.failed
@@ -202,6 +211,7 @@ def test_sweep_unblocks_the_vpc_in_dependency_order(aws: str, aws_semantics: Non
     ]
     for before, after in pairs:
         assert first(calls, *before) < first(calls, *after), (before, after)
+    assert node_state == ["terminated"]
     now = existing(aws)
     assert ours_sg["GroupId"] not in now["security-group"] and node_sg in now["security-group"]
     rules = ec2.describe_security_groups(GroupIds=[node_sg])["SecurityGroups"][0]["IpPermissions"]
