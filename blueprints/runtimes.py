@@ -1,0 +1,186 @@
+"""The runtime registry: every serving runtime llmctl knows, as data.
+
+One entry per runtime says what it is (engine, accelerators), what it can do (API key check,
+compile cache, streaming, OpenAI routes, the seeds' /infer route, the local target) and where its
+parts live (the versions.yaml image key, the serving package, the endpoint shape). Everything
+else reads it: the blueprint schema's runtime type, the rules, the accelerator catalog's runtime
+lists, the image table, the workload builders' lookup and the endpoint description.
+
+Adding a runtime = one entry here + one builder (`infra/workload/builders/<package>.py`, which
+registers itself) + one serving folder (`serving/<package>/` with its Dockerfile); see
+docs/contributing.md. `tests/foundation/test_foundation_runtimes.py` fails when a part is missing.
+
+Pure data: no cloud, Kubernetes or serving import.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmctl.errors import BlueprintError, did_you_mean
+
+# The names, as a type the blueprint schema and mypy can check (a test keeps it equal to RUNTIMES).
+RuntimeName = Literal["ray-neuronx", "ray-vllm", "triton-vllm", "torchserve-neuronx", "ray-cpu"]
+EndpointShape = Literal["ray-serve", "service"]
+NEURON = ("inferentia2", "trainium", "trainium2")
+
+
+class RuntimeSpec(BaseModel):
+    """One serving runtime."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: RuntimeName = Field(description="The name blueprints use in `runtime:`.")
+    summary: str = Field(description="One line for docs and listings.")
+    engine: str = Field(
+        description="The inference engine it drives (a key of accelerators.yaml's neuron_software on Neuron)."
+    )
+    neuron_engine: str | None = Field(
+        None, description="The engine it drives on Neuron accelerators, when that differs from `engine`."
+    )
+    accelerators: tuple[str, ...] = Field(description="Accelerator families it runs on.")
+    api_key_check: bool = Field(
+        description="Its app checks LLMCTL_API_KEY (serving/common/auth.py), so exposure.api_key is allowed."
+    )
+    compile_cache: bool = Field(
+        description="It keeps transformers-neuronx compiled artifacts, which the S3 compile cache syncs."
+    )
+    streaming: bool = Field(description="It can stream generated tokens.")
+    openai_routes: bool = Field(description="It serves the OpenAI API (/v1/...), which open-webui needs.")
+    infer_route: bool = Field(description="It serves the seeds' /infer route, which the gradio UI uses.")
+    local: bool = Field(False, description="`--target local` can run it (Ray on this machine, CPU only).")
+    versions_key: str = Field(description="Key of its pinned base image under `images:` in versions.yaml.")
+    package: str = Field(
+        description="Its serving package (`serving/<package>/`, with the Dockerfile) and builder module "
+        "(`infra/workload/builders/<package>.py`)."
+    )
+    endpoint: EndpointShape = Field(
+        description="ray-serve: Ray Serve's Service on port 8000 at the blueprint's route prefix, with the "
+        "Ray dashboard beside it; service: the runtime's own Service and port, at the root."
+    )
+
+    def engine_on(self, accelerator: str) -> str:
+        """The engine it drives on an accelerator family."""
+        if accelerator in NEURON and self.neuron_engine:
+            return self.neuron_engine
+        return self.engine
+
+    @property
+    def uis(self) -> tuple[str, ...]:
+        """The blueprint `ui:` values it can serve."""
+        return (
+            *(("gradio",) if self.infer_route else ()),
+            *(("open-webui",) if self.openai_routes else ()),
+            "none",
+        )
+
+
+RUNTIMES: tuple[RuntimeSpec, ...] = (
+    RuntimeSpec(
+        name="ray-neuronx",
+        summary="Ray Serve + transformers-neuronx on Inferentia2/Trainium (the seeds' /infer and OpenAI routes)",
+        engine="transformers-neuronx",
+        accelerators=("inferentia2", "trainium"),
+        api_key_check=True,
+        compile_cache=True,
+        streaming=True,
+        openai_routes=True,
+        infer_route=True,
+        versions_key="neuron_transformers_neuronx",
+        package="ray_neuronx",
+        endpoint="ray-serve",
+    ),
+    RuntimeSpec(
+        name="ray-vllm",
+        summary="Ray Serve LLM (vLLM) with the OpenAI API, on Neuron (vllm-neuron) or NVIDIA GPUs",
+        engine="vllm-cuda",
+        neuron_engine="vllm-neuron",
+        accelerators=("inferentia2", "trainium", "trainium2", "nvidia"),
+        api_key_check=False,
+        compile_cache=False,
+        streaming=True,
+        openai_routes=True,
+        infer_route=False,
+        versions_key="ray_vllm_gpu",
+        package="ray_vllm",
+        endpoint="ray-serve",
+    ),
+    RuntimeSpec(
+        name="triton-vllm",
+        summary="NVIDIA Triton Inference Server with its vLLM backend",
+        engine="vllm-cuda",
+        accelerators=("nvidia",),
+        api_key_check=False,
+        compile_cache=False,
+        streaming=True,
+        openai_routes=False,
+        infer_route=False,
+        versions_key="triton_vllm",
+        package="triton_vllm",
+        endpoint="service",
+    ),
+    RuntimeSpec(
+        name="torchserve-neuronx",
+        summary="TorchServe with a transformers-neuronx handler on Inferentia2/Trainium",
+        engine="transformers-neuronx",
+        accelerators=("inferentia2", "trainium"),
+        api_key_check=False,
+        compile_cache=True,
+        streaming=True,
+        openai_routes=False,
+        infer_route=False,
+        versions_key="neuron_torchserve",
+        package="torchserve_neuronx",
+        endpoint="service",
+    ),
+    RuntimeSpec(
+        name="ray-cpu",
+        summary="Ray Serve + transformers on CPU nodes (the seeds' /infer and OpenAI routes)",
+        engine="transformers-cpu",
+        accelerators=("cpu",),
+        api_key_check=True,
+        compile_cache=False,
+        streaming=True,
+        openai_routes=True,
+        infer_route=True,
+        local=True,
+        versions_key="ray_cpu",
+        package="ray_cpu",
+        endpoint="ray-serve",
+    ),
+)
+
+_BY_NAME: dict[str, RuntimeSpec] = {spec.name: spec for spec in RUNTIMES}
+NAMES: tuple[str, ...] = get_args(RuntimeName)
+
+
+def runtime_names() -> tuple[str, ...]:
+    """Every runtime name, in registry order."""
+    return tuple(_BY_NAME)
+
+
+def runtime(name: str) -> RuntimeSpec:
+    """The registry entry of a runtime; an unknown name gets a did-you-mean."""
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        raise BlueprintError(
+            f"unknown runtime {name!r}",
+            did_you_mean(name, list(_BY_NAME)) or f"runtimes: {', '.join(_BY_NAME)}",
+        )
+    return spec
+
+
+def runtimes_with(**capabilities: bool) -> tuple[str, ...]:
+    """Names of the runtimes whose capability flags have the given values, in registry order."""
+    return tuple(
+        spec.name
+        for spec in RUNTIMES
+        if all(getattr(spec, flag) is value for flag, value in capabilities.items())
+    )
+
+
+def runtimes_on(accelerator: str) -> list[str]:
+    """Names of the runtimes that run on an accelerator family, in registry order."""
+    return [spec.name for spec in RUNTIMES if accelerator in spec.accelerators]
