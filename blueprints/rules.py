@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
 from llmctl.blueprints.models import ModelArch, lookup_model
-from llmctl.blueprints.runtimes import RUNTIMES, runtime, runtimes_with
+from llmctl.blueprints.runtimes import runtime, runtimes, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.sizing import allowed_tp, check_fit
 from llmctl.errors import CatalogError
@@ -21,7 +21,7 @@ Problem = tuple[str, str]
 # Capability sets, read from the runtime registry (blueprints/runtimes.py).
 # Runtimes that drive transformers-neuronx, and those whose app serves the seeds' /infer route or
 # the OpenAI API.
-TRANSFORMERS_NEURONX = tuple(spec.name for spec in RUNTIMES if spec.engine == "transformers-neuronx")
+TRANSFORMERS_NEURONX = tuple(spec.name for spec in runtimes() if spec.engine == "transformers-neuronx")
 INFER_ROUTE = runtimes_with(infer_route=True)
 OPENAI_API = runtimes_with(openai_routes=True)
 # Runtimes serving llmctl's shared app, which checks LLMCTL_API_KEY (serving/common/auth.py).

@@ -1,4 +1,4 @@
-"""The runtime registry: every serving runtime llmctl knows, as data.
+"""The runtime registry: every serving runtime llmctl knows, as data (``data/runtimes.yaml``).
 
 One entry per runtime says what it is (engine, accelerators), what it can do (API key check,
 compile cache, streaming, OpenAI routes, the seeds' /infer route, the local target) and where its
@@ -6,22 +6,24 @@ parts live (the versions.yaml image key, the serving package, the endpoint shape
 else reads it: the blueprint schema's runtime type, the rules, the accelerator catalog's runtime
 lists, the image table, the workload builders' lookup and the endpoint description.
 
-Adding a runtime = one entry here + one builder (`infra/workload/builders/<package>.py`, which
-registers itself) + one serving folder (`serving/<package>/` with its Dockerfile); see
-docs/contributing.md. `tests/foundation/test_foundation_runtimes.py` fails when a part is missing.
+Adding a runtime = one entry in data/runtimes.yaml (and its name in `RuntimeName`) + one builder
+(`infra/workload/builders/<package>.py`, which registers itself) + one serving folder
+(`serving/<package>/` with its Dockerfile); see docs/contributing.md. `tests/foundation/test_foundation_runtimes.py` fails when a part is missing.
 
 Pure data: no cloud, Kubernetes or serving import.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmctl.errors import BlueprintError, did_you_mean
 
-# The names, as a type the blueprint schema and mypy can check (a test keeps it equal to RUNTIMES).
+# The names, as a type the blueprint schema and mypy can check; :func:`runtimes` refuses a data file
+# whose names differ.
 RuntimeName = Literal["ray-neuronx", "ray-vllm", "triton-vllm", "torchserve-neuronx", "ray-cpu"]
 EndpointShape = Literal["ray-serve", "service"]
 NEURON = ("inferentia2", "trainium", "trainium2")
@@ -77,110 +79,46 @@ class RuntimeSpec(BaseModel):
         )
 
 
-RUNTIMES: tuple[RuntimeSpec, ...] = (
-    RuntimeSpec(
-        name="ray-neuronx",
-        summary="Ray Serve + transformers-neuronx on Inferentia2/Trainium (the seeds' /infer and OpenAI routes)",
-        engine="transformers-neuronx",
-        accelerators=("inferentia2", "trainium"),
-        api_key_check=True,
-        compile_cache=True,
-        streaming=True,
-        openai_routes=True,
-        infer_route=True,
-        versions_key="neuron_transformers_neuronx",
-        package="ray_neuronx",
-        endpoint="ray-serve",
-    ),
-    RuntimeSpec(
-        name="ray-vllm",
-        summary="Ray Serve LLM (vLLM) with the OpenAI API, on Neuron (vllm-neuron) or NVIDIA GPUs",
-        engine="vllm-cuda",
-        neuron_engine="vllm-neuron",
-        accelerators=("inferentia2", "trainium", "trainium2", "nvidia"),
-        api_key_check=False,
-        compile_cache=False,
-        streaming=True,
-        openai_routes=True,
-        infer_route=False,
-        versions_key="ray_vllm_gpu",
-        package="ray_vllm",
-        endpoint="ray-serve",
-    ),
-    RuntimeSpec(
-        name="triton-vllm",
-        summary="NVIDIA Triton Inference Server with its vLLM backend",
-        engine="vllm-cuda",
-        accelerators=("nvidia",),
-        api_key_check=False,
-        compile_cache=False,
-        streaming=True,
-        openai_routes=False,
-        infer_route=False,
-        versions_key="triton_vllm",
-        package="triton_vllm",
-        endpoint="service",
-    ),
-    RuntimeSpec(
-        name="torchserve-neuronx",
-        summary="TorchServe with a transformers-neuronx handler on Inferentia2/Trainium",
-        engine="transformers-neuronx",
-        accelerators=("inferentia2", "trainium"),
-        api_key_check=False,
-        compile_cache=True,
-        streaming=True,
-        openai_routes=False,
-        infer_route=False,
-        versions_key="neuron_torchserve",
-        package="torchserve_neuronx",
-        endpoint="service",
-    ),
-    RuntimeSpec(
-        name="ray-cpu",
-        summary="Ray Serve + transformers on CPU nodes (the seeds' /infer and OpenAI routes)",
-        engine="transformers-cpu",
-        accelerators=("cpu",),
-        api_key_check=True,
-        compile_cache=False,
-        streaming=True,
-        openai_routes=True,
-        infer_route=True,
-        local=True,
-        versions_key="ray_cpu",
-        package="ray_cpu",
-        endpoint="ray-serve",
-    ),
-)
+@functools.lru_cache(maxsize=1)
+def runtimes() -> tuple[RuntimeSpec, ...]:
+    """Every registry entry, in registry order (read once from data/runtimes.yaml)."""
+    from llmctl.blueprints._data import load_yaml
 
-_BY_NAME: dict[str, RuntimeSpec] = {spec.name: spec for spec in RUNTIMES}
-NAMES: tuple[str, ...] = get_args(RuntimeName)
+    rows = load_yaml("data", "runtimes.yaml")["runtimes"]
+    specs = tuple(RuntimeSpec.model_validate({"name": name, **row}) for name, row in rows.items())
+    if tuple(spec.name for spec in specs) != get_args(RuntimeName):
+        raise BlueprintError(
+            "data/runtimes.yaml and RuntimeName in blueprints/runtimes.py list different runtimes",
+            "list every runtime in both, in the same order",
+        )
+    return specs
 
 
 def runtime_names() -> tuple[str, ...]:
-    """Every runtime name, in registry order."""
-    return tuple(_BY_NAME)
+    """Every runtime name, in registry order (without reading the data file)."""
+    return get_args(RuntimeName)
 
 
 def runtime(name: str) -> RuntimeSpec:
     """The registry entry of a runtime; an unknown name gets a did-you-mean."""
-    spec = _BY_NAME.get(name)
-    if spec is None:
-        raise BlueprintError(
-            f"unknown runtime {name!r}",
-            did_you_mean(name, list(_BY_NAME)) or f"runtimes: {', '.join(_BY_NAME)}",
-        )
-    return spec
+    for spec in runtimes():
+        if spec.name == name:
+            return spec
+    names = runtime_names()
+    raise BlueprintError(
+        f"unknown runtime {name!r}", did_you_mean(name, names) or f"runtimes: {', '.join(names)}"
+    )
 
 
 def runtimes_with(**capabilities: bool) -> tuple[str, ...]:
     """Names of the runtimes whose capability flags have the given values, in registry order."""
     return tuple(
         spec.name
-        for spec in RUNTIMES
+        for spec in runtimes()
         if all(getattr(spec, flag) is value for flag, value in capabilities.items())
     )
 
 
 def runtimes_on(accelerator: str) -> list[str]:
     """Names of the runtimes that run on an accelerator family, in registry order."""
-    return [spec.name for spec in RUNTIMES if accelerator in spec.accelerators]
+    return [spec.name for spec in runtimes() if accelerator in spec.accelerators]

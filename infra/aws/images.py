@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmctl.blueprints.runtimes import RUNTIMES
+from llmctl.blueprints.runtimes import runtimes
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError, ServingError
 
 # runtime -> (folder under serving/, key of the default base image in versions.yaml), from the registry
 RUNTIME_IMAGES: dict[str, tuple[str, str]] = {
-    spec.name: (spec.package, spec.versions_key) for spec in RUNTIMES
+    spec.name: (spec.package, spec.versions_key) for spec in runtimes()
 }
 REPOSITORY_PREFIX = "llmctl"
 _ECR_COMPONENT = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")

@@ -9,11 +9,11 @@ from typing import get_args
 import pytest
 import tomllib
 
-from llmctl.blueprints.runtimes import RUNTIMES, RuntimeName, runtime, runtime_names
+from llmctl.blueprints.runtimes import RuntimeName, runtime, runtime_names, runtimes
 from llmctl.errors import BlueprintError
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = [spec.name for spec in RUNTIMES]
+NAMES = [spec.name for spec in runtimes()]
 # Files outside the three places that may still name a runtime, and why.
 ALLOWED_ELSEWHERE = {
     # the --runtime help text: cli/ option declarations move to cli/options.py in the same issue
@@ -67,7 +67,7 @@ def test_every_accelerator_has_a_runtime_and_every_runtime_a_known_accelerator()
     from llmctl.blueprints.hardware import hardware
 
     catalog = hardware()
-    assert {a for spec in RUNTIMES for a in spec.accelerators} <= set(catalog.accelerators)
+    assert {a for spec in runtimes() for a in spec.accelerators} <= set(catalog.accelerators)
     assert all(catalog.accelerator(name).runtimes for name in catalog.accelerators)
     # the lists accelerators.yaml held before the registry
     assert catalog.accelerator("inferentia2").runtimes == ["ray-neuronx", "ray-vllm", "torchserve-neuronx"]
