@@ -6,7 +6,8 @@
 #                          base image is a Neuron one (BASE_IMAGE, re-declared after FROM) and the
 #                          runtime has that file, requirements.txt otherwise
 #   image.sh app SRC       pip-install llmctl itself, without dependencies, from the build context
-#                          bind-mounted at SRC (read-write: the build's scratch files are dropped after)
+#                          bind-mounted at SRC; it builds from a copy, so a read-only mount and a
+#                          non-root image user (rayproject images run as `ray`) both work
 set -eu
 here=$(dirname "$0")
 
@@ -24,7 +25,10 @@ case "${1:-}" in
         pip_install -r "$file"
         ;;
     app)
-        pip_install --no-deps "${2:?image.sh app needs the source directory}"
+        src=$(mktemp -d)
+        cp -R "${2:?image.sh app needs the source directory}/." "$src"
+        pip_install --no-deps "$src"
+        rm -rf "$src"
         ;;
     *)
         echo "usage: image.sh requirements | image.sh app SRC" >&2
