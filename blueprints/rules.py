@@ -11,29 +11,26 @@ from dataclasses import dataclass
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
 from llmctl.blueprints.models import ModelArch, lookup_model
+from llmctl.blueprints.runtimes import runtime, runtimes, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.sizing import allowed_tp, check_fit
 from llmctl.errors import CatalogError
 
 Problem = tuple[str, str]
 
-# Runtimes that drive transformers-neuronx, and those whose app serves the seeds' /infer route.
-TRANSFORMERS_NEURONX = ("ray-neuronx", "torchserve-neuronx")
-INFER_ROUTE = ("ray-neuronx", "ray-cpu")
-OPENAI_API = ("ray-neuronx", "ray-vllm", "ray-cpu")
+# Capability sets, read from the runtime registry (blueprints/runtimes.py).
+# Runtimes that drive transformers-neuronx, and those whose app serves the seeds' /infer route or
+# the OpenAI API.
+TRANSFORMERS_NEURONX = tuple(spec.name for spec in runtimes() if spec.engine == "transformers-neuronx")
+INFER_ROUTE = runtimes_with(infer_route=True)
+OPENAI_API = runtimes_with(openai_routes=True)
 # Runtimes serving llmctl's shared app, which checks LLMCTL_API_KEY (serving/common/auth.py).
-API_KEY_CHECKED = ("ray-neuronx", "ray-cpu")
+API_KEY_CHECKED = runtimes_with(api_key_check=True)
 
 
 def engine_of(blueprint: Blueprint) -> str:
     """The inference engine a blueprint's runtime drives on its accelerator."""
-    if blueprint.runtime in TRANSFORMERS_NEURONX:
-        return "transformers-neuronx"
-    if blueprint.runtime == "ray-vllm" and blueprint.is_neuron:
-        return "vllm-neuron"
-    if blueprint.runtime in ("ray-vllm", "triton-vllm"):
-        return "vllm-cuda"
-    return "transformers-cpu"
+    return runtime(blueprint.runtime).engine_on(blueprint.compute.accelerator)
 
 
 @dataclass(frozen=True)
@@ -131,7 +128,7 @@ def _parallelism(ctx: Context) -> list[Problem]:
     bp = ctx.blueprint
     info = ctx.catalog.accelerator(bp.compute.accelerator)
     tp = bp.compute.tensor_parallel
-    degrees = allowed_tp(info, bp.runtime in TRANSFORMERS_NEURONX)
+    degrees = allowed_tp(info, runtime(bp.runtime).engine == "transformers-neuronx")
     problems: list[Problem] = []
     if tp not in degrees:
         problems.append(
@@ -232,7 +229,7 @@ def _features(ctx: Context) -> list[Problem]:
         problems.append(
             ("caches.compile_cache", "the compile cache holds Neuron artifacts; disable it off Neuron")
         )
-    elif bp.caches.compile_cache and bp.runtime not in TRANSFORMERS_NEURONX:
+    elif bp.caches.compile_cache and not runtime(bp.runtime).compile_cache:
         problems.append(
             (
                 "caches.compile_cache",

@@ -1,7 +1,7 @@
 """Neuron compiled artifacts: saved once, shared through S3, loaded before ``to_neuron()``.
 
-Used by both transformers-neuronx runtimes, the ray-neuronx engine and the TorchServe handler,
-through :func:`compile_or_load`:
+Used by both transformers-neuronx runtimes, the Ray Serve engine (serving/ray_neuronx) and the
+TorchServe handler, through :func:`compile_or_load`:
 
 1. a complete local copy (``<dir>/.llmctl-compiled``) is loaded with ``model.load(dir)``;
 2. else, when ``$LLMCTL_COMPILE_CACHE_URL`` (``s3://<bucket>/neuron-cache/<blueprint>``) is set and

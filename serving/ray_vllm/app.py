@@ -8,6 +8,7 @@ rules refuse ``exposure.api_key`` for this runtime.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from llmctl.blueprints.schema import Blueprint
@@ -17,16 +18,21 @@ from llmctl.serving.common.ingress import parse_args
 
 ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int8": "auto"}
-# Ray's accelerator_type names for the GPUs of the EC2 families the catalog uses
-_GPU_TYPES = {
-    "g5": "A10G",
-    "g6": "L4",
-    "g6e": "L40S",
-    "p4d": "A100",
-    "p4de": "A100",
-    "p5": "H100",
-    "p5e": "H200",
-}
+# Ray names a GPU by the first word of its model name after the vendor ("NVIDIA A100-SXM4-80GB" -> "A100")
+_RAY_GPU_TYPE = re.compile(r"[A-Z0-9]+")
+
+
+def gpu_type(blueprint: Blueprint) -> str | None:
+    """Ray's ``accelerator_type`` for the blueprint's GPU, from the hardware catalog's GPU name."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.errors import CatalogError
+
+    try:
+        name = hardware().instance(blueprint.compute.instance_type).accelerator_name
+    except CatalogError:
+        return None
+    found = _RAY_GPU_TYPE.match(name or "")
+    return found.group() if found else None
 
 
 def _model_source(blueprint: Blueprint, explicit: str | None) -> str | dict[str, str]:
@@ -78,9 +84,9 @@ def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> d
         }
     if blueprint.compute.accelerator == "nvidia":
         engine["gpu_memory_utilization"] = blueprint.serving.gpu_memory_utilization
-        family = blueprint.compute.instance_type.split(".")[0]
-        if family in _GPU_TYPES:
-            config["accelerator_type"] = _GPU_TYPES[family]
+        accelerator_type = gpu_type(blueprint)
+        if accelerator_type:
+            config["accelerator_type"] = accelerator_type
     elif blueprint.is_neuron:
         # vllm-neuron: the platform plugin picks the Neuron device; each replica owns tp NeuronCores.
         # Contiguous KV cache (one block per sequence): the plugin sets block_size = max_model_len
