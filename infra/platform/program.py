@@ -92,7 +92,7 @@ def build_platform(config: PlatformConfig) -> None:
     NodePools("nodepools", config, karpenter, opts=on_k8s)
     accelerators = {pool(name).accelerator for name in config.pools}
     if accelerators & set(NEURON_ACCELERATORS):
-        Neuron("neuron", after=after_lbc, opts=on_k8s)
+        Neuron("neuron", kubernetes_version=config.kubernetes_version, after=after_lbc, opts=on_k8s)
     if "nvidia" in accelerators:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
     KubeRay("kuberay", after=after_lbc, opts=on_k8s)
