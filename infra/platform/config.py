@@ -216,6 +216,16 @@ class PlatformConfig(_Strict):
             )
         return self
 
+    def chart_keys(self) -> list[str]:
+        """Keys (in `versions.yaml` charts) of the Helm charts this platform installs."""
+        accelerators = {pool(name).accelerator for name in self.pools}
+        keys = ["karpenter", "karpenter_crd", "kuberay_operator", "aws_load_balancer_controller"]
+        if accelerators & set(_NEURON):
+            keys.append("neuron")
+        if "nvidia" in accelerators:
+            keys.append("nvidia_device_plugin")
+        return keys
+
     @classmethod
     def for_blueprints(
         cls,

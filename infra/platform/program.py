@@ -48,12 +48,7 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
 def installed_versions(config: PlatformConfig) -> dict[str, Any]:
     """The `versions` output: every pinned version this config installs."""
     pinned = versions()
-    accelerators = {pool(name).accelerator for name in config.pools}
-    charts = ["karpenter", "karpenter_crd", "kuberay_operator", "aws_load_balancer_controller"]
-    if accelerators & set(NEURON_ACCELERATORS):
-        charts.append("neuron")
-    if "nvidia" in accelerators:
-        charts.append("nvidia_device_plugin")
+    charts = config.chart_keys()
     addons = [*ADDONS_BEFORE_NODES, *ADDONS_AFTER_NODES, EBS_CSI]
     if config.observability.cloudwatch:
         addons.append(CLOUDWATCH_ADDON)
