@@ -24,17 +24,33 @@ class UpstreamFilesMissing(AssertionError):
     """The upstream reference files are not where the tests look for them."""
 
 
-def upstream_dir() -> Path:
-    """`$LLMCTL_UPSTREAM_DIR`, else `<project root>/../shared/upstream`."""
+def candidates() -> list[Path]:
+    """Where to look: `$LLMCTL_UPSTREAM_DIR` alone when set; else `shared/upstream` beside the project
+    root, as this file's path gives it (unresolved and with symlinks resolved) and beside the
+    working directory."""
     override = os.environ.get(ENV_VAR)
-    where = Path(override) if override else PROJECT_ROOT.parent / "shared" / "upstream"
-    if not (where / "README.md").is_file():
-        raise UpstreamFilesMissing(
-            f"upstream reference files not found at {where} (expected shared/upstream/ beside the "
-            f"project root {PROJECT_ROOT}, or a folder named by ${ENV_VAR}); the conformance tests "
-            "need them and do not skip"
-        )
-    return where
+    if override:
+        return [Path(override)]
+    roots = [Path(__file__).absolute().parents[2], PROJECT_ROOT, Path.cwd()]
+    found: list[Path] = []
+    for root in roots:
+        where = root.parent / "shared" / "upstream"
+        if where not in found:
+            found.append(where)
+    return found
+
+
+def upstream_dir() -> Path:
+    """The first candidate folder holding the upstream files' README."""
+    tried = candidates()
+    for where in tried:
+        if (where / "README.md").is_file():
+            return where
+    raise UpstreamFilesMissing(
+        f"upstream reference files not found (looked in {', '.join(map(str, tried))}): put shared/upstream/ "
+        f"beside the project root {PROJECT_ROOT} or name the folder in ${ENV_VAR}; the conformance "
+        "tests need them and do not skip"
+    )
 
 
 def upstream(relative: str) -> Path:
