@@ -6,6 +6,7 @@ model catalogs, so they run after the schema has accepted the file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -122,6 +123,27 @@ def _software(ctx: Context) -> list[Problem]:
             ),
         ]
     return problems
+
+
+# The Neuron SDK in an AWS Neuron DLC tag, e.g. `...-neuronx-py310-sdk2.25.0-ubuntu22.04`.
+_TAG_SDK = re.compile(r"(?:^|[-_])sdk(\d+\.\d+(?:\.\d+)?)(?:$|[-_])")
+
+
+def _sdk_in_tag(ctx: Context) -> list[Problem]:
+    """The image tag and `image.neuron_sdk` both name the Neuron SDK: refuse when they disagree, so
+    changing one alone cannot make an engine look supported."""
+    image = ctx.blueprint.image
+    tag = image.base.split("@", 1)[0].rpartition(":")[2]
+    found = _TAG_SDK.search(tag)
+    if found is None or image.neuron_sdk is None or found.group(1) == image.neuron_sdk:
+        return []
+    return [
+        (
+            "image.neuron_sdk",
+            f"image.neuron_sdk is {image.neuron_sdk} but the image tag {tag!r} carries Neuron SDK "
+            f"{found.group(1)}; make them agree (the tag is what runs)",
+        )
+    ]
 
 
 def _parallelism(ctx: Context) -> list[Problem]:
@@ -244,6 +266,7 @@ RULES: tuple[Callable[[Context], list[Problem]], ...] = (
     _instance,
     _runtime,
     _software,
+    _sdk_in_tag,
     _parallelism,
     _fit,
     _resources,

@@ -117,10 +117,12 @@ def up(
             )
         _print_up(endpoint, None, progress.timeline, json_output)
         return
-    from llmctl.infra.aws.preflight import preflight, resolve_region
+    from llmctl.infra.aws.preflight import preflight, preflight_pins, resolve_region
     from llmctl.infra.lifecycle.orchestrate import Lifecycle
 
     preflight(pulumi=True, aws=target == "eks", kubectl=target == "kubeconfig", region=region)
+    for warning in preflight_pins(blueprint, stack=stack, region=region) if target == "eks" else []:
+        output.err_console.print(f"warn: {warning}", soft_wrap=True, markup=False)
     resolved = resolve_region(region) if target == "eks" else (region or "us-west-2")
     lifecycle = Lifecycle(_engine(backend, progress), progress, stack=stack)
 

@@ -94,6 +94,15 @@ BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
         "transformers-neuronx does not run on Neuron SDK 2.26.1",
     ),
     (
+        # the SDK named twice: a tag moved to SDK 2.30 alone must not keep transformers-neuronx "valid"
+        "llama2-inf2",
+        {
+            "image.base": "public.ecr.aws/neuron/pytorch-inference-neuronx:2.7.0-neuronx-py310-sdk2.30.0-ubuntu22.04"
+        },
+        "image.neuron_sdk",
+        "carries Neuron SDK 2.30.0",
+    ),
+    (
         "llama3-vllm-inf2",
         {"image.neuron_sdk": "2.31.1", "image.vllm": "0.21.0"},
         "image.neuron_sdk",
