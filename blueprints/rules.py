@@ -23,6 +23,9 @@ INFER_ROUTE = ("ray-neuronx", "ray-cpu")
 OPENAI_API = ("ray-neuronx", "ray-vllm", "ray-cpu")
 # Runtimes serving llmctl's shared app, which checks LLMCTL_API_KEY (serving/common/auth.py).
 API_KEY_CHECKED = ("ray-neuronx", "ray-cpu")
+# Neuron runtimes whose compiled artifacts llmctl syncs with S3: transformers-neuronx's model.save()
+# (serving/compile_cache.py) and NxD Inference's NEURON_COMPILED_ARTIFACTS under vLLM (ray_vllm/neuron_cache.py).
+COMPILE_CACHED = (*TRANSFORMERS_NEURONX, "ray-vllm")
 
 
 def engine_of(blueprint: Blueprint) -> str:
@@ -232,12 +235,12 @@ def _features(ctx: Context) -> list[Problem]:
         problems.append(
             ("caches.compile_cache", "the compile cache holds Neuron artifacts; disable it off Neuron")
         )
-    elif bp.caches.compile_cache and bp.runtime not in TRANSFORMERS_NEURONX:
+    elif bp.caches.compile_cache and bp.runtime not in COMPILE_CACHED:
         problems.append(
             (
                 "caches.compile_cache",
-                f"the S3 compile cache syncs transformers-neuronx artifacts; {bp.runtime} (vLLM-neuron) "
-                "compiles through Ray Serve LLM, which llmctl cannot sync yet: set it to false",
+                f"the S3 compile cache syncs the artifacts of {', '.join(COMPILE_CACHED)} on Neuron; "
+                f"{bp.runtime} has none llmctl can sync: set it to false",
             )
         )
     return problems
