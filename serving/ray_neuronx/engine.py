@@ -113,9 +113,10 @@ def engine_from_blueprint(blueprint: Blueprint, options: dict[str, Any]) -> Neur
     settings = neuron_settings(
         blueprint, cache_root=options.get("cache_dir"), compile_cache_url=options.get("compile_cache_url")
     )
+    from llmctl.serving.model_mirror import mirror_uri
     from llmctl.serving.model_source import model_dir
 
-    log_phase("weights", "start", source=options.get("model_path") or blueprint.model.id)
+    log_phase("weights", "start", source=options.get("model_path") or mirror_uri() or blueprint.model.id)
     source = model_dir(blueprint, options.get("model_path"))
     log_phase("weights", "done", source=source)
     engine = NeuronEngine(

@@ -108,10 +108,17 @@ def _start(settings: NeuronSettings) -> str:
 
 
 def test_first_start_compiles_and_uploads_then_a_new_pod_downloads_instead_of_compiling(
-    neuronx: Recorder, bucket: Any, tmp_path: Path
+    neuronx: Recorder, bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from llmctl.serving.phases import parse_phase_line
+
+    def phases() -> list[tuple[str, str]]:
+        found = [parse_phase_line(line) for line in capsys.readouterr().out.splitlines()]
+        return [(r["phase"], r["status"]) for r in found if r]
+
     first = _settings(tmp_path / "pod1")
     assert _start(first) == "compiled"
+    assert phases() == [("compile", "start"), ("compile", "done")]
     assert neuronx.calls == ["from_pretrained", "to_neuron", "save"]
     prefix = f"neuron-cache/llama2-inf2/{first.compile_key.name}/"
     assert _objects(bucket, prefix) == [
@@ -122,6 +129,7 @@ def test_first_start_compiles_and_uploads_then_a_new_pod_downloads_instead_of_co
     second = _settings(tmp_path / "pod2")  # an empty local cache: a restarted or rescheduled pod
     assert not (second.artifacts_dir / COMPILED_MARKER).exists()
     assert _start(second) == "s3"
+    assert phases() == [("compile", "hit")]  # the timeline's "compile: cache hit"
     assert neuronx.calls == ["from_pretrained", "load", "to_neuron"]  # loaded before to_neuron, no save
     assert neuronx.loaded == ["tp24"]
     assert (second.artifacts_dir / "sub" / "layer0.neff").read_text() == "x"
