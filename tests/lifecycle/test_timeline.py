@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lifecycle_support import FakePulumi
+from test_orchestration import platform_outputs
+from typer.testing import CliRunner
 
+from llmctl.cli.app import app
 from llmctl.infra.lifecycle.status import collect_status, start_status
 from llmctl.infra.lifecycle.timeline import (
     PHASE_ORDER,
@@ -148,14 +152,14 @@ if args[:1] == ["--kubeconfig"]:
 if args[0] == "logs":
     print(data["logs"].get(args[3], ""), end="")
     sys.exit(0)
-key = {"pods": "pods", "events": "events", "nodeclaims.karpenter.sh": "nodeclaims", "nodes": "nodes"}[args[1]]
-print(json.dumps({"items": data[key]}))
+key = {"pods": "pods", "events": "events", "nodeclaims.karpenter.sh": "nodeclaims", "nodes": "nodes"}
+print(json.dumps({"items": data[key[args[1]]] if args[1] in key else []}))
 """
 
 
 @pytest.fixture
 def kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
+    bin_dir = tmp_path / "kubectl-bin"
     bin_dir.mkdir()
     script = bin_dir / "kubectl"
     script.write_text(f"#!{sys.executable}\n{KUBECTL}")
@@ -185,3 +189,48 @@ def test_status_for_a_blueprint_uses_what_up_recorded(kubectl: Path, tmp_path: P
     assert [p["status"] for p in pod["phases"]][:2] == ["launched", "failed"]
     assert "not found" in render_start_status(starts)
     assert "starts" not in collect_status("dev", "local", blueprint="llama3-vllm-inf2")
+
+
+def test_status_blueprint_prints_the_timeline_and_carries_it_in_json(
+    kubectl: Path, tmp_path: Path, fake_pulumi: FakePulumi, aws: str
+) -> None:
+    kubectl.write_text(json.dumps(recorded("warm")))
+    fake_pulumi.control(outputs={"llmctl-platform": platform_outputs(aws)})
+    kube = tmp_path / "kubeconfig.yaml"
+    kube.write_text("apiVersion: v1\n")
+    extra = {"kubeconfig": str(kube), "namespace": "llama3-vllm-inf2"}
+    save_endpoint(Endpoint("dev", "llama3-vllm-inf2", "eks", "http://localhost:8000/v1", "m", extra=extra))
+    result = CliRunner().invoke(app, ["status", "--blueprint", "llama3-vllm-inf2", "--json"])
+    assert result.exit_code == 0, result.stderr
+    (pod,) = json.loads(result.stdout)["starts"]["pods"]
+    assert [p["status"] for p in pod["phases"]] == [
+        "existing",
+        "cached",
+        "mirror",
+        "cache hit",
+        "loaded",
+        "healthy",
+    ]
+    assert pod["total_seconds"] == 89.0
+    result = CliRunner().invoke(app, ["status", "--blueprint", "llama3-vllm-inf2"])
+    assert result.exit_code == 0, result.stderr
+    assert "start of llama3-vllm-inf2's serving pods:" in result.stdout
+    assert "compile: cache hit" in result.stdout
+
+
+def test_up_collects_the_starts_after_readiness_and_only_notes_a_kubectl_failure(
+    kubectl: Path, tmp_path: Path
+) -> None:
+    import io
+
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
+    from llmctl.infra.lifecycle.progress import Progress
+
+    stream = io.StringIO()
+    lifecycle = Lifecycle(engine=None, progress=Progress("plain", stream), stack="dev")  # type: ignore[arg-type]
+    kubectl.write_text(json.dumps(recorded("cold")))
+    (start,) = lifecycle._starts(tmp_path / "kubeconfig", "llama3-vllm-inf2")
+    assert start.phase("compile").status == "compiled" and start.total_seconds == 689.0
+    kubectl.write_text("not json")  # kubectl itself fails: `up` still succeeds, without timelines
+    assert lifecycle._starts(tmp_path / "kubeconfig", "llama3-vllm-inf2") == []
+    assert "no start timeline: `kubectl get pods" in stream.getvalue()

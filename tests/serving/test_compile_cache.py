@@ -178,6 +178,19 @@ def test_publishing_twice_keeps_the_first_copy(bucket: Any, tmp_path: Path) -> N
     assert body["Body"].read() == b"one"
 
 
+def test_only_the_lock_holder_uploads(bucket: Any, tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    settings.artifacts_dir.mkdir(parents=True)
+    (settings.artifacts_dir / "graph.neff").write_text("mine")
+    lock = f"neuron-cache/llama2-inf2/{settings.compile_key.name}.lock"
+    bucket.put_object(Bucket=BUCKET, Key=lock, Body=b'{"owner": "other-pod", "since": 9e12}')
+    assert not publish_compiled(settings.artifacts_dir, URL, settings.compile_key)  # other-pod uploads
+    assert _objects(bucket, "neuron-cache/") == [lock]
+    bucket.delete_object(Bucket=BUCKET, Key=lock)
+    assert publish_compiled(settings.artifacts_dir, URL, settings.compile_key)
+    assert lock not in _objects(bucket, "neuron-cache/")  # released after the upload
+
+
 def test_the_torchserve_handler_shares_the_same_cache(
     neuronx: Recorder, bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
