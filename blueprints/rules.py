@@ -27,6 +27,9 @@ INFER_ROUTE = runtimes_with(infer_route=True)
 OPENAI_API = runtimes_with(openai_routes=True)
 # Runtimes serving llmctl's shared app, which checks LLMCTL_API_KEY (serving/common/auth.py).
 API_KEY_CHECKED = runtimes_with(api_key_check=True)
+# Neuron runtimes whose compiled artifacts llmctl syncs with S3: transformers-neuronx's model.save()
+# (serving/compile_cache.py) and NxD Inference's NEURON_COMPILED_ARTIFACTS under vLLM (ray_vllm/neuron_cache.py).
+COMPILE_CACHED = runtimes_with(compile_cache=True)
 
 
 def engine_of(blueprint: Blueprint) -> str:
@@ -255,8 +258,8 @@ def _features(ctx: Context) -> list[Problem]:
         problems.append(
             (
                 "caches.compile_cache",
-                f"the S3 compile cache syncs transformers-neuronx artifacts; {bp.runtime} (vLLM-neuron) "
-                "compiles through Ray Serve LLM, which llmctl cannot sync yet: set it to false",
+                f"the S3 compile cache syncs the artifacts of {', '.join(COMPILE_CACHED)} on Neuron; "
+                f"{bp.runtime} has none llmctl can sync: set it to false",
             )
         )
     return problems

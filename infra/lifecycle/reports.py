@@ -53,6 +53,7 @@ class UpResult:
     endpoint: Endpoint
     plan: Plan | None
     timeline: Timeline
+    starts: list[Any] = field(default_factory=list)  # timeline.StartTimeline of each serving pod
 
 
 def next_commands(endpoint: Endpoint) -> list[str]:

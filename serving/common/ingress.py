@@ -112,6 +112,7 @@ def build_application(
             bp = Blueprint.model_validate(blueprint_json)
             self.engine = engine_factory(bp, opts)
             self._asgi = build_app(self.engine, limits_for(bp, self.engine), api_key=opts.get("api_key"))
+            self._healthy_logged = False
 
         def __serve_build_asgi_app__(self) -> Any:
             return self._asgi
@@ -119,6 +120,11 @@ def build_application(
         def check_health(self) -> None:
             if not self.engine.healthy():
                 raise RuntimeError("the engine reported a failure; restarting the replica")
+            if not self._healthy_logged:  # the first passing check: the start timeline's last phase
+                from llmctl.serving.phases import log_phase
+
+                log_phase("healthy", "done")
+                self._healthy_logged = True
 
     ingress = serve.ingress()(OpenAIServer)
     deployment = serve.deployment(ingress, **deployment_options(blueprint, options, resources))

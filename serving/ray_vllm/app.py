@@ -17,6 +17,10 @@ from llmctl.serving.common.deps import require
 from llmctl.serving.common.ingress import parse_args
 
 ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
+# the replica hooks (serving/ray_vllm/hooks.py): phase lines, and the Neuron compile cache
+ENGINE_CLS_ENV = "RAYLLM_VLLM_ENGINE_CLS"
+ENGINE_CLS = "llmctl.serving.ray_vllm.hooks:LlmctlVLLMEngine"
+CALLBACK_CLS = "llmctl.serving.ray_vllm.hooks:PhaseCallback"
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int8": "auto"}
 # Ray names a GPU by the first word of its model name after the vendor ("NVIDIA A100-SXM4-80GB" -> "A100")
 _RAY_GPU_TYPE = re.compile(r"[A-Z0-9]+")
@@ -61,7 +65,7 @@ def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> d
         "max_num_seqs": blueprint.serving.max_concurrent_requests,
         "revision": blueprint.model.revision,
     }
-    env = {"HF_HUB_DISABLE_TELEMETRY": "1"}
+    env = {"HF_HUB_DISABLE_TELEMETRY": "1", ENGINE_CLS_ENV: ENGINE_CLS}
     config: dict[str, Any] = {
         "model_loading_config": {
             "model_id": opts.get("served_model_name") or blueprint.model.id,
@@ -72,6 +76,7 @@ def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> d
             "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
         },
         "runtime_env": {"env_vars": env},
+        "callback_config": {"callback_class": CALLBACK_CLS},
     }
     if "num_replicas" in opts:
         config["deployment_config"]["num_replicas"] = int(opts["num_replicas"])
@@ -99,6 +104,18 @@ def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> d
         config["placement_group_config"] = {
             "bundles": [{"CPU": 1, "neuron_cores": blueprint.compute.tensor_parallel}],
         }
+        # NxD Inference loads compiled artifacts from NEURON_COMPILED_ARTIFACTS, or compiles into it;
+        # one directory per compile key, synced with the S3 compile cache (neuron_cache.py)
+        from llmctl.serving.ray_vllm.neuron_cache import (
+            ARTIFACTS_ENV,
+            KEY_ENV,
+            artifacts_dir,
+            vllm_compile_key,
+        )
+
+        key = vllm_compile_key(blueprint, engine)
+        env[ARTIFACTS_ENV] = str(artifacts_dir(key))
+        env[KEY_ENV] = key.name
     return config
 
 

@@ -126,6 +126,11 @@ def test_llama3_vllm_inf2_takes_one_device_on_default_scheduler() -> None:
     assert spec["containers"][0]["resources"]["requests"]["aws.amazon.com/neuron"] == "1"
     assert "schedulerName" not in spec
     assert spec["nodeSelector"][INSTANCE_TYPE_LABEL] == "inf2.8xlarge"
+    # the catalog turns the compile cache on: the vLLM replicas sync NxD Inference's artifacts there,
+    # and their start-phase lines go to the container's stdout for the start timeline
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["LLMCTL_COMPILE_CACHE_URL"] == "s3://llmctl-dev-us-west-2-cache/neuron-cache/llama3-vllm-inf2"
+    assert env["LLMCTL_PHASE_LOG"] == "/proc/1/fd/1"
 
 
 def test_ray_head_is_a_cpu_head_on_the_default_pool_with_dashboard_and_serve() -> None:

@@ -29,6 +29,7 @@ from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.serving.phases import PHASE_LOG_ENV
 
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
@@ -39,6 +40,7 @@ READY = "condition=Ready"
 OVERWRITE_CMD = "ray.io/overwrite-container-cmd"
 HEAD_CPU = "2"
 HEAD_MEMORY = "8Gi"
+CONTAINER_STDOUT = "/proc/1/fd/1"
 AUTOSCALER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
 
 
@@ -117,7 +119,14 @@ def rayservice(
     bp = config.blueprint
     pins = pins or ray_pins(config)
     image, baked = common.serving_image(config)
-    shared_env = [*common.token_env(config), *common.api_key_env(config), *cache_env(config)]
+    shared_env = [
+        *common.token_env(config),
+        *common.api_key_env(config),
+        *cache_env(config),
+        # Ray writes replica output to files under /tmp/ray; the start-phase lines also go to the
+        # container's stdout (PID 1's), where `kubectl logs` and the start timeline read them
+        {"name": PHASE_LOG_ENV, "value": CONTAINER_STDOUT},
+    ]
     pod_annotations = common.prometheus_annotations(config, METRICS_PORT)
     head_ports = [
         {"name": "gcs-server", "containerPort": GCS_PORT},
