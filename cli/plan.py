@@ -60,7 +60,7 @@ def _print(result: object) -> None:
     )
     nodes: dict[str, Tree] = {}
     for res in result.resources:
-        parent = nodes.get(res.parent or "", root)
+        parent = nodes.get(res.parent_name or "", root)
         label = f"[cyan]{res.type}[/] [bold]{res.name}[/]"
         if not res.component and res.inputs:
             label += f" [dim]{escape(summarize_inputs(res.inputs))}[/]"
