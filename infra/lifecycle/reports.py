@@ -53,6 +53,7 @@ class UpResult:
     endpoint: Endpoint
     plan: Plan | None
     timeline: Timeline
+    via_connect: bool = False  # the endpoint answers on localhost once `llmctl connect` runs
 
 
 def next_commands(endpoint: Endpoint) -> list[str]:
@@ -85,6 +86,19 @@ class DownResult:
             "leftovers": [asdict(item) for item in self.leftovers],
             "timeline": self.timeline.to_dict(),
         }
+
+    def lines(self) -> list[str]:
+        """The text `llmctl down` prints."""
+        lines = ["destroyed: " + (", ".join(self.destroyed) or "nothing (already gone)")]
+        if self.sweep is not None:
+            lines.append(
+                f"sweep: {len(self.sweep.found)} found, {len(self.sweep.deleted)} deleted, {len(self.sweep.failed)} failed"
+            )
+        return [*lines, "timeline:\n" + self.timeline.render()]
+
+    def check(self) -> None:
+        """The final verdict on leftovers (see :func:`check_leftovers`)."""
+        check_leftovers(self)
 
 
 @dataclass

@@ -25,23 +25,27 @@ def kube_status(stack: str) -> dict[str, Any]:
 
 
 def collect_status(stack: str, target: str, engine: Any = None) -> dict[str, Any]:
-    """Everything `llmctl status --json` prints; ``engine`` (an ``infra.engine.Engine``) is
-    needed for the cluster targets only."""
+    """Everything `llmctl status --json` prints: the target's sections between the common keys;
+    ``engine`` (an ``infra.lifecycle.engine.Engine``) is needed for the cluster targets only."""
+    from llmctl.infra.targets.registry import get_target
+
     data: dict[str, Any] = {"stack": stack, "target": target}
-    if target == "local":
-        from llmctl.serving.local import local_status
-
-        data["local"] = local_status(stack=stack)
-    else:
-        from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
-        from llmctl.infra.lifecycle.stacks import stack_rows
-
-        data["stacks"] = [row for row in stack_rows(engine) if row["stack"] == stack]
-        platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
-        data["cluster"] = {k: platform.get(k) for k in CLUSTER_KEYS} if platform else None
-        data["kubernetes"] = kube_status(stack) if platform else None
+    data.update(get_target(target).status_sections(stack, engine))
     data["endpoints"] = [asdict(e) for e in list_endpoints(stack)]
     return data
+
+
+def cluster_sections(stack: str, engine: Any) -> dict[str, Any]:
+    """A cluster target's status: its stacks, the platform's cluster and its Kubernetes add-ons."""
+    from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
+    from llmctl.infra.lifecycle.stacks import stack_rows
+
+    platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
+    return {
+        "stacks": [row for row in stack_rows(engine) if row["stack"] == stack],
+        "cluster": {k: platform.get(k) for k in CLUSTER_KEYS} if platform else None,
+        "kubernetes": kube_status(stack) if platform else None,
+    }
 
 
 def port_forwards(endpoint: Any, port: int) -> list[tuple[str, str, int, int, str]]:

@@ -1,0 +1,41 @@
+"""The `eks` target: llmctl builds the platform (VPC, EKS, Karpenter, plugins) and the workload."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llmctl.infra.targets.base import UpRequest, needs_table
+from llmctl.infra.targets.cluster import KubernetesTarget, open_engine
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.reports import PreviewReport
+
+
+class EksTarget(KubernetesTarget):
+    name = "eks"
+    summary = "an EKS cluster llmctl builds"
+    owns_platform = True
+    needs = needs_table(
+        up={"pulumi", "aws"},
+        down={"pulumi", "aws"},
+        preview={"pulumi", "aws"},
+        status={"pulumi"},
+        connect={"kubectl"},
+    )
+
+    def region(self, given: str | None) -> str:
+        """--region, then AWS_REGION / AWS_DEFAULT_REGION, then the profile's region (checked)."""
+        from llmctl.infra.aws.preflight import resolve_region
+
+        return resolve_region(given)
+
+    def preview(self, request: UpRequest) -> PreviewReport:
+        from llmctl.infra.lifecycle.orchestrate import Lifecycle
+        from llmctl.infra.lifecycle.progress import Progress
+
+        self.preflight("preview", region=request.region)
+        progress = Progress("quiet")
+        lifecycle = Lifecycle(open_engine(request.backend, progress), progress, stack=request.stack)
+        return lifecycle.preview(
+            request.blueprint, region=self.region(request.region), hf_token_file=request.hf_token_file
+        )
