@@ -23,7 +23,7 @@ from llmctl.cli import doctor as doctor_cmd
 from llmctl.cli import images as images_cmd
 from llmctl.cli import lifecycle as lifecycle_cmd
 from llmctl.cli import models as models_cmd
-from llmctl.cli import output
+from llmctl.cli import options, output
 from llmctl.cli import plan as plan_cmd
 from llmctl.cli import render as render_cmd
 from llmctl.cli import sizing as sizing_cmd
@@ -39,7 +39,7 @@ class LlmctlGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         output.mode.json = False
         debug = bool(ctx.params.get("debug")) or os.environ.get("LLMCTL_DEBUG") == "1"
-        wants_json = "--json" in [*getattr(ctx, "_protected_args", []), *ctx.args]
+        wants_json = options.JSON_FLAG in [*getattr(ctx, "_protected_args", []), *ctx.args]
         try:
             return super().invoke(ctx)
         except LlmctlError as error:

@@ -13,6 +13,8 @@ from typing import Any
 
 import typer
 
+from llmctl.cli import options
+
 bench_app = typer.Typer(
     name="bench",
     help="Benchmark an OpenAI-compatible endpoint (TTFT, TPOT, ITL, throughput, goodput).",
@@ -31,16 +33,10 @@ def bench(
         "-e",
         help="OpenAI base URL, e.g. http://localhost:8000/v1 (repeat for round-robin).",
     ),
-    blueprint: str = typer.Option(
-        None, "--blueprint", "-b", help="Benchmark a deployed blueprint's endpoint."
-    ),
-    stack: str = typer.Option("dev", "--stack", help="Stack of the deployed blueprint."),
-    model: str = typer.Option(
-        None, "--model", "-m", help="Model name (default: the endpoint's first model)."
-    ),
-    api_key: str = typer.Option(
-        None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
-    ),
+    blueprint: str | None = options.SOME_DEPLOYED,
+    stack: str = options.STACK,
+    model: str | None = options.MODEL_NAME,
+    api_key: str | None = options.API_KEY,
     concurrency: str = typer.Option(
         None,
         "--concurrency",
@@ -113,7 +109,7 @@ def bench(
         None, "--out", "-o", "--results-dir", help="Results folder (default: bench-results/<timestamp>)."
     ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots (needs matplotlib)."),
-    json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    json: bool = options.JSON,
 ) -> None:
     """Measure an endpoint: [bold]llmctl bench -e http://localhost:8000/v1 -c 1,4,16[/]."""
     if ctx.invoked_subcommand is not None:
@@ -214,7 +210,7 @@ def _run_with_progress(config: Any, *, show: bool) -> Any:
 def compare(
     a: Path = typer.Argument(..., help="Results folder A (the baseline)."),
     b: Path = typer.Argument(..., help="Results folder B."),
-    json: bool = typer.Option(False, "--json", help="Print JSON."),
+    json: bool = options.JSON,
 ) -> None:
     """Compare two result folders (single runs, or sweeps level by level)."""
     from llmctl.cli import output

@@ -6,15 +6,13 @@ from pathlib import Path
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 app = typer.Typer(help="List, show and validate blueprints.", no_args_is_help=True)
 
-JSON_OPT = typer.Option(False, "--json", help="Print JSON with stable keys.")
-
 
 @app.command("list")
-def list_blueprints(json: bool = JSON_OPT) -> None:
+def list_blueprints(json: bool = options.JSON) -> None:
     """List the blueprints shipped with llmctl."""
     output.start(json_output=json)
     from llmctl.blueprints.describe import summaries
@@ -48,7 +46,7 @@ def list_blueprints(json: bool = JSON_OPT) -> None:
 @app.command("show")
 def show(
     blueprint: str = typer.Argument(..., help="Catalog name or path to a blueprint YAML file."),
-    json: bool = JSON_OPT,
+    json: bool = options.JSON,
 ) -> None:
     """Show a blueprint with what follows from it (engine, nodes, cost)."""
     output.start(json_output=json)
@@ -72,7 +70,7 @@ def show(
 @app.command("validate")
 def validate(
     refs: list[str] = typer.Argument(None, help="Catalog names or YAML paths (default: the whole catalog)."),
-    json: bool = JSON_OPT,
+    json: bool = options.JSON,
 ) -> None:
     """Validate blueprints before any cloud call; exits 2 when one cannot run."""
     output.start(json_output=json)
@@ -115,7 +113,7 @@ def validate(
 
 @app.command("schema")
 def schema(
-    json: bool = JSON_OPT,
+    json: bool = options.JSON,
     out: Path = typer.Option(None, "--out", help="Write the JSON schema to this file."),
 ) -> None:
     """Print every blueprint field with its type and description."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 app = typer.Typer(help="Browse and refresh the hardware and model catalogs.", no_args_is_help=True)
 
@@ -12,7 +12,7 @@ app = typer.Typer(help="Browse and refresh the hardware and model catalogs.", no
 @app.command("instances")
 def instances(
     accelerator: str = typer.Option(None, "--accelerator", "-a", help="Only this accelerator family."),
-    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+    json: bool = options.JSON,
 ) -> None:
     """Instance types with accelerators, memory and prices."""
     output.start(json_output=json)
@@ -48,7 +48,7 @@ def instances(
 
 
 @app.command("models")
-def models(json: bool = typer.Option(False, "--json", help="Print JSON with stable keys.")) -> None:
+def models(json: bool = options.JSON) -> None:
     """Models with their architecture numbers and Hugging Face ids."""
     output.start(json_output=json)
     from llmctl.blueprints.models import catalog_models
@@ -79,7 +79,7 @@ def models(json: bool = typer.Option(False, "--json", help="Print JSON with stab
 def refresh(
     region: str = typer.Option("us-east-1", "--region", help="Region whose prices and offerings to load."),
     instance_type: list[str] = typer.Option(None, "--instance-type", help="Only these types (repeatable)."),
-    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+    json: bool = options.JSON,
 ) -> None:
     """Load live specs (EC2) and prices (Pricing API, spot history) into a local overlay."""
     output.start(json_output=json)

@@ -7,19 +7,17 @@ from typing import Any
 
 import typer
 
+from llmctl.cli import options
+
 
 def chat(
     endpoint: str = typer.Option(
         None, "--endpoint", "-e", help="OpenAI base URL, e.g. http://localhost:8000/v1."
     ),
-    blueprint: str = typer.Option(None, "--blueprint", "-b", help="Chat with a deployed blueprint."),
-    stack: str = typer.Option("dev", "--stack", help="Stack of the deployed blueprint."),
-    model: str = typer.Option(
-        None, "--model", "-m", help="Model name (default: the endpoint's first model)."
-    ),
-    api_key: str = typer.Option(
-        None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
-    ),
+    blueprint: str | None = options.SOME_DEPLOYED,
+    stack: str = options.STACK,
+    model: str | None = options.MODEL_NAME,
+    api_key: str | None = options.API_KEY,
     system: str = typer.Option(None, "--system", "-s", help="System prompt."),
     prompt: str = typer.Option(
         None,
@@ -30,7 +28,7 @@ def chat(
     max_tokens: int = typer.Option(None, "--max-tokens", min=1, help="Cap on the answer length."),
     temperature: float = typer.Option(None, "--temperature", min=0.0, help="Sampling temperature."),
     timeout: float = typer.Option(300.0, "--timeout", min=0.1, help="Seconds to wait for an answer."),
-    json: bool = typer.Option(False, "--json", help="One-shot only: print the answer as JSON."),
+    json: bool = options.JSON,
 ) -> None:
     """Chat in the terminal (streaming, history, /reset, /exit), or one-shot with --prompt."""
     from llmctl.cli import output

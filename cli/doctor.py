@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 
 def doctor(
-    blueprint: str | None = typer.Option(None, "--blueprint", "-b", help="Check what this blueprint needs."),
-    region: str | None = typer.Option(
-        None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."
-    ),
-    stack: str = typer.Option("dev", "--stack", help="Environment (stack) name."),
-    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+    blueprint: str | None = options.SOME_BLUEPRINT,
+    region: str | None = options.REGION,
+    stack: str = options.STACK,
+    json_output: bool = options.JSON,
 ) -> None:
     """Credentials, region, instance offerings by AZ, vCPU quota, Hugging Face token, tool versions."""
     output.start(json_output=json_output)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 app = typer.Typer(help="Build and push the serving container images.", no_args_is_help=True)
 
@@ -22,9 +22,7 @@ def build(
         "-b",
         help="Build for this blueprint: its runtime, base image and ECR repository.",
     ),
-    stack: str = typer.Option(
-        "dev", "--stack", help="Environment of the workload stack (ECR llmctl/<stack>/<bp>)."
-    ),
+    stack: str = options.STACK,
     push: bool = typer.Option(
         False,
         "--push",
@@ -33,7 +31,7 @@ def build(
     region: str = typer.Option(None, "--region", help="AWS region of the ECR registry (needed with --push)."),
     tag: str = typer.Option(None, "--tag", help="Image tag (default: the llmctl version)."),
     base: str = typer.Option(None, "--base", help="Override the pinned base image (tag or digest)."),
-    json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json: bool = options.JSON,
 ) -> None:
     """Build a runtime's image with the local Docker engine (buildx), optionally pushing it."""
     output.start(json_output=json)
@@ -53,7 +51,7 @@ def build(
 
 
 @app.command("list")
-def list_cmd(json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+def list_cmd(json: bool = options.JSON) -> None:
     """List the runtimes, their Dockerfiles and pinned base images."""
     output.start(json_output=json)
     from llmctl.infra.aws.images import list_images

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 app = typer.Typer(help="Models for local smoke tests.", no_args_is_help=True)
 
@@ -12,7 +12,7 @@ app = typer.Typer(help="Models for local smoke tests.", no_args_is_help=True)
 @app.command("tiny")
 def tiny(
     directory: str = typer.Argument(..., help="New or empty directory to write the model into."),
-    json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json: bool = options.JSON,
 ) -> None:
     """Write a tiny random-weight Llama model with a real tokenizer and chat template."""
     output.start(json_output=json)

@@ -1,4 +1,7 @@
-"""Options several commands declare the same way (one definition, one help text)."""
+"""Options several commands share, each declared once with one help text.
+
+A flag whose default differs by meaning has one variant per meaning (e.g. `--region` resolved from
+the AWS profile for commands that call AWS, a fixed default for the offline ones)."""
 
 from __future__ import annotations
 
@@ -6,12 +9,45 @@ from pathlib import Path
 
 import typer
 
-BLUEPRINT: str = typer.Option(..., "--blueprint", "-b", help="Catalog name or path to a blueprint YAML file.")
-PLATFORM_STACK: str = typer.Option(
-    "dev", "--stack", help="Environment (platform stack) the workload lands on."
+from llmctl.infra.targets.names import DEFAULT_TARGET
+from llmctl.infra.targets.registry import target_help
+
+JSON_FLAG = "--json"
+JSON: bool = typer.Option(False, JSON_FLAG, help="Print JSON with stable keys.")
+YES: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+DRY_RUN: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing.")
+
+STACK: str = typer.Option("dev", "--stack", help="Environment (stack) name.")
+TARGET: str = typer.Option(DEFAULT_TARGET, "--target", help=f"Where it runs: {target_help()}")
+REGION: str | None = typer.Option(
+    None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."
 )
 PLATFORM_REGION: str = typer.Option("us-west-2", "--region", help="AWS region of the platform.")
-POOLS: Path | None = typer.Option(
-    None, "--pools", help="Cluster file naming an existing cluster's node pools (instead of llmctl's)."
+BACKEND: str | None = typer.Option(
+    None, "--backend", help="Pulumi backend URL, e.g. s3://bucket/prefix (default: a local file backend)."
 )
-JSON: bool = typer.Option(False, "--json", help="Print JSON with stable keys.")
+PROGRESS: str = typer.Option("rich", "--progress", help="rich (a live view) or plain (log lines, for CI).")
+
+# A blueprint to read, required or not, one or several; or a deployed blueprint, by name.
+_BLUEPRINT_HELP = "Catalog name or path to a blueprint YAML file."
+BLUEPRINT: str = typer.Option(..., "--blueprint", "-b", help=_BLUEPRINT_HELP)
+SOME_BLUEPRINT: str | None = typer.Option(None, "--blueprint", "-b", help=_BLUEPRINT_HELP)
+BLUEPRINTS: list[str] = typer.Option([], "--blueprint", "-b", help=f"{_BLUEPRINT_HELP} Repeatable.")
+_DEPLOYED_HELP = "Name of a deployed blueprint."
+DEPLOYED: str = typer.Option(..., "--blueprint", "-b", help=_DEPLOYED_HELP)
+SOME_DEPLOYED: str | None = typer.Option(None, "--blueprint", "-b", help=_DEPLOYED_HELP)
+
+POOLS: Path | None = typer.Option(
+    None,
+    "--pools",
+    help="YAML file naming an existing cluster's node pools, instead of llmctl's (docs/workload.md).",
+)
+HF_TOKEN_FILE: Path | None = typer.Option(
+    None, "--hf-token-file", help="File holding the Hugging Face token for gated models (default: $HF_TOKEN)."
+)
+MODEL_NAME: str | None = typer.Option(
+    None, "--model", "-m", help="Model name (default: the endpoint's first model)."
+)
+API_KEY: str | None = typer.Option(
+    None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
+)

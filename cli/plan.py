@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 from llmctl.errors import LlmctlError, PrerequisiteError
 
 
 def plan(
-    blueprint: list[str] = typer.Option(
-        [], "--blueprint", "-b", help="Catalog name or blueprint file; repeat for several blueprints."
-    ),
+    blueprint: list[str] = options.BLUEPRINTS,
     all_pools: bool = typer.Option(
         False, "--all-pools", help="Create every node pool, not just the blueprints' ones."
     ),
     offline: bool = typer.Option(
         False, "--offline", help="Run the program under Pulumi mocks: no credentials, no CLI."
     ),
-    stack: str = typer.Option("dev", "--stack", help="Platform stack (environment) name."),
-    region: str = typer.Option("us-west-2", "--region", help="AWS region."),
-    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+    stack: str = options.STACK,
+    region: str = options.PLATFORM_REGION,
+    json: bool = options.JSON,
 ) -> None:
     """Show what the platform stack would create and check it against the policy rules."""
     output.start(json_output=json)
@@ -60,7 +58,7 @@ def _print(result: object) -> None:
     )
     nodes: dict[str, Tree] = {}
     for res in result.resources:
-        parent = nodes.get(res.parent or "", root)
+        parent = nodes.get(res.parent_name or "", root)
         label = f"[cyan]{res.type}[/] [bold]{res.name}[/]"
         if not res.component and res.inputs:
             label += f" [dim]{escape(summarize_inputs(res.inputs))}[/]"

@@ -14,7 +14,7 @@ def render(
     out: Path = typer.Option(
         None, "--out", "-o", help="Write one YAML file per object into this folder (default: print a stream)."
     ),
-    stack: str = options.PLATFORM_STACK,
+    stack: str = options.STACK,
     region: str = options.PLATFORM_REGION,
     pools: Path | None = options.POOLS,
     json: bool = options.JSON,

@@ -6,7 +6,7 @@ from enum import Enum
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 
 class AcceleratorChoice(str, Enum):
@@ -53,7 +53,7 @@ def size(
         "--transformers-neuronx",
         help="Allow tp degrees only transformers-neuronx accepts (12 on inf2).",
     ),
-    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+    json: bool = options.JSON,
 ) -> None:
     """Memory a model needs and which instances can serve it."""
     output.start(json_output=json)
@@ -80,9 +80,7 @@ def size(
 
 
 def cost(
-    blueprint: str = typer.Option(
-        ..., "--blueprint", "-b", help="Catalog name or path to a blueprint YAML file."
-    ),
+    blueprint: str = options.BLUEPRINT,
     throughput: list[float] = typer.Option(
         None,
         "--throughput",
@@ -101,7 +99,7 @@ def cost(
         max=10_000,
         help="Override the hourly price of one serving node (USD).",
     ),
-    json: bool = typer.Option(False, "--json", help="Print JSON with stable keys."),
+    json: bool = options.JSON,
 ) -> None:
     """Hourly cost of a blueprint and dollars per 1,000 output tokens."""
     output.start(json_output=json)

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 app = typer.Typer(
     help="List stacks in the backend and remove expired ones (e.g. PR preview stacks).", no_args_is_help=True
@@ -24,10 +24,8 @@ def _engine(backend: str | None) -> Any:
 
 @app.command("list")
 def list_stacks(
-    backend: str | None = typer.Option(
-        None, "--backend", help="Pulumi backend URL (default: the local file backend)."
-    ),
-    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+    backend: str | None = options.BACKEND,
+    json_output: bool = options.JSON,
 ) -> None:
     """Every llmctl stack with its last update and resource count."""
     output.start(json_output=json_output)
@@ -50,10 +48,10 @@ def list_stacks(
 def gc(
     older_than: str = typer.Option(..., "--older-than", help="Age since the last update: 3d, 12h or 90m."),
     prefix: str = typer.Option("", "--prefix", help="Only stacks whose name starts with this (e.g. pr-)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    backend: str | None = typer.Option(None, "--backend", help="Pulumi backend URL."),
-    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+    dry_run: bool = options.DRY_RUN,
+    yes: bool = options.YES,
+    backend: str | None = options.BACKEND,
+    json_output: bool = options.JSON,
 ) -> None:
     """Destroy and remove stacks not updated for longer than --older-than."""
     output.start(json_output=json_output)

@@ -6,17 +6,15 @@ from typing import Any
 
 import typer
 
-from llmctl.cli import output
+from llmctl.cli import options, output
 
 
 def sweep(
     cluster: str = typer.Option(..., "--cluster", help="EKS cluster name (llmctl-<stack> by default)."),
-    region: str | None = typer.Option(
-        None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."
-    ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
+    region: str | None = options.REGION,
+    dry_run: bool = options.DRY_RUN,
+    yes: bool = options.YES,
+    json_output: bool = options.JSON,
 ) -> None:
     """Find load balancers, target groups, security groups, Karpenter instances, launch templates and
     instance profiles, detached ENIs and volumes tagged for the cluster, and its EKS and Container

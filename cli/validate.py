@@ -13,7 +13,7 @@ EXIT_PROBLEMS = 2
 
 def validate(
     blueprint: str = options.BLUEPRINT,
-    stack: str = options.PLATFORM_STACK,
+    stack: str = options.STACK,
     region: str = options.PLATFORM_REGION,
     pools: Path | None = options.POOLS,
     json: bool = options.JSON,

@@ -25,9 +25,15 @@ ACCOUNT_ID = "123456789012"
 UNKNOWN = "<unknown>"
 
 
+def _urn_name(urn: str) -> str:
+    """A URN's last part: the resource's logical name."""
+    return urn.rsplit("::", 1)[-1]
+
+
 @dataclass
 class Registered:
-    """One resource the program registered."""
+    """One resource the program registered: the one record for offline runs, the policy rules and
+    `llmctl plan` (whose view keeps only key inputs, see :func:`llmctl.infra.plan.plan_view`)."""
 
     urn: str
     type: str
@@ -41,7 +47,35 @@ class Registered:
     @property
     def short_parent(self) -> str | None:
         """The parent's logical name."""
-        return self.parent.rsplit("::", 1)[-1] if self.parent else None
+        return _urn_name(self.parent) if self.parent else None
+
+    @property
+    def parent_name(self) -> str | None:
+        """The parent's logical name, or None when the parent is the stack itself."""
+        if self.parent is None or self.parent.split("::")[2].split("$")[-1] == "pulumi:pulumi:Stack":
+            return None
+        return self.short_parent
+
+    @property
+    def component(self) -> bool:
+        """A component resource (a node of the tree), not a cloud object."""
+        return not self.custom
+
+    @property
+    def depends_on(self) -> list[str]:
+        """The explicit dependencies' logical names, sorted."""
+        return sorted({_urn_name(urn) for urn in self.dependencies})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable JSON shape (`llmctl plan --json`): names instead of URNs."""
+        return {
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent_name,
+            "component": self.component,
+            "inputs": self.inputs,
+            "depends_on": self.depends_on,
+        }
 
 
 class OfflineMocks(pulumi_mocks.Mocks):

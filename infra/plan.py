@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llmctl.errors import BlueprintError
@@ -32,34 +32,11 @@ _NOISE = {"tags", "__defaults", "policy", "assumeRolePolicy", "values", "configu
 
 
 @dataclass
-class PlanResource:
-    """One resource of the plan."""
-
-    type: str
-    name: str
-    parent: str | None
-    inputs: dict[str, Any]
-    depends_on: list[str] = field(default_factory=list)
-    component: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """Stable JSON shape."""
-        return {
-            "type": self.type,
-            "name": self.name,
-            "parent": self.parent,
-            "component": self.component,
-            "inputs": self.inputs,
-            "depends_on": self.depends_on,
-        }
-
-
-@dataclass
 class PlanResult:
     """The offline plan: config, resource tree and policy verdict."""
 
     config: PlatformConfig
-    resources: list[PlanResource]
+    resources: list[Registered]
     violations: list[Violation]
 
     @property
@@ -103,24 +80,10 @@ def _key_inputs(res: Registered) -> dict[str, Any]:
     return {key: SECRET if key in secret_roots else res.inputs[key] for key in keys}
 
 
-def _is_stack(urn: str | None) -> bool:
-    return urn is None or urn.split("::")[2].split("$")[-1] == "pulumi:pulumi:Stack"
-
-
-def to_plan_resources(resources: Sequence[Registered]) -> list[PlanResource]:
-    """The plan's view of registered resources (names instead of URNs)."""
-    names = {res.urn: res.name for res in resources}
-    return [
-        PlanResource(
-            type=res.type,
-            name=res.name,
-            parent=None if _is_stack(res.parent) else res.short_parent,
-            inputs=_key_inputs(res),
-            depends_on=sorted({names.get(urn, urn.rsplit("::", 1)[-1]) for urn in res.dependencies}),
-            component=not res.custom,
-        )
-        for res in resources
-    ]
+def plan_view(resources: Sequence[Registered]) -> list[Registered]:
+    """The plan's view of registered resources: the same records with only their key inputs
+    (secrets masked)."""
+    return [replace(res, inputs=_key_inputs(res)) for res in resources]
 
 
 def run_platform_offline(config: PlatformConfig, *, preview: bool = True) -> list[Registered]:
@@ -157,9 +120,7 @@ def offline_plan(
         blueprints, stack=stack, region=region, all_pools=all_pools, **(overrides or {})
     )
     registered = run_platform_offline(config)
-    return PlanResult(
-        config=config, resources=to_plan_resources(registered), violations=check_policy(registered)
-    )
+    return PlanResult(config=config, resources=plan_view(registered), violations=check_policy(registered))
 
 
 def summarize_inputs(inputs: dict[str, Any], width: int = 90) -> str:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
+from llmctl.errors import CloudError, PrerequisiteError
 
 # The oldest pulumi CLI llmctl works with: `destroy`/`refresh` of an inline program need 3.181
 # (`--client`; the Automation API raises InvalidVersionError below it), though it accepts >= 3.1.
@@ -179,38 +179,6 @@ def require_aws(region: str | None = None) -> AwsIdentity:
             f"cannot reach AWS STS in {resolved}: {exc}", "check the region and the network"
         ) from None
     return AwsIdentity(account=str(reply["Account"]), arn=str(reply["Arn"]), region=resolved)
-
-
-def preflight(
-    *, pulumi: bool = True, aws: bool = True, kubectl: bool = False, region: str | None = None
-) -> list[str]:
-    """Check what a command needs, all at once: one error listing every missing item."""
-    found: list[str] = []
-    problems: list[LlmctlError] = []
-    checks = []
-    if pulumi:
-        checks.append(require_pulumi)
-    if kubectl:
-        checks.append(require_kubectl)
-    for check in checks:
-        try:
-            found.append(check())
-        except LlmctlError as exc:
-            problems.append(exc)
-    if aws:
-        try:
-            ident = require_aws(region)
-            found.append(f"AWS account {ident.account} as {ident.arn} in {ident.region}")
-        except LlmctlError as exc:
-            problems.append(exc)
-    if len(problems) == 1:
-        raise problems[0]
-    if problems:
-        raise PrerequisiteError(
-            "missing prerequisites: " + "; ".join(p.message for p in problems),
-            "; ".join(p.hint for p in problems if p.hint),
-        )
-    return found
 
 
 def preflight_pins(blueprint: str, *, stack: str, region: str | None) -> list[str]:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
+from llmctl.infra.targets.names import ClusterTarget
 from llmctl.infra.workload.hf_token import hf_token, require_hf_token
 from llmctl.state import Endpoint
 
-Target = Literal["eks", "kubeconfig", "local"]
 DESTROY_ENV = {"PULUMI_K8S_DELETE_UNREACHABLE": "true"}
 
 
@@ -74,7 +74,7 @@ class Lifecycle:
         blueprint: str,
         *,
         region: str,
-        target: Target = "eks",
+        target: ClusterTarget = "eks",
         kubeconfig: Path | None = None,
         pools: Path | None = None,
         hf_token_file: Path | None = None,
@@ -92,12 +92,10 @@ class Lifecycle:
         token = hf_token(hf_token_file)  # a bad token file fails before any cloud call
         require_hf_token(bp, token)
         if target == "kubeconfig":
-            if kubeconfig is None:
-                raise LlmctlError(
-                    "--target kubeconfig needs --kubeconfig FILE", "pass your cluster's kubeconfig"
-                )
+            from llmctl.infra.targets.needs import kubeconfig_file
+
             offline = PlatformFacts.for_existing_cluster(
-                pools, kubeconfig=kubeconfig, stack=self.stack, region=region
+                pools, kubeconfig=kubeconfig_file(kubeconfig), stack=self.stack, region=region
             )
         else:
             offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, cast
 
 Mode = Literal["rich", "plain", "quiet"]
 
@@ -172,3 +172,12 @@ class Progress:
             )
             return f"    summary: {changes or 'no changes'}"
         return None
+
+
+def open_progress(mode: str, *, quiet: bool = False) -> Progress:
+    """The view `--progress` names (rich or plain); quiet when the command prints JSON."""
+    if mode not in ("rich", "plain"):
+        from llmctl.errors import LlmctlError
+
+        raise LlmctlError(f"unknown --progress {mode!r}", "use rich or plain")
+    return Progress("quiet" if quiet else cast(Mode, mode))

@@ -54,6 +54,7 @@ class UpResult:
     plan: Plan | None
     timeline: Timeline
     starts: list[Any] = field(default_factory=list)  # timeline.StartTimeline of each serving pod
+    via_connect: bool = False  # the endpoint answers on localhost once `llmctl connect` runs
 
 
 def next_commands(endpoint: Endpoint) -> list[str]:
@@ -86,6 +87,19 @@ class DownResult:
             "leftovers": [asdict(item) for item in self.leftovers],
             "timeline": self.timeline.to_dict(),
         }
+
+    def lines(self) -> list[str]:
+        """The text `llmctl down` prints."""
+        lines = ["destroyed: " + (", ".join(self.destroyed) or "nothing (already gone)")]
+        if self.sweep is not None:
+            lines.append(
+                f"sweep: {len(self.sweep.found)} found, {len(self.sweep.deleted)} deleted, {len(self.sweep.failed)} failed"
+            )
+        return [*lines, "timeline:\n" + self.timeline.render()]
+
+    def check(self) -> None:
+        """The final verdict on leftovers (see :func:`check_leftovers`)."""
+        check_leftovers(self)
 
 
 @dataclass

@@ -50,25 +50,32 @@ def start_status(stack: str, blueprint: str) -> dict[str, Any]:
 def collect_status(
     stack: str, target: str, engine: Any = None, blueprint: str | None = None
 ) -> dict[str, Any]:
-    """Everything `llmctl status --json` prints; ``engine`` (an ``infra.engine.Engine``) is
-    needed for the cluster targets only; with ``blueprint``, its pods' start timelines too."""
+    """Everything `llmctl status --json` prints: the target's sections between the common keys;
+    ``engine`` (an ``infra.lifecycle.engine.Engine``) is needed for the cluster targets only; with
+    ``blueprint``, its serving pods' start timelines too."""
+    from llmctl.infra.targets.registry import get_target
+
     data: dict[str, Any] = {"stack": stack, "target": target}
-    if target == "local":
-        from llmctl.serving.local import local_status
-
-        data["local"] = local_status(stack=stack)
-    else:
-        from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
-        from llmctl.infra.lifecycle.stacks import stack_rows
-
-        data["stacks"] = [row for row in stack_rows(engine) if row["stack"] == stack]
-        platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
-        data["cluster"] = {k: platform.get(k) for k in CLUSTER_KEYS} if platform else None
-        data["kubernetes"] = kube_status(stack) if platform else None
-        if blueprint is not None:
-            data["starts"] = start_status(stack, blueprint)
+    data.update(get_target(target).status_sections(stack, engine, blueprint))
     data["endpoints"] = [asdict(e) for e in list_endpoints(stack)]
     return data
+
+
+def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> dict[str, Any]:
+    """A cluster target's status: its stacks, the platform's cluster and its Kubernetes add-ons, and
+    with ``blueprint`` the start timeline of its serving pods."""
+    from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
+    from llmctl.infra.lifecycle.stacks import stack_rows
+
+    platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
+    sections: dict[str, Any] = {
+        "stacks": [row for row in stack_rows(engine) if row["stack"] == stack],
+        "cluster": {k: platform.get(k) for k in CLUSTER_KEYS} if platform else None,
+        "kubernetes": kube_status(stack) if platform else None,
+    }
+    if blueprint is not None:
+        sections["starts"] = start_status(stack, blueprint)
+    return sections
 
 
 def port_forwards(endpoint: Any, port: int) -> list[tuple[str, str, int, int, str]]:

@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError
 from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL, PoolSpec
+from llmctl.infra.targets.names import ClusterTarget
 
-Target = Literal["eks", "kubeconfig"]
+Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
 ManagedBy = Literal["karpenter", "eks-nodegroup", "existing"]
 
 

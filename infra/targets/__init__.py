@@ -1,0 +1,1 @@
+"""Deployment targets (eks, kubeconfig, local) behind one interface; see :mod:`.registry`."""

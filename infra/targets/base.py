@@ -1,0 +1,177 @@
+"""The target interface: the operations every target offers and what each one needs.
+
+A target is where a blueprint runs: an EKS cluster llmctl builds (`eks`), a cluster it is given
+(`kubeconfig`) or this machine (`local`). Each implements the same operations (up, down, status,
+connect, and preview where it applies; the endpoint `up` records is one state record for all targets,
+read by `llmctl endpoint`) and declares per operation what it needs
+(:data:`~llmctl.infra.targets.needs.Need`): the preflight checks exactly that. An operation a target
+does not offer fails with one clear line. The CLI only ever calls this interface.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
+
+from llmctl.errors import LlmctlError
+from llmctl.infra.targets.names import TargetName
+from llmctl.infra.targets.needs import Need, NeedContext, check_needs
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.progress import Progress
+    from llmctl.infra.lifecycle.reports import PreviewReport, UpResult
+    from llmctl.state import Endpoint
+
+Operation = Literal["up", "down", "preview", "status", "connect"]
+# (question, items) -> go ahead?  The CLI answers with `--yes` or a terminal prompt.
+Confirm = Callable[[str, list[str]], bool]
+
+
+def needs_table(**operations: Iterable[Need]) -> Mapping[Operation, frozenset[Need]]:
+    """A target's `needs`: operation -> what it needs (read-only)."""
+    return MappingProxyType({cast(Operation, op): frozenset(needs) for op, needs in operations.items()})
+
+
+@dataclass(frozen=True)
+class UpRequest:
+    """What `llmctl up` (and `preview`) asked for; target-specific fields stay None elsewhere."""
+
+    blueprint: str
+    stack: str = "dev"
+    region: str | None = None
+    backend: str | None = None
+    hf_token_file: Path | None = None
+    kubeconfig: Path | None = None
+    pools: Path | None = None
+    model: str | None = None
+    port: int | None = None
+    wait: bool = True
+    wait_timeout_s: float = 3600
+
+
+@dataclass(frozen=True)
+class DownRequest:
+    """What `llmctl down` asked for."""
+
+    stack: str = "dev"
+    region: str | None = None
+    backend: str | None = None
+    blueprint: str | None = None
+    all_workloads: bool = False
+    keep_platform: bool = False
+
+    def __post_init__(self) -> None:
+        if self.blueprint and self.all_workloads:
+            raise LlmctlError("--blueprint and --all exclude each other", "pass one of them")
+
+
+@dataclass(frozen=True)
+class OwnFlags:
+    """Request fields only one target reads, and the error when another target is given them."""
+
+    fields: tuple[str, ...]
+    message: str
+    hint: str
+
+    def given(self, request: object) -> bool:
+        return any(getattr(request, name, None) for name in self.fields)
+
+
+class DownReport(Protocol):
+    """What `down` returns on any target: JSON, text lines and a final verdict."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def lines(self) -> list[str]: ...
+
+    def check(self) -> None:
+        """Raise when something is left behind."""
+
+
+@dataclass
+class Connection:
+    """`llmctl connect`: lines to print and the port-forwards running (none: nothing to wait for)."""
+
+    lines: list[str]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def forwarding(self) -> bool:
+        return bool(self.procs)
+
+    def wait(self) -> None:
+        """Block until the forwards end or Ctrl-C; then stop them all."""
+        try:
+            for proc in self.procs:
+                proc.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for proc in self.procs:
+                proc.terminate()
+
+
+class Target(ABC):
+    """One deployment target. Subclasses declare `name`, `summary` and `needs`."""
+
+    name: ClassVar[TargetName]
+    summary: ClassVar[str]  # a few words for `--target`'s help
+    # Operation -> what it needs; an operation missing here is not offered by the target.
+    needs: ClassVar[Mapping[Operation, frozenset[Need]]]
+    own_flags: ClassVar[tuple[OwnFlags, ...]] = ()
+
+    def preflight(
+        self, operation: Operation, *, region: str | None = None, kubeconfig: Path | None = None
+    ) -> list[str]:
+        """Check what `operation` needs on this target (one error naming everything missing)."""
+        return check_needs(self.needs_for(operation), NeedContext(region=region, kubeconfig=kubeconfig))
+
+    def needs_for(self, operation: Operation) -> frozenset[Need]:
+        if operation not in self.needs:
+            raise self.unsupported(operation)
+        return self.needs[operation]
+
+    def unsupported(self, operation: Operation) -> LlmctlError:
+        offering = sorted(_targets_offering(operation))
+        return LlmctlError(
+            f"`llmctl {operation}` does not apply to --target {self.name}",
+            f"it applies to --target {' or '.join(offering)}" if offering else None,
+        )
+
+    @abstractmethod
+    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+        """Deploy the blueprint and record its endpoint."""
+
+    @abstractmethod
+    def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> DownReport:
+        """Remove what `up` made on this target."""
+
+    @abstractmethod
+    def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
+        """This target's part of `llmctl status --json` (the stack and endpoints are common); with
+        ``blueprint``, what it can tell of that blueprint's serving pods' starts."""
+
+    @abstractmethod
+    def status(
+        self, stack: str, *, backend: str | None = None, blueprint: str | None = None
+    ) -> dict[str, Any]:
+        """Everything `llmctl status --json` prints for this target."""
+
+    @abstractmethod
+    def connect(self, endpoint: Endpoint, port: int) -> Connection:
+        """Reach a recorded endpoint from this machine (`port`: the local port for the serving one)."""
+
+    def preview(self, request: UpRequest) -> PreviewReport:
+        """A real preview of the changes `up` would make (where the target has stacks to preview)."""
+        raise self.unsupported("preview")
+
+
+def _targets_offering(operation: Operation) -> list[str]:
+    from llmctl.infra.targets.registry import TARGETS
+
+    return [name for name, target in TARGETS.items() if operation in target.needs]

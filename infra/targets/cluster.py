@@ -1,0 +1,111 @@
+"""What the two Kubernetes targets share: Pulumi stacks run by :class:`~llmctl.infra.lifecycle.
+orchestrate.Lifecycle`, the cluster's status and `kubectl port-forward` for `connect`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from llmctl.errors import PrerequisiteError
+from llmctl.infra.targets.base import Confirm, Connection, DownRequest, Target, UpRequest
+from llmctl.infra.targets.names import ClusterTarget
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.engine import Engine
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
+    from llmctl.infra.lifecycle.progress import Progress
+    from llmctl.infra.lifecycle.reports import DownResult, UpResult
+    from llmctl.state import Endpoint
+
+
+def open_engine(backend: str | None, progress: Progress) -> Engine:
+    """The Pulumi engine on the backend given (or the default one), reporting Ctrl-C on `progress`."""
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
+
+    resolved = resolve_backend(backend)
+    if resolved.notice:
+        progress.note(resolved.notice)
+
+    def interrupted(count: int) -> None:
+        progress.note(
+            "stopping: Pulumi is finishing the operations in flight and saving its state (Ctrl-C again to stop at once)"
+            if count == 1
+            else "stopping at once; the next run may need `pulumi cancel`"
+        )
+
+    return Engine(resolved, on_interrupt=interrupted)
+
+
+class KubernetesTarget(Target):
+    """A workload stack on a Kubernetes cluster (and, for eks, the platform stack under it)."""
+
+    name: ClassVar[ClusterTarget]
+    # Whether llmctl owns the platform (stack, cluster, sweep) or only the workloads on it.
+    owns_platform: ClassVar[bool]
+
+    def region(self, given: str | None) -> str:
+        """The region the stacks are recorded under."""
+        return given or "us-west-2"
+
+    def _lifecycle(self, stack: str, backend: str | None, progress: Progress) -> Lifecycle:
+        from llmctl.infra.lifecycle.orchestrate import Lifecycle
+
+        return Lifecycle(open_engine(backend, progress), progress, stack=stack)
+
+    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+        self.preflight("up", region=request.region, kubeconfig=request.kubeconfig)
+        region = self.region(request.region)
+        result = self._lifecycle(request.stack, request.backend, progress).up(
+            request.blueprint,
+            region=region,
+            target=self.name,
+            kubeconfig=request.kubeconfig,
+            pools=request.pools,
+            hf_token_file=request.hf_token_file,
+            confirm=lambda plan: confirm("Deploy?", plan.summary()),
+            wait=request.wait,
+            wait_timeout_s=request.wait_timeout_s,
+        )
+        # A port-forwarded service answers on localhost only once `llmctl connect` runs.
+        return replace(result, via_connect="localhost" in result.endpoint.base_url)
+
+    def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> DownResult:
+        self.preflight("down", region=request.region)
+        lifecycle = self._lifecycle(request.stack, request.backend, progress)
+        return lifecycle.down(
+            region=self.region(request.region),
+            blueprint=request.blueprint,
+            keep_platform=request.keep_platform or not self.owns_platform,
+            confirm=lambda items: confirm("Destroy?", items),
+        )
+
+    def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
+        from llmctl.infra.lifecycle.status import cluster_sections
+
+        return cluster_sections(stack, engine, blueprint)
+
+    def status(
+        self, stack: str, *, backend: str | None = None, blueprint: str | None = None
+    ) -> dict[str, Any]:
+        from llmctl.infra.lifecycle.progress import Progress
+        from llmctl.infra.lifecycle.status import collect_status
+
+        self.preflight("status")
+        return collect_status(stack, self.name, open_engine(backend, Progress("quiet")), blueprint=blueprint)
+
+    def connect(self, endpoint: Endpoint, port: int) -> Connection:
+        from llmctl.infra.lifecycle.kube import kubeconfig_path, port_forward
+        from llmctl.infra.lifecycle.status import port_forwards
+
+        namespace = endpoint.extra.get("namespace", endpoint.blueprint)
+        kube = endpoint.extra.get("kubeconfig") or kubeconfig_path(endpoint.stack)
+        connection = Connection(lines=[])
+        for label, service, local, remote, url in port_forwards(endpoint, port):
+            connection.procs.append(port_forward(kube, namespace, service, local, remote))
+            connection.lines.append(f"{label:10} {url}")
+        if not connection.procs:
+            raise PrerequisiteError(
+                "the endpoint has no service to forward", "re-run `llmctl up` to record it"
+            )
+        return connection

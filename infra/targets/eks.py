@@ -1,0 +1,53 @@
+"""The `eks` target: llmctl builds the platform (VPC, EKS, Karpenter, plugins) and the workload."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llmctl.infra.targets.base import Confirm, UpRequest, needs_table
+from llmctl.infra.targets.cluster import KubernetesTarget, open_engine
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.progress import Progress
+    from llmctl.infra.lifecycle.reports import PreviewReport, UpResult
+
+
+class EksTarget(KubernetesTarget):
+    name = "eks"
+    summary = "an EKS cluster llmctl builds"
+    owns_platform = True
+    needs = needs_table(
+        up={"pulumi", "aws"},
+        down={"pulumi", "aws"},
+        preview={"pulumi", "aws"},
+        status={"pulumi"},
+        connect={"kubectl"},
+    )
+
+    def region(self, given: str | None) -> str:
+        """--region, then AWS_REGION / AWS_DEFAULT_REGION, then the profile's region (checked)."""
+        from llmctl.infra.aws.preflight import resolve_region
+
+        return resolve_region(given)
+
+    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+        """As every cluster target, after checking what only the account and the chart repositories
+        know (the pinned AMI alias per node variant, the pinned chart versions): a definite failure
+        stops here, a check that could not run is a warning, never a pass."""
+        from llmctl.infra.aws.preflight import preflight_pins
+
+        self.preflight("up", region=request.region)
+        for warning in preflight_pins(request.blueprint, stack=request.stack, region=request.region):
+            progress.note(f"warn: {warning}")
+        return super().up(request, progress, confirm)
+
+    def preview(self, request: UpRequest) -> PreviewReport:
+        from llmctl.infra.lifecycle.orchestrate import Lifecycle
+        from llmctl.infra.lifecycle.progress import Progress
+
+        self.preflight("preview", region=request.region)
+        progress = Progress("quiet")
+        lifecycle = Lifecycle(open_engine(request.backend, progress), progress, stack=request.stack)
+        return lifecycle.preview(
+            request.blueprint, region=self.region(request.region), hf_token_file=request.hf_token_file
+        )

@@ -1,0 +1,101 @@
+"""The `local` target: a CPU blueprint served on this machine by Ray Serve. The work is done by
+:mod:`llmctl.serving.local`; this wraps it in the target interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llmctl.errors import UserAbort
+from llmctl.infra.targets.base import (
+    Confirm,
+    Connection,
+    DownRequest,
+    OwnFlags,
+    Target,
+    UpRequest,
+    needs_table,
+)
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.progress import Progress
+    from llmctl.infra.lifecycle.reports import UpResult
+    from llmctl.state import Endpoint
+
+
+@dataclass
+class StopResult:
+    """`down --target local`: the blueprints whose local server was stopped."""
+
+    stack: str
+    stopped: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stack": self.stack, "stopped": self.stopped}
+
+    def lines(self) -> list[str]:
+        return [f"stopped: {', '.join(self.stopped) or 'nothing was running'}"]
+
+    def check(self) -> None:
+        """Nothing can be left behind: stopping is verified process by process."""
+
+
+class LocalTarget(Target):
+    name = "local"
+    summary = "this machine"
+    needs = needs_table(
+        up={"ray"},
+        down=(),
+        status=(),
+        connect=(),
+    )
+    own_flags = (
+        OwnFlags(
+            ("model", "port"),
+            "--model and --port apply to --target local only",
+            "on a cluster, set model.id (and serving.port) in a copy of the blueprint and pass its path",
+        ),
+    )
+
+    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+        from llmctl.blueprints.catalog import load_blueprint
+        from llmctl.infra.lifecycle.reports import UpResult
+        from llmctl.serving.local import start_local
+
+        self.preflight("up")
+        with progress.phase("local"):
+            endpoint = start_local(
+                load_blueprint(request.blueprint),
+                stack=request.stack,
+                model=request.model,
+                port=request.port,
+                on_progress=progress.wait,
+                timeout_s=request.wait_timeout_s,
+            )
+        return UpResult(endpoint, None, progress.timeline)
+
+    def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> StopResult:
+        from llmctl.serving.local import stop_local
+
+        self.preflight("down")
+        what = f"local serving of {request.blueprint or 'every blueprint'} in stack {request.stack}"
+        if not confirm("Stop?", [what]):
+            raise UserAbort("nothing was changed", None)
+        return StopResult(request.stack, stop_local(stack=request.stack, blueprint=request.blueprint))
+
+    def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
+        from llmctl.serving.local import local_status
+
+        # No pods here: a local start has no node, image or compile phases to show.
+        return {"local": local_status(stack=stack)}
+
+    def status(
+        self, stack: str, *, backend: str | None = None, blueprint: str | None = None
+    ) -> dict[str, Any]:
+        from llmctl.infra.lifecycle.status import collect_status
+
+        self.preflight("status")
+        return collect_status(stack, self.name)
+
+    def connect(self, endpoint: Endpoint, port: int) -> Connection:
+        return Connection(lines=[f"local target: already at {endpoint.base_url}"])

@@ -1,0 +1,105 @@
+"""What a target's operation needs, and the preflight that checks exactly that, all at once.
+
+A target declares per operation a set of :data:`Need`; :func:`check_needs` turns the set into
+checks (in a fixed order) and raises one error listing every missing item, each with its fix.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from llmctl.errors import LlmctlError, PrerequisiteError
+
+Need = Literal["pulumi", "kubectl", "kubeconfig", "ray", "aws"]
+# The order checks run (and problems are listed) in.
+NEED_ORDER: tuple[Need, ...] = ("pulumi", "kubectl", "kubeconfig", "ray", "aws")
+
+
+@dataclass(frozen=True)
+class NeedContext:
+    """What the checks look at: the region given (for AWS) and the kubeconfig file given."""
+
+    region: str | None = None
+    kubeconfig: Path | None = None
+
+
+def kubeconfig_file(path: Path | None) -> Path:
+    """The kubeconfig file of an existing cluster: given, and a file."""
+    if path is None:
+        raise LlmctlError("--target kubeconfig needs --kubeconfig FILE", "pass your cluster's kubeconfig")
+    if not path.is_file():
+        raise PrerequisiteError(
+            f"kubeconfig {path} does not exist", "pass the path of your cluster's kubeconfig"
+        )
+    return path
+
+
+def require_kubeconfig(path: Path | None) -> str:
+    """What the preflight reports for a kubeconfig file it found."""
+    return f"kubeconfig {kubeconfig_file(path)}"
+
+
+def require_ray() -> str:
+    """Ray (the serving extra) is importable; found without importing it."""
+    if importlib.util.find_spec("ray") is None:
+        raise PrerequisiteError(
+            "Ray is not installed (the local target serves with Ray Serve)",
+            "install the serving extra: pip install 'llmctl[serving]'",
+        )
+    return "Ray (serving extra)"
+
+
+def _pulumi(_: NeedContext) -> str:
+    from llmctl.infra.aws.preflight import require_pulumi
+
+    return require_pulumi()
+
+
+def _kubectl(_: NeedContext) -> str:
+    from llmctl.infra.aws.preflight import require_kubectl
+
+    return require_kubectl()
+
+
+def _aws(ctx: NeedContext) -> str:
+    from llmctl.infra.aws.preflight import require_aws
+
+    ident = require_aws(ctx.region)
+    return f"AWS account {ident.account} as {ident.arn} in {ident.region}"
+
+
+CHECKS: dict[Need, Callable[[NeedContext], str]] = {
+    "pulumi": _pulumi,
+    "kubectl": _kubectl,
+    "kubeconfig": lambda ctx: require_kubeconfig(ctx.kubeconfig),
+    "ray": lambda _: require_ray(),
+    "aws": _aws,
+}
+
+
+def check_needs(needs: Iterable[Need], ctx: NeedContext | None = None) -> list[str]:
+    """Check every need (none twice); returns what was found, or raises one error naming every
+    missing item (a single problem is raised as it is, with its own hint)."""
+    wanted = set(needs)
+    ctx = ctx or NeedContext()
+    found: list[str] = []
+    problems: list[LlmctlError] = []
+    for need in NEED_ORDER:
+        if need not in wanted:
+            continue
+        try:
+            found.append(CHECKS[need](ctx))
+        except LlmctlError as exc:
+            problems.append(exc)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise PrerequisiteError(
+            "missing prerequisites: " + "; ".join(p.message for p in problems),
+            "; ".join(p.hint for p in problems if p.hint),
+        )
+    return found
