@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from lifecycle_support import FakePulumi
+from standin_support import StandinEngine, install
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -86,3 +87,18 @@ def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()
     ]
     monkeypatch.setenv("PATH", os.pathsep.join([str(empty), *keep]))
+
+
+@pytest.fixture
+def engine(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> StandinEngine:
+    """The stand-in engine as `pulumi` first on PATH (tests/lifecycle/standin_engine): it runs the
+    inline programs through the Automation API and keeps state in llmctl's local file backend."""
+    bin_dir = tmp_path / "standin-bin"
+    install(bin_dir, "pulumi", "cli")
+    install(bin_dir, "kubectl", "kubectl")
+    data = tmp_path / "standin"
+    data.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("STANDIN_PULUMI_DIR", str(data))
+    monkeypatch.setenv("STANDIN_BACKEND", str(state / "pulumi"))
+    return StandinEngine(data, state / "pulumi")
