@@ -85,6 +85,17 @@ class StandinEngine:
         path = self.root / "kubectl-calls.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
+    def outputs(self, project: str, stack: str) -> dict[str, Any]:
+        """The stack's saved outputs, secrets unwrapped."""
+        from standin_engine.cli import _plain
+
+        return dict(_plain((self.checkpoint(project, stack) or {}).get("outputs", {}), True))
+
+    def history(self, project: str, stack: str) -> list[dict[str, Any]]:
+        """The stack's update history, oldest first."""
+        path = self.backend / ".pulumi" / "history" / project / f"{stack}.json"
+        return list(json.loads(path.read_text())) if path.exists() else []
+
     def hold_lock(self, project: str, stack: str) -> Path:
         """A lock file as another running update leaves it."""
         folder = self.backend / ".pulumi" / "locks" / "organization" / project / stack

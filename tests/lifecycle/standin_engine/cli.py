@@ -231,6 +231,10 @@ def light(args: Args) -> None:
         print(f"Stack '{name}' has been removed!")
         return
     stack = _stack(args, project)
+    if command == "stack select" and not stack.exists() and control().get("race_init"):
+        # another run creates the stack between this select and the caller's `stack init`
+        Stack(project, stack.name).init("passphrase")
+        raise CliError(f"error: no stack named '{stack.name}' found")
     stack.require()
     if command == "stack select":
         return

@@ -7,6 +7,7 @@ control.json keys (all optional):
   crash_on: name               the process dies while creating that resource (pending operation, lock left)
   no_summary: true             no summary event (as a broken CLI would)
   no_plugin / no_credentials: [project]   the provider errors the real CLI prints
+  race_init: true              another run creates the stack between `stack select` and `stack init`
   gone: [name]                 `refresh` finds these resources deleted out of band
   offerings: {instance_type: [zone names]}   the EC2 offerings invoke's answer (default: every zone)
 """
