@@ -1,16 +1,13 @@
-"""Fixtures for the lifecycle tests: a local moto server, an isolated state dir, a stand-in pulumi."""
+"""Fixtures for the lifecycle tests: a local moto server, an isolated state dir, the stand-in engine."""
 
 from __future__ import annotations
 
 import os
-import stat
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lifecycle_support import FakePulumi
 from standin_support import StandinEngine, install
 
 HERE = Path(__file__).parent
@@ -59,23 +56,6 @@ def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "pulumi-home"))
     return root
-
-
-@pytest.fixture
-def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePulumi:
-    """Put a stand-in `pulumi` first on PATH; it records every call and follows control.json."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    data = tmp_path / "fake-pulumi"
-    data.mkdir()
-    script = bin_dir / "pulumi"
-    script.write_text(
-        f"#!{sys.executable}\nimport runpy, sys\nrunpy.run_path({str(HERE / 'fake_pulumi.py')!r}, run_name='__main__')\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("FAKE_PULUMI_DIR", str(data))
-    return FakePulumi(data)
 
 
 @pytest.fixture

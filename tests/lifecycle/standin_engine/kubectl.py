@@ -35,11 +35,14 @@ KINDS = {
     "nodepools.karpenter.sh": "NodePool",
     "nodepool": "NodePool",
     "nodepools": "NodePool",
+    "crd": "CustomResourceDefinition",
+    "crds": "CustomResourceDefinition",
+    "customresourcedefinitions": "CustomResourceDefinition",
     "rayservice": "RayService",
     "rayservices": "RayService",
     "rayservices.ray.io": "RayService",
 }
-CLUSTER_SCOPED = {"Node", "Namespace", "NodePool"}
+CLUSTER_SCOPED = {"Node", "Namespace", "NodePool", "CustomResourceDefinition"}
 
 
 def _fail(message: str, code: int = 1) -> None:
