@@ -78,6 +78,33 @@ def objects(root: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     return found
 
 
+def port_forward(root: Path, args: list[str]) -> None:
+    """`port-forward -n NS svc/NAME LOCAL:REMOTE`: refuses a Service that does not exist, else holds
+    until terminated (recording start and stop)."""
+    import signal
+    import time
+
+    if len(args) != 4 or args[0] != "-n" or not args[2].startswith("svc/") or ":" not in args[3]:
+        _fail(f"error: the stand-in kubectl answers only `port-forward -n NS svc/NAME L:R` (asked: {args})")
+    namespace, name = args[1], args[2][len("svc/") :]
+    if ("Service", namespace, name) not in objects(root):
+        _fail(f'Error from server (NotFound): services "{name}" not found')
+    local, remote = args[3].split(":")
+    record = {"pid": os.getpid(), "namespace": namespace, "service": name, "local": local, "remote": remote}
+
+    def stop(signum: int, frame: Any) -> None:
+        with open(root / "port-forwards.jsonl", "a", encoding="utf-8") as log:
+            log.write(json.dumps({**record, "event": "stopped"}) + "\n")
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    with open(root / "port-forwards.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({**record, "event": "started"}) + "\n")
+    print(f"Forwarding from 127.0.0.1:{local} -> {remote}", flush=True)
+    while True:
+        time.sleep(0.1)
+
+
 def main() -> None:
     root = Path(os.environ["STANDIN_PULUMI_DIR"])
     args = sys.argv[1:]
@@ -101,6 +128,9 @@ def main() -> None:
             clusters = (yaml.safe_load(path.read_text()) or {}).get("clusters")
         if not clusters:
             _fail("error: invalid configuration: no configuration has been provided")
+    if args[:1] == ["port-forward"]:
+        port_forward(root, args[1:])
+        return
     if not args or args[0] != "get":
         _fail(f"error: the stand-in kubectl answers only `get` (asked: {' '.join(args)})")
     rest = args[1:]
