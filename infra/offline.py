@@ -25,6 +25,14 @@ ACCOUNT_ID = "123456789012"
 UNKNOWN = "<unknown>"
 
 
+# Outputs a provider computes when it creates a resource (known after create, unknown in a preview).
+COMPUTED: dict[str, dict[str, Any]] = {
+    "aws:kms/key:Key": {"keyId": "{name}-key-id"},
+    "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1, "defaultVersion": 1},
+    "aws:cloudwatch/eventRule:EventRule": {"name": "{name}"},
+}
+
+
 def _urn_name(urn: str) -> str:
     """A URN's last part: the resource's logical name."""
     return urn.rsplit("::", 1)[-1]
@@ -81,8 +89,17 @@ class Registered:
 class OfflineMocks(pulumi_mocks.Mocks):
     """Answers resource registrations and invokes with plausible, fixed values."""
 
-    def __init__(self, region: str = "us-west-2", azs: tuple[tuple[str, str], ...] | None = None) -> None:
+    def __init__(
+        self,
+        region: str = "us-west-2",
+        azs: tuple[tuple[str, str], ...] | None = None,
+        offerings: dict[str, list[str]] | None = None,
+        *,
+        computed: bool = True,
+    ) -> None:
         self.region = region
+        self.offerings = offerings
+        self.computed = computed  # False: as in a preview, values the provider computes stay unknown
         prefix = {"us-west-2": "usw2", "us-east-1": "use1", "us-east-2": "use2"}.get(region, "xx")
         self.azs = azs or tuple(
             (f"{region}{letter}", f"{prefix}-az{n}") for n, letter in enumerate("abcd", start=1)
@@ -111,6 +128,9 @@ class OfflineMocks(pulumi_mocks.Mocks):
                 state["identities"] = [
                     {"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/MOCK"}]}
                 ]
+            if self.computed:  # outputs the provider computes at create time that our programs read back
+                for key, value in COMPUTED.get(args.typ, {}).items():
+                    state.setdefault(key, value.format(name=args.name) if isinstance(value, str) else value)
             state.setdefault("id", rid)
         if args.typ == "eks:index:Cluster":  # remote component: its provider would compute these outputs
             name = state.get("name") or args.name
@@ -155,12 +175,33 @@ class OfflineMocks(pulumi_mocks.Mocks):
         if token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
-            return {"instanceTypes": [], "locations": [n for n, _ in self.azs], "locationTypes": []}, []
+            return self._offerings(args.args), []
         if token == "aws:iam/getPolicyDocument:getPolicyDocument":
             return {
                 "json": json.dumps({"Version": "2012-10-17", "Statement": args.args.get("statements", [])})
             }, []
         return {}, []
+
+    def _offerings(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Like EC2: one row per (requested type, zone offering it), so empty when no zone offers any.
+
+        Every zone offers every type unless `offerings` (type -> zone names) says otherwise.
+        """
+        wanted = [
+            value
+            for flt in args.get("filters") or []
+            if flt.get("name") == "instance-type"
+            for value in flt.get("values") or []
+        ]
+        zones = [name for name, _ in self.azs]
+        table = self.offerings or {}
+        rows = [(kind, zone) for kind in wanted for zone in table.get(kind, zones)]
+        return {
+            "instanceTypes": [kind for kind, _ in rows],
+            "locations": [zone for _, zone in rows],
+            "locationTypes": ["availability-zone"] * len(rows),
+            "id": self.region,
+        }
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):

@@ -95,7 +95,7 @@ def run_platform_offline(config: PlatformConfig, *, preview: bool = True) -> lis
         project=PROJECT,
         stack=config.stack,
         config={key: value for key, value in config.to_pulumi_config().items()},
-        mocks=OfflineMocks(region=config.region),
+        mocks=OfflineMocks(region=config.region, computed=not preview),
         preview=preview,
     )
 

@@ -253,7 +253,15 @@ def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
             continue
         record = _read(path)
         name = record.get("blueprint", path.stem)
-        kill_tree(int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=30)
+        survivors = kill_tree(
+            int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=30
+        )
+        if survivors:
+            raise ServingError(
+                f"the local server of {name!r} left processes running after 30 s: "
+                + ", ".join(str(p) for p in survivors),
+                f"stop them (`kill -9 {' '.join(str(p) for p in survivors)}`), then run `llmctl down` again",
+            )
         if record.get("ray_dir"):
             shutil.rmtree(record["ray_dir"], ignore_errors=True)
         for suffix in (".spec.json", ".status"):

@@ -51,9 +51,15 @@ def related(session: int, marker: str | None = None) -> list[int]:
 
 
 def kill_tree(
-    pid: int, *, marker: str | None = None, sig: int = signal.SIGTERM, grace_s: float = 30
+    pid: int,
+    *,
+    marker: str | None = None,
+    sig: int = signal.SIGTERM,
+    grace_s: float = 30,
+    exit_timeout_s: float = 30,
 ) -> list[int]:
-    """Signal ``pid``, wait up to ``grace_s`` for it, then SIGKILL everything still related to it."""
+    """Signal ``pid``, wait up to ``grace_s`` for it, then SIGKILL everything related to it until
+    none is left (up to ``exit_timeout_s``); returns the PIDs still alive then (empty: all gone)."""
     if pid > 0 and alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
@@ -64,10 +70,14 @@ def kill_tree(
     if pid > 0:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-    for other in leftovers:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(other, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while any(alive(p) for p in leftovers) and time.monotonic() < deadline:
+    # Until nothing of the session (or with the marker) is left: processes the first scan missed,
+    # or that were starting while it ran, are found and killed on the next rounds.
+    deadline = time.monotonic() + exit_timeout_s
+    while True:
+        for other in leftovers:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(other, signal.SIGKILL)
         time.sleep(0.1)
-    return leftovers
+        leftovers = [p for p in related(pid, marker) if alive(p)] if pid > 0 else []
+        if not leftovers or time.monotonic() > deadline:
+            return leftovers

@@ -1,7 +1,7 @@
 """A thin wrapper over the Pulumi Automation API: inline programs, one workspace per project.
 
 No business logic lives here: it creates or selects a stack, sets its config, runs
-up/preview/destroy/refresh with an event callback, reads outputs, lists and removes stacks, and
+up/preview/destroy with an event callback, reads outputs, lists and removes stacks, and
 translates every Automation API failure into an :class:`LlmctlError` with a hint.
 
 Ctrl-C: the pulumi process runs in its own session, so the terminal's SIGINT reaches only
@@ -329,11 +329,6 @@ class Engine:
                 stack.workspace.remove_stack(spec.stack)
             return True
 
-    def refresh(self, spec: StackSpec, on_event: OnEvent | None = None) -> None:
-        """Bring the state in line with the cloud."""
-        with self._translated(spec):
-            self._stack(spec, create=False).refresh(on_event=on_event, color="never")
-
     def outputs(self, spec: StackSpec) -> dict[str, Any] | None:
         """The stack's outputs as plain values, or None when the stack does not exist."""
         from pulumi.automation.errors import StackNotFoundError
@@ -344,28 +339,6 @@ class Engine:
             except StackNotFoundError:
                 return None
             return {key: value.value for key, value in stack.outputs().items()}
-
-    def last_update(self, spec: StackSpec) -> dict[str, Any] | None:
-        """kind, result, end time of the stack's last operation (None when none ran)."""
-        with self._translated(spec):
-            info = self._stack(StackSpec(spec.project, spec.stack), create=False).info(show_secrets=False)
-            if info is None:
-                return None
-            return {
-                "kind": info.kind,
-                "result": info.result,
-                "end_time": info.end_time.isoformat() if info.end_time else None,
-            }
-
-    def cancel(self, spec: StackSpec) -> None:
-        """Cancel a running update (clears a stale lock)."""
-        with self._translated(spec):
-            self._stack(StackSpec(spec.project, spec.stack), create=False).cancel()
-
-    def remove(self, spec: StackSpec) -> None:
-        """Remove an (empty) stack from the backend."""
-        with self._translated(spec):
-            self._stack(StackSpec(spec.project, spec.stack), create=False).workspace.remove_stack(spec.stack)
 
     def list_stacks(self) -> list[StackInfo]:
         """Every stack of every llmctl project in the backend."""

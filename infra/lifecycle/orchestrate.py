@@ -299,9 +299,12 @@ class Lifecycle:
         _blueprint_problems(bp, PlatformFacts.for_blueprint(bp, stack=self.stack, region=region))
         platform = self.engine.preview(platform_spec(self.stack, p_config))
         outputs = self.engine.outputs(platform_spec(self.stack))
+        # The deployed platform's facts only while the preview changes nothing on it; otherwise
+        # the workload lands on the platform this blueprint's up would build (e.g. its new pools).
+        unchanged = bool(outputs) and not platform.count("create", "update", "replace", "delete")
         facts = (
             PlatformFacts.from_outputs(outputs)
-            if outputs
+            if outputs and unchanged
             else PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         )
         w_config = WorkloadConfig(

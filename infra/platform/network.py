@@ -103,10 +103,8 @@ def _offerings(instance_types: list[str], opts: pulumi.InvokeOptions) -> dict[st
         location_type="availability-zone",
         opts=opts,
     )
+    # EC2 answers one row per (type, zone offering it): a type with no row is offered nowhere.
     offered: dict[str, set[str]] = {name: set() for name in instance_types}
-    if not result.instance_types:
-        # No answer at all (or a plan without credentials): do not filter.
-        return {}
     for instance_type, location in zip(result.instance_types, result.locations, strict=True):
         offered.setdefault(instance_type, set()).add(location)
     return offered

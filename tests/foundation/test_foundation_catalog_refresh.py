@@ -12,7 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from llmctl.blueprints.hardware import hardware, load_hardware
@@ -49,6 +49,20 @@ def _product(od: str, upfront: str | None = None) -> str:
     return json.dumps({"product": {}, "terms": terms})
 
 
+def _filters(instance_type: str) -> list[dict[str, str]]:
+    """What the Pricing API needs to return exactly one Linux, shared-tenancy, on-demand-capable
+    product in us-east-1 (its location name, not the region code); any other filter is a bug."""
+    terms = {
+        "instanceType": instance_type,
+        "location": "US East (N. Virginia)",
+        "operatingSystem": "Linux",
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+    }
+    return [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in terms.items()]
+
+
 class _Session:
     """A boto3 session whose pricing client is stubbed and whose EC2 client talks to moto."""
 
@@ -56,11 +70,11 @@ class _Session:
         self.session = boto3.session.Session(region_name="us-east-1")
         self.pricing = self.session.client("pricing", region_name="us-east-1")
         self.stubber = Stubber(self.pricing)
-        for _name, (od, upfront) in prices.items():
+        for name, (od, upfront) in prices.items():
             self.stubber.add_response(
                 "get_products",
                 {"PriceList": [_product(od, upfront)], "FormatVersion": "aws_v1"},
-                {"ServiceCode": "AmazonEC2", "Filters": ANY, "MaxResults": 10},
+                {"ServiceCode": "AmazonEC2", "Filters": _filters(name), "MaxResults": 10},
             )
         self.stubber.activate()
 

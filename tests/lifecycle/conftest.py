@@ -1,16 +1,15 @@
-"""Fixtures for the lifecycle tests: a local moto server, an isolated state dir, a stand-in pulumi."""
+"""Fixtures for the lifecycle tests: a local moto server, an isolated state dir, the stand-in engine."""
 
 from __future__ import annotations
 
 import os
-import stat
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lifecycle_support import FakePulumi, seed_ami_parameters
+from lifecycle_support import seed_ami_parameters
+from standin_support import StandinEngine, install
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -68,23 +67,6 @@ def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePulumi:
-    """Put a stand-in `pulumi` first on PATH; it records every call and follows control.json."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    data = tmp_path / "fake-pulumi"
-    data.mkdir()
-    script = bin_dir / "pulumi"
-    script.write_text(
-        f"#!{sys.executable}\nimport runpy, sys\nrunpy.run_path({str(HERE / 'fake_pulumi.py')!r}, run_name='__main__')\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("FAKE_PULUMI_DIR", str(data))
-    return FakePulumi(data)
-
-
-@pytest.fixture
 def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A PATH without any `pulumi`."""
     empty = tmp_path / "empty-bin"
@@ -93,3 +75,18 @@ def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()
     ]
     monkeypatch.setenv("PATH", os.pathsep.join([str(empty), *keep]))
+
+
+@pytest.fixture
+def engine(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> StandinEngine:
+    """The stand-in engine as `pulumi` first on PATH (tests/lifecycle/standin_engine): it runs the
+    inline programs through the Automation API and keeps state in llmctl's local file backend."""
+    bin_dir = tmp_path / "standin-bin"
+    install(bin_dir, "pulumi", "cli")
+    install(bin_dir, "kubectl", "kubectl")
+    data = tmp_path / "standin"
+    data.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("STANDIN_PULUMI_DIR", str(data))
+    monkeypatch.setenv("STANDIN_BACKEND", str(state / "pulumi"))
+    return StandinEngine(data, state / "pulumi")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from lifecycle_scenario import CLUSTER, build
-from lifecycle_support import FakePulumi
-from test_orchestration import platform_outputs
+from lifecycle_support import ready_pod
+from standin_support import StandinEngine
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
@@ -47,13 +47,11 @@ def test_missing_pulumi_gives_the_install_hint(args: list[str], no_pulumi: None,
         ["sweep", "--cluster", CLUSTER, "--dry-run"],
     ],
 )
-def test_missing_aws_credentials_gives_the_hint(
-    args: list[str], no_aws: None, fake_pulumi: FakePulumi
-) -> None:
+def test_missing_aws_credentials_gives_the_hint(args: list[str], no_aws: None, engine: StandinEngine) -> None:
     code, _out, err = run(*args)
     assert code == 3, err
     assert "no AWS credentials" in err and "aws configure" in err
-    assert [op for op in fake_pulumi.ops() if op[0] in ("up", "destroy", "preview")] == []
+    assert [op for op in engine.ops() if op[0] in ("up", "destroy", "preview")] == []
 
 
 def test_doctor_failing_checks_exit_non_zero_with_fixes(no_aws: None, no_pulumi: None) -> None:
@@ -102,13 +100,8 @@ def test_sweep_refuses_to_ask_without_a_terminal(aws: str) -> None:
     assert json.loads(out)["failed"] == []
 
 
-def test_up_then_down_end_to_end(fake_pulumi: FakePulumi, aws: str) -> None:
-    fake_pulumi.control(
-        outputs={
-            "llmctl-platform": platform_outputs(aws),
-            "llmctl-tiny-cpu": {"namespace": "tiny-cpu", "service": "svc", "port": 8000},
-        }
-    )
+def test_up_then_down_end_to_end(engine: StandinEngine, aws: str) -> None:
+    engine.kube(ready_pod("tiny-cpu"))
     code, out, err = run("up", "--blueprint", "tiny-cpu", "--yes", "--progress", "plain")
     assert code == 0, err
     assert (
@@ -132,14 +125,13 @@ def test_up_then_down_end_to_end(fake_pulumi: FakePulumi, aws: str) -> None:
     assert json.loads(out)["leftovers"] == []
 
 
-def test_preview_markdown(fake_pulumi: FakePulumi, aws: str) -> None:
+def test_preview_markdown(engine: StandinEngine, aws: str) -> None:
     code, out, err = run("preview", "--blueprint", "tiny-cpu", "--format", "markdown")
     assert code == 0, err
     assert out.startswith("### llmctl preview: `tiny-cpu`") and "| llmctl-tiny-cpu |" in out
 
 
-def test_stacks_gc_removes_old_stacks(fake_pulumi: FakePulumi, aws: str) -> None:
-    fake_pulumi.control(outputs={"llmctl-platform": platform_outputs(aws)})
+def test_stacks_gc_removes_old_stacks(engine: StandinEngine, aws: str) -> None:
     assert run("up", "--blueprint", "tiny-cpu", "--yes", "--stack", "pr-7", "--no-wait")[0] == 0
     code, out, _ = run("stacks", "gc", "--older-than", "1d", "--json", "--yes")
     assert code == 0 and json.loads(out)["removed"] == []
@@ -147,19 +139,18 @@ def test_stacks_gc_removes_old_stacks(fake_pulumi: FakePulumi, aws: str) -> None
     assert code == 0, err
     data = json.loads(out)
     assert data["removed"] == ["llmctl-tiny-cpu/pr-7", "llmctl-platform/pr-7"]
-    assert [op for op in fake_pulumi.ops() if op[0] == "destroy"] == [
+    assert [op for op in engine.ops() if op[0] == "destroy"] == [
         ("destroy", "llmctl-tiny-cpu", "pr-7"),
         ("destroy", "llmctl-platform", "pr-7"),
     ]
 
 
 def test_stacks_gc_spares_stacks_being_updated_and_the_platform_under_them(
-    fake_pulumi: FakePulumi, aws: str
+    engine: StandinEngine, aws: str
 ) -> None:
-    fake_pulumi.control(outputs={"llmctl-platform": platform_outputs(aws)})
     assert run("up", "--blueprint", "tiny-cpu", "--yes", "--stack", "pr-8", "--no-wait")[0] == 0
-    fake_pulumi.control(in_progress=["llmctl-tiny-cpu"])
+    engine.hold_lock("llmctl-tiny-cpu", "pr-8")  # an update of the workload is running
     code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
     assert code == 0, err
     assert json.loads(out) == {"expired": [], "removed": [], "dry_run": False}
-    assert [op for op in fake_pulumi.ops() if op[0] == "destroy"] == []
+    assert [op for op in engine.ops() if op[0] == "destroy"] == []

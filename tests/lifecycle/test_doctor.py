@@ -80,9 +80,29 @@ def test_instance_not_offered_in_the_region(aws: str) -> None:
 
 
 def test_instance_offered_in_too_few_azs_names_the_ones_to_pick(aws: str) -> None:
-    check = _check(run_doctor("llama2-70b-vllm-gpu", region="sa-east-1"), "p4de")
+    import boto3
+
+    # moto's data: inf2.48xlarge is offered in one zone of sa-east-1, p4de.24xlarge in none
+    check = _check(run_doctor("llama2-inf2", region="sa-east-1"), "inf2")
     assert check.ok is False
-    assert check.fix
+    wanted = set(check.detail.rsplit("of the chosen AZs ", 1)[1].split(", "))
+    pages = (
+        boto3.client("ec2", region_name="sa-east-1")
+        .get_paginator("describe_instance_type_offerings")
+        .paginate(
+            LocationType="availability-zone-id",
+            Filters=[{"Name": "instance-type", "Values": ["inf2.48xlarge"]}],
+        )
+    )
+    offered = {row["Location"] for page in pages for row in page["InstanceTypeOfferings"]}
+    assert offered == {"sae1-az3"}
+    assert (
+        check.fix
+        == f"pick AZ IDs that offer it: {', '.join(sorted(offered - wanted)) or 'none in this region'} (platform setting az_ids)"
+    )
+    nowhere = _check(run_doctor("llama2-70b-vllm-gpu", region="sa-east-1"), "p4de")
+    assert (nowhere.ok, nowhere.detail) == (False, "p4de.24xlarge is not offered in sa-east-1")
+    assert nowhere.fix == "choose another --region (inf2/trn1 are in us-east-1, us-east-2, us-west-2, ...)"
 
 
 def test_gated_model_without_token(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:

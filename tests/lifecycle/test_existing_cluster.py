@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from lifecycle_support import FakePulumi
+from lifecycle_support import ready_pod
+from standin_support import StandinEngine
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
@@ -26,24 +24,6 @@ from llmctl.state import list_endpoints, load_endpoint
 
 BP = "llama2-inf2"  # RayService, 12 Neuron devices (my-scheduler), an internal load balancer
 WL = f"llmctl-{BP}"
-
-# kubectl [--kubeconfig F] <verb> <resource> [...] -o json: answers from $FAKE_KUBECTL_DIR/<resource>.json
-KUBECTL = """
-import json, os, sys
-from pathlib import Path
-root = Path(os.environ["FAKE_KUBECTL_DIR"])
-args = sys.argv[1:]
-with (root / "calls.jsonl").open("a") as log:
-    log.write(json.dumps(args) + "\\n")
-if args[:2] == ["version", "--client"]:
-    print(json.dumps({"clientVersion": {"gitVersion": "v1.35.0"}}))
-    sys.exit(0)
-if args[:1] == ["--kubeconfig"]:
-    args = args[2:]
-resource = args[1] if len(args) > 1 else ""
-path = root / f"{resource}.json"
-print(path.read_text() if path.exists() else json.dumps({"items": []}))
-"""
 
 POOLS = {
     "name": "lab",
@@ -59,65 +39,47 @@ POOLS = {
 }
 
 
-def items(*objects: dict[str, Any]) -> dict[str, Any]:
-    return {"items": list(objects)}
-
-
-def controller(namespace: str, name: str, image: str = "registry/x:1") -> dict[str, Any]:
+def controller(kind: str, namespace: str, name: str, image: str = "registry/x:1") -> dict[str, Any]:
     return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
         "metadata": {"namespace": namespace, "name": name},
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}},
     }
 
 
-class FakeKubectl:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def answer(self, resource: str, data: dict[str, Any]) -> None:
-        (self.root / f"{resource}.json").write_text(json.dumps(data))
-
-    def complete_cluster(self) -> None:
-        """Every part llama2-inf2 needs, the way a k3s cluster with the charts installed shows them."""
-        self.answer("crd", items({"metadata": {"name": "rayservices.ray.io"}}))
-        self.answer(
-            "daemonsets",
-            items(
-                controller(
-                    "kube-system", "neuron-device-plugin", "public.ecr.aws/neuron/neuron-device-plugin:2"
-                ),
-                controller("kube-system", "svclb-traefik-4f2a", "rancher/klipper-lb:v0.4"),
-            ),
+def complete_cluster(engine: StandinEngine, *, svclb: bool = True) -> None:
+    """Every part llama2-inf2 needs, the way a k3s cluster with the charts installed shows them, plus
+    what KubeRay would make of the workload: a Ready pod and the serve Service with its address."""
+    daemonsets = [
+        controller(
+            "DaemonSet", "kube-system", "neuron-device-plugin", "public.ecr.aws/neuron/neuron-device-plugin:2"
         )
-        self.answer("deployments", items(controller("kube-system", "my-scheduler")))
-        ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-        self.answer("pods", items({"metadata": {"name": "head"}, "status": ready}))
-        self.answer("service", {"status": {"loadBalancer": {"ingress": [{"ip": "192.168.1.50"}]}}})
-
-    def calls(self) -> list[list[str]]:
-        path = self.root / "calls.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-@pytest.fixture
-def kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_pulumi: FakePulumi) -> FakeKubectl:
-    bin_dir = tmp_path / "kubectl-bin"
-    bin_dir.mkdir()
-    data = tmp_path / "fake-kubectl"
-    data.mkdir()
-    script = bin_dir / "kubectl"
-    script.write_text(f"#!{sys.executable}\n{KUBECTL}")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("FAKE_KUBECTL_DIR", str(data))
-    fake_pulumi.control(outputs={WL: {"namespace": BP, "service": f"{BP}-serve-svc", "port": 8000}})
-    return FakeKubectl(data)
+    ]
+    if svclb:
+        daemonsets.append(
+            controller("DaemonSet", "kube-system", "svclb-traefik-4f2a", "rancher/klipper-lb:v0.4")
+        )
+    engine.kube(
+        {"kind": "CustomResourceDefinition", "metadata": {"name": "rayservices.ray.io"}},
+        *daemonsets,
+        controller("Deployment", "kube-system", "my-scheduler"),
+        ready_pod(BP, "llama2-inf2-head"),
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"namespace": BP, "name": f"{BP}-serve-svc"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.168.1.50"}]}},
+        },
+    )
 
 
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path]:
     kubeconfig = tmp_path / "k3s.yaml"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster: {server: 'https://127.0.0.1:6443'}\n"
+    )
     pools = tmp_path / "pools.yaml"
     pools.write_text(yaml.safe_dump(POOLS))
     return kubeconfig, pools
@@ -127,15 +89,15 @@ def lifecycle() -> Lifecycle:
     return Lifecycle(Engine(resolve_backend()), Progress("quiet"), stack="dev")
 
 
-def pulumi_ops(fake: FakePulumi) -> list[tuple[str, str, str]]:
-    return [op for op in fake.ops() if op[0] in ("up", "preview", "destroy")]
+def pulumi_ops(engine: StandinEngine) -> list[tuple[str, str, str]]:
+    return [op for op in engine.ops() if op[0] in ("up", "preview", "destroy")]
 
 
 def test_missing_parts_are_listed_and_nothing_is_deployed(
-    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path]
+    engine: StandinEngine, files: tuple[Path, Path]
 ) -> None:
     kubeconfig, pools = files
-    kubectl.answer("deployments", items(controller("kube-system", "coredns")))
+    engine.kube(controller("Deployment", "kube-system", "coredns"))
     with pytest.raises(MissingPartsError) as info:
         lifecycle().up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
     error = info.value
@@ -150,31 +112,32 @@ def test_missing_parts_are_listed_and_nothing_is_deployed(
         in problems["Neuron scheduler `my-scheduler` (Deployment)"]
     )
     assert "no workload was deployed" in (error.hint or "")
-    assert pulumi_ops(fake_pulumi) == []
+    assert pulumi_ops(engine) == []
     assert list_endpoints("dev") == []
     # the three inventory queries, all against the given kubeconfig
-    queries = [call[2:4] for call in kubectl.calls()]
+    queries = [call[2:4] for call in engine.kubectl_calls()]
     assert queries == [["get", "crd"], ["get", "daemonsets"], ["get", "deployments"]]
-    assert all(call[:2] == ["--kubeconfig", str(kubeconfig)] for call in kubectl.calls())
+    assert all(call[:2] == ["--kubeconfig", str(kubeconfig)] for call in engine.kubectl_calls())
 
 
-def test_declared_parts_are_not_required(
-    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path]
-) -> None:
+def test_declared_parts_are_not_required(engine: StandinEngine, files: tuple[Path, Path]) -> None:
     kubeconfig, pools = files
-    kubectl.complete_cluster()
-    kubectl.answer("daemonsets", items(controller("kube-system", "neuron-device-plugin")))  # no svclb
+    complete_cluster(engine, svclb=False)
     data = {**POOLS, "present": ["load-balancer"]}
     pools.write_text(yaml.safe_dump(data))
     result = lifecycle().up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
-    assert result.endpoint.target == "kubeconfig"
+    assert result.endpoint.target == "kubeconfig" and pulumi_ops(engine) == [("up", WL, "dev")]
+    pools.write_text(yaml.safe_dump(POOLS))  # not declared: the missing load balancer is reported
+    with pytest.raises(MissingPartsError) as info:
+        lifecycle().up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
+    assert info.value.message.endswith("needs: load-balancer")
 
 
 def test_up_with_every_part_deploys_only_the_workload(
-    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path]
+    engine: StandinEngine, files: tuple[Path, Path]
 ) -> None:
     kubeconfig, pools = files
-    kubectl.complete_cluster()
+    complete_cluster(engine)
     result = lifecycle().up(
         BP,
         region="us-west-2",
@@ -183,7 +146,7 @@ def test_up_with_every_part_deploys_only_the_workload(
         pools=pools,
         confirm=lambda p: True,
     )
-    assert pulumi_ops(fake_pulumi) == [("up", WL, "dev")]  # no platform stack on an existing cluster
+    assert pulumi_ops(engine) == [("up", WL, "dev")]  # no platform stack on an existing cluster
     assert result.plan is not None and result.plan.cluster == "lab" and result.plan.changes == {}
     assert [name for name, _ in result.timeline.phases] == ["cluster check", f"workload {BP}", "readiness"]
     endpoint = load_endpoint("dev", BP)
@@ -192,24 +155,22 @@ def test_up_with_every_part_deploys_only_the_workload(
 
 
 def test_the_named_pools_decide_schedulability_before_kubectl_or_pulumi(
-    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path]
+    engine: StandinEngine, files: tuple[Path, Path]
 ) -> None:
     kubeconfig, pools = files
     pools.write_text(yaml.safe_dump({"pools": POOLS["pools"][:1]}))  # no Neuron pool
     with pytest.raises(BlueprintError) as info:
         lifecycle().up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
     assert any("no pool of the cluster runs inf2.48xlarge" in text for _, text in info.value.problems)
-    assert kubectl.calls() == [] and pulumi_ops(fake_pulumi) == []
+    assert engine.kubectl_calls() == [] and pulumi_ops(engine) == []
 
 
-def test_kubeconfig_target_needs_a_pools_file(
-    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path]
-) -> None:
+def test_kubeconfig_target_needs_a_pools_file(engine: StandinEngine, files: tuple[Path, Path]) -> None:
     kubeconfig, _ = files
     with pytest.raises(LlmctlError) as info:
         lifecycle().up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig)
     assert "--pools FILE" in info.value.message and "instance_types" in (info.value.hint or "")
-    assert pulumi_ops(fake_pulumi) == []
+    assert pulumi_ops(engine) == []
 
 
 def test_cli_refuses_pools_without_the_kubeconfig_target(files: tuple[Path, Path]) -> None:
@@ -220,9 +181,7 @@ def test_cli_refuses_pools_without_the_kubeconfig_target(files: tuple[Path, Path
     assert "--target kubeconfig --kubeconfig FILE" in result.stderr
 
 
-def test_cli_reports_missing_parts_as_json(
-    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path]
-) -> None:
+def test_cli_reports_missing_parts_as_json(engine: StandinEngine, files: tuple[Path, Path]) -> None:
     kubeconfig, pools = files
     args = ["up", "-b", BP, "--target", "kubeconfig", "--kubeconfig", str(kubeconfig), "--pools", str(pools)]
     result = CliRunner().invoke(app, [*args, "--yes", "--json"])
@@ -232,14 +191,14 @@ def test_cli_reports_missing_parts_as_json(
     paths = [p["path"] for p in report["problems"]]
     assert len(paths) == 4 and paths[0] == "KubeRay operator (CRD rayservices.ray.io)"
     assert "helm upgrade --install" in result.stderr
-    assert pulumi_ops(fake_pulumi) == []
+    assert pulumi_ops(engine) == []
 
 
 def test_down_on_an_existing_cluster_destroys_only_workloads(
-    kubectl: FakeKubectl, fake_pulumi: FakePulumi, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    engine: StandinEngine, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kubeconfig, pools = files
-    kubectl.complete_cluster()
+    complete_cluster(engine)
     lifecycle().up(
         BP,
         region="us-west-2",
@@ -252,6 +211,6 @@ def test_down_on_an_existing_cluster_destroys_only_workloads(
         monkeypatch.delenv(var, raising=False)  # no AWS needed to tear down a workload on an existing cluster
     result = CliRunner().invoke(app, ["down", "--target", "kubeconfig", "--yes", "--progress", "plain"])
     assert result.exit_code == 0, result.output
-    destroyed = [op for op in pulumi_ops(fake_pulumi) if op[0] == "destroy"]
+    destroyed = [op for op in pulumi_ops(engine) if op[0] == "destroy"]
     assert destroyed == [("destroy", WL, "dev")]  # the workload only: no platform stack, no sweep
     assert list_endpoints("dev") == []

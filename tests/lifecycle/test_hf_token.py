@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lifecycle_support import FakePulumi
+from standin_support import StandinEngine
 
 from llmctl.errors import PrerequisiteError
 from llmctl.infra.lifecycle.backend import resolve_backend
@@ -41,9 +41,9 @@ def test_missing_or_empty_token_file_is_a_clear_error(tmp_path: Path) -> None:
         hf_token(tmp_path / "empty")
 
 
-def test_gated_blueprint_without_token_changes_no_stack(fake_pulumi: FakePulumi) -> None:
+def test_gated_blueprint_without_token_changes_no_stack(engine: StandinEngine) -> None:
     lifecycle = Lifecycle(Engine(resolve_backend()), Progress("quiet"), stack="dev")
     with pytest.raises(PrerequisiteError, match="gated") as info:
         lifecycle.up("llama2-7b-cpu", region="us-west-2", confirm=lambda plan: True)
     assert info.value.hint is not None and "--hf-token-file" in info.value.hint
-    assert fake_pulumi.ops() == []  # refused before the preview, the platform and the workload
+    assert engine.calls() == []  # refused before the preview, the platform and the workload

@@ -1,137 +1,111 @@
-"""Engine + orchestration against a stand-in `pulumi` (tests/lifecycle/fake_pulumi.py) and moto."""
+"""`Lifecycle` up/down/preview through the Automation API and the stand-in engine
+(tests/lifecycle/standin_engine): our real platform and workload programs run over gRPC, the
+engine keeps their state, diffs the next run against it and deletes in dependency order."""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
-from typing import Any
+import json
+from pathlib import Path
 
 import pytest
-from lifecycle_scenario import CLUSTER, build, existing
-from lifecycle_support import FakePulumi
+import yaml
+from lifecycle_scenario import build, existing
+from lifecycle_support import lifecycle, ready_pod, short
+from standin_engine.deploy import depends_on
+from standin_support import StandinEngine
 
-from llmctl.errors import BlueprintError, CloudError, EngineError, PrerequisiteError, UserAbort
-from llmctl.infra.lifecycle.backend import resolve_backend
-from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec
-from llmctl.infra.lifecycle.orchestrate import Lifecycle
-from llmctl.infra.lifecycle.progress import Progress
+from llmctl.errors import BlueprintError, EngineError, UserAbort
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.state import list_endpoints, load_endpoint
 
 BP = "tiny-cpu"
 WL = f"llmctl-{BP}"
+REGION = "us-west-2"
 
 
-def platform_outputs(region: str = "us-west-2") -> dict[str, Any]:
-    from llmctl.blueprints.catalog import load_blueprint
-    from llmctl.infra.workload.config import PlatformFacts
-
-    facts = PlatformFacts.for_blueprint(load_blueprint(BP), stack="dev", region=region)
-    data = facts.model_dump(mode="json")
-    return {"cluster_name": CLUSTER, "region": region, "node_pools": data["pools"], "cache_bucket": None}
+def non_same(steps: list[dict[str, str]]) -> list[tuple[str, str]]:
+    return sorted((step["op"], short(step["urn"])) for step in steps if step["op"] != "same")
 
 
-def lifecycle() -> Lifecycle:
-    return Lifecycle(Engine(resolve_backend()), Progress("quiet"), stack="dev")
-
-
-@pytest.fixture
-def outputs(fake_pulumi: FakePulumi) -> FakePulumi:
-    fake_pulumi.control(
-        outputs={
-            PLATFORM_PROJECT: platform_outputs(),
-            WL: {"namespace": BP, "service": f"{BP}-serve-svc", "port": 8000},
-        }
-    )
-    return fake_pulumi
-
-
-def test_up_runs_platform_then_workload_and_records_the_endpoint(outputs: FakePulumi) -> None:
-    result = lifecycle().up(BP, region="us-west-2", confirm=lambda plan: True)
-    ops = [op for op in outputs.ops() if op[0] in ("preview", "up")]
+def test_up_reads_the_programs_real_outputs_then_twice_is_same_and_a_second_blueprint_adds_its_parts(
+    engine: StandinEngine,
+) -> None:
+    engine.kube(ready_pod(BP))
+    result = lifecycle().up(BP, region=REGION)
+    ops = [op for op in engine.ops() if op[0] in ("preview", "up")]
     assert ops == [("preview", PLATFORM_PROJECT, "dev"), ("up", PLATFORM_PROJECT, "dev"), ("up", WL, "dev")]
-    endpoint = load_endpoint("dev", BP)
-    assert endpoint.base_url == "http://localhost:8000/v1" and endpoint.extra["service"] == f"{BP}-serve-svc"
-    assert [name for name, _ in result.timeline.phases] == ["plan", "platform", f"workload {BP}"]
-    assert result.plan is not None and result.plan.changes["platform"] == {"create": 3}
-    # every call used the local file backend and the generated passphrase file
-    calls = outputs.calls()
-    assert all(c["env_backend"].startswith("file://") for c in calls if c["op"] != "version")
-    assert all(
-        c["passphrase_file"] and c["passphrase_file"].endswith("pulumi-passphrase")
-        for c in calls
-        if c["op"] in ("up", "preview")
+    platform = engine.resources(PLATFORM_PROJECT, "dev")
+    # the preview planned exactly what the update then saved
+    assert result.plan is not None and result.plan.changes["platform"] == {"create": len(platform)}
+    outputs = engine.outputs(PLATFORM_PROJECT, "dev")
+    # the platform's kubeconfig output is what `up` saved and handed to kubectl for the readiness wait
+    kubeconfig = Path(result.endpoint.extra["kubeconfig"])
+    saved = json.loads(kubeconfig.read_text())
+    assert saved == (
+        json.loads(outputs["kubeconfig"]) if isinstance(outputs["kubeconfig"], str) else outputs["kubeconfig"]
     )
-    config = next(c for c in calls if c["op"] == "config set-all" and c["project"] == PLATFORM_PROJECT)
-    assert "aws:region=us-west-2" in config["args"]
-
-
-def test_declined_confirmation_changes_nothing(outputs: FakePulumi) -> None:
-    with pytest.raises(UserAbort):
-        lifecycle().up(BP, region="us-west-2", confirm=lambda plan: False)
-    assert [op for op in outputs.ops() if op[0] == "up"] == []
-
-
-def test_resume_after_a_failed_workload_up(outputs: FakePulumi) -> None:
-    outputs.control(fail_up=[WL])
-    with pytest.raises(EngineError) as info:
-        lifecycle().up(BP, region="us-west-2")
-    assert WL in info.value.message and "run the same command again" in (info.value.hint or "")
-    assert list_endpoints("dev") == []
-    outputs.control(fail_up=[])
-    lifecycle().up(BP, region="us-west-2")
-    ups = [op for op in outputs.ops() if op[0] == "up"]
-    assert ups == [
-        ("up", PLATFORM_PROJECT, "dev"),
-        ("up", WL, "dev"),
-        ("up", PLATFORM_PROJECT, "dev"),
-        ("up", WL, "dev"),
+    assert saved["clusters"][0]["cluster"]["server"] == f"https://llmctl-dev.gr7.{REGION}.eks.amazonaws.com"
+    assert engine.kubectl_calls() == [
+        ["--kubeconfig", str(kubeconfig), "get", "pods", "-n", BP, "-o", "json"]
     ]
-    assert load_endpoint("dev", BP).blueprint == BP
+    # the endpoint comes from the workload program's own exports
+    exports = engine.outputs(WL, "dev")
+    endpoint = load_endpoint("dev", BP)
+    assert endpoint.extra["service"] == exports["service"] == f"{BP}-serve-svc"
+    assert endpoint.extra["namespace"] == exports["namespace"] == BP
+    assert endpoint.base_url == f"http://localhost:{int(exports['port'])}/v1"
+    assert [name for name, _ in result.timeline.phases] == ["plan", "platform", f"workload {BP}", "readiness"]
+    # every call used the local file backend and the generated passphrase file
+    calls = engine.calls()
+    assert {c["backend"] for c in calls if c["command"] != "version"} == {f"file://{engine.backend}"}
+    assert all(c["passphrase_file"].endswith("pulumi-passphrase") for c in calls if c["command"] == "up")
+
+    # up twice: the engine finds nothing to change
+    before = engine.resources(PLATFORM_PROJECT, "dev")
+    again = lifecycle().up(BP, region=REGION)
+    assert again.plan is not None and again.plan.changes["platform"] == {"same": len(before)}
+    assert engine.resources(PLATFORM_PROJECT, "dev") == before
+    assert engine.history(WL, "dev")[-1]["resourceChanges"] == {"same": len(engine.resources(WL, "dev"))}
+    # a second blueprint in the same environment: the Neuron parts and its pool, nothing else
+    report = lifecycle().preview("llama2-inf2", region=REGION)
+    assert non_same(report.stacks[PLATFORM_PROJECT].steps) == [
+        ("create", "kubernetes:helm.sh/v3:Release::neuron-release"),
+        ("create", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::nodepools-inferentia-inf2-nodeclass"),
+        ("create", "kubernetes:karpenter.sh/v1:NodePool::nodepools-inferentia-inf2-nodepool"),
+        ("create", "llmctl:platform:Neuron::neuron"),
+    ]
+    workload = report.stacks["llmctl-llama2-inf2"]
+    assert set(workload.changes) == {"create"} and workload.changes["create"] == len(workload.steps)
 
 
-def test_blueprint_the_platform_cannot_schedule_is_refused_before_the_workload(outputs: FakePulumi) -> None:
-    data = platform_outputs()
-    data["node_pools"] = [pool for pool in data["node_pools"] if pool["name"] == "core"]
-    outputs.control(outputs={PLATFORM_PROJECT: data})
-    with pytest.raises(BlueprintError) as info:
-        lifecycle().up(BP, region="us-west-2")
-    assert info.value.problems and "no workload was deployed" in (info.value.hint or "")
-    assert [op for op in outputs.ops() if op[0] == "up"] == [("up", PLATFORM_PROJECT, "dev")]
-
-
-def test_invalid_blueprint_is_refused_before_any_pulumi_call(outputs: FakePulumi, tmp_path: Any) -> None:
-    from llmctl.blueprints._data import data_file
-
-    text = (
-        data_file("catalog", "tiny-cpu.yaml")
-        .read_text()
-        .replace("cpus_per_replica: 2", "cpus_per_replica: 64")
-    )
-    path = tmp_path / "huge.yaml"
-    path.write_text(text)
-    with pytest.raises(BlueprintError):
-        lifecycle().up(str(path), region="us-west-2")
-    assert outputs.ops() == []
-
-
-def test_down_destroys_workloads_then_platform_then_sweeps(outputs: FakePulumi, aws: str) -> None:
-    lc = lifecycle()
-    lc.up(BP, region=aws)
-    sc = build(aws)
+def test_down_deletes_dependents_first_then_sweeps(engine: StandinEngine, aws: str) -> None:
+    lifecycle().up(BP, region=aws, wait=False)
+    saved = {PLATFORM_PROJECT: engine.resources(PLATFORM_PROJECT, "dev"), WL: engine.resources(WL, "dev")}
+    scenario = build(aws)
     result = lifecycle().down(region=aws, confirm=lambda items: True, sweep_timeout_s=30)
-    destroys = [op for op in outputs.ops() if op[0] == "destroy"]
-    assert destroys == [("destroy", WL, "dev"), ("destroy", PLATFORM_PROJECT, "dev")]
-    # destroys may drop Kubernetes objects of a cluster that is already gone; updates may not
-    calls = outputs.calls()
-    assert {c["delete_unreachable"] for c in calls if c.get("op") == "destroy"} == {"true"}
-    assert {c["delete_unreachable"] for c in calls if c.get("op") in ("up", "preview")} == {None}
     assert result.destroyed == [f"{WL}/dev", f"{PLATFORM_PROJECT}/dev"]
-    assert {i.id for i in result.sweep.deleted} == {i for ids in sc.ours.values() for i in ids}
-    assert result.leftovers == []
+    runs = engine.deletes()
+    assert [(run["project"], run["kind"]) for run in runs] == [(WL, "destroy"), (PLATFORM_PROJECT, "destroy")]
+    for run in runs:
+        resources = saved[run["project"]]
+        position = {urn: i for i, wave in enumerate(run["waves"]) for urn in wave}
+        assert set(position) == set(resources)  # everything went
+        for urn, res in resources.items():  # ... each before whatever it depends on
+            assert all(position[urn] < position[dep] for dep in depends_on(res) if dep in position), urn
+        assert [short(u) for u in run["waves"][-1]] == [f"pulumi:pulumi:Stack::{run['project']}-dev"]
+    waves = {short(u): i for i, wave in enumerate(runs[1]["waves"]) for u in wave}
+    # Karpenter's NodePools go while its controller still runs (it terminates their instances)
+    assert (
+        waves["kubernetes:karpenter.sh/v1:NodePool::nodepools-default-nodepool"]
+        < waves["kubernetes:helm.sh/v3:Release::karpenter-release"]
+    )
+    assert waves["aws:ec2/subnet:Subnet::network-nodes-usw2-az1"] < waves["aws:ec2/vpc:Vpc::network-vpc"]
+    assert max(len(wave) for wave in runs[1]["waves"]) > 1  # independent deletes run together
+    # the stacks are gone, DIY-backend style, and the sweep took only this cluster's leftovers
+    assert engine.checkpoint(WL, "dev") is None and engine.checkpoint(PLATFORM_PROJECT, "dev") is None
+    assert {i.id for i in result.sweep.deleted} == {i for ids in scenario.ours.values() for i in ids}  # type: ignore[union-attr]
     now = existing(aws)
-    assert all(ids <= now[kind] for kind, ids in sc.others.items())
+    assert all(ids <= now[kind] for kind, ids in scenario.others.items())
     assert list_endpoints("dev") == []
     assert [name for name, _ in result.timeline.phases] == [
         f"destroy workload {BP}",
@@ -139,139 +113,138 @@ def test_down_destroys_workloads_then_platform_then_sweeps(outputs: FakePulumi, 
         "sweep",
         "leftover check",
     ]
-    # twice is safe: nothing to destroy, nothing to sweep
+    # destroys may drop Kubernetes objects of a cluster that is already gone; updates may not
+    calls = engine.calls()
+    assert {c["delete_unreachable"] for c in calls if c["command"] == "destroy"} == {"true"}
+    assert {c["delete_unreachable"] for c in calls if c["command"] in ("up", "preview")} == {None}
     again = lifecycle().down(region=aws)
-    assert again.destroyed == [] and again.sweep.found == [] and again.leftovers == []
+    assert again.destroyed == [] and again.sweep is not None and again.sweep.found == []
 
 
-def test_down_keep_platform_destroys_only_workloads(outputs: FakePulumi, aws: str) -> None:
-    lifecycle().up(BP, region=aws)
-    result = lifecycle().down(region=aws, keep_platform=True)
-    assert [op for op in outputs.ops() if op[0] == "destroy"] == [("destroy", WL, "dev")]
-    assert result.sweep is None
-
-
-def test_platform_destroy_failure_sweeps_and_retries_once(outputs: FakePulumi, aws: str) -> None:
-    lifecycle().up(BP, region=aws)
-    outputs.control(fail_destroy=[PLATFORM_PROJECT])
-    with pytest.raises(EngineError):
-        lifecycle().down(region=aws, sweep_timeout_s=5)
-    assert [op for op in outputs.ops() if op[0] == "destroy"][-2:] == [
-        ("destroy", PLATFORM_PROJECT, "dev")
-    ] * 2
-
-
-def test_down_after_failed_up_is_safe(outputs: FakePulumi, aws: str) -> None:
-    outputs.control(fail_up=[WL])
-    with pytest.raises(EngineError):
-        lifecycle().up(BP, region=aws)
-    result = lifecycle().down(region=aws)
-    assert result.destroyed == [f"{WL}/dev", f"{PLATFORM_PROJECT}/dev"]
-
-
-def test_preview_covers_both_stacks_and_renders_markdown(outputs: FakePulumi) -> None:
-    report = lifecycle().preview(BP, region="us-west-2")
-    assert set(report.stacks) == {PLATFORM_PROJECT, WL}
-    md = report.to_markdown()
-    assert "| llmctl-platform | 3 | 0 | 0 | 0 |" in md and "/h" in md
-    assert report.to_dict()["stacks"][WL]["changes"] == {"create": 3}
-
-
-def test_lock_is_translated_with_the_command_to_clear_it(outputs: FakePulumi) -> None:
-    outputs.control(lock=[PLATFORM_PROJECT])
+def test_a_failed_workload_step_keeps_what_was_made_and_the_next_up_resumes(engine: StandinEngine) -> None:
+    engine.control(
+        fail={"tiny-cpu/tiny-cpu": "creating RayService tiny-cpu/tiny-cpu: admission webhook denied"}
+    )
     with pytest.raises(EngineError) as info:
-        Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))
-    assert "locked" in info.value.message
-    assert "pulumi cancel --yes --stack dev" in (info.value.hint or "")
-    assert "pulumi stack export" in (info.value.hint or "")
-
-
-@pytest.mark.parametrize(
-    ("control", "error", "words"),
-    [("no_plugin", PrerequisiteError, "plugin install"), ("no_credentials", CloudError, "aws sso login")],
-)
-def test_command_errors_are_translated(outputs: FakePulumi, control: str, error: type, words: str) -> None:
-    outputs.control(**{control: [PLATFORM_PROJECT]})
-    with pytest.raises(error) as info:
-        Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))
-    assert words in (info.value.hint or "")
-
-
-def test_missing_stack_for_destroy_and_outputs_is_not_an_error(fake_pulumi: FakePulumi) -> None:
-    engine = Engine(resolve_backend())
-    assert engine.destroy(StackSpec(PLATFORM_PROJECT, "nope")) is False
-    assert engine.outputs(StackSpec(PLATFORM_PROJECT, "nope")) is None
-
-
-def test_missing_pulumi_is_a_prerequisite_error(no_pulumi: None) -> None:
-    with pytest.raises(PrerequisiteError) as info:
-        Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))
-    assert "get.pulumi.com" in (info.value.hint or "")
-
-
-def test_too_old_pulumi_is_a_prerequisite_error(fake_pulumi: FakePulumi) -> None:
-    fake_pulumi.control(version="2.9.0")
-    with pytest.raises(PrerequisiteError):
-        Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))
-
-
-def test_preflight_refuses_a_cli_that_cannot_destroy_inline_programs(fake_pulumi: FakePulumi) -> None:
-    """The Automation API destroys an inline program with `--client`, which needs pulumi 3.181."""
-    from llmctl.infra.aws.preflight import require_pulumi
-
-    fake_pulumi.control(version="3.180.0")
-    with pytest.raises(PrerequisiteError) as info:
-        require_pulumi()
-    assert "older than 3.181.0" in info.value.message
-    fake_pulumi.control(version="3.181.0")
-    assert "3.181.0" in require_pulumi()
-
-
-@pytest.mark.parametrize("version", ["3.205.0", "3.210.0"])  # events in a log file / over gRPC
-def test_engine_events_reach_the_progress_view(outputs: FakePulumi, version: str) -> None:
-    import io
-
-    outputs.control(version=version)
-    stream = io.StringIO()
-    progress = Progress("plain", stream=stream)
-    with progress.phase("platform", total=3):
-        Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"), on_event=progress.on_event)
-    log = stream.getvalue()
-    assert "[3/3] create aws:eks/cluster:Cluster r done" in log and "summary: create 3" in log
-    up = next(c for c in outputs.calls() if c["op"] == "up")
-    event_log = up["args"][up["args"].index("--event-log") + 1]
-    assert event_log.startswith("tcp://") == (version != "3.205.0")
-
-
-def test_ctrl_c_forwards_sigint_and_the_next_up_resumes(outputs: FakePulumi) -> None:
-    outputs.control(hang_up=[PLATFORM_PROJECT])
-    marker = outputs.root / "hanging"
-
-    def interrupt() -> None:
-        deadline = time.time() + 15
-        while not marker.exists() and time.time() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(UserAbort) as info:
-        Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))
+        lifecycle().up(BP, region=REGION, wait=False)
+    assert WL in info.value.message and "admission webhook denied" in info.value.message
     assert "run the same command again" in (info.value.hint or "")
-    assert {"event": "sigint", "project": PLATFORM_PROJECT, "stack": "dev"} in outputs.calls()
-    outputs.control(hang_up=[])
-    assert Engine(resolve_backend()).up(StackSpec(PLATFORM_PROJECT, "dev"))["cluster_name"] == CLUSTER
+    assert list_endpoints("dev") == []
+    made = {short(u) for u in engine.resources(WL, "dev")}
+    assert "kubernetes:ray.io/v1:RayService::tiny-cpu/tiny-cpu" not in made
+    assert "kubernetes:core/v1:Namespace::tiny-cpu" in made
+    assert engine.history(WL, "dev")[-1]["result"] == "failed"
+    engine.control(fail={})
+    lifecycle().up(BP, region=REGION, wait=False)
+    changes = engine.history(WL, "dev")[-1]["resourceChanges"]
+    assert changes["create"] == 1 + (1 if "pulumi:pulumi:Stack::llmctl-tiny-cpu-dev" not in made else 0)
+    assert load_endpoint("dev", BP).blueprint == BP
 
 
-def test_confirmation_shows_target_changes_and_cost(outputs: FakePulumi) -> None:
-    seen: list[list[str]] = []
+def test_a_removed_pool_is_deleted_in_order_on_the_next_up(engine: StandinEngine) -> None:
+    lifecycle().up("llama2-inf2", region=REGION, wait=False)
+    before = {short(u) for u in engine.resources(PLATFORM_PROJECT, "dev")}
+    lifecycle().up(BP, region=REGION, wait=False)  # this blueprint's platform has no Neuron pool
+    after = {short(u) for u in engine.resources(PLATFORM_PROJECT, "dev")}
+    [run] = [r for r in engine.deletes() if r["project"] == PLATFORM_PROJECT]
+    assert run["kind"] == "update"
+    assert [sorted(short(u) for u in wave) for wave in run["waves"]] == [
+        [
+            "kubernetes:helm.sh/v3:Release::neuron-release",
+            "kubernetes:karpenter.sh/v1:NodePool::nodepools-inferentia-inf2-nodepool",
+        ],
+        [
+            "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::nodepools-inferentia-inf2-nodeclass",
+            "llmctl:platform:Neuron::neuron",
+        ],
+    ]
+    assert before - after == {short(u) for wave in run["waves"] for u in wave}
 
-    def confirm(plan: Any) -> bool:
-        seen.append(plan.summary())
+
+def test_blueprint_the_platform_cannot_schedule_is_refused_before_the_workload(
+    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.infra.platform import program
+
+    real = program.node_pool_outputs
+    # a platform whose exports lack the pool the blueprint needs (the program runs in this process)
+    monkeypatch.setattr(
+        program, "node_pool_outputs", lambda config: [p for p in real(config) if p["name"] == "core"]
+    )
+    with pytest.raises(BlueprintError) as info:
+        lifecycle().up(BP, region=REGION, wait=False)
+    assert info.value.problems and "no workload was deployed" in (info.value.hint or "")
+    assert [op for op in engine.ops() if op[0] == "up"] == [("up", PLATFORM_PROJECT, "dev")]
+    pools = engine.outputs(PLATFORM_PROJECT, "dev")["node_pools"]
+    assert [pool["name"] for pool in pools] == ["core"]
+
+
+def test_declined_confirmation_changes_nothing(engine: StandinEngine) -> None:
+    seen = []
+
+    def confirm(plan: object) -> bool:
+        seen.append(plan.summary())  # type: ignore[attr-defined]
         return False
 
     with pytest.raises(UserAbort):
-        lifecycle().up(BP, region="us-west-2", confirm=confirm)
+        lifecycle().up(BP, region=REGION, confirm=confirm)
+    assert [op for op in engine.ops() if op[0] == "up"] == []
+    assert engine.resources(PLATFORM_PROJECT, "dev") == {}
     [lines] = seen
     assert lines[0].startswith(f"blueprint {BP} on eks (stack dev")
-    assert lines[1] == "platform changes: create 3"
+    planned = [c for c in engine.calls() if c["command"] == "preview"]
+    assert len(planned) == 1 and lines[1].startswith("platform changes: create ")
     assert lines[2].startswith("cost: about $") and "x m5.xlarge" in lines[2]
+
+
+def test_invalid_blueprint_is_refused_before_any_pulumi_call(engine: StandinEngine, tmp_path: Path) -> None:
+    from llmctl.blueprints._data import data_file
+
+    data = yaml.safe_load(data_file("catalog", "tiny-cpu.yaml").read_text())
+    text = (
+        data_file("catalog", "tiny-cpu.yaml")
+        .read_text()
+        .replace("cpus_per_replica: 2", "cpus_per_replica: 64")
+    )
+    assert data and text != data_file("catalog", "tiny-cpu.yaml").read_text()
+    path = tmp_path / "huge.yaml"
+    path.write_text(text)
+    with pytest.raises(BlueprintError):
+        lifecycle().up(str(path), region=REGION)
+    assert engine.calls() == []
+
+
+def test_platform_destroy_failure_sweeps_and_retries_once(engine: StandinEngine, aws: str) -> None:
+    lifecycle().up(BP, region=aws, wait=False)
+    engine.control(
+        fail={"network-vpc": "DependencyViolation: the vpc has dependencies and cannot be deleted"}
+    )
+    with pytest.raises(EngineError) as info:
+        lifecycle().down(region=aws, sweep_timeout_s=5)
+    assert "DependencyViolation" in info.value.message
+    assert [op for op in engine.ops() if op[0] == "destroy"][-2:] == [
+        ("destroy", PLATFORM_PROJECT, "dev")
+    ] * 2
+    left = {short(u) for u in engine.resources(PLATFORM_PROJECT, "dev")}
+    assert (
+        "aws:ec2/vpc:Vpc::network-vpc" in left and "aws:ec2/subnet:Subnet::network-nodes-usw2-az1" not in left
+    )
+    engine.control(fail={})
+    assert lifecycle().down(region=aws).destroyed == [f"{PLATFORM_PROJECT}/dev"]
+
+
+def test_down_after_a_failed_up_keeps_the_platform_on_request_then_removes_it(
+    engine: StandinEngine, aws: str
+) -> None:
+    engine.control(fail={"tiny-cpu/tiny-cpu": "boom"})
+    with pytest.raises(EngineError):
+        lifecycle().up(BP, region=aws, wait=False)
+    result = lifecycle().down(region=aws, keep_platform=True)
+    assert result.destroyed == [f"{WL}/dev"] and result.sweep is None
+    assert engine.checkpoint(WL, "dev") is None and len(engine.resources(PLATFORM_PROJECT, "dev")) > 50
+    result = lifecycle().down(region=aws)
+    assert result.destroyed == [f"{PLATFORM_PROJECT}/dev"]
+    assert [op for op in engine.ops() if op[0] == "destroy"] == [
+        ("destroy", WL, "dev"),
+        ("destroy", PLATFORM_PROJECT, "dev"),
+    ]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
+from standin_support import StandinEngine
 
 from llmctl.infra.lifecycle.kube import waiting_reason
 
@@ -134,3 +138,51 @@ def test_a_running_init_container_is_the_download() -> None:
         "containerStatuses": [{"name": "ray-head", "state": {"waiting": {"reason": "PodInitializing"}}}],
     }
     assert waiting_reason(pod(init)) == f"{POD}: init container fetch-model is running (model download)"
+
+
+def _pending_pod(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "serve-0", "namespace": namespace},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "message": "0/2 nodes are available"}],
+        },
+    }
+
+
+def test_wait_ready_polls_until_the_pods_are_ready(engine: StandinEngine, tmp_path: Path) -> None:
+    from lifecycle_support import ready_pod
+
+    from llmctl.infra.lifecycle.kube import wait_ready
+
+    kubeconfig = tmp_path / "kube.yaml"
+    kubeconfig.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
+    engine.kube(_pending_pod("ns1"))
+    said: list[str] = []
+
+    def on_wait(text: str) -> None:
+        said.append(text)
+        engine.kube(ready_pod("ns1"))  # the node arrives while we wait
+
+    wait_ready(kubeconfig, "ns1", timeout_s=60, on_wait=on_wait, poll_s=0.01)
+    assert said == ["a node from Karpenter for serve-0 (scheduler: 0/2 nodes are available)"]
+    pods = [c for c in engine.kubectl_calls() if c[2:4] == ["get", "pods"]]
+    assert len(pods) == 2 and all(c[4:6] == ["-n", "ns1"] for c in pods)  # polled again after the wait
+
+
+def test_wait_ready_times_out_with_what_it_waited_for(engine: StandinEngine, tmp_path: Path) -> None:
+    from llmctl.errors import ServingError
+    from llmctl.infra.lifecycle.kube import wait_ready
+
+    kubeconfig = tmp_path / "kube.yaml"
+    kubeconfig.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
+    engine.kube(_pending_pod("ns2"))
+    with pytest.raises(ServingError) as info:
+        wait_ready(kubeconfig, "ns2", timeout_s=0.2, on_wait=lambda text: None, poll_s=0.05)
+    assert info.value.message == (
+        "the workload in namespace ns2 is not ready after 0s: "
+        "a node from Karpenter for serve-0 (scheduler: 0/2 nodes are available)"
+    )
+    assert "`llmctl up` again resumes waiting" in (info.value.hint or "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from standin_support import StandinEngine
 
 from llmctl.infra.lifecycle.status import collect_status, kube_status, port_forwards
 from llmctl.state import Endpoint, save_endpoint
@@ -43,3 +44,60 @@ def test_kube_status_without_a_saved_kubeconfig_says_so(
 ) -> None:
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path))
     assert "run `llmctl up` first" in kube_status("dev")["error"]
+
+
+def test_connect_forwards_each_recorded_service_until_interrupted(
+    engine: StandinEngine, tmp_path: Path
+) -> None:
+    """`llmctl connect`: one port-forward per service the endpoint recorded, to the Services the
+    stand-in Kubernetes holds under that name and namespace; Ctrl-C stops them all."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    kube = tmp_path / "kube.yaml"
+    kube.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
+    extra = {
+        "namespace": "tiny-cpu",
+        "service": "tiny-cpu-serve-svc",
+        "dashboard_service": "tiny-cpu-head-svc",
+    }
+    save_endpoint(
+        Endpoint(
+            stack="dev",
+            blueprint="tiny-cpu",
+            target="eks",
+            base_url="http://localhost:8000/v1",
+            model="m",
+            extra={**extra, "port": "8000", "kubeconfig": str(kube)},
+        )
+    )
+    for name in ("tiny-cpu-serve-svc", "tiny-cpu-head-svc"):  # what KubeRay makes of the RayService
+        engine.kube(
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": "tiny-cpu", "name": name}}
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmctl", "connect", "-b", "tiny-cpu", "--port", "18000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    log = engine.root / "port-forwards.jsonl"
+    deadline = time.monotonic() + 60
+    while (not log.exists() or len(log.read_text().splitlines()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)  # only the process this test started
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "endpoint   http://localhost:18000/v1" in out and "dashboard  http://localhost:8265" in out
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted((e["service"], e["local"], e["remote"], e["event"]) for e in events) == [
+        ("tiny-cpu-head-svc", "8265", "8265", "started"),
+        ("tiny-cpu-head-svc", "8265", "8265", "stopped"),
+        ("tiny-cpu-serve-svc", "18000", "8000", "started"),
+        ("tiny-cpu-serve-svc", "18000", "8000", "stopped"),
+    ]

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lifecycle_support import FakePulumi
-from test_orchestration import platform_outputs
+from standin_support import StandinEngine
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
@@ -192,10 +191,10 @@ def test_status_for_a_blueprint_uses_what_up_recorded(kubectl: Path, tmp_path: P
 
 
 def test_status_blueprint_prints_the_timeline_and_carries_it_in_json(
-    kubectl: Path, tmp_path: Path, fake_pulumi: FakePulumi, aws: str
+    engine: StandinEngine, kubectl: Path, tmp_path: Path
 ) -> None:
+    # `engine` first: the recorded-events kubectl below goes ahead of the stand-in's on PATH.
     kubectl.write_text(json.dumps(recorded("warm")))
-    fake_pulumi.control(outputs={"llmctl-platform": platform_outputs(aws)})
     kube = tmp_path / "kubeconfig.yaml"
     kube.write_text("apiVersion: v1\n")
     extra = {"kubeconfig": str(kube), "namespace": "llama3-vllm-inf2"}

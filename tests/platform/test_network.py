@@ -47,3 +47,32 @@ def test_subnet_plan_matches_the_seed_layout() -> None:
     assert plan.nodes == ["100.64.0.0/17", "100.64.128.0/17"]
     three = plan_subnets("10.1.0.0/21", "100.64.0.0/16", 3)
     assert three.nodes == ["100.64.0.0/18", "100.64.64.0/18", "100.64.128.0/18"]
+
+
+def _platform_for(blueprint: str, offerings: dict[str, list[str]]) -> list[str]:
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.offline import OfflineMocks, run_offline
+    from llmctl.infra.platform.config import PlatformConfig
+    from llmctl.infra.platform.program import build_platform
+
+    config = PlatformConfig.for_blueprints([load_blueprint(blueprint)], stack="t", region="us-west-2")
+    made = run_offline(lambda: build_platform(config), mocks=OfflineMocks(offerings=offerings))
+    return sorted(
+        r.inputs["availabilityZone"]
+        for r in made
+        if r.type == "aws:ec2/subnet:Subnet" and r.name.startswith("network-nodes-")
+    )
+
+
+def test_the_program_places_nodes_where_ec2_offers_the_type() -> None:
+    # EC2's answer lists only the zones that offer the type; the program's node subnets follow it
+    assert _platform_for("llama2-inf2", {"inf2.48xlarge": ["us-west-2c", "us-west-2d"]}) == [
+        "us-west-2c",
+        "us-west-2d",
+    ]
+
+
+def test_the_program_refuses_a_type_ec2_offers_nowhere() -> None:
+    # EC2 answers with no rows when no zone offers the type: that is "offered nowhere", not "unknown"
+    with pytest.raises(CloudError, match=r"inf2\.48xlarge is not offered in any of the chosen zones"):
+        _platform_for("llama2-inf2", {"inf2.48xlarge": []})

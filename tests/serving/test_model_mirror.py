@@ -108,3 +108,52 @@ def test_ray_vllm_hands_the_mirror_to_ray_serve_llm(monkeypatch: pytest.MonkeyPa
         "model_source": {"bucket_uri": URI},
     }
     assert llm_config(bp, {"model_source": "/weights"})["model_loading_config"]["model_source"] == "/weights"
+
+
+def test_the_workloads_mirror_job_script_writes_what_the_serving_pods_read(
+    tiny_model: Path, aws: dict[str, str], tmp_path: Path
+) -> None:
+    """The Job's own script (from the rendered ConfigMap, with the Job's env) against moto S3; the
+    Hugging Face Hub is the boundary: offline, the snapshot is already in the Job's work dir."""
+    import os
+    import shutil
+    import subprocess
+
+    from llmctl.infra.workload.builders.cache import cache_env, mirror_objects
+    from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+
+    tiny = load_blueprint("tiny-cpu")
+    bp = tiny.model_copy(update={"caches": tiny.caches.model_copy(update={"model_mirror": True})})
+    facts = PlatformFacts.for_blueprint(bp).model_copy(update={"cache_bucket": "llmctl-dev-us-west-2-cache"})
+    config = WorkloadConfig(blueprint=bp, platform=facts)
+    script_map, job = mirror_objects(config)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    script = tmp_path / "mirror.py"
+    script.write_text(script_map["data"]["mirror.py"])
+    boto3.client("s3").create_bucket(
+        Bucket="llmctl-dev-us-west-2-cache", CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+    )
+    work = tmp_path / "work-model"
+    shutil.copytree(tiny_model, work)
+    env = {
+        **os.environ,
+        **{e["name"]: e["value"] for e in container["env"] if "value" in e},
+        "MIRROR_DIR": str(work),
+        "HF_HUB_OFFLINE": "1",
+        "PIP_NO_INDEX": "1",
+    }
+    first = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, check=False
+    )
+    assert first.returncode == 0, first.stderr
+    [uri] = [e["value"] for e in cache_env(config) if e["name"] == "LLMCTL_MODEL_URI"]
+    assert f"mirrored to {uri}" in first.stdout
+    local = Path(sync_model(uri))  # what a serving pod does with the URI it is given
+    expected = {p.relative_to(tiny_model) for p in tiny_model.rglob("*") if p.is_file()}
+    assert {p.relative_to(local) for p in local.rglob("*") if p.is_file()} == expected | {
+        Path(COMPLETE_MARKER)
+    }
+    again = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, check=False
+    )
+    assert again.returncode == 0 and f"already mirrored: {uri}" in again.stdout

@@ -3,11 +3,13 @@ Workload component, secrets marked secret, readiness annotations in place."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from workload_helpers import TOKEN, blueprint, config_for, manifests_for
 
 from llmctl.errors import BlueprintError, PrerequisiteError
-from llmctl.infra.offline import run_offline
+from llmctl.infra.offline import OfflineMocks, run_offline
 from llmctl.infra.workload.builders.common import needs_hf_token
 from llmctl.infra.workload.component import resource_name
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
@@ -96,10 +98,25 @@ def test_unschedulable_workload_cannot_be_brought_up() -> None:
     bp = blueprint("llama2-inf2")
     facts = PlatformFacts.for_blueprint(bp)
     facts = facts.model_copy(update={"pools": [p for p in facts.pools if p.name != "inferentia-inf2"]})
-    registered: list[object] = []
+
+    class Recording(OfflineMocks):
+        def __init__(self) -> None:
+            super().__init__()
+            self.made: list[str] = []
+
+        def new_resource(self, args: Any) -> tuple[str | None, dict[Any, Any]]:
+            self.made.append(args.typ)
+            return super().new_resource(args)
+
+    mocks = Recording()
     with pytest.raises(BlueprintError, match="Pending"):
-        registered = run_offline(lambda: build_workload(WorkloadConfig(blueprint=bp, platform=facts)))
-    assert registered == []
+        run_offline(lambda: build_workload(WorkloadConfig(blueprint=bp, platform=facts)), mocks=mocks)
+    assert mocks.made == []  # refused before the first registration
+    run_offline(
+        lambda: build_workload(WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp))),
+        mocks=mocks,
+    )
+    assert "kubernetes:ray.io/v1:RayService" in mocks.made  # the same recorder sees a schedulable one
 
 
 def test_generated_api_key_is_secret_and_kept_stable() -> None:

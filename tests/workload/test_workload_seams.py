@@ -112,12 +112,15 @@ def test_ecr_repository_is_one_per_workload_stack() -> None:
 def test_images_build_tags_for_the_workload_repository(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = tmp_path / "docker-calls"
+    # the stand-in Docker CLI of tests/lifecycle: only the calls and flags `images build` makes
+    standin = Path(__file__).parent.parent / "lifecycle" / "docker_standin.py"
     docker = tmp_path / "docker"
     docker.write_text(
-        f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1" = info ] && echo 27.0.0\nexit 0\n'
-    )  # stand-in Docker CLI: `docker info` answers, builds succeed
+        f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(standin)!r}, run_name='__main__')\n"
+    )
     docker.chmod(0o755)
+    (tmp_path / "calls.jsonl").write_text("")
+    monkeypatch.setenv("STANDIN_DOCKER_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     from llmctl.cli.app import app
 
@@ -128,7 +131,9 @@ def test_images_build_tags_for_the_workload_repository(
     out = json.loads(result.stdout)
     assert out["runtime"] == "ray-cpu" and out["image"].startswith("llmctl/qa/tiny-cpu:")
     assert out["base"] == blueprint("tiny-cpu").image.base
-    assert f"-t {out['image']}" in calls.read_text()
+    built = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()][-1]
+    assert built["-t"] == out["image"] and built["--load"] is True
+    assert built["--build-arg"] == f"BASE_IMAGE={out['base']}"
     refused = CliRunner().invoke(
         app, ["images", "build", "--runtime", "ray-cpu", "--push", "--region", "us-west-2"]
     )
@@ -155,9 +160,11 @@ def test_api_key_only_on_runtimes_whose_app_checks_it(name: str, refused: bool) 
             "name": "LLMCTL_API_KEY",
             "valueFrom": {"secretKeyRef": {"name": "api-key", "key": "LLMCTL_API_KEY"}},
         } in env
+        # ... from a Secret the workload itself creates, under the name the serving app reads
         from llmctl.serving.common.auth import API_KEY_ENV
 
-        assert API_KEY_ENV == "LLMCTL_API_KEY"
+        [secret] = [m for m in manifests if m["kind"] == "Secret" and m["metadata"]["name"] == "api-key"]
+        assert API_KEY_ENV in (secret.get("stringData") or secret.get("data") or {})
 
 
 def manifests_for_config(bp: Any) -> list[dict[str, Any]]:

@@ -55,7 +55,7 @@ if s3.list_objects_v2(Bucket=bucket, Prefix=marker).get("KeyCount"):
     sys.exit(0)
 local = snapshot_download(
     os.environ["MODEL_ID"], revision=os.environ.get("MODEL_REVISION", "main"),
-    token=os.environ.get("HF_TOKEN") or None, local_dir="/work/model",
+    token=os.environ.get("HF_TOKEN") or None, local_dir=os.environ.get("MIRROR_DIR", "/work/model"),
     ignore_patterns=["*.pth", "original/*"],
 )
 for root, _dirs, files in os.walk(local):

@@ -1,0 +1,3 @@
+from standin_engine.cli import main
+
+main()

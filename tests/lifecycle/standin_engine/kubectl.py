@@ -1,0 +1,176 @@
+"""A stand-in `kubectl` paired with the stand-in engine: answers `get` for objects keyed by kind,
+namespace and name. The objects are the Kubernetes resources the engine's stacks hold (from their
+saved inputs) overlaid with what tests add to $STANDIN_PULUMI_DIR/kube.json (pods, status, events)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+KINDS = {
+    "pod": "Pod",
+    "pods": "Pod",
+    "po": "Pod",
+    "service": "Service",
+    "services": "Service",
+    "svc": "Service",
+    "event": "Event",
+    "events": "Event",
+    "ev": "Event",
+    "node": "Node",
+    "nodes": "Node",
+    "no": "Node",
+    "deployment": "Deployment",
+    "deployments": "Deployment",
+    "deploy": "Deployment",
+    "daemonset": "DaemonSet",
+    "daemonsets": "DaemonSet",
+    "ds": "DaemonSet",
+    "namespace": "Namespace",
+    "namespaces": "Namespace",
+    "ns": "Namespace",
+    "nodepools.karpenter.sh": "NodePool",
+    "nodepool": "NodePool",
+    "nodepools": "NodePool",
+    "crd": "CustomResourceDefinition",
+    "crds": "CustomResourceDefinition",
+    "customresourcedefinitions": "CustomResourceDefinition",
+    "rayservice": "RayService",
+    "rayservices": "RayService",
+    "rayservices.ray.io": "RayService",
+}
+CLUSTER_SCOPED = {"Node", "Namespace", "NodePool", "CustomResourceDefinition"}
+
+
+def _fail(message: str, code: int = 1) -> None:
+    print(message, file=sys.stderr)
+    sys.exit(code)
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name"))
+
+
+def objects(root: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    backend = Path(os.environ.get("STANDIN_BACKEND", "/nonexistent")) / ".pulumi" / "stacks"
+    for path in sorted(backend.glob("*/*.json")):
+        for res in json.loads(path.read_text())["resources"]:
+            inputs = res.get("inputs") or {}
+            if res["type"].startswith("kubernetes:") and inputs.get("kind") and inputs.get("metadata"):
+                obj = {
+                    "apiVersion": inputs.get("apiVersion"),
+                    "kind": inputs["kind"],
+                    "metadata": dict(inputs["metadata"]),
+                }
+                if inputs["kind"] not in CLUSTER_SCOPED:
+                    obj["metadata"].setdefault("namespace", "default")
+                obj["spec"] = inputs.get("spec", {})
+                found[_key(obj)] = obj
+    extra = root / "kube.json"
+    for obj in json.loads(extra.read_text()) if extra.exists() else []:
+        key = _key(obj)
+        found[key] = {**found.get(key, {}), **obj}
+    return found
+
+
+def port_forward(root: Path, args: list[str]) -> None:
+    """`port-forward -n NS svc/NAME LOCAL:REMOTE`: refuses a Service that does not exist, else holds
+    until terminated (recording start and stop)."""
+    import signal
+    import time
+
+    if len(args) != 4 or args[0] != "-n" or not args[2].startswith("svc/") or ":" not in args[3]:
+        _fail(f"error: the stand-in kubectl answers only `port-forward -n NS svc/NAME L:R` (asked: {args})")
+    namespace, name = args[1], args[2][len("svc/") :]
+    if ("Service", namespace, name) not in objects(root):
+        _fail(f'Error from server (NotFound): services "{name}" not found')
+    local, remote = args[3].split(":")
+    record = {"pid": os.getpid(), "namespace": namespace, "service": name, "local": local, "remote": remote}
+
+    def stop(signum: int, frame: Any) -> None:
+        with open(root / "port-forwards.jsonl", "a", encoding="utf-8") as log:
+            log.write(json.dumps({**record, "event": "stopped"}) + "\n")
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    with open(root / "port-forwards.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({**record, "event": "started"}) + "\n")
+    print(f"Forwarding from 127.0.0.1:{local} -> {remote}", flush=True)
+    while True:
+        time.sleep(0.1)
+
+
+def main() -> None:
+    root = Path(os.environ["STANDIN_PULUMI_DIR"])
+    args = sys.argv[1:]
+    with open(root / "kubectl-calls.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps(args) + "\n")
+    if args[:2] == ["version", "--client"]:
+        print(json.dumps({"clientVersion": {"gitVersion": "v1.35.0"}}))
+        return
+    kubeconfig = None
+    if args[:1] == ["--kubeconfig"]:
+        kubeconfig, args = args[1], args[2:]
+    if kubeconfig is not None:
+        path = Path(kubeconfig)
+        if not path.exists():
+            _fail(f"error: stat {kubeconfig}: no such file or directory")
+        try:
+            clusters = json.loads(path.read_text()).get("clusters")
+        except ValueError:
+            import yaml
+
+            clusters = (yaml.safe_load(path.read_text()) or {}).get("clusters")
+        if not clusters:
+            _fail("error: invalid configuration: no configuration has been provided")
+    if args[:1] == ["port-forward"]:
+        port_forward(root, args[1:])
+        return
+    if not args or args[0] != "get":
+        _fail(f"error: the stand-in kubectl answers only `get` (asked: {' '.join(args)})")
+    rest = args[1:]
+    namespace, every, output, words = "default", False, None, []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg in ("-n", "--namespace"):
+            namespace, i = rest[i + 1], i + 2
+            continue
+        if arg in ("-A", "--all-namespaces"):
+            every = True
+        elif arg == "-o":
+            output, i = rest[i + 1], i + 2
+            continue
+        elif arg.startswith("-"):
+            _fail(f"error: unknown flag: {arg}")
+        else:
+            words.append(arg)
+        i += 1
+    if output != "json" or not words:
+        _fail("error: the stand-in kubectl answers only `get <resource> [name] -o json`")
+    kind = KINDS.get(words[0].lower())
+    if kind is None:
+        _fail(f'error: the server doesn\'t have a resource type "{words[0]}"')
+    everything = objects(root)
+    scoped = kind in CLUSTER_SCOPED
+    if len(words) > 1:
+        obj = everything.get((kind, "" if scoped else namespace, words[1]))
+        if obj is None:
+            _fail(f'Error from server (NotFound): {words[0]} "{words[1]}" not found')
+        print(json.dumps(obj))
+        return
+    items = [
+        o
+        for (k, ns, _), o in sorted(everything.items())
+        if k == kind and (scoped or every or ns == namespace)
+    ]
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Test-side handle on the stand-in engine (tests/lifecycle/standin_engine): its control file, its
+records, the backend state it keeps, and the stand-in kubectl."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+
+
+def install(bin_dir: Path, name: str, module: str) -> Path:
+    """An executable `name` in bin_dir that runs standin_engine.<module>:main with this Python."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / name
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(HERE)!r})\n"
+        f"from standin_engine.{module} import main\nmain()\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return script
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class StandinEngine:
+    """Controls and reads the stand-in `pulumi`."""
+
+    def __init__(self, root: Path, backend: Path) -> None:
+        self.root = root
+        self.backend = backend
+        self.control_file = root / "control.json"
+        self.control_file.write_text("{}")
+
+    def control(self, **settings: Any) -> None:
+        """Faults and answers: fail={name: message}, hang_on=name, crash_on=name, version=..., offerings=..."""
+        current = json.loads(self.control_file.read_text())
+        current.update(settings)
+        self.control_file.write_text(json.dumps(current))
+
+    def calls(self) -> list[dict[str, Any]]:
+        return _lines(self.root / "calls.jsonl")
+
+    def ops(self) -> list[tuple[str, str, str]]:
+        """(command, project, stack) of every up/preview/destroy/refresh/cancel/stack rm, in order."""
+        found = []
+        for call in self.calls():
+            if call["command"] in ("up", "preview", "destroy", "refresh", "cancel", "stack rm"):
+                args = call["args"]
+                stack = args[args.index("--stack") + 1] if "--stack" in args else args[-1]
+                found.append((call["command"], Path(call["cwd"]).name, stack))
+        return found
+
+    def deletes(self) -> list[dict[str, Any]]:
+        """Every delete run: project, stack, kind (update/destroy) and the waves of URNs."""
+        return _lines(self.root / "deletes.jsonl")
+
+    def faults(self) -> list[dict[str, Any]]:
+        return _lines(self.root / "faults.jsonl")
+
+    def checkpoint(self, project: str, stack: str) -> dict[str, Any] | None:
+        path = self.backend / ".pulumi" / "stacks" / project / f"{stack}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def resources(self, project: str, stack: str) -> dict[str, dict[str, Any]]:
+        """The stack's saved resources by URN."""
+        data = self.checkpoint(project, stack) or {"resources": []}
+        return {res["urn"]: res for res in data["resources"]}
+
+    def kube(self, *objects: dict[str, Any]) -> None:
+        """Objects (or status overlays, keyed by kind, namespace and name) the stand-in kubectl serves."""
+        path = self.root / "kube.json"
+        current = json.loads(path.read_text()) if path.exists() else []
+        path.write_text(json.dumps([*current, *objects]))
+
+    def kubectl_calls(self) -> list[list[str]]:
+        path = self.root / "kubectl-calls.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def outputs(self, project: str, stack: str) -> dict[str, Any]:
+        """The stack's saved outputs, secrets unwrapped."""
+        from standin_engine.cli import _plain
+
+        return dict(_plain((self.checkpoint(project, stack) or {}).get("outputs", {}), True))
+
+    def history(self, project: str, stack: str) -> list[dict[str, Any]]:
+        """The stack's update history, oldest first."""
+        path = self.backend / ".pulumi" / "history" / project / f"{stack}.json"
+        return list(json.loads(path.read_text())) if path.exists() else []
+
+    def hold_lock(self, project: str, stack: str) -> Path:
+        """A lock file as another running update leaves it."""
+        folder = self.backend / ".pulumi" / "locks" / "organization" / project / stack
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "0b8b1c1e-other-update.json"
+        path.write_text(json.dumps({"pid": 1, "username": "someone", "hostname": "elsewhere"}))
+        return path
+
+
+def stand_in_env(root: Path, bin_dir: Path) -> dict[str, str]:
+    return {"STANDIN_PULUMI_DIR": str(root), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}

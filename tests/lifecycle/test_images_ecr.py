@@ -1,0 +1,65 @@
+"""`llmctl images build --push`: ECR login and push against moto's ECR, through a stand-in `docker`
+that accepts only the calls and flags the real one would be given (tests/lifecycle/docker_standin.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from llmctl.cli.app import app
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir, data = tmp_path / "docker-bin", tmp_path / "docker"
+    bin_dir.mkdir()
+    data.mkdir()
+    (data / "calls.jsonl").write_text("")
+    script = bin_dir / "docker"
+    script.write_text(
+        f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(HERE / 'docker_standin.py')!r}, run_name='__main__')\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_DOCKER_DIR", str(data))
+    return data
+
+
+def calls(data: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (data / "calls.jsonl").read_text().splitlines()]
+
+
+def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws: str, docker: Path) -> None:
+    ecr = boto3.client("ecr", region_name=aws)
+    ecr.create_repository(repositoryName="llmctl/qa/tiny-cpu")  # the workload stack makes it
+    token = ecr.get_authorization_token()["authorizationData"][0]
+    registry = token["proxyEndpoint"].removeprefix("https://")
+    user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
+    args = ["images", "build", "-b", "tiny-cpu", "--stack", "qa", "--push", "--region", aws, "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["image"].startswith(f"{registry}/llmctl/qa/tiny-cpu:") and out["pushed"] is True
+    assert out["digest"] == "sha256:" + "ab" * 32
+    login, built = [c for c in calls(docker) if c["args"][0] in ("login", "buildx")]
+    assert (login["user"], login["registry"], login["password"]) == (user, registry, password)
+    assert built["-t"] == out["image"] and built["--push"] is True and built["--platform"] == "linux/amd64"
+
+
+def test_push_to_a_missing_repository_says_to_run_up_first(aws: str, docker: Path) -> None:
+    args = ["images", "build", "-b", "tiny-cpu", "--stack", "qa", "--push", "--region", aws]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "the ECR repository 'llmctl/qa/tiny-cpu' does not exist" in result.output
+    assert [c["args"][0] for c in calls(docker)] == ["info"]  # no login, no build
