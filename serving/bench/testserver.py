@@ -193,7 +193,8 @@ class FakeOpenAI:
                 "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
             }
         )
-        base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model}
+        head = json.dumps({"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model})
+        head = "data: " + head[:-1] + ', "choices": [{"index": 0, "delta": '
 
         async def event(data: dict[str, Any] | str) -> None:
             payload = data if isinstance(data, str) else json.dumps({**base, **data})
@@ -201,6 +202,14 @@ class FakeOpenAI:
                 {"type": "http.response.body", "body": f"data: {payload}\n\n".encode(), "more_body": True}
             )
 
+        async def content(text: str, finish: str | None) -> None:
+            # the JSON of one content chunk, assembled from pieces: this runs once per token and
+            # json.dumps of the whole chunk would make the server, not the client, the bottleneck
+            reason = "null" if finish is None else f'"{finish}"'
+            body = f'{head}{{"content": {json.dumps(text)}}}, "finish_reason": {reason}}}]}}\n\n'
+            await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
+
+        base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model}
         await event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
         per_chunk = max(1, timing.tokens_per_chunk)
         stall = bool(timing.stall_every) and number % timing.stall_every == 0
@@ -223,10 +232,7 @@ class FakeOpenAI:
                 self.lead = min(0.001, max(0.0, 0.98 * self.lead + 0.02 * late))
             piece = tokens[first : first + per_chunk]
             sent += len(piece)
-            finish = "length" if sent >= max_tokens else None
-            await event(
-                {"choices": [{"index": 0, "delta": {"content": "".join(piece)}, "finish_reason": finish}]}
-            )
+            await content("".join(piece), "length" if sent >= max_tokens else None)
         if include_usage:
             await event({"choices": [], "usage": _usage(prompt_tokens, sent)})
         await event("[DONE]")

@@ -204,3 +204,23 @@ def test_fake_server_speaks_the_openai_protocol(fake: Any) -> None:
     assert chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == 5 and chunks[-1].usage.prompt_tokens == 3
     assert [m.id for m in client.models.list()] == ["fake-model"]
+
+
+def test_bench_help_shows_whole_flag_names_at_80_columns() -> None:
+    result = runner.invoke(app, ["bench", "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    for flag in (
+        "--endpoint",
+        "--concurrency",
+        "--max-concurrency",
+        "--requests",
+        "--warmup",
+        "--mean-input-tokens",
+        "--stddev-output-tokens",
+        "--max-output-tokens",
+        "--no-fixed-output",
+        "--no-plots",
+    ):
+        assert flag in result.output, flag
