@@ -20,7 +20,10 @@ Failure injection: every ``error_every``-th request answers HTTP ``error_status`
 ``stall_after`` tokens and closes the stream.
 
 The timing can be changed at run time with ``POST /_config`` (JSON with the fields of
-:class:`FakeTiming`); ``GET /_stats`` returns the number of requests served.
+:class:`FakeTiming`); ``GET /_stats`` returns the number of requests served and ``GET /_timeline``
+what the server really did for each completed stream: when it had read the request, when it sent
+the first and the last content chunk (``time.monotonic()``, the clock of the client's
+``perf_counter`` on Linux) and how many tokens it sent. ``POST /_config`` clears both.
 
 Run it on its own with ``python -m llmctl.serving.bench.testserver --port 8000``.
 """
@@ -110,6 +113,7 @@ class FakeOpenAI:
         self.timing = timing or FakeTiming()
         self.requests = 0
         self.lead = _INITIAL_LEAD
+        self.timeline: list[tuple[float, float, float, int]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -141,9 +145,12 @@ class FakeOpenAI:
                 await _json(send, 400, {"error": {"message": str(error)}})
                 return
             self.requests = 0
+            self.timeline = []
             await _json(send, 200, dataclasses.asdict(self.timing))
         elif method == "GET" and path == "/_stats":
             await _json(send, 200, {"requests": self.requests})
+        elif method == "GET" and path == "/_timeline":
+            await _json(send, 200, {"streams": self.timeline[-100_000:]})
         elif method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
             await self._chat(send, body, started)
         else:
@@ -217,6 +224,7 @@ class FakeOpenAI:
         loop = asyncio.get_running_loop()
         offset = started - time.monotonic() + loop.time()
         sent = 0
+        first_sent = 0.0
         for j, first in enumerate(range(0, max_tokens, per_chunk)):
             if (stall or broken) and sent >= timing.stall_after:
                 if broken:
@@ -233,6 +241,8 @@ class FakeOpenAI:
             piece = tokens[first : first + per_chunk]
             sent += len(piece)
             await content("".join(piece), "length" if sent >= max_tokens else None)
+            first_sent = first_sent or time.monotonic()
+        self.timeline.append((started, first_sent, time.monotonic(), sent))
         if include_usage:
             await event({"choices": [], "usage": _usage(prompt_tokens, sent)})
         await event("[DONE]")
@@ -348,6 +358,15 @@ def configure(base_url: str, **fields: Any) -> dict[str, Any]:
     response.raise_for_status()
     result: dict[str, Any] = response.json()
     return result
+
+
+def timeline(base_url: str) -> list[tuple[float, float, float, int]]:
+    """What a running fake server did: (read, first content sent, last content sent, tokens) per stream."""
+    import httpx
+
+    response = httpx.get(base_url.removesuffix("/v1") + "/_timeline", timeout=10.0)
+    response.raise_for_status()
+    return [(float(a), float(b), float(c), int(n)) for a, b, c, n in response.json()["streams"]]
 
 
 def main(argv: list[str] | None = None) -> None:
