@@ -35,7 +35,7 @@ def test_bench_sweep_writes_results_llmperf_keys_and_plots(fake: Any, tmp_path: 
     url = fake(ttft=0.01, tpot=0.002)
     out = tmp_path / "run"
     result = _bench(
-        ["-e", url, "-c", "1,4", "-n", "8", *SMALL, "--slo", "ttft=200ms", "-o", str(out), "--json"]
+        ["-e", url, "-c", "1,4", "-n", "8", *SMALL, "--slo", "ttft=10s", "-o", str(out), "--json"]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -53,7 +53,7 @@ def test_bench_sweep_writes_results_llmperf_keys_and_plots(fake: Any, tmp_path: 
         assert summary[key] is not None, key
     assert summary["num_concurrent_requests"] == 4
     assert summary["counts"]["completed"] == 8
-    assert summary["goodput"]["requests_meeting_slo"] == 8
+    assert summary["goodput"]["requests_meeting_slo"] == 8  # a 10 s limit: met even on a busy machine
     assert summary["definitions"]["tpot_s"].startswith("time per output token")
     requests = json.loads((out / "c4" / "requests.json").read_text())
     assert len(requests) == 8
