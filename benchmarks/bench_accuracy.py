@@ -110,6 +110,7 @@ def whole_run_cpu(
 
 def main() -> int:
     started = time.monotonic()
+    load_before = os.getloadavg()[0]
     results: dict[str, Any] = {}
     cli_cpu: dict[str, Any] = {}
     with running_server(FakeTiming()) as url:
@@ -169,7 +170,9 @@ def main() -> int:
         "whole_run_cpu": cli_cpu,
         "machine": {
             "cpus": os.cpu_count(),
-            "load_average_1m": os.getloadavg()[0],
+            # other processes' load: the figures degrade with it (see the module docstring)
+            "load_average_1m_before": load_before,
+            "load_average_1m_after": os.getloadavg()[0],
             "python": platform.python_version(),
             "platform": platform.platform(),
         },

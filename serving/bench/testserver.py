@@ -171,9 +171,17 @@ class FakeOpenAI:
             return
         max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
         max_tokens = max_tokens or timing.default_max_tokens
-        prompt_tokens = sum(count_words(str(m.get("content", ""))) for m in messages)
+
+        # Work before the first token is kept to a minimum: a burst of requests is handled one after
+        # the other, so every microsecond here delays the next request's clock. The prompt is
+        # counted only when its usage is sent, the words are made chunk by chunk.
+        def prompt_tokens() -> int:
+            return sum(count_words(str(m.get("content", ""))) for m in messages)
+
+        def word(k: int) -> str:
+            return " " + WORDS[(number + k) % len(WORDS)]
+
         model = str(request.get("model") or timing.model)
-        tokens = [" " + WORDS[(number + k) % len(WORDS)] for k in range(max_tokens)]
         if not request.get("stream"):
             await asyncio.sleep(timing.ttft + max(0, max_tokens - 1) * timing.tpot)
             completion = {
@@ -184,11 +192,11 @@ class FakeOpenAI:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": "".join(tokens)},
+                        "message": {"role": "assistant", "content": "".join(map(word, range(max_tokens)))},
                         "finish_reason": "length",
                     }
                 ],
-                "usage": _usage(prompt_tokens, max_tokens),
+                "usage": _usage(prompt_tokens(), max_tokens),
             }
             await _json(send, 200, completion)
             return
@@ -217,7 +225,8 @@ class FakeOpenAI:
             await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
 
         base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model}
-        await event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        role = f'{head}{{"role": "assistant", "content": ""}}, "finish_reason": null}}]}}\n\n'
+        await send({"type": "http.response.body", "body": role.encode(), "more_body": True})
         per_chunk = max(1, timing.tokens_per_chunk)
         stall = bool(timing.stall_every) and number % timing.stall_every == 0
         broken = bool(timing.midstream_error_every) and number % timing.midstream_error_every == 0
@@ -238,13 +247,13 @@ class FakeOpenAI:
                 await asyncio.sleep(delay)
                 late = loop.time() - (deadline - self.lead)
                 self.lead = min(0.001, max(0.0, 0.98 * self.lead + 0.02 * late))
-            piece = tokens[first : first + per_chunk]
+            piece = [word(k) for k in range(first, min(first + per_chunk, max_tokens))]
             sent += len(piece)
             await content("".join(piece), "length" if sent >= max_tokens else None)
             first_sent = first_sent or time.monotonic()
         self.timeline.append((started, first_sent, time.monotonic(), sent))
         if include_usage:
-            await event({"choices": [], "usage": _usage(prompt_tokens, sent)})
+            await event({"choices": [], "usage": _usage(prompt_tokens(), sent)})
         await event("[DONE]")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
