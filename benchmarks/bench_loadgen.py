@@ -10,7 +10,6 @@ machine the ceiling is the ceiling of client and server together.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import platform
@@ -19,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmctl.serving.bench.loadgen import LoadPlan, run_load
+from llmctl.serving.bench.loadgen import LoadPlan, run_blocking, run_load
 from llmctl.serving.bench.metrics import summarize
 from llmctl.serving.bench.prompts import PromptFactory
 from llmctl.serving.bench.testserver import FakeTiming, running_server
@@ -50,7 +49,7 @@ def measure(url: str, concurrency: int, rounds: int = 3) -> dict[str, Any]:
         warmup=concurrency,
         timeout=60,
     )
-    result = asyncio.run(run_load(plan, prompts))
+    result = run_blocking(lambda: run_load(plan, prompts))
     summary, _ = summarize(result, tokenizer)
     metrics, load = summary["metrics"], summary["load"]
     return {

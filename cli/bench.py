@@ -24,6 +24,14 @@ bench_app = typer.Typer(
 )
 
 
+# Help panels: one table each, so no panel's columns crowd out the flag names at 80 columns.
+_TARGET = "Endpoint"
+_LOAD = "Load"
+_WORKLOAD = "Prompts and outputs"
+_OUTPUT = "Results"
+# llmperf's flag names (token_benchmark_ray.py) work as hidden aliases
+
+
 @bench_app.callback(invoke_without_command=True)
 def bench(
     ctx: typer.Context,
@@ -31,7 +39,9 @@ def bench(
         None,
         "--endpoint",
         "-e",
-        help="OpenAI base URL, e.g. http://localhost:8000/v1 (repeat for round-robin).",
+        metavar="URL",
+        help="OpenAI base URL, e.g. http://localhost:8000/v1; repeat for round-robin.",
+        rich_help_panel=_TARGET,
     ),
     blueprint: str | None = options.SOME_DEPLOYED,
     stack: str = options.STACK,
@@ -41,75 +51,98 @@ def bench(
         None,
         "--concurrency",
         "-c",
-        "--num-concurrent-requests",
-        help="Closed loop: requests in flight; a list (1,2,4,8,16) runs a sweep. Default 1.",
+        metavar="LIST",
+        help="Closed loop: requests in flight; a list (1,4,16) is a sweep. [dim]\\[default: 1][/]",
+        rich_help_panel=_LOAD,
     ),
     rate: str = typer.Option(
-        None, "--rate", help="Open loop: requests per second (a list runs a sweep) instead of --concurrency."
+        None,
+        "--rate",
+        metavar="LIST",
+        help="Open loop: requests/s (a list is a sweep).",
+        rich_help_panel=_LOAD,
     ),
-    arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson or constant."),
+    arrival: str = typer.Option(
+        "poisson", "--arrival", metavar="KIND", help="poisson or constant (open loop).", rich_help_panel=_LOAD
+    ),
     max_concurrency: int = typer.Option(
-        None, "--max-concurrency", min=1, help="Cap on requests in flight (open loop)."
+        None, "--max-concurrency", min=1, metavar="N", help="Cap (open loop).", rich_help_panel=_LOAD
     ),
     requests: int = typer.Option(
         None,
         "--requests",
         "-n",
-        "--max-num-completed-requests",
         min=1,
-        help="Measured requests per level (default: max(50, 8 x concurrency) unless --duration is set).",
+        metavar="N",
+        help="Measured requests per level. [dim]\\[default: max(50, 8 x concurrency)][/]",
+        rich_help_panel=_LOAD,
     ),
     duration: float = typer.Option(
-        None, "--duration", min=0.1, help="Seconds per level (with --requests: whichever ends first)."
+        None, "--duration", min=0.1, metavar="S", help="Seconds per level (or -n).", rich_help_panel=_LOAD
     ),
     warmup: int = typer.Option(
-        2, "--warmup", min=0, help="Warm-up requests per level, excluded from the results."
+        2, "--warmup", min=0, metavar="N", help="Warm-up requests, before the window.", rich_help_panel=_LOAD
     ),
     timeout: float = typer.Option(
-        300.0, "--timeout", min=0.1, help="Per-request timeout in seconds (counted as incomplete)."
+        300.0, "--timeout", min=0.1, metavar="S", help="Per-request timeout.", rich_help_panel=_LOAD
     ),
     mean_input_tokens: int = typer.Option(
-        512, "--mean-input-tokens", min=1, help="Mean prompt length in tokens."
+        512, "--mean-input-tokens", min=1, metavar="N", help="Prompt length.", rich_help_panel=_WORKLOAD
     ),
     stddev_input_tokens: int = typer.Option(
-        20, "--stddev-input-tokens", min=0, help="Stddev of the prompt length."
+        20, "--stddev-input-tokens", min=0, metavar="N", help="Its stddev.", rich_help_panel=_WORKLOAD
     ),
     mean_output_tokens: int = typer.Option(
-        245, "--mean-output-tokens", min=1, help="Mean output length (max_tokens)."
+        245, "--mean-output-tokens", min=1, metavar="N", help="max_tokens.", rich_help_panel=_WORKLOAD
     ),
     stddev_output_tokens: int = typer.Option(
-        20, "--stddev-output-tokens", min=0, help="Stddev of the output length."
+        20, "--stddev-output-tokens", min=0, metavar="N", help="Its stddev.", rich_help_panel=_WORKLOAD
     ),
     max_output_tokens: int = typer.Option(
         None,
         "--max-output-tokens",
         min=1,
-        help="Cap on requested output tokens (default with --blueprint: its serving.max_new_tokens).",
+        metavar="N",
+        help="Cap. [dim]\\[default: the blueprint's][/]",
+        rich_help_panel=_WORKLOAD,
     ),
     shared_prefix: bool = typer.Option(
-        False,
-        "--shared-prefix",
-        help="Let prompts share a prefix (no per-request nonce), so prefix caching can hit.",
+        False, "--shared-prefix", help="No per-request nonce.", rich_help_panel=_WORKLOAD
     ),
-    fixed_output: bool = typer.Option(
-        True, "--fixed-output/--no-fixed-output", help="Ask for exactly max_tokens (ignore_eos, min_tokens)."
+    no_fixed_output: bool = typer.Option(
+        False,
+        "--no-fixed-output",
+        help="Don't ask for exactly max_tokens (ignore_eos, min_tokens).",
+        rich_help_panel=_WORKLOAD,
     ),
     tokenizer: str = typer.Option(
-        None, "--tokenizer", help="Tokenizer path or Hugging Face id for exact counts (needs transformers)."
+        None, "--tokenizer", metavar="PATH", help="For exact counts.", rich_help_panel=_WORKLOAD
     ),
-    slo: str = typer.Option(None, "--slo", help="Goodput limits, e.g. ttft=500ms,tpot=50ms,e2e=20s."),
     extra_body: str = typer.Option(
-        None, "--extra-body", "--additional-sampling-params", help="JSON merged into every request body."
+        None, "--extra-body", metavar="JSON", help="Merged into each body.", rich_help_panel=_WORKLOAD
     ),
-    llm_api: str = typer.Option(
-        "openai", "--llm-api", hidden=True, help="Accepted for llmperf compatibility."
+    seed: int = typer.Option(
+        0, "--seed", metavar="N", help="Prompt and arrival seed.", rich_help_panel=_WORKLOAD
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for prompt lengths, excerpts and arrivals."),
+    slo: str = typer.Option(
+        None, "--slo", metavar="LIMITS", help="Goodput, e.g. ttft=500ms,tpot=50ms.", rich_help_panel=_OUTPUT
+    ),
     out: Path = typer.Option(
-        None, "--out", "-o", "--results-dir", help="Results folder (default: bench-results/<timestamp>)."
+        None,
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="[dim]\\[default: bench-results/<time>][/]",
+        rich_help_panel=_OUTPUT,
     ),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots (needs matplotlib)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="PNG plots.", rich_help_panel=_OUTPUT),
     json: bool = options.JSON,
+    num_concurrent_requests: str = typer.Option(None, "--num-concurrent-requests", hidden=True),
+    max_num_completed_requests: int = typer.Option(None, "--max-num-completed-requests", min=1, hidden=True),
+    results_dir: Path = typer.Option(None, "--results-dir", hidden=True),
+    additional_sampling_params: str = typer.Option(None, "--additional-sampling-params", hidden=True),
+    llm_api: str = typer.Option("openai", "--llm-api", hidden=True),
+    fixed_output: bool = typer.Option(True, "--fixed-output", hidden=True),
 ) -> None:
     """Measure an endpoint: [bold]llmctl bench -e http://localhost:8000/v1 -c 1,4,16[/]."""
     if ctx.invoked_subcommand is not None:
@@ -123,18 +156,18 @@ def bench(
         endpoints=endpoint,
         blueprint=blueprint,
         stack=stack,
-        concurrency=concurrency,
+        concurrency=concurrency or num_concurrent_requests,
         rate=rate,
         arrival=arrival,
         llm_api=llm_api,
         slo=slo,
-        extra_body=extra_body,
+        extra_body=extra_body or additional_sampling_params,
         model=model,
         max_output_tokens=max_output_tokens,
-        out=out,
+        out=out or results_dir,
         api_key=api_key,
         max_concurrency=max_concurrency,
-        requests=requests,
+        requests=requests or max_num_completed_requests,
         duration=duration,
         warmup=warmup,
         timeout=timeout,
@@ -143,7 +176,7 @@ def bench(
         mean_output_tokens=mean_output_tokens,
         stddev_output_tokens=stddev_output_tokens,
         shared_prefix=shared_prefix,
-        fixed_output=fixed_output,
+        fixed_output=fixed_output and not no_fixed_output,
         tokenizer=tokenizer,
         seed=seed,
         plots=plots,

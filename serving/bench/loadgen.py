@@ -6,29 +6,44 @@
   constant gaps, whether or not earlier ones finished (optionally capped by ``max_concurrency``).
   Each record keeps its scheduled and its actual start, so the report can show the achieved rate.
 
-Warm-up requests run first, with the same concurrency, and are kept apart from the results. The
-load generator measures itself too: its CPU time over the measured phase and the lag of its event
-loop (how late a 10 ms timer fires), so a saturated client cannot pass its own delays off as
-server latency unnoticed. Setting ``stop`` ends the run early: nothing new starts, requests in
-flight are cancelled and recorded as ``cancelled``, and everything measured so far is returned.
+A level runs in two phases. The warm-up phase opens one connection per slot (a ``GET /models``
+each, as a long-running client would have them open), then runs ``warmup`` requests with the same
+concurrency (or rate) and waits until every one of them has ended. Only then does the measured
+window open: in a closed loop every slot starts its first request at once, in an open loop the
+schedule starts at the window's first instant. The window closes when its last request ends, so
+its duration and throughput cover measured requests only, never a ragged mix of warm-up waves.
+
+The load generator measures itself too: its CPU time over the window and the lag of its event loop
+(how late a 10 ms timer fires), so a saturated client cannot pass its own delays off as server
+latency unnoticed. Setting ``stop`` ends the run early: nothing new starts, requests in flight are
+cancelled and recorded as ``cancelled``, and everything measured so far is returned.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
-import socket
-import ssl
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-import httpx
+import aiohttp
 
-from llmctl.serving.bench.client import RequestRecord, chat_body, stream_request
+from llmctl.serving.bench.client import (
+    RequestRecord,
+    auth_headers,
+    chat_body,
+    make_session,
+    request_headers,
+    stream_request,
+)
 from llmctl.serving.bench.prompts import PromptFactory
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -81,7 +96,11 @@ class Progress:
 
 @dataclass
 class LoadResult:
-    """The records of one run plus what the load generator measured about itself."""
+    """The records of one run plus what the load generator measured about itself.
+
+    ``t0`` and ``t_end`` bound the measured window (its first start and its last end);
+    ``warmup_seconds`` is how long the warm-up phase before it took.
+    """
 
     plan: LoadPlan
     records: list[RequestRecord]
@@ -91,13 +110,14 @@ class LoadResult:
     cpu_seconds: float
     loop_lag: list[float]
     interrupted: bool
+    warmup_seconds: float = 0.0
 
 
 ProgressCallback = Callable[[Progress], None]
 
 
 class _Run:
-    """One run: warm-up requests flow straight into the measured ones, with no pause between."""
+    """One level: the warm-up phase, then the measured window."""
 
     def __init__(self, plan: LoadPlan, prompts: PromptFactory, stop: asyncio.Event, first_index: int) -> None:
         self.plan = plan
@@ -105,70 +125,52 @@ class _Run:
         self.stop = stop
         self.next_index = first_index
         self.limit = plan.request_limit()
-        self.progress = Progress(
-            phase="warm-up" if plan.warmup else "measuring", total=plan.warmup or self.limit
-        )
+        self.progress = Progress(phase="warm-up", total=plan.warmup)
         self.warmup_records: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
+        self.headers = request_headers(plan.api_key)
+        self.session: aiohttp.ClientSession | None = None
+        # the phase being run: how many requests it may claim, and how many it has
+        self.warmup_phase = True
+        self.quota: int | None = plan.warmup
         self.claimed = 0
-        self.t0: float | None = None
-        self.cpu0 = 0.0
         self.deadline: float | None = None
-        self.lag: list[float] = []
-        self.lag_task: asyncio.Future[None] | None = None
-        # One httpx client per concurrent request, reused: httpx's connection pool scans all its
-        # connections for every request, which costs O(concurrency) per request in one shared pool.
-        self.idle_clients: list[httpx.AsyncClient] = []
-        self.all_clients: list[httpx.AsyncClient] = []
-        self.verify: ssl.SSLContext | bool | None = None
 
-    def claim(self) -> bool | None:
-        """The next request: True for warm-up, False for measured, None when the run is over."""
+    def slots(self) -> int:
+        """Requests in flight at most: the concurrency, or the open loop's cap (or a guess)."""
+        plan = self.plan
+        if plan.mode == "closed":
+            return plan.concurrency
+        assert plan.rate
+        return plan.max_concurrency or min(256, max(8, int(plan.rate * 4)))
+
+    def claim(self) -> bool:
+        """Whether another request of the current phase may start."""
         if self.stop.is_set():
-            return None
-        if self.claimed < self.plan.warmup:
-            self.claimed += 1
-            return True
-        if self.t0 is None:
-            self.begin_measuring()
-        elif self.deadline is not None and time.perf_counter() >= self.deadline:
-            return None
-        if self.limit is not None and self.claimed - self.plan.warmup >= self.limit:
-            return None
+            return False
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            return False
+        if self.quota is not None and self.claimed >= self.quota:
+            return False
         self.claimed += 1
-        return False
+        return True
 
-    def begin_measuring(self) -> None:
-        self.t0 = time.perf_counter()
-        self.cpu0 = time.process_time()
-        if self.plan.duration is not None:
-            self.deadline = self.t0 + self.plan.duration
-        self.progress = Progress(phase="measuring", total=self.limit)
-        self.lag_task = asyncio.ensure_future(_lag_monitor(self.lag))
+    async def open_connections(self) -> None:
+        """One connection per slot, opened before any clock starts (errors are the requests' to report)."""
+        assert self.session is not None
+        session, headers = self.session, auth_headers(self.plan.api_key)
+        endpoints = self.plan.endpoints
 
-    def take_client(self) -> httpx.AsyncClient:
-        if self.idle_clients:
-            return self.idle_clients.pop()
-        if self.verify is None:
-            # Loading the CA bundle costs tens of ms: once per run, never per client.
-            tls = any(url.startswith("https:") for url in self.plan.endpoints)
-            self.verify = httpx.create_ssl_context() if tls else False
-        client = make_client(self.verify)
-        self.all_clients.append(client)
-        return client
+        async def touch(number: int) -> None:
+            url = endpoints[number % len(endpoints)] + "/models"
+            with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
+                async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as r:
+                    await r.read()
 
-    def prepare_clients(self, count: int) -> None:
-        """Create the clients before the clock starts (creating one blocks the event loop briefly)."""
-        fresh = [self.take_client() for _ in range(max(0, count - len(self.all_clients)))]
-        self.idle_clients.extend(fresh)
+        await asyncio.gather(*(touch(n) for n in range(self.slots())))
 
-    async def close(self) -> None:
-        if self.lag_task is not None:
-            self.lag_task.cancel()
-            await asyncio.gather(self.lag_task, return_exceptions=True)
-        await asyncio.gather(*(c.aclose() for c in self.all_clients), return_exceptions=True)
-
-    async def one(self, warmup: bool, scheduled: float | None = None) -> None:
+    async def one(self, scheduled: float | None = None) -> None:
+        assert self.session is not None
         index = self.next_index
         self.next_index += 1
         plan = self.plan
@@ -176,22 +178,22 @@ class _Run:
         record = RequestRecord(
             index=index,
             endpoint=plan.endpoints[index % len(plan.endpoints)],
-            warmup=warmup,
+            warmup=self.warmup_phase,
             input_tokens_sent=spec.input_tokens,
             max_tokens=spec.max_tokens,
             scheduled=scheduled,
         )
-        (self.warmup_records if warmup else self.records).append(record)
+        (self.warmup_records if self.warmup_phase else self.records).append(record)
         body = chat_body(
             plan.model, spec.text, spec.max_tokens, fixed_output=plan.fixed_output, extra=plan.extra_body
         )
         progress = self.progress
         progress.started += 1
-        client = self.take_client()
         try:
-            await stream_request(client, record, body, api_key=plan.api_key, timeout=plan.timeout)
+            await stream_request(
+                self.session, record, json.dumps(body).encode(), self.headers, timeout=plan.timeout
+            )
         finally:
-            self.idle_clients.append(client)
             if record.status == "pending":
                 record.fail("cancelled", "stopped before the answer completed")
             if record.ok:
@@ -199,46 +201,42 @@ class _Run:
             else:
                 progress.failed += 1
 
-    async def closed(self) -> None:
-        async def worker() -> None:
-            while True:
-                warmup = self.claim()
-                if warmup is None:
-                    return
-                await self.one(warmup)
+    async def closed(self, workers: int) -> None:
+        """Start ``workers`` requests at once; each worker sends its next when its last ends."""
 
-        workers = self.plan.concurrency
-        if self.limit is not None:
-            workers = min(workers, self.limit + self.plan.warmup)
+        async def worker() -> None:
+            while self.claim():
+                await self.one()
+
         await _until_stopped([asyncio.ensure_future(worker()) for _ in range(max(workers, 1))], self.stop)
 
-    async def open(self) -> None:
+    async def open(self, seed: int, start: float) -> None:
+        """Start requests on the schedule from ``start`` and wait for every one to end."""
         plan = self.plan
         assert plan.rate
-        rng = random.Random(plan.seed)
+        rng = random.Random(seed)
         rate = plan.rate
         in_flight: set[asyncio.Future[None]] = set()
         gate = asyncio.Semaphore(plan.max_concurrency) if plan.max_concurrency else None
 
-        async def gated(warmup: bool, scheduled: float) -> None:
+        async def gated(scheduled: float) -> None:
             try:
-                await self.one(warmup, scheduled)
+                await self.one(scheduled)
             finally:
                 if gate is not None:
                     gate.release()
 
         async def schedule() -> None:
-            when = time.perf_counter()
+            when = start
             while True:
                 delay = when - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                warmup = self.claim()
-                if warmup is None:
+                if not self.claim():
                     break
                 if gate is not None:
                     await gate.acquire()
-                task = asyncio.ensure_future(gated(warmup, when))
+                task = asyncio.ensure_future(gated(when))
                 in_flight.add(task)
                 task.add_done_callback(in_flight.discard)
                 when += rng.expovariate(rate) if plan.arrival == "poisson" else 1.0 / rate
@@ -251,6 +249,14 @@ class _Run:
             for task in list(in_flight):
                 task.cancel()
             await asyncio.gather(*list(in_flight), return_exceptions=True)
+
+    async def phase(self, quota: int | None, seed: int, start: float) -> None:
+        """Run one phase of at most ``quota`` requests; an open loop's schedule starts at ``start``."""
+        self.quota, self.claimed = quota, 0
+        if self.plan.mode == "closed":
+            await self.closed(self.plan.concurrency if quota is None else min(self.plan.concurrency, quota))
+        else:
+            await self.open(seed, start)
 
 
 async def _until_stopped(tasks: list[asyncio.Future[None]], stop: asyncio.Event) -> bool:
@@ -290,18 +296,6 @@ async def _lag_monitor(samples: list[float], interval: float = 0.01) -> None:
         samples.append(time.perf_counter() - before - interval)
 
 
-def make_client(verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
-    """An httpx client for one stream at a time (no overall timeout of its own)."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=2)
-    # TCP_NODELAY: without it a request's body waits for the ACK of its headers (Nagle + delayed ACK)
-    transport = httpx.AsyncHTTPTransport(
-        verify=verify, limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    )
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(None, connect=10.0), limits=limits, transport=transport, verify=verify
-    )
-
-
 async def run_load(
     plan: LoadPlan,
     prompts: PromptFactory,
@@ -310,42 +304,71 @@ async def run_load(
     on_progress: ProgressCallback | None = None,
     first_index: int = 0,
 ) -> LoadResult:
-    """Run the warm-up and the measured phase of ``plan`` and return every record."""
+    """Run the warm-up phase and the measured window of ``plan`` and return every record."""
     stop = stop or asyncio.Event()
     run = _Run(plan, prompts, stop, first_index)
     prompts.prepare(first_index + plan.warmup + (run.limit or 0))
-    if plan.mode == "closed":
-        run.prepare_clients(plan.concurrency)
-    else:
-        assert plan.rate
-        run.prepare_clients(plan.max_concurrency or min(256, max(8, int(plan.rate * 4))))
     started = time.perf_counter()
     ticker = asyncio.ensure_future(_ticker(run, on_progress, started)) if on_progress else None
+    lag: list[float] = []
+    lag_task: asyncio.Future[None] | None = None
+    t0 = t_end = cpu0 = cpu1 = warmup_seconds = 0.0
+    run.session = make_session()
     try:
-        if plan.mode == "closed":
-            await run.closed()
-        else:
-            await run.open()
-        t_end = time.perf_counter()
-        cpu = time.process_time() - run.cpu0 if run.t0 is not None else 0.0
+        await run.open_connections()
+        if plan.warmup and not stop.is_set():
+            await run.phase(plan.warmup, plan.seed + 1, time.perf_counter())
+        warmup_seconds = time.perf_counter() - started
+        run.warmup_phase = False
+        run.progress = Progress(phase="measuring", total=run.limit)
+        lag_task = asyncio.ensure_future(_lag_monitor(lag))
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        if plan.duration is not None:
+            run.deadline = t0 + plan.duration
+        if not stop.is_set():
+            await run.phase(run.limit, plan.seed, t0)
+        t_end, cpu1 = time.perf_counter(), time.process_time()
+        # the window closes when its last request ends (or when it was stopped, if none did)
+        t_end = max((r.end for r in run.records if r.end is not None), default=t_end)
     finally:
-        if ticker is not None:
-            ticker.cancel()
-            await asyncio.gather(ticker, return_exceptions=True)
+        for task in (ticker, lag_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if on_progress is not None:
             run.progress.elapsed = time.perf_counter() - started
             on_progress(run.progress)
-        await run.close()
+        await run.session.close()
     return LoadResult(
         plan=plan,
         records=run.records,
         warmup_records=run.warmup_records,
-        t0=run.t0 if run.t0 is not None else t_end,
+        t0=t0,
         t_end=t_end,
-        cpu_seconds=cpu,
-        loop_lag=run.lag,
+        cpu_seconds=cpu1 - cpu0,
+        loop_lag=lag,
         interrupted=stop.is_set(),
+        warmup_seconds=warmup_seconds,
     )
+
+
+def run_blocking(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``main()`` in a fresh event loop: uvloop's when it is installed (less CPU per chunk).
+
+    The stdlib loop is the fallback (and the only choice on Python 3.10, which lacks
+    ``asyncio.Runner``).
+    """
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - depends on the environment
+        factory = None
+    if factory is None or sys.version_info < (3, 11):
+        return asyncio.run(main())
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main())
 
 
 def install_stop_on_sigint(stop: asyncio.Event) -> Callable[[], None]:

@@ -28,14 +28,17 @@ DEFINITIONS: dict[str, str] = {
     "inter_chunk_gap_s": "raw gap between consecutive content chunks, pooled over all requests",
     "e2e_s": "end-to-end latency: from sending the request to the end of its stream ([DONE])",
     "request_output_throughput_tok_s": "output tokens / e2e, one value per request",
-    "e2e_per_output_token_s": "e2e / output tokens per request (what llmperf calls inter-token "
-    "latency: TTFT included); kept for comparison with old results",
+    "e2e_per_output_token_s": "e2e / output tokens per request, TTFT included: what llmperf calls "
+    "inter_token_latency_s (the summary's results_inter_token_latency_s_* are its statistics)",
     "output_throughput_tok_s": "output tokens of all completed requests / measured duration",
     "total_throughput_tok_s": "input + output tokens of all completed requests / measured duration",
     "requests_per_minute": "completed requests / measured duration x 60",
     "goodput_rps": "completed requests that meet every --slo limit / measured duration",
-    "duration_s": "wall time of the measured phase, from its first request to the end of its last "
-    "(warm-up excluded)",
+    "duration_s": "the measured window: from the moment its requests start (every slot at once in a "
+    "closed loop, the schedule's first instant in an open loop) to the end of its last request; the "
+    "warm-up phase has ended before it opens",
+    "warmup_duration_s": "wall time of the warm-up phase (one connection opened per slot, then the "
+    "warm-up requests, all ended before the window opens)",
     "achieved_rate_rps": "(requests started - 1) / (last start - first start): the rate at which the "
     "load generator really sent requests (compare with the requested rate)",
     "start_lag_s": "open loop: actual start - scheduled start of each request",
@@ -173,6 +176,7 @@ def request_metrics(
         "inter_chunk_gaps_s": gaps,
         "itl_weights": counts,
     }
+    row.update(llmperf_request_keys(row))
     if slo:
         row["meets_slo"] = bool(
             record.ok
@@ -233,6 +237,7 @@ def summarize(
         "request_limit": plan.request_limit(),
         "duration_limit_s": plan.duration,
         "warmup_requests": len(result.warmup_records),
+        "warmup_duration_s": result.warmup_seconds,
         "timeout_s": plan.timeout,
         "achieved_rate_rps": _start_rate(rows),
         "start_lag_s": describe(lags) if lags else None,
@@ -272,6 +277,7 @@ def summarize(
             "completed": len(done),
             "failed": started - len(done),
             "errors_by_type": dict(errors),
+            "error_codes": dict(Counter(row["error_code"] for row in rows if row["status"] != "ok")),
             "error_rate": (started - len(done)) / started if started else 0.0,
         },
         "duration_s": duration,
@@ -296,11 +302,34 @@ def _start_rate(rows: list[dict[str, Any]]) -> float | None:
     return (len(starts) - 1) / (starts[-1] - starts[0])
 
 
+def llmperf_request_keys(row: dict[str, Any]) -> dict[str, Any]:
+    """llmperf's per-request keys, with llmperf's meanings, from one of our rows.
+
+    ``error_code``: null when the request completed, the HTTP status of an HTTP error, else -1 (no
+    status: timeout, connection or stream error); ``error_msg``: "" or the error text;
+    ``inter_token_latency_s``: e2e / output tokens (TTFT included); ``number_total_tokens``: input
+    + output tokens. Latencies of a failed request are null (llmperf writes 0).
+    """
+    ok = row["status"] == "ok"
+    code: int | None = None
+    if not ok:
+        code = int(row["http_status"]) if str(row["error_type"]).startswith("http_") else -1
+    return {
+        "error_code": code,
+        "error_msg": "" if ok else str(row["error"] or row["error_type"]),
+        "inter_token_latency_s": row["e2e_per_output_token_s"],
+        "end_to_end_latency_s": row["e2e_s"],
+        "request_output_throughput_token_per_s": row["request_output_throughput_tok_s"],
+        "number_total_tokens": row["input_tokens"] + row["output_tokens"],
+        "number_output_tokens": row["output_tokens"],
+        "number_input_tokens": row["input_tokens"],
+    }
+
+
+# llmperf's summary statistics: its name -> our metric with the same meaning
 _LLMPERF_METRICS = {
     "ttft_s": "ttft_s",
-    # llmperf's own value is e2e / tokens (TTFT included); we carry the per-request TPOT here and
-    # keep the llmperf-style number as e2e_per_output_token_s.
-    "inter_token_latency_s": "tpot_s",
+    "inter_token_latency_s": "e2e_per_output_token_s",
     "end_to_end_latency_s": "e2e_s",
     "request_output_throughput_token_per_s": "request_output_throughput_tok_s",
     "number_input_tokens": "input_tokens",
@@ -309,7 +338,13 @@ _LLMPERF_METRICS = {
 
 
 def llmperf_keys(summary: dict[str, Any]) -> dict[str, Any]:
-    """The flat key names llmperf's summary used, so existing dashboards keep working."""
+    """llmperf's flat summary keys, each with llmperf's meaning, so its dashboards keep working.
+
+    ``results_<metric>_quantiles_p<q>`` / ``_mean`` / ``_min`` / ``_max`` / ``_stddev`` over the
+    completed requests, for ttft_s, inter_token_latency_s (e2e / output tokens),
+    end_to_end_latency_s, request_output_throughput_token_per_s, number_input_tokens and
+    number_output_tokens; counts, error rate, the error-code frequency and throughput beside them.
+    """
     keys: dict[str, Any] = {}
     for theirs, ours in _LLMPERF_METRICS.items():
         stats = summary["metrics"][ours]
@@ -324,7 +359,7 @@ def llmperf_keys(summary: dict[str, Any]) -> dict[str, Any]:
             "results_num_requests_started": counts["started"],
             "results_error_rate": counts["error_rate"],
             "results_number_errors": counts["failed"],
-            "results_error_code_frequency": str(counts["errors_by_type"]),
+            "results_error_code_frequency": str(counts["error_codes"]),
             "results_mean_output_throughput_token_per_s": throughput["output_throughput_tok_s"],
             "results_num_completed_requests": counts["completed"],
             "results_num_completed_requests_per_min": throughput["requests_per_minute"],

@@ -76,8 +76,12 @@ def _events(record: RequestRecord, t0: float) -> list[dict[str, Any]]:
     return events
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
+def llmperf_stem(model: str, mean_input_tokens: Any, mean_output_tokens: Any) -> str:
+    """The stem of llmperf's result file names: ``<model>_<in>_<out>`` where every run of
+    characters other than letters, digits, ``_`` and ``-`` became one ``-``, and runs of ``-``
+    were squeezed to one (``01-ai/Yi-1.5-34B-Chat`` gives ``01-ai-Yi-1-5-34B-Chat_550_150``)."""
+    stem = re.sub(r"[^\w-]+", "-", f"{model}_{mean_input_tokens}_{mean_output_tokens}")
+    return re.sub(r"-{2,}", "-", stem)
 
 
 def write_level(
@@ -92,7 +96,9 @@ def write_level(
             for event in _events(record, result.t0):
                 out.write(json.dumps(clean(event)) + "\n")
     prompts = summary.get("prompts") or {}
-    stem = f"{_slug(str(summary['model']))}_{prompts.get('mean_input_tokens')}_{prompts.get('mean_output_tokens')}"
+    stem = llmperf_stem(
+        str(summary["model"]), prompts.get("mean_input_tokens"), prompts.get("mean_output_tokens")
+    )
     dump(folder / f"{stem}_summary.json", summary)
     dump(folder / f"{stem}_individual_responses.json", rows)
 
@@ -165,7 +171,8 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
     console.print(table)
     counts, thr = summary["counts"], summary["throughput"]
     console.print(
-        f"completed {counts['completed']}/{counts['started']} in {summary['duration_s']:.1f} s  "
+        f"completed {counts['completed']}/{counts['started']} in a {summary['duration_s']:.2f} s window "
+        f"(after a {load.get('warmup_duration_s') or 0.0:.2f} s warm-up)  "
         f"output {thr['output_throughput_tok_s']:.1f} tok/s  total {thr['total_throughput_tok_s']:.1f} tok/s  "
         f"{thr['requests_per_minute']:.1f} req/min"
     )

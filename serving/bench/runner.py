@@ -21,7 +21,13 @@ from llmctl import __version__
 from llmctl.errors import EndpointError, LlmctlError
 from llmctl.serving.bench import report
 from llmctl.serving.bench.client import probe
-from llmctl.serving.bench.loadgen import LoadPlan, Progress, install_stop_on_sigint, run_load
+from llmctl.serving.bench.loadgen import (
+    LoadPlan,
+    Progress,
+    install_stop_on_sigint,
+    run_blocking,
+    run_load,
+)
 from llmctl.serving.bench.metrics import summarize
 from llmctl.serving.bench.prompts import PromptFactory
 from llmctl.serving.bench.tokens import load_tokenizer
@@ -221,4 +227,4 @@ def run_bench_blocking(
         finally:
             remove()
 
-    return asyncio.run(main())
+    return run_blocking(main)

@@ -20,7 +20,10 @@ Failure injection: every ``error_every``-th request answers HTTP ``error_status`
 ``stall_after`` tokens and closes the stream.
 
 The timing can be changed at run time with ``POST /_config`` (JSON with the fields of
-:class:`FakeTiming`); ``GET /_stats`` returns the number of requests served.
+:class:`FakeTiming`); ``GET /_stats`` returns the number of requests served and ``GET /_timeline``
+what the server really did for each completed stream: when it had read the request, when it sent
+the first and the last content chunk (``time.monotonic()``, the clock of the client's
+``perf_counter`` on Linux) and how many tokens it sent. ``POST /_config`` clears both.
 
 Run it on its own with ``python -m llmctl.serving.bench.testserver --port 8000``.
 """
@@ -110,6 +113,7 @@ class FakeOpenAI:
         self.timing = timing or FakeTiming()
         self.requests = 0
         self.lead = _INITIAL_LEAD
+        self.timeline: list[tuple[float, float, float, int]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -141,9 +145,12 @@ class FakeOpenAI:
                 await _json(send, 400, {"error": {"message": str(error)}})
                 return
             self.requests = 0
+            self.timeline = []
             await _json(send, 200, dataclasses.asdict(self.timing))
         elif method == "GET" and path == "/_stats":
             await _json(send, 200, {"requests": self.requests})
+        elif method == "GET" and path == "/_timeline":
+            await _json(send, 200, {"streams": self.timeline[-100_000:]})
         elif method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
             await self._chat(send, body, started)
         else:
@@ -164,9 +171,17 @@ class FakeOpenAI:
             return
         max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
         max_tokens = max_tokens or timing.default_max_tokens
-        prompt_tokens = sum(count_words(str(m.get("content", ""))) for m in messages)
+
+        # Work before the first token is kept to a minimum: a burst of requests is handled one after
+        # the other, so every microsecond here delays the next request's clock. The prompt is
+        # counted only when its usage is sent, the words are made chunk by chunk.
+        def prompt_tokens() -> int:
+            return sum(count_words(str(m.get("content", ""))) for m in messages)
+
+        def word(k: int) -> str:
+            return " " + WORDS[(number + k) % len(WORDS)]
+
         model = str(request.get("model") or timing.model)
-        tokens = [" " + WORDS[(number + k) % len(WORDS)] for k in range(max_tokens)]
         if not request.get("stream"):
             await asyncio.sleep(timing.ttft + max(0, max_tokens - 1) * timing.tpot)
             completion = {
@@ -177,11 +192,11 @@ class FakeOpenAI:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": "".join(tokens)},
+                        "message": {"role": "assistant", "content": "".join(map(word, range(max_tokens)))},
                         "finish_reason": "length",
                     }
                 ],
-                "usage": _usage(prompt_tokens, max_tokens),
+                "usage": _usage(prompt_tokens(), max_tokens),
             }
             await _json(send, 200, completion)
             return
@@ -193,7 +208,8 @@ class FakeOpenAI:
                 "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
             }
         )
-        base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model}
+        head = json.dumps({"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model})
+        head = "data: " + head[:-1] + ', "choices": [{"index": 0, "delta": '
 
         async def event(data: dict[str, Any] | str) -> None:
             payload = data if isinstance(data, str) else json.dumps({**base, **data})
@@ -201,13 +217,23 @@ class FakeOpenAI:
                 {"type": "http.response.body", "body": f"data: {payload}\n\n".encode(), "more_body": True}
             )
 
-        await event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        async def content(text: str, finish: str | None) -> None:
+            # the JSON of one content chunk, assembled from pieces: this runs once per token and
+            # json.dumps of the whole chunk would make the server, not the client, the bottleneck
+            reason = "null" if finish is None else f'"{finish}"'
+            body = f'{head}{{"content": {json.dumps(text)}}}, "finish_reason": {reason}}}]}}\n\n'
+            await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
+
+        base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model}
+        role = f'{head}{{"role": "assistant", "content": ""}}, "finish_reason": null}}]}}\n\n'
+        await send({"type": "http.response.body", "body": role.encode(), "more_body": True})
         per_chunk = max(1, timing.tokens_per_chunk)
         stall = bool(timing.stall_every) and number % timing.stall_every == 0
         broken = bool(timing.midstream_error_every) and number % timing.midstream_error_every == 0
         loop = asyncio.get_running_loop()
         offset = started - time.monotonic() + loop.time()
         sent = 0
+        first_sent = 0.0
         for j, first in enumerate(range(0, max_tokens, per_chunk)):
             if (stall or broken) and sent >= timing.stall_after:
                 if broken:
@@ -221,14 +247,13 @@ class FakeOpenAI:
                 await asyncio.sleep(delay)
                 late = loop.time() - (deadline - self.lead)
                 self.lead = min(0.001, max(0.0, 0.98 * self.lead + 0.02 * late))
-            piece = tokens[first : first + per_chunk]
+            piece = [word(k) for k in range(first, min(first + per_chunk, max_tokens))]
             sent += len(piece)
-            finish = "length" if sent >= max_tokens else None
-            await event(
-                {"choices": [{"index": 0, "delta": {"content": "".join(piece)}, "finish_reason": finish}]}
-            )
+            await content("".join(piece), "length" if sent >= max_tokens else None)
+            first_sent = first_sent or time.monotonic()
+        self.timeline.append((started, first_sent, time.monotonic(), sent))
         if include_usage:
-            await event({"choices": [], "usage": _usage(prompt_tokens, sent)})
+            await event({"choices": [], "usage": _usage(prompt_tokens(), sent)})
         await event("[DONE]")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -342,6 +367,15 @@ def configure(base_url: str, **fields: Any) -> dict[str, Any]:
     response.raise_for_status()
     result: dict[str, Any] = response.json()
     return result
+
+
+def timeline(base_url: str) -> list[tuple[float, float, float, int]]:
+    """What a running fake server did: (read, first content sent, last content sent, tokens) per stream."""
+    import httpx
+
+    response = httpx.get(base_url.removesuffix("/v1") + "/_timeline", timeout=10.0)
+    response.raise_for_status()
+    return [(float(a), float(b), float(c), int(n)) for a, b, c, n in response.json()["streams"]]
 
 
 def main(argv: list[str] | None = None) -> None:

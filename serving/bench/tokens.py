@@ -79,11 +79,13 @@ class HFTokenizer:
             ) from error
         self.name = f"hf:{path_or_id}"
 
+    # verbose=False: the corpus is encoded whole, which is longer than the model's context, and
+    # transformers would warn that such a sequence cannot be fed to the model (it never is).
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False))
+        return len(self._tok.encode(text, add_special_tokens=False, verbose=False))
 
     def encode(self, text: str) -> list[Any]:
-        return list(self._tok.encode(text, add_special_tokens=False))
+        return list(self._tok.encode(text, add_special_tokens=False, verbose=False))
 
     def decode(self, pieces: list[Any]) -> str:
         return str(self._tok.decode(pieces, skip_special_tokens=True))

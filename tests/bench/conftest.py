@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from llmctl.serving.bench.loadgen import LoadPlan, LoadResult, run_load
+from llmctl.serving.bench.client import RequestRecord
+from llmctl.serving.bench.loadgen import LoadPlan, LoadResult, run_blocking, run_load
+from llmctl.serving.bench.metrics import summarize
 from llmctl.serving.bench.prompts import PromptFactory
 from llmctl.serving.bench.testserver import FakeTiming, configure, running_server
 from llmctl.serving.bench.tokens import ApproxTokenizer
@@ -57,7 +59,7 @@ def run(plan: LoadPlan, prompts: PromptFactory | None = None, stop_after: float 
             asyncio.get_running_loop().call_later(stop_after, stop.set)
         return await run_load(plan, prompts or small_prompts(), stop=stop)
 
-    return asyncio.run(main())
+    return run_blocking(main)
 
 
 @pytest.fixture
@@ -76,3 +78,66 @@ def make_prompts() -> Any:
 def run_plan() -> Any:
     """``run_plan(plan, prompts=None, stop_after=None)``: run a LoadPlan to completion."""
     return run
+
+
+# A recorded run: times are binary fractions (multiples of 1/1024 s), so sums and differences
+# are exact in floating point.
+T0 = 1000.0
+
+
+def _ok(
+    index: int, start: float, chunks: list[tuple[float, str]], end: float, usage: int | None
+) -> RequestRecord:
+    record = RequestRecord(index=index, endpoint="http://x/v1", input_tokens_sent=8, max_tokens=3)
+    record.chunk_times = [T0 + t for t, _ in chunks]
+    record.chunk_texts = [text for _, text in chunks]
+    record.start, record.end = T0 + start, T0 + end
+    record.issued = T0 + start - 1 / 1024
+    record.usage_prompt_tokens = 8
+    record.usage_completion_tokens = usage
+    record.finish_reason = "length"
+    record.status = "ok"
+    return record
+
+
+def _recorded() -> LoadResult:
+    """Three measured requests in a 1 s window (concurrency 2) and one warm-up request before it.
+
+    * 0: first content 0.25 s after its start, one token per chunk, 3 tokens, [DONE] at 0.5625 s
+    * 1: starts at 0.125; chunks of 1, 2 and 1 tokens (usage says 4), [DONE] at 0.875 s
+    * 2: starts at 0.5625, answered HTTP 503 at 0.625
+    """
+    first = _ok(0, 0.0, [(0.25, " a"), (0.375, " b"), (0.5, " c")], 0.5625, usage=3)
+    second = _ok(1, 0.125, [(0.375, " d"), (0.5, " e f"), (0.75, " g")], 0.875, usage=4)
+    failed = RequestRecord(index=2, endpoint="http://x/v1", input_tokens_sent=8, max_tokens=3)
+    failed.issued = failed.start = T0 + 0.5625
+    failed.http_status = 503
+    failed.end = T0 + 0.625
+    failed.status, failed.error_type, failed.error = "error", "http_503", "overloaded"
+    warm = _ok(9, -0.5, [(-0.25, " w")], -0.125, usage=1)
+    warm.warmup = True
+    plan = LoadPlan(endpoints=["http://x/v1"], model="org/Model-1.5", concurrency=2, requests=3, warmup=1)
+    return LoadResult(
+        plan=plan,
+        records=[first, second, failed],
+        warmup_records=[warm],
+        t0=T0,
+        t_end=T0 + 1.0,
+        cpu_seconds=0.25,
+        loop_lag=[0.0, 0.001],
+        interrupted=False,
+        warmup_seconds=0.5,
+    )
+
+
+@pytest.fixture
+def recorded_run() -> LoadResult:
+    """A recorded run with known timestamps (see ``_recorded``)."""
+    return _recorded()
+
+
+@pytest.fixture
+def recorded_summary() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``summarize`` of the recorded run: (summary, per-request rows)."""
+    settings = {"mean_input_tokens": 8, "mean_output_tokens": 3}
+    return summarize(_recorded(), ApproxTokenizer(), prompt_settings=settings)

@@ -42,3 +42,16 @@ def test_without_a_tokenizer_the_approximation_is_named() -> None:
 def test_a_bad_tokenizer_path_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises(LlmctlError, match="cannot load tokenizer"):
         load_tokenizer(str(tmp_path / "missing"))
+
+
+def test_sizing_prompts_prints_no_sequence_length_warning(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # a model whose context is shorter than the corpus, which is encoded whole to cut prompts from
+    tokenizer = build_tokenizer()
+    tokenizer.model_max_length = 64
+    tokenizer.save_pretrained(str(tmp_path))
+    factory = PromptFactory(load_tokenizer(str(tmp_path)), mean_input_tokens=32, mean_output_tokens=4)
+    assert factory.make(0).input_tokens > 0
+    out, err = capfd.readouterr()
+    assert "sequence length" not in out + err + caplog.text
