@@ -45,8 +45,15 @@ def test_up_reads_the_programs_real_outputs_then_twice_is_same_and_a_second_blue
         json.loads(outputs["kubeconfig"]) if isinstance(outputs["kubeconfig"], str) else outputs["kubeconfig"]
     )
     assert saved["clusters"][0]["cluster"]["server"] == f"https://llmctl-dev.gr7.{REGION}.eks.amazonaws.com"
-    assert engine.kubectl_calls() == [
-        ["--kubeconfig", str(kubeconfig), "get", "pods", "-n", BP, "-o", "json"]
+    readiness, *timeline = engine.kubectl_calls()
+    assert readiness == ["--kubeconfig", str(kubeconfig), "get", "pods", "-n", BP, "-o", "json"]
+    # then each serving pod's start timeline: pods, events, Karpenter's NodeClaims, nodes, logs
+    assert [call[2:4] for call in timeline] == [
+        ["get", "pods"],
+        ["get", "events"],
+        ["get", "nodeclaims.karpenter.sh"],
+        ["get", "nodes"],
+        ["logs", "-n"],
     ]
     # the endpoint comes from the workload program's own exports
     exports = engine.outputs(WL, "dev")
