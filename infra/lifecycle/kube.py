@@ -32,25 +32,9 @@ def save_kubeconfig(stack: str, text: str) -> Path:
     return path
 
 
-def kubectl_json(kubeconfig: Path | str | None, *args: str, timeout: float = 30) -> Any:
-    """`kubectl <args> -o json` parsed; PrerequisiteError when kubectl is missing."""
-    argv = ["kubectl", *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []), *args, "-o", "json"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        from llmctl.infra.aws.preflight import KUBECTL_INSTALL
-
-        raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
-    if done.returncode != 0:
-        raise ServingError(
-            f"`kubectl {' '.join(args)}` failed: {done.stderr.strip()[:300]}",
-            "check the cluster with `llmctl status`",
-        )
-    return json.loads(done.stdout or "{}")
-
-
 def kubectl_text(kubeconfig: Path | str | None, *args: str, timeout: float = 60) -> str:
-    """`kubectl <args>` output as text (e.g. `logs`); the same errors as :func:`kubectl_json`."""
+    """`kubectl <args>` output as text (e.g. `logs`); PrerequisiteError when kubectl is missing,
+    ServingError when it fails."""
     argv = ["kubectl", *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []), *args]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
@@ -64,6 +48,11 @@ def kubectl_text(kubeconfig: Path | str | None, *args: str, timeout: float = 60)
             "check the cluster with `llmctl status`",
         )
     return done.stdout
+
+
+def kubectl_json(kubeconfig: Path | str | None, *args: str, timeout: float = 30) -> Any:
+    """`kubectl <args> -o json` parsed; the same errors as :func:`kubectl_text`."""
+    return json.loads(kubectl_text(kubeconfig, *args, "-o", "json", timeout=timeout) or "{}")
 
 
 NEURON_RESOURCES = ("aws.amazon.com/neuron", "aws.amazon.com/neuroncore")
