@@ -12,12 +12,12 @@ import importlib
 import inspect
 import re
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.offline import Registered
+from llmctl.infra.offline import UNKNOWN, Registered
 from llmctl.infra.platform.tags import REQUIRED_TAGS
 from llmctl.infra.pools import POOLS
 
@@ -346,14 +346,38 @@ def errors(violations: Iterable[Violation]) -> list[Violation]:
 
 
 # --- CrossGuard ---------------------------------------------------------------------------------
-def _from_policy_resource(res: Any) -> Registered:
+def _plain(value: Any, unknown_error: type[Exception]) -> Any:
+    """`pulumi_policy` hands props as read-only Mapping/Sequence proxies that raise on an unknown
+    (preview) value; the rules read plain dicts and lists, with unknowns as :data:`UNKNOWN`."""
+    if isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, Mapping):
+        plain: dict[str, Any] = {}
+        for key in value:
+            try:
+                plain[key] = _plain(value[key], unknown_error)
+            except unknown_error:
+                plain[key] = UNKNOWN
+        return plain
+    if isinstance(value, Sequence):
+        items: list[Any] = []
+        for index in range(len(value)):
+            try:
+                items.append(_plain(value[index], unknown_error))
+            except unknown_error:
+                items.append(UNKNOWN)
+        return items
+    return value
+
+
+def _from_policy_resource(res: Any, unknown_error: type[Exception]) -> Registered:
     parent = getattr(res, "parent", None)
     return Registered(
         urn=res.urn,
         type=res.resource_type,
         name=res.name,
         parent=getattr(parent, "urn", None),
-        inputs=dict(res.props),
+        inputs=_plain(res.props, unknown_error),
         dependencies=[dep.urn for dep in getattr(res, "dependencies", []) or []],
     )
 
@@ -372,8 +396,10 @@ def crossguard_pack(name: str = "llmctl-platform", enforcement: str = "mandatory
             "pip install pulumi-policy (CrossGuard packs also need the pulumi CLI)",
         ) from None
 
+    unknown_error = importlib.import_module("pulumi_policy.proxy").UnknownValueError
+
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
-        registered = [_from_policy_resource(res) for res in args.resources]
+        registered = [_from_policy_resource(res, unknown_error) for res in args.resources]
         for violation in errors(check_policy(registered)):
             report_violation(f"[{violation.rule}] {violation.resource}: {violation.message}", violation.urn)
 

@@ -3,13 +3,17 @@ rule and a message naming the fix."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
+import select
+import subprocess
 import sys
-import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from google.protobuf import empty_pb2
 from platform_support import Graph
 
 from llmctl.infra.offline import Registered
@@ -130,53 +134,72 @@ def test_crossguard_pack_needs_pulumi_policy(monkeypatch: pytest.MonkeyPatch) ->
     assert info.value.hint is not None and "pip install pulumi-policy" in info.value.hint
 
 
-def _stand_in_pulumi_policy() -> types.ModuleType:
-    """The few names of `pulumi_policy` the pack uses; its engine (the pulumi CLI) is a boundary."""
-    module = types.ModuleType("pulumi_policy")
+@contextlib.contextmanager
+def _served_pack(name: str, enforcement: str) -> Iterator[Any]:
+    """The pack served by the real `pulumi_policy` in its own process, as the pulumi CLI runs a
+    policy pack: it prints its port, then answers the Analyzer gRPC protocol. Yields the stub."""
+    import grpc
+    from pulumi.runtime.proto import analyzer_pb2_grpc
 
-    class Recorded:
-        def __init__(self, **kwargs: Any) -> None:
-            self.__dict__.update(kwargs)
+    code = f"from llmctl.infra.policy import crossguard_pack; crossguard_pack(name={name!r}, enforcement={enforcement!r})"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdout is not None
+        # generous: the child imports pulumi and the policy module on a possibly busy machine
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "the policy pack did not print its port within 120 s"
+        line = proc.stdout.readline().decode().strip()
+        assert line.isdigit(), (line, proc.stderr.read().decode() if proc.poll() is not None else "")
+        with grpc.insecure_channel(f"127.0.0.1:{line}") as channel:
+            yield analyzer_pb2_grpc.AnalyzerStub(channel)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
 
-    module.PolicyPack = Recorded  # type: ignore[attr-defined]
-    module.StackValidationPolicy = Recorded  # type: ignore[attr-defined]
-    module.EnforcementLevel = types.SimpleNamespace(MANDATORY="mandatory", ADVISORY="advisory")  # type: ignore[attr-defined]
-    return module
 
+def _analyzer_resource(res: Registered) -> Any:
+    from google.protobuf import json_format, struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2
 
-def _policy_resource(res: Registered, by_urn: dict[str, Any]) -> Any:
-    return types.SimpleNamespace(
+    properties = struct_pb2.Struct()
+    json_format.ParseDict(json.loads(json.dumps(res.inputs, default=str)), properties)
+    return analyzer_pb2.AnalyzerResource(
+        type=res.type,
+        properties=properties,
         urn=res.urn,
-        resource_type=res.type,
         name=res.name,
-        props=res.inputs,
-        parent=by_urn.get(res.parent or ""),
-        dependencies=[by_urn[d] for d in res.dependencies if d in by_urn],
+        parent=res.parent or "",
+        dependencies=list(res.dependencies),
     )
 
 
-def test_crossguard_pack_reports_the_same_violations(
-    all_pools_graph: Graph, monkeypatch: pytest.MonkeyPatch
+def test_crossguard_pack_reports_the_same_violations_over_the_analyzer_protocol(
+    all_pools_graph: Graph,
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pulumi_policy", _stand_in_pulumi_policy())
-    pack = crossguard_pack(name="mine", enforcement="advisory")
-    assert pack.name == "mine" and pack.enforcement_level == "advisory"
-    (policy,) = pack.policies
-    validate = policy.validate
+    from pulumi.runtime.proto import analyzer_pb2
 
-    def run(resources: list[Registered]) -> list[tuple[str, str]]:
-        by_urn = {r.urn: types.SimpleNamespace(urn=r.urn) for r in resources}
-        reported: list[tuple[str, str]] = []
-        args = types.SimpleNamespace(resources=[_policy_resource(r, by_urn) for r in resources])
-        validate(args, lambda message, urn: reported.append((message, urn)))
-        return reported
+    with _served_pack("mine", "advisory") as analyzer:
+        info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=60)
+        assert info.name == "mine"
+        (policy,) = info.policies
+        assert policy.name == "llmctl-platform-rules"
+        assert policy.enforcementLevel == analyzer_pb2.ADVISORY
 
-    assert run(all_pools_graph.resources) == []  # warnings (open-endpoint) are not violations
-    broken = copy.deepcopy(all_pools_graph.resources)
-    _set("karpenter-release", "version", "latest")(broken)
-    reported = run(broken)
-    release = _one(broken, "karpenter-release")
-    assert any(
-        message.startswith("[pinned-versions] karpenter-release:") and urn == release.urn
-        for message, urn in reported
-    ), reported
+        def run(resources: list[Registered]) -> list[tuple[str, str]]:
+            request = analyzer_pb2.AnalyzeStackRequest(resources=[_analyzer_resource(r) for r in resources])
+            reply = analyzer.AnalyzeStack(request, timeout=120)
+            assert {d.policyPackName for d in reply.diagnostics} <= {"mine"}
+            return [(d.message, d.urn) for d in reply.diagnostics]
+
+        assert run(all_pools_graph.resources) == []  # warnings (open-endpoint) are not violations
+        broken = copy.deepcopy(all_pools_graph.resources)
+        _set("karpenter-release", "version", "latest")(broken)
+        reported = run(broken)
+        release = _one(broken, "karpenter-release")
+        assert any(
+            # the engine's diagnostic message is the policy's description, a newline, then ours
+            message.split("\n")[-1].startswith("[pinned-versions] karpenter-release:") and urn == release.urn
+            for message, urn in reported
+        ), reported
