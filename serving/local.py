@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
 from llmctl.errors import ServingError
 from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
 from llmctl.serving.local_procs import alive, kill_tree
@@ -146,7 +147,9 @@ def start_local(
     prefix = blueprint.serving.route_prefix.rstrip("/")
     root = f"http://127.0.0.1:{port}{prefix}"
     cpus = max(1, min(int(blueprint.compute.cpus_per_replica or 1), os.cpu_count() or 1))
+    grace = drain_grace_s(blueprint)
     spec: dict[str, Any] = {
+        "grace_s": grace,
         "blueprint": blueprint.name,
         "port": port,
         "route_prefix": blueprint.serving.route_prefix,
@@ -193,6 +196,7 @@ def start_local(
         "ray_dir": ray_dir,
         "log": str(log),
         "started": time.time(),
+        "stop_grace_s": termination_grace_s(blueprint),
     }
     record_path.write_text(json.dumps(record, indent=2))
     _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack, key)
@@ -252,7 +256,8 @@ def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
             continue
         record = _read(path)
         name = record.get("blueprint", path.stem)
-        kill_tree(int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=30)
+        grace = float(record.get("stop_grace_s", 30))
+        kill_tree(int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=grace)
         if record.get("ray_dir"):
             shutil.rmtree(record["ray_dir"], ignore_errors=True)
         for suffix in (".spec.json", ".status"):
