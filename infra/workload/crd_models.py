@@ -90,6 +90,11 @@ class RayServiceSpec(_Crd):
 
     serveConfigV2: str = Field(description="Serve config as a YAML string.")
     serveService: ServeServiceTemplate | None = Field(None, description="Serve Service template.")
+    rayClusterDeletionDelaySeconds: int | None = Field(
+        None,
+        ge=0,
+        description="How long a replaced RayCluster keeps running after traffic moved to the new one.",
+    )
     rayClusterConfig: RayClusterSpec = Field(description="The Ray cluster.")
 
     @field_validator("serveConfigV2")
