@@ -193,3 +193,23 @@ def test_drain_turns_readiness_off_then_ends_streams_with_an_error_event(engine:
         else:
             assert last["choices"][0]["finish_reason"] in ("length", "stop")
     assert any("error" in json.loads(stream[-2]) for stream in events)
+
+
+def test_the_drain_marker_of_a_pods_prestop_hook_drains_the_app(engine: Any, tmp_path: Any) -> None:
+    marker = tmp_path / "drain"
+    config = OverloadConfig(request_bytes=1 << 20, slots=2, queue=0, grace_s=5.0, drain_file=str(marker))
+    app = build_app(engine, LIMITS, overload=config)
+    with uvicorn_app(app) as (url, _), httpx.Client(base_url=url, timeout=30) as client:
+        assert client.get("/healthz").status_code == 200
+        marker.write_text("stop")  # what `python -m llmctl.serving.drain` does
+        idle = tmp_path / "drain.idle"
+        deadline = time.monotonic() + 10
+        while not idle.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads(idle.read_text())["left"] == 0
+        assert client.get("/healthz").json()["status"] == "draining"
+        refused = client.post("/v1/completions", json={"model": "tiny", "prompt": "hi", "max_tokens": 2})
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+        metrics = client.get("/metrics").text
+        assert _metric(metrics, "llmctl_draining") == 1
+        assert _metric(metrics, "llmctl_requests_rejected_total", reason="draining", status="503") == 1
