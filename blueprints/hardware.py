@@ -82,6 +82,7 @@ class QuotaRef(_Row):
 class AcceleratorInfo(_Row):
     """Facts about one accelerator family."""
 
+    name: Accelerator = Field(description="The family's name (its key in accelerators.yaml).")
     kind: Literal["neuron", "gpu", "cpu"] = Field(description="neuron, gpu or cpu.")
     memory_per_core_gb: float | None = Field(
         None, description="Accelerator memory per NeuronCore, GB (Neuron only)."
@@ -98,7 +99,13 @@ class AcceleratorInfo(_Row):
     quota_by_family: dict[str, QuotaRef] = Field(
         default_factory=dict, description="Quota per instance-family initial letter (GPUs: g or p)."
     )
-    runtimes: list[str] = Field(description="Runtimes that can serve on this accelerator.")
+
+    @property
+    def runtimes(self) -> list[str]:
+        """Runtimes that can serve on this accelerator (from the runtime registry)."""
+        from llmctl.blueprints.runtimes import runtimes_on
+
+        return runtimes_on(self.name)
 
 
 class SoftwareRange(_Row):
@@ -216,7 +223,9 @@ def load_hardware(overlay: Path | None = None) -> HardwareCatalog:
     accel = load_yaml("data", "accelerators.yaml")
     return HardwareCatalog(
         instances=[Instance.model_validate(row) for row in rows.values()],
-        accelerators={k: AcceleratorInfo.model_validate(v) for k, v in accel["accelerators"].items()},
+        accelerators={
+            k: AcceleratorInfo.model_validate({"name": k, **v}) for k, v in accel["accelerators"].items()
+        },
         neuron_software={
             k: [SoftwareRange.model_validate(r) for r in v] for k, v in accel["neuron_software"].items()
         },

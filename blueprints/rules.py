@@ -6,34 +6,35 @@ model catalogs, so they run after the schema has accepted the file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
 from llmctl.blueprints.models import ModelArch, lookup_model
+from llmctl.blueprints.runtimes import runtime, runtimes, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.sizing import allowed_tp, check_fit
 from llmctl.errors import CatalogError
 
 Problem = tuple[str, str]
 
-# Runtimes that drive transformers-neuronx, and those whose app serves the seeds' /infer route.
-TRANSFORMERS_NEURONX = ("ray-neuronx", "torchserve-neuronx")
-INFER_ROUTE = ("ray-neuronx", "ray-cpu")
-OPENAI_API = ("ray-neuronx", "ray-vllm", "ray-cpu")
+# Capability sets, read from the runtime registry (blueprints/runtimes.py).
+# Runtimes that drive transformers-neuronx, and those whose app serves the seeds' /infer route or
+# the OpenAI API.
+TRANSFORMERS_NEURONX = tuple(spec.name for spec in runtimes() if spec.engine == "transformers-neuronx")
+INFER_ROUTE = runtimes_with(infer_route=True)
+OPENAI_API = runtimes_with(openai_routes=True)
 # Runtimes serving llmctl's shared app, which checks LLMCTL_API_KEY (serving/common/auth.py).
-API_KEY_CHECKED = ("ray-neuronx", "ray-cpu")
+API_KEY_CHECKED = runtimes_with(api_key_check=True)
+# Neuron runtimes whose compiled artifacts llmctl syncs with S3: transformers-neuronx's model.save()
+# (serving/compile_cache.py) and NxD Inference's NEURON_COMPILED_ARTIFACTS under vLLM (ray_vllm/neuron_cache.py).
+COMPILE_CACHED = runtimes_with(compile_cache=True)
 
 
 def engine_of(blueprint: Blueprint) -> str:
     """The inference engine a blueprint's runtime drives on its accelerator."""
-    if blueprint.runtime in TRANSFORMERS_NEURONX:
-        return "transformers-neuronx"
-    if blueprint.runtime == "ray-vllm" and blueprint.is_neuron:
-        return "vllm-neuron"
-    if blueprint.runtime in ("ray-vllm", "triton-vllm"):
-        return "vllm-cuda"
-    return "transformers-cpu"
+    return runtime(blueprint.runtime).engine_on(blueprint.compute.accelerator)
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,32 @@ def _software(ctx: Context) -> list[Problem]:
     return problems
 
 
+# The Neuron SDK in an AWS Neuron DLC tag, e.g. `...-neuronx-py310-sdk2.25.0-ubuntu22.04`.
+_TAG_SDK = re.compile(r"(?:^|[-_])sdk(\d+\.\d+(?:\.\d+)?)(?:$|[-_])")
+
+
+def _sdk_in_tag(ctx: Context) -> list[Problem]:
+    """The image tag and `image.neuron_sdk` both name the Neuron SDK: refuse when they disagree, so
+    changing one alone cannot make an engine look supported."""
+    image = ctx.blueprint.image
+    tag = image.base.split("@", 1)[0].rpartition(":")[2]
+    found = _TAG_SDK.search(tag)
+    if found is None or image.neuron_sdk is None or found.group(1) == image.neuron_sdk:
+        return []
+    return [
+        (
+            "image.neuron_sdk",
+            f"image.neuron_sdk is {image.neuron_sdk} but the image tag {tag!r} carries Neuron SDK "
+            f"{found.group(1)}; make them agree (the tag is what runs)",
+        )
+    ]
+
+
 def _parallelism(ctx: Context) -> list[Problem]:
     bp = ctx.blueprint
     info = ctx.catalog.accelerator(bp.compute.accelerator)
     tp = bp.compute.tensor_parallel
-    degrees = allowed_tp(info, bp.runtime in TRANSFORMERS_NEURONX)
+    degrees = allowed_tp(info, runtime(bp.runtime).engine == "transformers-neuronx")
     problems: list[Problem] = []
     if tp not in degrees:
         problems.append(
@@ -232,12 +254,12 @@ def _features(ctx: Context) -> list[Problem]:
         problems.append(
             ("caches.compile_cache", "the compile cache holds Neuron artifacts; disable it off Neuron")
         )
-    elif bp.caches.compile_cache and bp.runtime not in TRANSFORMERS_NEURONX:
+    elif bp.caches.compile_cache and not runtime(bp.runtime).compile_cache:
         problems.append(
             (
                 "caches.compile_cache",
-                f"the S3 compile cache syncs transformers-neuronx artifacts; {bp.runtime} (vLLM-neuron) "
-                "compiles through Ray Serve LLM, which llmctl cannot sync yet: set it to false",
+                f"the S3 compile cache syncs the artifacts of {', '.join(COMPILE_CACHED)} on Neuron; "
+                f"{bp.runtime} has none llmctl can sync: set it to false",
             )
         )
     return problems
@@ -247,6 +269,7 @@ RULES: tuple[Callable[[Context], list[Problem]], ...] = (
     _instance,
     _runtime,
     _software,
+    _sdk_in_tag,
     _parallelism,
     _fit,
     _resources,

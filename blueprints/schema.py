@@ -14,13 +14,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from llmctl.blueprints.runtimes import RuntimeName, runtime_names
+
 Dtype = Literal["bf16", "fp16", "fp32", "int8"]
-Runtime = Literal["ray-neuronx", "ray-vllm", "triton-vllm", "torchserve-neuronx", "ray-cpu"]
+Runtime = RuntimeName  # the names live in the runtime registry (blueprints/runtimes.py)
 Accelerator = Literal["inferentia2", "trainium", "trainium2", "nvidia", "cpu"]
 UI = Literal["gradio", "open-webui", "none"]
 ExposureMode = Literal["port-forward", "internal-lb", "public"]
 
-RUNTIMES: tuple[str, ...] = ("ray-neuronx", "ray-vllm", "triton-vllm", "torchserve-neuronx", "ray-cpu")
+RUNTIMES: tuple[str, ...] = runtime_names()
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
@@ -262,9 +264,7 @@ class Blueprint(_Strict):
     description: str = Field("", description="One line shown by `llmctl blueprints list`.")
     seed: str | None = Field(None, description="The guide this blueprint reproduces, for reference.")
     model: ModelSpec = Field(description="The model to serve.")
-    runtime: Runtime = Field(
-        description="Serving runtime: ray-neuronx, ray-vllm, triton-vllm, torchserve-neuronx or ray-cpu."
-    )
+    runtime: Runtime = Field(description=f"Serving runtime: {', '.join(RUNTIMES[:-1])} or {RUNTIMES[-1]}.")
     compute: ComputeSpec = Field(description="Accelerator, instance type and parallelism.")
     scaling: ScalingSpec = Field(default_factory=ScalingSpec, description="Replicas and autoscaling bounds.")
     image: ImageSpec = Field(description="The serving container image and its versions.")

@@ -57,6 +57,19 @@ class Eks(_Entry):
     addons: Addons = Field(description="Managed add-ons.")
 
 
+class UpstreamFiles(_Entry):
+    """The upstream reference files a pinned chart is checked against, and how they differ."""
+
+    chart: str = Field(description="Key of the pinned chart in `charts`.")
+    files_version: str = Field(description="Chart version of the upstream files the checks read.")
+    repository: str = Field(description="Upstream repository and commit or tag of the files.")
+    difference: str = Field(description="What the version gap means for the checks.")
+    keys_not_in_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Value key paths llmctl sets that the upstream files lack, with why they are set.",
+    )
+
+
 class Versions(_Entry):
     """Everything llmctl pins."""
 
@@ -65,6 +78,13 @@ class Versions(_Entry):
     ami: dict[str, Pinned] = Field(description="AMI aliases by key.")
     images: dict[str, Image] = Field(description="Container images by key.")
     python: dict[str, Pinned] = Field(description="Python package versions inside the images.")
+    kube_scheduler: dict[str, Pinned] = Field(
+        description="Neuron custom scheduler image tag (EKS Distro kube-scheduler) per Kubernetes minor."
+    )
+    upstream_files: dict[str, UpstreamFiles] = Field(
+        default_factory=dict,
+        description="Where the upstream files the conformance tests read differ from these pins.",
+    )
 
 
 @functools.lru_cache(maxsize=1)

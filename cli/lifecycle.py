@@ -117,10 +117,12 @@ def up(
             )
         _print_up(endpoint, None, progress.timeline, json_output)
         return
-    from llmctl.infra.aws.preflight import preflight, resolve_region
+    from llmctl.infra.aws.preflight import preflight, preflight_pins, resolve_region
     from llmctl.infra.lifecycle.orchestrate import Lifecycle
 
     preflight(pulumi=True, aws=target == "eks", kubectl=target == "kubeconfig", region=region)
+    for warning in preflight_pins(blueprint, stack=stack, region=region) if target == "eks" else []:
+        output.err_console.print(f"warn: {warning}", soft_wrap=True, markup=False)
     resolved = resolve_region(region) if target == "eks" else (region or "us-west-2")
     lifecycle = Lifecycle(_engine(backend, progress), progress, stack=stack)
 
@@ -160,6 +162,7 @@ def _print_up(endpoint: Any, result: Any, timeline: Any, json_output: bool) -> N
                 "endpoint": asdict(endpoint),
                 "plan": result.plan.to_dict() if result and result.plan else None,
                 "timeline": timeline.to_dict(),
+                "starts": [start.to_dict() for start in (result.starts if result else [])],
                 "next": commands,
             }
         )
@@ -180,6 +183,10 @@ def _print_up(endpoint: Any, result: Any, timeline: Any, json_output: bool) -> N
         con.print(f"  UI         {endpoint.ui_url}")
     con.print("next:\n" + "\n".join(f"  {c}" for c in commands))
     con.print("timeline:\n" + timeline.render(), markup=False)
+    if result is not None and result.starts:
+        from llmctl.infra.lifecycle.timeline import render_all
+
+        con.print("start of each serving pod:\n" + render_all(result.starts), markup=False)
 
 
 def down(
@@ -277,6 +284,9 @@ def preview(
 def status(
     stack: str = STACK,
     target: str = TARGET,
+    blueprint: str | None = typer.Option(
+        None, "--blueprint", "-b", help="Also show the start timeline of this blueprint's serving pods."
+    ),
     backend: str | None = BACKEND,
     json_output: bool = JSON,
 ) -> None:
@@ -291,7 +301,7 @@ def status(
 
         require_pulumi()
         engine = _engine(backend, _progress("plain", True))
-    data = collect_status(stack, target, engine)
+    data = collect_status(stack, target, engine, blueprint=blueprint)
     if json_output:
         output.emit_json(data)
         return
@@ -325,6 +335,10 @@ def status(
         con.print(f"{e['blueprint']}: {e['base_url']} ({e['target']})")
     if not data["endpoints"]:
         con.print("no endpoints recorded in this stack")
+    if data.get("starts"):
+        from llmctl.infra.lifecycle.timeline import render_start_status
+
+        con.print(render_start_status(data["starts"]), markup=False)
 
 
 def endpoint(

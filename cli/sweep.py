@@ -18,8 +18,9 @@ def sweep(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = typer.Option(False, "--json", help="Print JSON (stable keys)."),
 ) -> None:
-    """Find load balancers, target groups, security groups, Karpenter instances and launch templates,
-    detached ENIs and orphaned volumes tagged for the cluster, and delete them."""
+    """Find load balancers, target groups, security groups, Karpenter instances, launch templates and
+    instance profiles, detached ENIs and volumes tagged for the cluster, and its EKS and Container
+    Insights log groups, and delete them."""
     output.start(json_output=json_output)
     from llmctl.cli.output import confirm
     from llmctl.errors import UserAbort

@@ -1,15 +1,16 @@
 """Neuron compiled artifacts: saved once, shared through S3, loaded before ``to_neuron()``.
 
-Used by both transformers-neuronx runtimes, the ray-neuronx engine and the TorchServe handler,
-through :func:`compile_or_load`:
+Used by both transformers-neuronx runtimes, the Ray Serve engine (serving/ray_neuronx) and the
+TorchServe handler, through :func:`compile_or_load`:
 
 1. a complete local copy (``<dir>/.llmctl-compiled``) is loaded with ``model.load(dir)``;
 2. else, when ``$LLMCTL_COMPILE_CACHE_URL`` (``s3://<bucket>/neuron-cache/<blueprint>``) is set and
    ``<url>/<key>/.llmctl-compiled`` exists, the prefix is downloaded to the local dir and loaded;
 3. ``model.to_neuron()`` (compiles with neuronx-cc unless something was loaded);
 4. after a compile, ``model.save(dir)`` then the local marker, then the dir is uploaded to
-   ``<url>/<key>/`` with the marker object written last. A prefix without it (an upload cut
-   short) is never downloaded.
+   ``<url>/<key>/`` with the marker object written last, by the one replica that holds the key's
+   ``<url>/<key>.lock`` (:mod:`.compile_lock`). A prefix without it (an upload cut short) is never
+   downloaded.
 
 ``<key>`` (:class:`CompileKey`) names everything that changes the compiled graphs: model id and
 revision, tp degree, amp, batch size, n_positions, the context-length buckets and the Neuron SDK.
@@ -104,7 +105,10 @@ def fetch_compiled(base_url: str, key: CompileKey, target: Path) -> bool:
 
 
 def publish_compiled(source: Path, base_url: str, key: CompileKey) -> bool:
-    """Upload a complete local ``source`` to ``<base_url>/<key>/`` (marker last); False if already there."""
+    """Upload a complete local ``source`` to ``<base_url>/<key>/`` (marker last); False if already
+    there or while another replica uploads it (it holds ``<key>.lock``: one writer per key)."""
+    from llmctl.serving.compile_lock import S3Lock
+
     bucket, base = parse_s3_uri(base_url, variable=COMPILE_CACHE_URL_ENV, expected=_EXPECTED)
     prefix = f"{base}/{key.name}".strip("/")
     uri = f"s3://{bucket}/{prefix}"
@@ -112,7 +116,16 @@ def publish_compiled(source: Path, base_url: str, key: CompileKey) -> bool:
         s3 = S3("the S3 Neuron compile cache")
         if s3.has(bucket, f"{prefix}/{COMPILED_MARKER}"):
             return False  # another replica published the same configuration first
-        s3.upload_dir(source, bucket, prefix, COMPILED_MARKER)
+        owner = f"{os.environ.get('HOSTNAME', 'replica')}/{os.getpid()}"
+        lock = S3Lock(s3.client, s3.errors, bucket, f"{prefix}.lock", owner)
+        if not lock.acquire():
+            return False  # another replica is uploading the same configuration right now
+        try:
+            if s3.has(bucket, f"{prefix}/{COMPILED_MARKER}"):
+                return False
+            s3.upload_dir(source, bucket, prefix, COMPILED_MARKER)
+        finally:
+            lock.release()
     return True
 
 

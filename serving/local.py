@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
 from llmctl.errors import ServingError
@@ -43,8 +44,8 @@ def cpu_blueprints() -> list[str]:
 
 
 def runs_locally(blueprint: Blueprint) -> bool:
-    """Whether a blueprint can run on the local target (CPU, ray-cpu runtime)."""
-    return blueprint.compute.accelerator == "cpu" and blueprint.runtime == "ray-cpu"
+    """Whether a blueprint can run on the local target (CPU, a runtime the registry marks `local`)."""
+    return blueprint.compute.accelerator == "cpu" and runtime(blueprint.runtime).local
 
 
 def _check_local(blueprint: Blueprint) -> None:
@@ -53,7 +54,7 @@ def _check_local(blueprint: Blueprint) -> None:
     raise ServingError(
         f"blueprint {blueprint.name!r} cannot run locally: it needs {blueprint.compute.accelerator} "
         f"({blueprint.compute.instance_type}) with runtime {blueprint.runtime}, and the local target "
-        "runs only CPU blueprints with runtime ray-cpu",
+        f"runs only CPU blueprints with runtime {' or '.join(runtimes_with(local=True))}",
         f"CPU blueprints: {', '.join(cpu_blueprints()) or 'none'}; deploy this one to a cluster instead",
     )
 

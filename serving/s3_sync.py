@@ -59,6 +59,14 @@ class S3:
             found.extend(item["Key"] for item in page.get("Contents", []))
         return found
 
+    def sizes(self, bucket: str, prefix: str) -> dict[str, int]:
+        """Every object key under ``prefix/`` with its size in bytes."""
+        found: dict[str, int] = {}
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+        for page in pages:
+            found.update({item["Key"]: int(item["Size"]) for item in page.get("Contents", [])})
+        return found
+
     def has(self, bucket: str, key: str) -> bool:
         """Whether the object ``key`` exists."""
         listed = self.client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
@@ -88,7 +96,9 @@ class S3:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def upload_dir(self, source: Path, bucket: str, prefix: str, marker: str) -> int:
+    def upload_dir(
+        self, source: Path, bucket: str, prefix: str, marker: str, marker_body: bytes = b"ok\n"
+    ) -> int:
         """Upload every file under ``source`` to ``prefix/``, then the marker object; the file count."""
         count = 0
         for root, _dirs, files in os.walk(source):
@@ -99,7 +109,7 @@ class S3:
                     continue
                 self.client.upload_file(str(path), bucket, f"{prefix}/{relative}")
                 count += 1
-        self.client.put_object(Bucket=bucket, Key=f"{prefix}/{marker}", Body=b"ok\n")
+        self.client.put_object(Bucket=bucket, Key=f"{prefix}/{marker}", Body=marker_body)
         return count
 
 

@@ -2,8 +2,8 @@
 
 Checks: AWS credentials and identity, the region, whether the blueprint's instance type is
 offered in the platform's AZs (by AZ ID), the EC2 vCPU quota of that family against what the
-blueprint needs at its autoscaling maximum, the Hugging Face token for gated models, and tool
-versions (pulumi, kubectl).
+blueprint needs at its autoscaling maximum, the pinned AMI alias and chart versions
+(`pin_checks.py`), the Hugging Face token for gated models, and tool versions (pulumi, kubectl).
 """
 
 from __future__ import annotations
@@ -234,14 +234,27 @@ def check_tools(*, kubectl: bool = True) -> list[Check]:
     return [Check(p.name, p.ok, p.detail, p.fix) for p in probes]
 
 
+def _pins(bp: Any, stack: str, region: str, session: Any, chart_client: Any) -> list[Check]:
+    """AMI alias and chart version checks; a platform config the blueprint cannot build is reported."""
+    from llmctl.infra.aws.pin_checks import pin_checks
+
+    try:
+        return pin_checks(bp, stack=stack, region=region, session=session, client=chart_client)
+    except LlmctlError as exc:
+        return [Check("pinned versions", None, f"could not check: {exc.message}", exc.hint)]
+
+
 def run_doctor(
     blueprint: str | None = None,
     *,
     region: str | None = None,
     stack: str = "dev",
     session: Any = None,
+    chart_client: Any = None,
 ) -> DoctorReport:
-    """Run every check that applies; AWS checks stop after a credentials failure."""
+    """Run every check that applies; AWS checks stop after a credentials failure.
+
+    `chart_client`: the httpx client for chart repositories (default: a new one)."""
     import boto3
 
     from llmctl.blueprints.catalog import load_blueprint
@@ -270,6 +283,7 @@ def run_doctor(
                     check_offerings(session, resolved, bp.compute.instance_type, az_ids, zones)
                 )
                 report.checks.append(check_quota(session, resolved, bp))
+        report.checks.extend(_pins(bp, stack, resolved, session if can_go_on else None, chart_client))
     if bp is not None:
         report.checks.append(check_hf_token(bp))
     report.checks.extend(check_tools())

@@ -20,15 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmctl.blueprints.runtimes import runtimes
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError, ServingError
 
-# runtime -> (folder under serving/, key of the default base image in versions.yaml)
+# runtime -> (folder under serving/, key of the default base image in versions.yaml), from the registry
 RUNTIME_IMAGES: dict[str, tuple[str, str]] = {
-    "ray-cpu": ("ray_cpu", "ray_cpu"),
-    "ray-neuronx": ("ray_neuronx", "neuron_transformers_neuronx"),
-    "ray-vllm": ("ray_vllm", "ray_vllm_gpu"),
-    "triton-vllm": ("triton_vllm", "triton_vllm"),
-    "torchserve-neuronx": ("torchserve_neuronx", "neuron_torchserve"),
+    spec.name: (spec.package, spec.versions_key) for spec in runtimes()
 }
 REPOSITORY_PREFIX = "llmctl"
 _ECR_COMPONENT = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")

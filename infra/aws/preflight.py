@@ -211,3 +211,25 @@ def preflight(
             "; ".join(p.hint for p in problems if p.hint),
         )
     return found
+
+
+def preflight_pins(blueprint: str, *, stack: str, region: str | None) -> list[str]:
+    """`up`'s check of what only the account and the chart repositories know: the pinned AMI alias
+    resolves for the cluster's Kubernetes version in every variant the blueprint's nodes need, and
+    every pinned chart version is published. A definite failure raises; checks that could not run
+    come back as warning lines (never as a pass)."""
+    import boto3
+
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.aws.pin_checks import pin_checks
+
+    resolved = resolve_region(region)
+    session = boto3.session.Session(region_name=resolved)
+    checks = pin_checks(load_blueprint(blueprint), stack=stack, region=resolved, session=session)
+    failed = [check for check in checks if check.ok is False]
+    if failed:
+        raise PrerequisiteError(
+            "pinned versions do not resolve: " + "; ".join(f"{c.name}: {c.detail}" for c in failed),
+            "; ".join(sorted({c.fix for c in failed if c.fix})) or None,
+        )
+    return [f"{check.name}: {check.detail}" for check in checks if check.ok is None]

@@ -49,6 +49,23 @@ def kubectl_json(kubeconfig: Path | str | None, *args: str, timeout: float = 30)
     return json.loads(done.stdout or "{}")
 
 
+def kubectl_text(kubeconfig: Path | str | None, *args: str, timeout: float = 60) -> str:
+    """`kubectl <args>` output as text (e.g. `logs`); the same errors as :func:`kubectl_json`."""
+    argv = ["kubectl", *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []), *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        from llmctl.infra.aws.preflight import KUBECTL_INSTALL
+
+        raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
+    if done.returncode != 0:
+        raise ServingError(
+            f"`kubectl {' '.join(args)}` failed: {done.stderr.strip()[:300]}",
+            "check the cluster with `llmctl status`",
+        )
+    return done.stdout
+
+
 NEURON_RESOURCES = ("aws.amazon.com/neuron", "aws.amazon.com/neuroncore")
 
 

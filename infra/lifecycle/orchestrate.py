@@ -145,11 +145,24 @@ class Lifecycle:
                     timeout_s=wait_timeout_s,
                     on_wait=self.progress.wait,
                 )
+            starts = self._starts(kube, str(w_out.get("namespace") or w_config.ns))
+        else:
+            starts = []
         endpoint = self._endpoint(bp, target, w_out, facts, kube)
         from llmctl.state import save_endpoint
 
         save_endpoint(endpoint)
-        return UpResult(endpoint, plan, self.progress.timeline)
+        return UpResult(endpoint, plan, self.progress.timeline, starts)
+
+    def _starts(self, kube: Path, namespace: str) -> list[Any]:
+        """Each serving pod's start timeline (node, image, weights, compile, engine, healthy)."""
+        from llmctl.infra.lifecycle.timeline import start_timelines
+
+        try:
+            return list(start_timelines(kube, namespace))
+        except LlmctlError as exc:
+            self.progress.note(f"no start timeline: {exc.message}")
+            return []
 
     def _kubeconfig(self, facts: Any, given: Path | None) -> Path | None:
         if given is not None:

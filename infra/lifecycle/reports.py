@@ -53,6 +53,7 @@ class UpResult:
     endpoint: Endpoint
     plan: Plan | None
     timeline: Timeline
+    starts: list[Any] = field(default_factory=list)  # timeline.StartTimeline of each serving pod
 
 
 def next_commands(endpoint: Endpoint) -> list[str]:
@@ -130,10 +131,14 @@ class PreviewReport:
 
 def check_leftovers(result: DownResult) -> None:
     """`down`'s final verdict: a CloudError listing what is still there."""
+    from llmctl.infra.aws.sweep_kinds import KINDS
+
     if result.leftovers:
         names = ", ".join(item.label() for item in result.leftovers[:10])
+        kinds = [item.kind for item in result.leftovers]
+        counts = ", ".join(f"{kinds.count(kind)} {kind}" for kind in KINDS if kind in kinds)
         raise CloudError(
-            f"{len(result.leftovers)} object(s) tagged for the cluster are still there: {names}",
+            f"{len(result.leftovers)} object(s) left for the cluster are still there ({counts}): {names}",
             f"run `llmctl sweep --cluster {result.sweep.cluster if result.sweep else '...'} --region {result.leftovers[0].region}` "
             "again in a few minutes (AWS deletes ENIs and LBs asynchronously), or delete them in the console",
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from llmctl.errors import LlmctlError
@@ -24,9 +25,33 @@ def kube_status(stack: str) -> dict[str, Any]:
         return {"error": f"{exc.message} ({exc.hint})"}
 
 
-def collect_status(stack: str, target: str, engine: Any = None) -> dict[str, Any]:
+def start_status(stack: str, blueprint: str) -> dict[str, Any]:
+    """The start timeline of each current serving pod of ``blueprint`` (``{"pods": [...]}``), or
+    ``{"error": ...}`` saying why not. The namespace and kubeconfig come from what `up` recorded."""
+    from llmctl.infra.lifecycle.kube import kubeconfig_path
+    from llmctl.infra.lifecycle.timeline import start_timelines
+    from llmctl.state import load_endpoint
+
+    try:
+        extra = load_endpoint(stack, blueprint).extra
+    except LlmctlError:
+        extra = {}  # still starting (`up` records the endpoint once ready): the defaults `up` uses
+    kube = Path(extra["kubeconfig"]) if extra.get("kubeconfig") else kubeconfig_path(stack)
+    if not kube.exists():
+        return {"blueprint": blueprint, "error": "no kubeconfig saved for this stack (run `llmctl up` first)"}
+    namespace = extra.get("namespace") or blueprint
+    try:
+        timelines = start_timelines(kube, namespace)
+    except LlmctlError as exc:
+        return {"blueprint": blueprint, "error": f"{exc.message} ({exc.hint})"}
+    return {"blueprint": blueprint, "namespace": namespace, "pods": [t.to_dict() for t in timelines]}
+
+
+def collect_status(
+    stack: str, target: str, engine: Any = None, blueprint: str | None = None
+) -> dict[str, Any]:
     """Everything `llmctl status --json` prints; ``engine`` (an ``infra.engine.Engine``) is
-    needed for the cluster targets only."""
+    needed for the cluster targets only; with ``blueprint``, its pods' start timelines too."""
     data: dict[str, Any] = {"stack": stack, "target": target}
     if target == "local":
         from llmctl.serving.local import local_status
@@ -40,6 +65,8 @@ def collect_status(stack: str, target: str, engine: Any = None) -> dict[str, Any
         platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
         data["cluster"] = {k: platform.get(k) for k in CLUSTER_KEYS} if platform else None
         data["kubernetes"] = kube_status(stack) if platform else None
+        if blueprint is not None:
+            data["starts"] = start_status(stack, blueprint)
     data["endpoints"] = [asdict(e) for e in list_endpoints(stack)]
     return data
 

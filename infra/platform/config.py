@@ -15,7 +15,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
-from llmctl.infra.pools import POOLS, pools_for
+from llmctl.infra.pools import POOLS, pool, pools_for
 
 PROJECT = "llmctl"
 
@@ -28,6 +28,8 @@ DEFAULT_AZ_IDS: dict[str, tuple[str, ...]] = {
 }
 _CLUSTER_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,37}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+# Accelerators whose pools bring the Neuron chart (and its custom scheduler).
+_NEURON = ("inferentia2", "trainium", "trainium2")
 
 
 class _Strict(BaseModel):
@@ -204,7 +206,25 @@ class PlatformConfig(_Strict):
             object.__setattr__(self, "kubernetes_version", versions().eks.kubernetes_version.value)
         if not self.az_ids:
             object.__setattr__(self, "az_ids", list(DEFAULT_AZ_IDS.get(self.region, ())))
+        minor = ".".join(self.kubernetes_version.split(".")[:2])
+        pinned = versions().kube_scheduler
+        if minor not in pinned and any(pool(name).accelerator in _NEURON for name in self.pools):
+            raise ValueError(
+                f"kubernetes_version {self.kubernetes_version}: no Neuron custom scheduler (kube-scheduler) "
+                f"is pinned for it; pinned minors: {', '.join(sorted(pinned))} "
+                "(add one under `kube_scheduler` in blueprints/data/versions.yaml)"
+            )
         return self
+
+    def chart_keys(self) -> list[str]:
+        """Keys (in `versions.yaml` charts) of the Helm charts this platform installs."""
+        accelerators = {pool(name).accelerator for name in self.pools}
+        keys = ["karpenter", "karpenter_crd", "kuberay_operator", "aws_load_balancer_controller"]
+        if accelerators & set(_NEURON):
+            keys.append("neuron")
+        if "nvidia" in accelerators:
+            keys.append("nvidia_device_plugin")
+        return keys
 
     @classmethod
     def for_blueprints(

@@ -57,14 +57,17 @@ _OWNED_ELB = [
 ]  # fmt: skip
 
 
-def controller_statements() -> list[dict[str, Any]]:
-    """The controller's permissions: reads, plus writes limited to objects tagged elbv2.k8s.aws/cluster."""
+def controller_statements(partition: str) -> list[dict[str, Any]]:
+    """The controller's permissions: reads, plus writes limited to objects tagged elbv2.k8s.aws/cluster.
+
+    `partition`: the account's ARN partition (`aws`, `aws-cn`, `aws-us-gov`)."""
+    arn = f"arn:{partition}"
     tagged_request = {"Null": {f"aws:RequestTag/{CLUSTER_TAG}": "false"}}
     tagged_resource = {"Null": {f"aws:ResourceTag/{CLUSTER_TAG}": "false"}}
     elb_arns = [
-        "arn:aws:elasticloadbalancing:*:*:targetgroup/*/*",
-        "arn:aws:elasticloadbalancing:*:*:loadbalancer/net/*/*",
-        "arn:aws:elasticloadbalancing:*:*:loadbalancer/app/*/*",
+        f"{arn}:elasticloadbalancing:*:*:targetgroup/*/*",
+        f"{arn}:elasticloadbalancing:*:*:loadbalancer/net/*/*",
+        f"{arn}:elasticloadbalancing:*:*:loadbalancer/app/*/*",
     ]
     return [
         {
@@ -85,13 +88,13 @@ def controller_statements() -> list[dict[str, Any]]:
         {
             "Effect": "Allow",
             "Action": "ec2:CreateTags",
-            "Resource": "arn:aws:ec2:*:*:security-group/*",
+            "Resource": f"{arn}:ec2:*:*:security-group/*",
             "Condition": {"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}, **tagged_request},
         },
         {
             "Effect": "Allow",
             "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
-            "Resource": "arn:aws:ec2:*:*:security-group/*",
+            "Resource": f"{arn}:ec2:*:*:security-group/*",
             "Condition": {
                 "Null": {f"aws:RequestTag/{CLUSTER_TAG}": "true", f"aws:ResourceTag/{CLUSTER_TAG}": "false"}
             },
@@ -134,10 +137,10 @@ def controller_statements() -> list[dict[str, Any]]:
             "Effect": "Allow",
             "Action": ["elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
             "Resource": [
-                "arn:aws:elasticloadbalancing:*:*:listener/net/*/*/*",
-                "arn:aws:elasticloadbalancing:*:*:listener/app/*/*/*",
-                "arn:aws:elasticloadbalancing:*:*:listener-rule/net/*/*/*",
-                "arn:aws:elasticloadbalancing:*:*:listener-rule/app/*/*/*",
+                f"{arn}:elasticloadbalancing:*:*:listener/net/*/*/*",
+                f"{arn}:elasticloadbalancing:*:*:listener/app/*/*/*",
+                f"{arn}:elasticloadbalancing:*:*:listener-rule/net/*/*/*",
+                f"{arn}:elasticloadbalancing:*:*:listener-rule/app/*/*/*",
             ],
         },
         {
@@ -155,7 +158,7 @@ def controller_statements() -> list[dict[str, Any]]:
         {
             "Effect": "Allow",
             "Action": ["elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"],
-            "Resource": "arn:aws:elasticloadbalancing:*:*:targetgroup/*/*",
+            "Resource": f"{arn}:elasticloadbalancing:*:*:targetgroup/*/*",
         },
         {
             "Effect": "Allow",
@@ -193,7 +196,12 @@ class Ingress(pulumi.ComponentResource):
             f"{name}-lbc-role", assume_role_policy=service_trust(POD_IDENTITY_SERVICE), tags=tags, opts=child
         )
         policy = aws.iam.RolePolicy(
-            f"{name}-lbc-policy", role=role.id, policy=policy_document(controller_statements()), opts=child
+            f"{name}-lbc-policy",
+            role=role.id,
+            policy=aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition.apply(
+                lambda partition: policy_document(controller_statements(partition))
+            ),
+            opts=child,
         )
         identity = aws.eks.PodIdentityAssociation(
             f"{name}-lbc-pod-identity",

@@ -25,6 +25,7 @@ INTERRUPTION_EVENTS = (
     ("spot", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
     ("rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
     ("state-change", "aws.ec2", "EC2 Instance State-change Notification"),
+    ("capacity-reservation", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
 )
 
 
@@ -38,7 +39,11 @@ def controller_statements(
 ) -> list[dict[str, Any]]:
     """The controller's permissions, scoped to instances and profiles tagged for this cluster."""
     ec2 = f"arn:{partition}:ec2:{region}"
-    owned = {f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned"}
+    cluster_arn = f"arn:{partition}:eks:{region}:{account}:cluster/{cluster}"
+    owned = {
+        f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned",
+        "aws:RequestTag/eks:eks-cluster-name": cluster,
+    }
     owned_resource = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"}
     # What RunInstances/CreateFleet/CreateLaunchTemplate create (and tag on creation) for a node.
     launched = [
@@ -67,6 +72,7 @@ def controller_statements(
                 f"{ec2}:*:security-group/*",
                 f"{ec2}:*:subnet/*",
                 f"{ec2}:*:capacity-reservation/*",
+                f"{ec2}:*:placement-group/*",
             ],
         },
         {
@@ -107,6 +113,7 @@ def controller_statements(
             "Condition": {
                 "StringEquals": owned_resource,
                 "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster},
                 "ForAllValues:StringEquals": {
                     "aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]
                 },
@@ -130,9 +137,11 @@ def controller_statements(
                 "ec2:DescribeCapacityReservations",
                 "ec2:DescribeImages",
                 "ec2:DescribeInstances",
+                "ec2:DescribeInstanceStatus",
                 "ec2:DescribeInstanceTypeOfferings",
                 "ec2:DescribeInstanceTypes",
                 "ec2:DescribeLaunchTemplates",
+                "ec2:DescribePlacementGroups",
                 "ec2:DescribeSecurityGroups",
                 "ec2:DescribeSpotPriceHistory",
                 "ec2:DescribeSubnets",
@@ -163,7 +172,9 @@ def controller_statements(
             "Effect": "Allow",
             "Action": "iam:PassRole",
             "Resource": node_role_arn,
-            "Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com"]}},
+            "Condition": {
+                "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
+            },
         },
         {
             "Sid": "CreateInstanceProfiles",
@@ -207,6 +218,12 @@ def controller_statements(
             },
         },
         {
+            "Sid": "ListInstanceProfiles",
+            "Effect": "Allow",
+            "Action": "iam:ListInstanceProfiles",
+            "Resource": "*",
+        },
+        {
             "Sid": "ReadInstanceProfiles",
             "Effect": "Allow",
             "Action": "iam:GetInstanceProfile",
@@ -216,7 +233,14 @@ def controller_statements(
             "Sid": "DiscoverEndpoint",
             "Effect": "Allow",
             "Action": "eks:DescribeCluster",
-            "Resource": f"arn:{partition}:eks:{region}:{account}:cluster/{cluster}",
+            "Resource": cluster_arn,
+        },
+        {
+            "Sid": "ReadZonalShift",
+            "Effect": "Allow",
+            "Action": "arc-zonal-shift:GetManagedResource",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"arc-zonal-shift:ResourceIdentifier": cluster_arn}},
         },
     ]
 

@@ -174,6 +174,14 @@ class Network(pulumi.ComponentResource):
                 value=config.cluster_name,
                 opts=child,
             )
+        # The load balancer controller finds subnets by these role tags (as on the subnets this
+        # component creates); without them an NLB/ALB has no subnet to go to.
+        for kind, tag, subnet_ids in (
+            ("internal-elb", INTERNAL_ELB_TAG, config.vpc.private_subnet_ids),
+            ("elb", ELB_TAG, config.vpc.public_subnet_ids),
+        ):
+            for index, subnet_id in enumerate(subnet_ids):
+                aws.ec2.Tag(f"{name}-{kind}-{index}", resource_id=subnet_id, key=tag, value="1", opts=child)
         self.vpc_id = pulumi.Output.from_input(config.vpc.existing_vpc_id or "")
         self.control_plane_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))
         self.node_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))

@@ -48,12 +48,7 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
 def installed_versions(config: PlatformConfig) -> dict[str, Any]:
     """The `versions` output: every pinned version this config installs."""
     pinned = versions()
-    accelerators = {pool(name).accelerator for name in config.pools}
-    charts = ["karpenter", "karpenter_crd", "kuberay_operator", "aws_load_balancer_controller"]
-    if accelerators & set(NEURON_ACCELERATORS):
-        charts.append("neuron")
-    if "nvidia" in accelerators:
-        charts.append("nvidia_device_plugin")
+    charts = config.chart_keys()
     addons = [*ADDONS_BEFORE_NODES, *ADDONS_AFTER_NODES, EBS_CSI]
     if config.observability.cloudwatch:
         addons.append(CLOUDWATCH_ADDON)
@@ -92,7 +87,7 @@ def build_platform(config: PlatformConfig) -> None:
     NodePools("nodepools", config, karpenter, opts=on_k8s)
     accelerators = {pool(name).accelerator for name in config.pools}
     if accelerators & set(NEURON_ACCELERATORS):
-        Neuron("neuron", after=after_lbc, opts=on_k8s)
+        Neuron("neuron", kubernetes_version=config.kubernetes_version, after=after_lbc, opts=on_k8s)
     if "nvidia" in accelerators:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
     KubeRay("kuberay", after=after_lbc, opts=on_k8s)

@@ -7,11 +7,11 @@ runtime's objects (RayService or Deployment, Services, HPA), then the UI.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from llmctl.infra.workload.builders import cache, common, ui
+from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
 
 Obj = dict[str, Any]
@@ -48,30 +48,17 @@ class EndpointInfo:
         }
 
 
-def _runtime_builder(runtime: str) -> Callable[[WorkloadConfig], list[Obj]]:
-    from llmctl.infra.workload.builders import ray_cpu, ray_neuronx, ray_vllm, torchserve_neuronx, triton_vllm
-
-    builders: dict[str, Callable[[WorkloadConfig], list[Obj]]] = {
-        "ray-neuronx": ray_neuronx.build,
-        "ray-vllm": ray_vllm.build,
-        "ray-cpu": ray_cpu.build,
-        "triton-vllm": triton_vllm.build,
-        "torchserve-neuronx": torchserve_neuronx.build,
-    }
-    return builders[runtime]
-
-
 def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
-    """Service, port and companions of the workload's endpoint."""
-    from llmctl.blueprints.rules import OPENAI_API
-    from llmctl.infra.workload.builders import ray, torchserve_neuronx, triton_vllm
+    """Service, port and companions of the workload's endpoint (its shape is in the runtime registry)."""
+    from llmctl.blueprints.runtimes import runtime
+    from llmctl.infra.workload.builders import ray
 
     bp = config.blueprint
+    spec = runtime(bp.runtime)
     path = ""
-    if bp.runtime == "triton-vllm":
-        service, port, dashboard = triton_vllm.name(config), triton_vllm.HTTP_PORT, None
-    elif bp.runtime == "torchserve-neuronx":
-        service, port, dashboard = torchserve_neuronx.name(config), bp.serving.port, None
+    service_of = builder_for(bp.runtime).service
+    if spec.endpoint == "service" and service_of is not None:
+        (service, port), dashboard = service_of(config), None
     else:
         service, port, dashboard = (
             ray.serve_service_name(config),
@@ -85,7 +72,7 @@ def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
         port=port,
         dashboard_service=dashboard,
         ui_service=ui.ui_service_name(config) if bp.ui != "none" else None,
-        openai=bp.runtime in OPENAI_API,
+        openai=spec.openai_routes,
         path=path,
     )
 
@@ -103,6 +90,6 @@ def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: st
     if config.blueprint.exposure.api_key:
         objects.append(common.opaque_secret(config, common.API_KEY_SECRET, common.API_KEY_KEY, api_key))
     objects.extend(cache.mirror_objects(config))
-    objects.extend(_runtime_builder(config.blueprint.runtime)(config))
+    objects.extend(builder_for(config.blueprint.runtime).build(config))
     objects.extend(ui.build(config, endpoint_info(config).url))
     return [json.loads(json.dumps(obj)) for obj in objects]  # plain trees: no shared sub-objects

@@ -313,12 +313,13 @@ def check_schedulable(
 def validate_workload(blueprint: Blueprint, facts: PlatformFacts | None = None) -> list[Problem]:
     """Build the blueprint's workload for a platform (offline facts by default) and check it."""
     from llmctl.blueprints.hardware import hardware
+    from llmctl.blueprints.runtimes import runtime
     from llmctl.infra.workload.config import WorkloadConfig
     from llmctl.infra.workload.manifests import build_manifests
 
     facts = facts or PlatformFacts.for_blueprint(blueprint)
     problems: list[Problem] = []
-    if blueprint.exposure.api_key and blueprint.runtime in ("triton-vllm", "torchserve-neuronx"):
+    if blueprint.exposure.api_key and not runtime(blueprint.runtime).api_key_check:
         problems.append(
             Problem(
                 "Blueprint",

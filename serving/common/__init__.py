@@ -1,4 +1,4 @@
-"""The engine-independent half of the OpenAI-compatible serving apps (ray-cpu, ray-neuronx).
+"""The engine-independent half of the OpenAI-compatible serving apps (serving/ray_cpu, serving/ray_neuronx).
 
 - :mod:`.protocol`: OpenAI request/response models and the API error type
 - :mod:`.engine`: the small :class:`~.engine.Engine` protocol, sampling settings and the threaded

@@ -154,6 +154,7 @@ def build_application(
                 api_key=opts.get("api_key"),
                 overload=OverloadConfig.from_blueprint(bp),
             )
+            self._healthy_logged = False
 
         def __serve_build_asgi_app__(self) -> Any:
             return self._asgi
@@ -166,6 +167,11 @@ def build_application(
         def check_health(self) -> None:
             if not self.engine.healthy():
                 raise RuntimeError("the engine reported a failure; restarting the replica")
+            if not self._healthy_logged:  # the first passing check: the start timeline's last phase
+                from llmctl.serving.phases import log_phase
+
+                log_phase("healthy", "done")
+                self._healthy_logged = True
 
     ingress = serve.ingress()(OpenAIServer)
     backpressure = ray_supports_backpressure_config(serve)

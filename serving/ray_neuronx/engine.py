@@ -7,6 +7,7 @@ be imported (and its settings tested) where the Neuron SDK is not installed.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from llmctl.blueprints.schema import Blueprint
 from llmctl.serving.common.deps import require
 from llmctl.serving.common.engine import SamplingParams, ThreadedEngine, TokenSink
 from llmctl.serving.compile_cache import compile_or_load
+from llmctl.serving.phases import log_phase
 from llmctl.serving.ray_neuronx.settings import NeuronSettings, apply_env, ensure_split, neuron_settings
 
 NEURON_INSTALL = (
@@ -52,9 +54,15 @@ class NeuronEngine(ThreadedEngine):
         model = llama.LlamaForSampling.from_pretrained(str(settings.split_dir), **settings.sampling_kwargs())
         # saved NEFFs (local, else the S3 compile cache) are loaded before to_neuron(); otherwise
         # it compiles, then saves and publishes them for the next start
+        started = time.time()
         self.compiled_from = compile_or_load(
             model, settings.artifacts_dir, settings.compile_key, settings.compile_cache_url
         )
+        if self.compiled_from == "compiled":
+            log_phase("compile", "start", at=started, key=settings.compile_key.name)
+            log_phase("compile", "done", key=settings.compile_key.name)
+        else:
+            log_phase("compile", "hit", key=settings.compile_key.name, source=self.compiled_from)
         self.model = model
         self.settings = settings
         eos = tokenizer.eos_token_id
@@ -105,12 +113,17 @@ def engine_from_blueprint(blueprint: Blueprint, options: dict[str, Any]) -> Neur
     settings = neuron_settings(
         blueprint, cache_root=options.get("cache_dir"), compile_cache_url=options.get("compile_cache_url")
     )
+    from llmctl.serving.model_mirror import mirror_uri
     from llmctl.serving.model_source import model_dir
 
+    log_phase("weights", "start", source=options.get("model_path") or mirror_uri() or blueprint.model.id)
+    source = model_dir(blueprint, options.get("model_path"))
+    log_phase("weights", "done", source=source)
     engine = NeuronEngine(
         settings,
-        model_source=model_dir(blueprint, options.get("model_path")),
+        model_source=source,
         served_name=options.get("served_model_name") or blueprint.model.id,
     )
     engine.warmup()
+    log_phase("engine", "done")
     return engine

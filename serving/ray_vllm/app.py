@@ -8,6 +8,7 @@ rules refuse ``exposure.api_key`` for this runtime.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from llmctl.blueprints import serving_limits
@@ -21,17 +22,26 @@ from llmctl.serving.common.ingress import (
 )
 
 ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
+# the replica hooks (serving/ray_vllm/hooks.py): phase lines, and the Neuron compile cache
+ENGINE_CLS_ENV = "RAYLLM_VLLM_ENGINE_CLS"
+ENGINE_CLS = "llmctl.serving.ray_vllm.hooks:LlmctlVLLMEngine"
+CALLBACK_CLS = "llmctl.serving.ray_vllm.hooks:PhaseCallback"
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int8": "auto"}
-# Ray's accelerator_type names for the GPUs of the EC2 families the catalog uses
-_GPU_TYPES = {
-    "g5": "A10G",
-    "g6": "L4",
-    "g6e": "L40S",
-    "p4d": "A100",
-    "p4de": "A100",
-    "p5": "H100",
-    "p5e": "H200",
-}
+# Ray names a GPU by the first word of its model name after the vendor ("NVIDIA A100-SXM4-80GB" -> "A100")
+_RAY_GPU_TYPE = re.compile(r"[A-Z0-9]+")
+
+
+def gpu_type(blueprint: Blueprint) -> str | None:
+    """Ray's ``accelerator_type`` for the blueprint's GPU, from the hardware catalog's GPU name."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.errors import CatalogError
+
+    try:
+        name = hardware().instance(blueprint.compute.instance_type).accelerator_name
+    except CatalogError:
+        return None
+    found = _RAY_GPU_TYPE.match(name or "")
+    return found.group() if found else None
 
 
 def _model_source(blueprint: Blueprint, explicit: str | None) -> str | dict[str, str]:
@@ -67,7 +77,7 @@ def llm_config(
         "max_num_seqs": blueprint.serving.max_concurrent_requests,
         "revision": blueprint.model.revision,
     }
-    env = {"HF_HUB_DISABLE_TELEMETRY": "1"}
+    env = {"HF_HUB_DISABLE_TELEMETRY": "1", ENGINE_CLS_ENV: ENGINE_CLS}
     config: dict[str, Any] = {
         "model_loading_config": {
             "model_id": opts.get("served_model_name") or blueprint.model.id,
@@ -81,6 +91,7 @@ def llm_config(
             + serving_limits.STOP_MARGIN_S,
         },
         "runtime_env": {"env_vars": env},
+        "callback_config": {"callback_class": CALLBACK_CLS},
     }
     if "num_replicas" in opts:
         config["deployment_config"]["num_replicas"] = int(opts["num_replicas"])
@@ -93,9 +104,9 @@ def llm_config(
         }
     if blueprint.compute.accelerator == "nvidia":
         engine["gpu_memory_utilization"] = blueprint.serving.gpu_memory_utilization
-        family = blueprint.compute.instance_type.split(".")[0]
-        if family in _GPU_TYPES:
-            config["accelerator_type"] = _GPU_TYPES[family]
+        accelerator_type = gpu_type(blueprint)
+        if accelerator_type:
+            config["accelerator_type"] = accelerator_type
     elif blueprint.is_neuron:
         # vllm-neuron: the platform plugin picks the Neuron device; each replica owns tp NeuronCores.
         # Contiguous KV cache (one block per sequence): the plugin sets block_size = max_model_len
@@ -108,6 +119,18 @@ def llm_config(
         config["placement_group_config"] = {
             "bundles": [{"CPU": 1, "neuron_cores": blueprint.compute.tensor_parallel}],
         }
+        # NxD Inference loads compiled artifacts from NEURON_COMPILED_ARTIFACTS, or compiles into it;
+        # one directory per compile key, synced with the S3 compile cache (neuron_cache.py)
+        from llmctl.serving.ray_vllm.neuron_cache import (
+            ARTIFACTS_ENV,
+            KEY_ENV,
+            artifacts_dir,
+            vllm_compile_key,
+        )
+
+        key = vllm_compile_key(blueprint, engine)
+        env[ARTIFACTS_ENV] = str(artifacts_dir(key))
+        env[KEY_ENV] = key.name
     return config
 
 

@@ -30,7 +30,7 @@ def checkpoint_dir(blueprint: Blueprint) -> str:
 def model_config(blueprint: Blueprint) -> dict[str, object]:
     """The ``model-config.yaml`` content as data."""
     replicas = max(1, blueprint.scaling.replicas)
-    key = compile_key(blueprint)  # the same graphs, and cache key, as the ray-neuronx engine
+    key = compile_key(blueprint)  # the same graphs, and cache key, as the serving/ray_neuronx engine
     return {
         # TorchServe frontend: workers per model and request batching
         "minWorkers": 1,

@@ -50,6 +50,10 @@ def test_seed_specific_settings() -> None:
     triton = load_blueprint("llama2-triton-vllm-gpu").scaling
     assert (triton.min_replicas, triton.max_replicas) == (1, 5)
     assert load_blueprint("llama2-70b-vllm-gpu").scaling.replicas > 1
+    # every Neuron runtime reuses compiled artifacts through the S3 cache by default (vLLM included)
+    neuron = [load_blueprint(name) for name in SEED_BLUEPRINTS if load_blueprint(name).is_neuron]
+    assert {bp.runtime for bp in neuron} == {"ray-neuronx", "torchserve-neuronx", "ray-vllm"}
+    assert all(bp.caches.compile_cache for bp in neuron)
 
 
 def test_engines_and_gating() -> None:
@@ -92,6 +96,15 @@ BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
         },
         "image.neuron_sdk",
         "transformers-neuronx does not run on Neuron SDK 2.26.1",
+    ),
+    (
+        # the SDK named twice: a tag moved to SDK 2.30 alone must not keep transformers-neuronx "valid"
+        "llama2-inf2",
+        {
+            "image.base": "public.ecr.aws/neuron/pytorch-inference-neuronx:2.7.0-neuronx-py310-sdk2.30.0-ubuntu22.04"
+        },
+        "image.neuron_sdk",
+        "carries Neuron SDK 2.30.0",
     ),
     (
         "llama3-vllm-inf2",
@@ -143,12 +156,6 @@ BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     ("llama2-triton-vllm-gpu", {"ui": "gradio"}, "ui", "gradio talks to the /infer route"),
     ("llama2-triton-vllm-gpu", {"caches.compile_cache": True}, "caches.compile_cache", "Neuron artifacts"),
-    (
-        "llama3-vllm-inf2",
-        {"caches.compile_cache": True},
-        "caches.compile_cache",
-        "syncs transformers-neuronx artifacts",
-    ),
     (
         "llama2-70b-vllm-gpu",
         {"compute.tensor_parallel": 2, "model.id": "HuggingFaceTB/SmolLM2-135M-Instruct"},

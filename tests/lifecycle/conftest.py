@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lifecycle_support import FakePulumi
+from lifecycle_support import FakePulumi, seed_ami_parameters
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -29,6 +29,13 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    # Chart repositories are on the internet: send any request there to a closed loopback port (the
+    # chart checks then report "could not check"); loopback (moto, local servers) goes direct.
+    for key in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(key, "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    seed_ami_parameters()
     yield REGION
 
 

@@ -133,13 +133,86 @@ def build(region: str) -> Scenario:
         "ours-owned": (True, {f"kubernetes.io/cluster/{CLUSTER}": "owned"}),
         "csi-unnamed": (False, {"ebs.csi.aws.com/cluster": "true"}),
         "other": (False, {"KubernetesCluster": OTHER}),
+        # as the EBS CSI driver tags them (ebs.csi.aws.com/cluster=true plus its cluster id)
+        "ours-csi": (True, {"ebs.csi.aws.com/cluster": "true", f"kubernetes.io/cluster/{CLUSTER}": "owned"}),
+        "other-csi": (False, {"ebs.csi.aws.com/cluster": "true", f"kubernetes.io/cluster/{OTHER}": "owned"}),
+        # another cluster's volume that also carries our name in a key the driver never writes
+        "other-csi-named": (
+            False,
+            {
+                "ebs.csi.aws.com/cluster": "true",
+                "ebs.csi.aws.com/cluster-name": CLUSTER,
+                f"kubernetes.io/cluster/{OTHER}": "owned",
+            },
+        ),
     }
     for _name, (mine, tags) in volumes.items():
         vol = ec2.create_volume(
             AvailabilityZone=zones[0], Size=8, TagSpecifications=_tagspec("volume", tags)
         )["VolumeId"]
         sc.add(mine, "volume", vol)
+    add_instance_profiles(region, sc)
+    add_log_groups(region, sc)
     return sc
+
+
+def karpenter_profile_tags(cluster: str, region: str, nodeclass: str) -> dict[str, str]:
+    """The tags Karpenter v1 puts on the instance profile it makes for an EC2NodeClass."""
+    return {
+        f"kubernetes.io/cluster/{cluster}": "owned",
+        "eks:eks-cluster-name": cluster,
+        "karpenter.k8s.aws/ec2nodeclass": nodeclass,
+        "topology.kubernetes.io/region": region,
+    }
+
+
+def add_instance_profiles(region: str, sc: Scenario) -> None:
+    """Karpenter profiles (`<cluster>_<hash>`, with a role) of this cluster and look-alikes."""
+    iam = boto3.client("iam", region_name=region)
+    role = iam.create_role(RoleName="KarpenterNodeRole", AssumeRolePolicyDocument="{}")["Role"]["RoleName"]
+    profiles = {
+        f"{CLUSTER}_1001": (
+            True,
+            f"/karpenter/{region}/{CLUSTER}/uid-1/",
+            karpenter_profile_tags(CLUSTER, region, "default"),
+        ),
+        f"{CLUSTER}_1002": (True, "/", karpenter_profile_tags(CLUSTER, region, "inferentia")),
+        # the same cluster name in another region (IAM is global)
+        f"{CLUSTER}_2001": (False, "/", karpenter_profile_tags(CLUSTER, "us-east-1", "default")),
+        # a cluster whose name starts with ours, and another cluster
+        f"{CLUSTER}-2_3001": (False, "/", karpenter_profile_tags(f"{CLUSTER}-2", region, "default")),
+        f"{OTHER}_4001": (
+            False,
+            f"/karpenter/{region}/{OTHER}/uid-4/",
+            karpenter_profile_tags(OTHER, region, "default"),
+        ),
+        # named like Karpenter's and tagged for the cluster, but not made for an EC2NodeClass
+        f"{CLUSTER}_manual": (False, "/", {f"kubernetes.io/cluster/{CLUSTER}": "owned"}),
+    }
+    for name, (mine, path, tags) in profiles.items():
+        iam.create_instance_profile(
+            InstanceProfileName=name, Path=path, Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+        )
+        iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
+        sc.add(mine, "instance-profile", name)
+
+
+def add_log_groups(region: str, sc: Scenario) -> None:
+    """EKS control-plane and Container Insights log groups of this cluster and look-alikes."""
+    logs = boto3.client("logs", region_name=region)
+    groups = {
+        f"/aws/eks/{CLUSTER}/cluster": True,
+        f"/aws/containerinsights/{CLUSTER}/application": True,
+        f"/aws/containerinsights/{CLUSTER}/performance": True,
+        f"/aws/eks/{CLUSTER}-2/cluster": False,
+        f"/aws/eks/{CLUSTER}/cluster-archive": False,
+        f"/aws/containerinsights/{CLUSTER}-2/performance": False,
+        f"/aws/containerinsights/{OTHER}/application": False,
+        f"/aws/lambda/{CLUSTER}": False,
+    }
+    for name, mine in groups.items():
+        logs.create_log_group(logGroupName=name)
+        sc.add(mine, "log-group", name)
 
 
 def existing(region: str) -> dict[str, set[str]]:
@@ -164,4 +237,12 @@ def existing(region: str) -> dict[str, set[str]]:
         },
         "volume": {v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]},
         "security-group": {sg["GroupId"] for sg in ec2.describe_security_groups()["SecurityGroups"]},
+        "instance-profile": {
+            p["InstanceProfileName"]
+            for p in boto3.client("iam", region_name=region).list_instance_profiles()["InstanceProfiles"]
+        },
+        "log-group": {
+            g["logGroupName"]
+            for g in boto3.client("logs", region_name=region).describe_log_groups()["logGroups"]
+        },
     }

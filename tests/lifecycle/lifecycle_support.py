@@ -34,3 +34,37 @@ class FakePulumi:
             for call in self.calls()
             if call.get("op") in ("up", "preview", "destroy", "cancel", "stack rm")
         ]
+
+
+def seed_ami_parameters(
+    variants: tuple[str, ...] = ("standard", "neuron", "nvidia"),
+    alias: str | None = None,
+    region: str = "us-west-2",
+) -> None:
+    """Put the SSM parameters AWS publishes for the pinned AMI alias into moto's backend (moto does
+    not model the EKS AMI parameters and refuses PutParameter under /aws, as AWS does)."""
+    from moto.core.utils import utcnow
+    from moto.ssm.models import Parameter, ssm_backends
+
+    from llmctl.blueprints.versions import versions
+    from llmctl.infra.aws.pin_checks import ami_parameter
+
+    alias = alias or versions().ami["al2023_alias"].value
+    k8s = versions().eks.kubernetes_version.value
+    store = ssm_backends["123456789012"][region]._parameters
+    for index, variant in enumerate(variants):
+        name = ami_parameter(k8s, alias, variant)
+        store[name] = [
+            Parameter(
+                account_id="123456789012",
+                name=name,
+                value=f"ami-0{index}{variant[:3]}00000000000",
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=utcnow(),
+                version=1,
+                data_type="aws:ec2:image",
+            )
+        ]

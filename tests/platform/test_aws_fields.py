@@ -123,7 +123,8 @@ def test_service_creating_charts_wait_for_the_lb_controller_webhook(all_pools_gr
 def test_neuron_custom_scheduler_runs_on_core_nodes(all_pools_graph: Graph) -> None:
     scheduler = all_pools_graph.named("neuron-release").inputs["values"]["scheduler"]
     assert scheduler["nodeSelector"] == CORE_NODE_SELECTOR
-    assert scheduler["customScheduler"] == {"enabled": True, "nodeSelector": CORE_NODE_SELECTOR}
+    custom = scheduler["customScheduler"]
+    assert custom["enabled"] is True and custom["nodeSelector"] == CORE_NODE_SELECTOR
 
 
 def test_karpenter_crds_come_from_the_crd_chart(all_pools_graph: Graph, exports) -> None:  # type: ignore[no-untyped-def]

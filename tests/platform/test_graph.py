@@ -174,8 +174,9 @@ def test_karpenter_iam_queue_and_release_dependencies(all_pools_graph: Graph) ->
     assert {p["detail-type"][0] for p in patterns} == {
         "AWS Health Event", "EC2 Spot Instance Interruption Warning",
         "EC2 Instance Rebalance Recommendation", "EC2 Instance State-change Notification",
+        "EC2 Capacity Reservation Instance Interruption Warning",
     }  # fmt: skip
-    assert len(graph.of("aws:cloudwatch/eventTarget:EventTarget")) == 4
+    assert len(graph.of("aws:cloudwatch/eventTarget:EventTarget")) == 5
 
 
 def test_nodepools_depend_on_release_and_their_nodeclass(all_pools_graph: Graph) -> None:

@@ -108,10 +108,17 @@ def _start(settings: NeuronSettings) -> str:
 
 
 def test_first_start_compiles_and_uploads_then_a_new_pod_downloads_instead_of_compiling(
-    neuronx: Recorder, bucket: Any, tmp_path: Path
+    neuronx: Recorder, bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from llmctl.serving.phases import parse_phase_line
+
+    def phases() -> list[tuple[str, str]]:
+        found = [parse_phase_line(line) for line in capsys.readouterr().out.splitlines()]
+        return [(r["phase"], r["status"]) for r in found if r]
+
     first = _settings(tmp_path / "pod1")
     assert _start(first) == "compiled"
+    assert phases() == [("compile", "start"), ("compile", "done")]
     assert neuronx.calls == ["from_pretrained", "to_neuron", "save"]
     prefix = f"neuron-cache/llama2-inf2/{first.compile_key.name}/"
     assert _objects(bucket, prefix) == [
@@ -122,6 +129,7 @@ def test_first_start_compiles_and_uploads_then_a_new_pod_downloads_instead_of_co
     second = _settings(tmp_path / "pod2")  # an empty local cache: a restarted or rescheduled pod
     assert not (second.artifacts_dir / COMPILED_MARKER).exists()
     assert _start(second) == "s3"
+    assert phases() == [("compile", "hit")]  # the timeline's "compile: cache hit"
     assert neuronx.calls == ["from_pretrained", "load", "to_neuron"]  # loaded before to_neuron, no save
     assert neuronx.loaded == ["tp24"]
     assert (second.artifacts_dir / "sub" / "layer0.neff").read_text() == "x"
@@ -168,6 +176,19 @@ def test_publishing_twice_keeps_the_first_copy(bucket: Any, tmp_path: Path) -> N
         Bucket=BUCKET, Key=f"neuron-cache/llama2-inf2/{settings.compile_key.name}/graph.neff"
     )
     assert body["Body"].read() == b"one"
+
+
+def test_only_the_lock_holder_uploads(bucket: Any, tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    settings.artifacts_dir.mkdir(parents=True)
+    (settings.artifacts_dir / "graph.neff").write_text("mine")
+    lock = f"neuron-cache/llama2-inf2/{settings.compile_key.name}.lock"
+    bucket.put_object(Bucket=BUCKET, Key=lock, Body=b'{"owner": "other-pod", "since": 9e12}')
+    assert not publish_compiled(settings.artifacts_dir, URL, settings.compile_key)  # other-pod uploads
+    assert _objects(bucket, "neuron-cache/") == [lock]
+    bucket.delete_object(Bucket=BUCKET, Key=lock)
+    assert publish_compiled(settings.artifacts_dir, URL, settings.compile_key)
+    assert lock not in _objects(bucket, "neuron-cache/")  # released after the upload
 
 
 def test_the_torchserve_handler_shares_the_same_cache(

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import tomllib
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
@@ -96,3 +97,62 @@ def test_models_tiny_writes_a_loadable_model(tmp_path: Path) -> None:
     (other / "notes.txt").write_text("mine")
     refused = CliRunner().invoke(app, ["models", "tiny", str(other)])
     assert refused.exit_code != 0 and "not an empty directory" in refused.output
+
+
+IMAGE_SCRIPT = source_root() / "serving" / "image.sh"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_dockerfiles_run_the_shared_steps_from_serving_image_sh(dockerfile: Path) -> None:
+    lines = dockerfile.read_text().splitlines()
+    copy = next(line for line in lines if line.startswith("COPY "))
+    assert copy.startswith(f"COPY serving/{dockerfile.parent.name}/requirements.txt ")
+    assert copy.endswith(" serving/image.sh /tmp/llmctl/")
+    assert "RUN sh /tmp/llmctl/image.sh requirements" in lines
+    assert "RUN --mount=type=bind,target=/tmp/src sh /tmp/llmctl/image.sh app /tmp/src" in lines
+    # the steps live in the script only: no Dockerfile installs anything itself
+    assert not [line for line in lines if "pip install" in line]
+
+
+def _image_step(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    _stand_in_docker(tmp_path / "bin", "")  # makes the folder; pip is the command recorded
+    pip = tmp_path / "bin" / "pip"
+    # records its arguments, then what the directory it installs from holds
+    pip.write_text('#!/bin/sh\necho "$@"\nfor last; do :; done\n[ -d "$last" ] && ls "$last"\nexit 0\n')
+    pip.chmod(0o755)
+    return subprocess.run(
+        ["sh", str(IMAGE_SCRIPT), *args],
+        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_shared_image_steps(tmp_path: Path) -> None:
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "pyproject.toml").write_text("[project]\n")
+    context.chmod(0o555)  # a read-only mount: the install works on a copy
+    app = _image_step(tmp_path, "app", str(context))
+    context.chmod(0o755)
+    assert app.returncode == 0, app.stderr
+    recorded, listing = app.stdout.splitlines()[0].split(), app.stdout.splitlines()[1:]
+    assert recorded[:-1] == ["install", "--no-cache-dir", "--disable-pip-version-check", "--no-deps"]
+    assert recorded[-1] != str(context) and listing == ["pyproject.toml"]
+    assert not Path(recorded[-1]).exists()  # the copy is removed after the install
+    requirements = _image_step(tmp_path, "requirements")
+    assert requirements.stdout.split()[-2:] == ["-r", str(IMAGE_SCRIPT.parent / "requirements.txt")]
+    wrong = _image_step(tmp_path, "compile")
+    assert wrong.returncode == 2 and "usage: image.sh" in wrong.stderr
+
+
+def test_the_docker_build_context_keeps_every_package_folder() -> None:
+    ignore = (source_root() / ".dockerignore").read_text().splitlines()
+    rules = [line for line in ignore if line and not line.startswith("#")]
+    assert rules[0] == "*"  # everything else (the venv, tests, docs, git) stays out of the context
+    folders = set(
+        tomllib.loads((source_root() / "pyproject.toml").read_text())["tool"]["setuptools"][
+            "package-dir"
+        ].values()
+    )
+    assert {f"!{name}" for name in {*folders, "pyproject.toml", "README.md"}} <= set(rules)

@@ -4,6 +4,7 @@ Ray fails at start with an error that names the incompatibility."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -32,27 +33,34 @@ def test_the_neuron_requirements_pin_the_versions_yaml_ray_and_add_pyarrow() -> 
 
 
 def _install_step(base_image: str, tmp_path: Path) -> str:
-    """Run the Dockerfile's requirements step with `pip` recorded instead of run."""
-    text = DOCKERFILE.read_text().replace("\\\n", " ")
-    step = next(line[4:] for line in text.splitlines() if line.startswith("RUN case"))
+    """Run the Dockerfile's requirements step (COPY, then serving/image.sh) with `pip` recorded instead of run."""
+    lines = DOCKERFILE.read_text().replace("\\\n", " ").splitlines()
+    *sources, dest = next(line for line in lines if line.startswith("COPY serving/ray_vllm/")).split()[1:]
+    stage = tmp_path / "stage"
+    stage.mkdir(parents=True)
+    for source in sources:
+        shutil.copy(source_root() / source, stage)
+    step = next(line[4:] for line in lines if line.startswith("RUN ") and "image.sh requirements" in line)
     fake = tmp_path / "pip"
     fake.write_text('#!/bin/sh\necho "$@"\n')
     fake.chmod(0o755)
     done = subprocess.run(
-        ["sh", "-c", step],
+        ["sh", "-c", step.replace(dest, f"{stage}/")],
         env={"PATH": f"{tmp_path}:/usr/bin:/bin", "BASE_IMAGE": base_image},
         capture_output=True,
         text=True,
         check=True,
     )
-    return done.stdout.strip()
+    return done.stdout.strip().replace(f"{stage}/", dest)
 
 
 def test_the_dockerfile_installs_the_neuron_requirements_on_the_neuron_base(tmp_path: Path) -> None:
     neuron_base = versions().images["neuron_vllm_inf2"].image
     assert load_blueprint("llama3-vllm-inf2").image.base == neuron_base
-    assert _install_step(neuron_base, tmp_path).endswith("-r /tmp/requirements-neuron.txt")
-    assert _install_step(default_base("ray-vllm"), tmp_path).endswith("-r /tmp/requirements.txt")
+    assert _install_step(neuron_base, tmp_path / "neuron").endswith("-r /tmp/llmctl/requirements-neuron.txt")
+    assert _install_step(default_base("ray-vllm"), tmp_path / "gpu").endswith(
+        "-r /tmp/llmctl/requirements.txt"
+    )
     copied = next(
         line for line in DOCKERFILE.read_text().splitlines() if line.startswith("COPY serving/ray_vllm/")
     )

@@ -183,3 +183,19 @@ def test_from_outputs_reads_the_platform_node_pools_export() -> None:
     assert default.instance_families == ["m5"]
     assert facts.kubeconfig == '{"apiVersion": "v1"}' and "kubeconfig" not in repr(facts)
     assert facts.kubernetes_version == "1.35" and facts.cache_bucket == "bucket-1"
+
+
+def test_an_api_key_is_refused_exactly_where_the_registry_says_the_app_cannot_check_it(
+    catalog_name: str,
+) -> None:
+    from llmctl.blueprints.rules import API_KEY_CHECKED
+    from llmctl.blueprints.runtimes import runtime
+
+    bp = blueprint(catalog_name)
+    keyed = bp.model_copy(update={"exposure": bp.exposure.model_copy(update={"api_key": True})})
+    refused = [p for p in validate_workload(keyed) if p.where == "exposure"]
+    checks = runtime(bp.runtime).api_key_check
+    assert checks == (bp.runtime in API_KEY_CHECKED)  # the schedulability check and the rules agree
+    assert bool(refused) == (not checks)
+    if refused:
+        assert refused[0].message == f"{bp.runtime} cannot check an API key, so the endpoint would be open"

@@ -7,12 +7,15 @@ Layout in the platform's cache bucket::
     s3://<bucket>/neuron-cache/<blueprint>/<key>/...   compiled Neuron artifacts (model.save), one
                                                        prefix per compiled configuration
     s3://<bucket>/neuron-cache/<blueprint>/<key>/.llmctl-compiled   marker written last
+    s3://<bucket>/neuron-cache/<blueprint>/<key>.lock   ray-vllm: the replica compiling <key>
 
 The pods reach the bucket through EKS Pod Identity on the `llmctl-serving` service account (the
 association is made by the workload program), so no AWS keys are stored anywhere. The serving side
 of the mirror (`LLMCTL_MODEL_URI` synced once to a local dir) is `llmctl.serving.model_mirror`; the
 compiled artifacts (`LLMCTL_COMPILE_CACHE_URL`, read by the transformers-neuronx engine and the
-TorchServe handler) are `llmctl.serving.compile_cache`.
+TorchServe handler, `llmctl.serving.compile_cache`, and by the ray-vllm replicas on Neuron,
+`llmctl.serving.ray_vllm.neuron_cache`, which also keep `<key>.lock` next to each prefix while
+one replica compiles).
 """
 
 from __future__ import annotations
@@ -93,7 +96,8 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
     if mirror_enabled(config):
         env.append({"name": MODEL_URI_ENV, "value": f"s3://{bucket}/{model_prefix(config)}"})
     if compile_cache_enabled(config):
-        # one variable: the transformers-neuronx runtimes upload/download model.save() output there
+        # one variable: the transformers-neuronx runtimes sync model.save() output there, ray-vllm
+        # on Neuron the NxD Inference artifacts of NEURON_COMPILED_ARTIFACTS
         url = f"s3://{bucket}/{COMPILE_PREFIX}{config.blueprint.name}"
         env.append({"name": COMPILE_CACHE_URL_ENV, "value": url})
     return env

@@ -1,4 +1,4 @@
-"""The RayService shape the three Ray runtimes share (ray-neuronx, ray-vllm, ray-cpu).
+"""The RayService shape the Ray runtimes share (those whose registry endpoint shape is `ray-serve`).
 
 A CPU head (no replicas on it: `num-cpus: 0`) on the head pool, one worker group on the serving
 pool with one serving replica per worker pod, Serve on 8000 and the dashboard on 8265, and a
@@ -36,6 +36,7 @@ from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.serving.phases import PHASE_LOG_ENV
 
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
@@ -46,6 +47,7 @@ READY = "condition=Ready"
 OVERWRITE_CMD = "ray.io/overwrite-container-cmd"
 HEAD_CPU = "2"
 HEAD_MEMORY = "8Gi"
+CONTAINER_STDOUT = "/proc/1/fd/1"
 AUTOSCALER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
 #: runtimes whose replicas serve the shared app and so watch the drain marker
 DRAINING_RUNTIMES = frozenset({"ray-cpu", "ray-neuronx"})
@@ -73,26 +75,23 @@ def serve_config(config: WorkloadConfig, import_path: str) -> str:
     return yaml.safe_dump({"applications": [app]}, sort_keys=False)
 
 
-def ray_pins(config: WorkloadConfig) -> tuple[str, list[str]]:
-    """(Ray version, what base-image mode installs when the base has no Ray) for the blueprint.
+RayPins = tuple[str, list[str]]
 
-    ray-vllm on Neuron runs on the Neuron vLLM container (vLLM 0.13), whose vLLM only the older Ray
-    pinned as `python.ray_neuron_vllm` supports (with pyarrow etc., `serving/ray_vllm/image.py`).
+
+def ray_pins(config: WorkloadConfig) -> RayPins:
+    """(Ray version, what base-image mode installs when the base has no Ray): the pinned Ray.
+
+    A runtime whose image needs another Ray passes its own pins to :func:`rayservice`.
     """
-    bp = config.blueprint
-    if bp.runtime == "ray-vllm" and bp.is_neuron:
-        from llmctl.serving.ray_vllm.image import neuron_ray_version, neuron_requirements
-
-        return neuron_ray_version(), neuron_requirements()
     version = versions().python["ray"].value
     return version, [f"ray[serve]=={version}"]
 
 
-def _start_command(config: WorkloadConfig, image: str) -> Obj:
+def _start_command(config: WorkloadConfig, image: str, pins: RayPins) -> Obj:
     """Container command for base-image mode: install the app (and Ray if missing), then start Ray."""
     requirements = [common.app_requirement(config)]
     if not image.startswith(("rayproject/", "docker.io/rayproject/")):
-        requirements[:0] = ray_pins(config)[1]
+        requirements[:0] = pins[1]
     install = common.pip_install(requirements)
     # as KubeRay's own command does: raise the open-file limit; then run its command in a shell that
     # honours the quoting inside it (only when the install succeeded)
@@ -100,10 +99,12 @@ def _start_command(config: WorkloadConfig, image: str) -> Obj:
     return {"command": ["/bin/bash", "-lc", "--"], "args": [f"ulimit -n 65536; {install} && {start}"]}
 
 
-def _container(config: WorkloadConfig, name: str, image: str, baked: bool, **fields: object) -> Obj:
+def _container(
+    config: WorkloadConfig, name: str, image: str, baked: bool, pins: RayPins, **fields: object
+) -> Obj:
     container: Obj = {"name": name, "image": image, **fields}
     if not baked:
-        container.update(_start_command(config, image))
+        container.update(_start_command(config, image, pins))
     return container
 
 
@@ -121,11 +122,20 @@ def rayservice(
     group: str,
     worker_env: list[Obj],
     ray_resources: dict[str, int] | None = None,
+    pins: RayPins | None = None,
 ) -> Obj:
-    """A RayService for the blueprint."""
+    """A RayService for the blueprint (`pins`: the runtime's Ray, default :func:`ray_pins`)."""
     bp = config.blueprint
+    pins = pins or ray_pins(config)
     image, baked = common.serving_image(config)
-    shared_env = [*common.token_env(config), *common.api_key_env(config), *cache_env(config)]
+    shared_env = [
+        *common.token_env(config),
+        *common.api_key_env(config),
+        *cache_env(config),
+        # Ray writes replica output to files under /tmp/ray; the start-phase lines also go to the
+        # container's stdout (PID 1's), where `kubectl logs` and the start timeline read them
+        {"name": PHASE_LOG_ENV, "value": CONTAINER_STDOUT},
+    ]
     drains = bp.runtime in DRAINING_RUNTIMES
     worker_stop = stopping.drain_hook(config) if drains else stopping.wait_hook(config)
     if drains:
@@ -150,6 +160,7 @@ def rayservice(
                     "ray-head",
                     image,
                     baked,
+                    pins,
                     ports=head_ports,
                     env=shared_env,
                     resources={
@@ -175,6 +186,7 @@ def rayservice(
                     "ray-worker",
                     image,
                     baked,
+                    pins,
                     env=[*shared_env, *worker_env],
                     resources=placement.serving_resources(config),
                     volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
@@ -186,7 +198,7 @@ def rayservice(
     }
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
     cluster: Obj = {
-        "rayVersion": ray_pins(config)[0],
+        "rayVersion": pins[0],
         "enableInTreeAutoscaling": autoscale,
         "headGroupSpec": {
             "serviceType": "ClusterIP",

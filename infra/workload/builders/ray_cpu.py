@@ -11,6 +11,7 @@ import math
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.placement import serving_resources
 from llmctl.infra.workload.builders.ray import rayservice
+from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.capacity import parse_quantity
 from llmctl.infra.workload.config import WorkloadConfig
 
@@ -25,3 +26,6 @@ def build(config: WorkloadConfig) -> list[Obj]:
         {"name": "MKL_NUM_THREADS", "value": str(threads)},
     ]
     return [rayservice(config, import_path=IMPORT_PATH, group="cpu", worker_env=env)]
+
+
+register("ray-cpu", build)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from llmctl.infra.workload.builders import placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.ray import rayservice
+from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
 
 IMPORT_PATH = "llmctl.serving.ray_neuronx.app:app_builder"
@@ -28,3 +29,6 @@ def build(config: WorkloadConfig) -> list[Obj]:
             ray_resources={"neuron_cores": tp},
         )
     ]
+
+
+register("ray-neuronx", build)

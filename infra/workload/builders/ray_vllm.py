@@ -7,12 +7,26 @@ from the blueprint the app receives; the worker group's bounds follow `scaling`.
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import placement
+from llmctl.infra.workload.builders import placement, ray
 from llmctl.infra.workload.builders.common import Obj
-from llmctl.infra.workload.builders.ray import rayservice
+from llmctl.infra.workload.builders.ray import RayPins, rayservice
+from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
 
 IMPORT_PATH = "llmctl.serving.ray_vllm.app:app_builder"
+
+
+def ray_pins(config: WorkloadConfig) -> RayPins:
+    """(Ray version, what base-image mode installs when the base has no Ray) for the blueprint.
+
+    ray-vllm on Neuron runs on the Neuron vLLM container (vLLM 0.13), whose vLLM only the older Ray
+    pinned as `python.ray_neuron_vllm` supports (with pyarrow etc., `serving/ray_vllm/image.py`).
+    """
+    if config.blueprint.is_neuron:
+        from llmctl.serving.ray_vllm.image import neuron_ray_version, neuron_requirements
+
+        return neuron_ray_version(), neuron_requirements()
+    return ray.ray_pins(config)
 
 
 def build(config: WorkloadConfig) -> list[Obj]:
@@ -29,5 +43,9 @@ def build(config: WorkloadConfig) -> list[Obj]:
             group=bp.compute.instance_type.split(".")[0],
             worker_env=env,
             ray_resources=custom,
+            pins=ray_pins(config),
         )
     ]
+
+
+register("ray-vllm", build)

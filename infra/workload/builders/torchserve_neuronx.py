@@ -18,6 +18,7 @@ from llmctl.infra.workload.builders import common, placement, stopping
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
+from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
 
 PYTHON = "python"
@@ -26,6 +27,11 @@ PYTHON = "python"
 def name(config: WorkloadConfig) -> str:
     """Deployment and Service name."""
     return f"{config.blueprint.name}-torchserve"
+
+
+def endpoint(config: WorkloadConfig) -> tuple[str, int]:
+    """The Service and port of the endpoint (TorchServe's inference port)."""
+    return name(config), config.blueprint.serving.port
 
 
 def build(config: WorkloadConfig) -> list[Obj]:
@@ -82,3 +88,6 @@ def build(config: WorkloadConfig) -> list[Obj]:
         exposed=False,
     )
     return [deployment, service(config, name(config), "serving", [port("inference", inference)]), admin, *hpa]
+
+
+register("torchserve-neuronx", build, endpoint)

@@ -18,6 +18,7 @@ from llmctl.infra.workload.builders import common, placement, stopping
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
+from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
 
 HTTP_PORT = 8000
@@ -29,6 +30,11 @@ PYTHON = "python3"  # the Triton images have no `python`
 def name(config: WorkloadConfig) -> str:
     """Deployment and Service name."""
     return f"{config.blueprint.name}-triton"
+
+
+def endpoint(config: WorkloadConfig) -> tuple[str, int]:
+    """The Service and port of the endpoint (Triton's HTTP port)."""
+    return name(config), HTTP_PORT
 
 
 def server_args(blueprint: Blueprint) -> list[str]:
@@ -76,3 +82,6 @@ def build(config: WorkloadConfig) -> list[Obj]:
     deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, METRICS_PORT)
     ports = [port("http", HTTP_PORT), port("grpc", GRPC_PORT), port("metrics", METRICS_PORT)]
     return [deployment, service(config, name(config), "serving", ports), *hpa]
+
+
+register("triton-vllm", build, endpoint)
