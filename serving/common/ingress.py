@@ -63,13 +63,16 @@ def max_ongoing_requests(blueprint: Blueprint) -> int:
     return blueprint.serving.max_concurrent_requests + serving_limits.queue_limit(blueprint) + HEADROOM
 
 
-def shedding_options(blueprint: Blueprint, *, backpressure: bool) -> dict[str, Any]:
-    """Ray's own bound on the requests a proxy queues when every replica is full (a backstop).
+def shedding_options(max_queued: int, *, backpressure: bool) -> dict[str, Any]:
+    """Ray's own bound on the requests a caller (proxy or handle) queues for a deployment.
 
-    ``backpressure``: the installed Ray takes ``backpressure_config`` (2.58 and later), so the
-    proxy answers 429 with ``Retry-After`` instead of a bare 503.
+    Ray counts a request as queued from its arrival until a replica is picked, so a burst that
+    arrives at once is counted in full even when the replicas have room: the bound must cover
+    what the replicas can take, not only what should wait. ``backpressure``: the installed Ray
+    takes ``backpressure_config`` (2.58 and later), so refusals are 429 with ``Retry-After``
+    instead of a bare 503.
     """
-    out: dict[str, Any] = {"max_queued_requests": max(1, serving_limits.queue_limit(blueprint))}
+    out: dict[str, Any] = {"max_queued_requests": max(1, max_queued)}
     if backpressure:
         out["backpressure_config"] = {"status_code": 429, "retry_after_s": serving_limits.RETRY_AFTER_S}
     return out
@@ -99,7 +102,8 @@ def deployment_options(
     out: dict[str, Any] = {
         "name": options.get("deployment_name", "openai"),
         "max_ongoing_requests": max_ongoing_requests(blueprint),
-        **shedding_options(blueprint, backpressure=backpressure),
+        # a backstop: the replicas shed first; a proxy holds at most what all of them can take
+        **shedding_options(max_ongoing_requests(blueprint) * scaling.max_replicas, backpressure=backpressure),
         "ray_actor_options": actor,
         "health_check_period_s": 10,
         "health_check_timeout_s": 30,

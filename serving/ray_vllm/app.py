@@ -86,7 +86,10 @@ def llm_config(
         "engine_kwargs": engine,
         "deployment_config": {
             "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
-            **shedding_options(blueprint, backpressure=backpressure),
+            **shedding_options(
+                blueprint.serving.max_concurrent_requests + serving_limits.queue_limit(blueprint),
+                backpressure=backpressure,
+            ),
             "graceful_shutdown_timeout_s": serving_limits.drain_grace_s(blueprint)
             + serving_limits.STOP_MARGIN_S,
         },

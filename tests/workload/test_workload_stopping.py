@@ -85,7 +85,8 @@ def test_ray_vllm_sheds_with_rays_own_queue_bound() -> None:
 
     bp = blueprint("llama3-vllm-inf2")
     plain = llm_config(bp)["deployment_config"]
-    assert plain["max_queued_requests"] == max(1, queue_limit(bp)) and "backpressure_config" not in plain
+    assert plain["max_queued_requests"] == bp.serving.max_concurrent_requests + queue_limit(bp)
+    assert "backpressure_config" not in plain
     newer = llm_config(bp, backpressure=True)["deployment_config"]
     assert newer["backpressure_config"] == {"status_code": 429, "retry_after_s": 1}
 
