@@ -59,8 +59,13 @@ def parse_args(
 
 
 def max_ongoing_requests(blueprint: Blueprint) -> int:
-    """What Ray routes to one replica: its slots, its queue and :data:`HEADROOM`."""
-    return blueprint.serving.max_concurrent_requests + serving_limits.queue_limit(blueprint) + HEADROOM
+    """What Ray routes to one replica: twice its slots and queue, plus :data:`HEADROOM`.
+
+    Beyond slots + queue the replica refuses at once (429), so the extra room lets a burst reach
+    the replica and be refused there in milliseconds instead of waiting in Ray's proxy queue for
+    a slot only to be refused then.
+    """
+    return 2 * (blueprint.serving.max_concurrent_requests + serving_limits.queue_limit(blueprint)) + HEADROOM
 
 
 def shedding_options(max_queued: int, *, backpressure: bool) -> dict[str, Any]:

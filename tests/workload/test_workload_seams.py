@@ -67,7 +67,7 @@ def test_serve_config_args_are_accepted_by_the_app_builder(
         # slots + the bounded queue + headroom for probes: the app sheds beyond slots + queue itself
         queued = parsed.serving.max_queued_requests
         queued = parsed.serving.max_concurrent_requests if queued is None else queued
-        assert deployment.max_ongoing_requests == parsed.serving.max_concurrent_requests + queued + 4
+        assert deployment.max_ongoing_requests == 2 * (parsed.serving.max_concurrent_requests + queued) + 4
         assert deployment.max_queued_requests == deployment.max_ongoing_requests * parsed.scaling.max_replicas
     elif runtime == "ray-neuronx":
         from llmctl.serving.common.ingress import deployment_options
