@@ -166,6 +166,21 @@ class ServingSpec(_Strict):
     max_concurrent_requests: int = Field(
         32, ge=1, le=4096, description="In-flight requests per replica before requests queue."
     )
+    max_queued_requests: int | None = Field(
+        None,
+        ge=0,
+        le=65536,
+        description="Requests that may wait per replica once max_concurrent_requests are in flight; "
+        "beyond that new requests are refused at once with 429 and Retry-After. Default: "
+        "max_concurrent_requests (one more round of work).",
+    )
+    max_request_bytes: int | None = Field(
+        None,
+        ge=1024,
+        le=1 << 30,
+        description="Largest request body accepted, checked before the body is parsed or tokenised "
+        "(413 beyond it). Default: derived from model.max_context (32 bytes per token + 64 KiB).",
+    )
     streaming: bool = Field(True, description="Whether the endpoint streams tokens (SSE).")
     micro_batch_size: int = Field(
         1, ge=1, le=256, description="Requests combined into one batch by the server (TorchServe, Triton)."

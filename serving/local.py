@@ -26,6 +26,7 @@ import httpx
 
 from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
 from llmctl.errors import ServingError
 from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
 from llmctl.serving.local_procs import alive, kill_tree
@@ -147,7 +148,9 @@ def start_local(
     prefix = blueprint.serving.route_prefix.rstrip("/")
     root = f"http://127.0.0.1:{port}{prefix}"
     cpus = max(1, min(int(blueprint.compute.cpus_per_replica or 1), os.cpu_count() or 1))
+    grace = drain_grace_s(blueprint)
     spec: dict[str, Any] = {
+        "grace_s": grace,
         "blueprint": blueprint.name,
         "port": port,
         "route_prefix": blueprint.serving.route_prefix,
@@ -194,6 +197,7 @@ def start_local(
         "ray_dir": ray_dir,
         "log": str(log),
         "started": time.time(),
+        "stop_grace_s": termination_grace_s(blueprint),
     }
     record_path.write_text(json.dumps(record, indent=2))
     _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack, key)
@@ -253,12 +257,13 @@ def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
             continue
         record = _read(path)
         name = record.get("blueprint", path.stem)
+        grace = float(record.get("stop_grace_s", 30))
         survivors = kill_tree(
-            int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=30
+            int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=grace
         )
         if survivors:
             raise ServingError(
-                f"the local server of {name!r} left processes running after 30 s: "
+                f"the local server of {name!r} left processes running after {grace:.0f} s: "
                 + ", ".join(str(p) for p in survivors),
                 f"stop them (`kill -9 {' '.join(str(p) for p in survivors)}`), then run `llmctl down` again",
             )

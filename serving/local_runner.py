@@ -2,7 +2,9 @@
 
 It starts a private Ray instance (``address="local"``, its own temp dir, no dashboard, a small
 object store), runs the CPU app with Serve on 127.0.0.1, writes its state to the spec's status
-file, and blocks until SIGTERM/SIGINT, when it shuts Serve and Ray down. :mod:`.local` spawns,
+file, and blocks until SIGTERM/SIGINT. Then it drains the app first (``/healthz`` turns 503, new
+requests get 503 with ``Retry-After``, in-flight streams get the spec's ``grace_s`` to finish and
+end with an error event after it) and only then shuts Serve and Ray down. :mod:`.local` spawns,
 watches and stops it.
 """
 
@@ -13,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,8 @@ def run(spec: dict[str, Any]) -> int:
         log_to_driver=True,
         _temp_dir=spec["ray_dir"],
     )
+    for sig in (signal.SIGTERM, signal.SIGINT):  # again: ray.init replaces the driver's SIGTERM handler
+        signal.signal(sig, lambda *_: stop.set())
     try:
         _write_status(status, "deploying", "loading the model")
         serve.start(http_options={"host": "127.0.0.1", "port": spec["port"]})
@@ -54,7 +59,8 @@ def run(spec: dict[str, Any]) -> int:
         _write_status(status, "running")
         while not stop.wait(1.0):
             pass
-        _write_status(status, "stopping")
+        _write_status(status, "stopping", "draining in-flight requests")
+        _drain(serve, spec)
         serve_shutdown: Any = serve.shutdown  # untyped in Ray
         serve_shutdown()
         return 0
@@ -65,6 +71,18 @@ def run(spec: dict[str, Any]) -> int:
     finally:
         shutdown: Any = ray.shutdown  # untyped in Ray
         shutdown()
+
+
+def _drain(serve: Any, spec: dict[str, Any]) -> None:
+    """Drain the app's replica(s) through a handle; a failure is logged and shutdown goes on."""
+    grace = float(spec.get("grace_s", 30))
+    try:
+        handle = serve.get_app_handle(spec["blueprint"])
+        summary = handle.drain.remote(grace).result(timeout_s=grace + 15)
+        print(f"llmctl: drained: {summary}", flush=True)
+        time.sleep(0.5)  # let the proxy flush the last events before it stops
+    except Exception as error:  # the process is stopping either way
+        print(f"llmctl: drain failed: {type(error).__name__}: {error}", flush=True)
 
 
 def main(argv: list[str]) -> int:

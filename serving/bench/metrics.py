@@ -45,6 +45,8 @@ DEFINITIONS: dict[str, str] = {
     "send_delay_s": "client-side time from beginning a request to its first byte on the network "
     "(latencies count from that byte; a large value means the load generator is the bottleneck)",
     "error_rate": "failed requests (HTTP errors, stream errors, timeouts, cancelled) / started requests",
+    "rejected_by_status": "failed requests answered with an HTTP error status, by status code (413 too "
+    "large, 429 shed by a full queue, 503 draining or unavailable)",
     "client_cpu_percent": "CPU time of the load generator process / measured duration",
     "loop_lag_s": "how late the load generator's 10 ms timer fires; large values mean the client "
     "itself is saturated and its latency figures are inflated",
@@ -55,6 +57,14 @@ DEFINITIONS: dict[str, str] = {
 QUANTILES = (25, 50, 75, 90, 95, 99)
 SLO_KEYS = ("ttft", "tpot", "e2e")
 _SLO_ITEM = re.compile(r"^\s*([a-z0-9_]+)\s*=\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$")
+
+
+def _rejected_by_status(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Failed requests the server answered with an HTTP error status, by code."""
+    codes = Counter(
+        str(r["http_status"]) for r in rows if r["status"] != "ok" and (r["http_status"] or 0) >= 400
+    )
+    return dict(sorted(codes.items()))
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -279,6 +289,7 @@ def summarize(
             "errors_by_type": dict(errors),
             "error_codes": dict(Counter(row["error_code"] for row in rows if row["status"] != "ok")),
             "error_rate": (started - len(done)) / started if started else 0.0,
+            "rejected_by_status": _rejected_by_status(rows),
         },
         "duration_s": duration,
         "throughput": {

@@ -179,6 +179,9 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
     if counts["errors_by_type"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(counts["errors_by_type"].items()))
         console.print(f"[red]errors[/] {errors} (error rate {counts['error_rate']:.1%})")
+    if counts.get("rejected_by_status"):
+        codes = ", ".join(f"HTTP {k}: {v}" for k, v in counts["rejected_by_status"].items())
+        console.print(f"[yellow]rejected[/] {codes}")
     goodput = summary.get("goodput")
     if goodput:
         slo = ", ".join(f"{k}<={v * 1000:g}ms" for k, v in goodput["slo_s"].items())

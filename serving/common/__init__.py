@@ -7,6 +7,7 @@
 - :mod:`.limits`: prompt-length and max-token limits with clear 4xx errors
 - :mod:`.sse`: server-sent events; :mod:`.metrics`: Prometheus metrics
 - :mod:`.api`: the FastAPI routes; :mod:`.ingress`: the Ray Serve deployment around them
+- :mod:`.overload`: request-size limit, bounded queue (429 + Retry-After) and draining, before parsing
 - :mod:`.auth`: the API-key check (`Authorization: Bearer`, from `LLMCTL_API_KEY` or the `api_key` arg)
 - :mod:`.deps`: lazy imports of optional packages with a clear error
 """

@@ -5,10 +5,13 @@ and not), ``GET /infer?sentence=`` (the seeds' plain-text route), ``GET /healthz
 ``GET /metrics``. With an API key (the ``api_key`` argument or ``$LLMCTL_API_KEY``) every route
 but ``/healthz`` needs ``Authorization: Bearer <key>`` (see :mod:`.auth`). Every check that can fail (model name, limits, stop sequences) runs before the
 response starts, so a bad request gets a 4xx with an OpenAI error body and never a half stream.
+Request size, the bounded queue and draining are checked before the body is parsed
+(:mod:`.overload`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +28,7 @@ from llmctl.serving.common.auth import BearerAuth, resolve_api_key
 from llmctl.serving.common.engine import Engine, SamplingParams
 from llmctl.serving.common.limits import Limits, single_choice, stop_list
 from llmctl.serving.common.metrics import Metrics
+from llmctl.serving.common.overload import Admission, OverloadConfig, OverloadGuard
 from llmctl.serving.common.stop import StopMatcher
 
 
@@ -146,16 +150,36 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
 
 
 def build_app(
-    engine: Engine, limits: Limits, *, metrics: Metrics | None = None, api_key: str | None = None
+    engine: Engine,
+    limits: Limits,
+    *,
+    metrics: Metrics | None = None,
+    api_key: str | None = None,
+    overload: OverloadConfig | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``engine`` (plain uvicorn, or Ray Serve via :mod:`.ingress`).
 
     ``api_key`` (default: ``$LLMCTL_API_KEY``) turns on bearer-key checks for every route but
-    ``/healthz``.
+    ``/healthz``. ``overload`` sets the size limit, slots, queue and drain grace (default: only a
+    size limit derived from the context length); ``app.state.admission.drain()`` drains.
     """
     service = OpenAIService(engine, limits, metrics)
-    app = FastAPI(title="llmctl OpenAI-compatible server", docs_url=None, redoc_url=None)
+    config = overload or OverloadConfig.for_context(limits.max_context)
+    admission = Admission(config, service.metrics, engine.abort_all)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        watcher = asyncio.create_task(admission.watch(config.drain_file)) if config.drain_file else None
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    app = FastAPI(title="llmctl OpenAI-compatible server", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.service = service
+    app.state.admission = admission
+    app.add_middleware(OverloadGuard, admission=admission)
     key = resolve_api_key(api_key)
     if key:
         app.add_middleware(BearerAuth, api_key=key)
@@ -174,8 +198,9 @@ def build_app(
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
         ok = engine.healthy()
+        status = "draining" if admission.draining else "ok" if ok else "failed"
         return JSONResponse(
-            {"status": "ok" if ok else "failed", "model": engine.model_id}, status_code=200 if ok else 503
+            {"status": status, "model": engine.model_id}, status_code=200 if status == "ok" else 503
         )
 
     @app.get("/metrics")

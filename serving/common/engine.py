@@ -68,6 +68,10 @@ class Engine(Protocol):
         """False when the engine can no longer serve (the replica is then restarted)."""
         ...
 
+    def abort_all(self, reason: str) -> int:
+        """End every running generation with a 503 error (drain deadline); returns how many."""
+        ...
+
 
 class TokenSink(Protocol):
     """The streamer interface a blocking generate loop reports to (transformers' ``BaseStreamer``)."""
@@ -145,6 +149,7 @@ class ThreadedEngine(ABC):
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llmctl-generate")
         self._failed: BaseException | None = None
+        self._running: dict[int, tuple[asyncio.Queue[Any], threading.Event]] = {}
 
     @abstractmethod
     def run_blocking(
@@ -176,6 +181,14 @@ class ThreadedEngine(ABC):
     def healthy(self) -> bool:
         return self._failed is None
 
+    def abort_all(self, reason: str) -> int:
+        """Stop every generation (call from the event loop): each raises a 503 ``APIError``."""
+        running = list(self._running.values())
+        for queue, cancelled in running:
+            cancelled.set()
+            queue.put_nowait(_Aborted(reason))
+        return len(running)
+
     def warmup(self, tokens: int = 2) -> None:
         """Run one short generation so the first request does not pay for lazy initialisation."""
         params = SamplingParams(max_tokens=tokens, temperature=0.0)
@@ -200,11 +213,14 @@ class ThreadedEngine(ABC):
         loop.run_in_executor(self._pool, work)
         decoder = IncrementalDecoder(self.tokenizer)
         produced = 0
+        self._running[id(queue)] = (queue, cancelled)
         try:
             while True:
                 item = await queue.get()
                 if item is None:
                     break
+                if isinstance(item, _Aborted):
+                    raise APIError(503, item.reason, type="server_error", code="server_shutting_down")
                 if isinstance(item, BaseException):
                     raise APIError(500, f"generation failed: {item}", type="server_error") from item
                 for token in item:
@@ -219,7 +235,13 @@ class ThreadedEngine(ABC):
                     yield Delta(text, 1)
             yield Delta(decoder.flush(), 0, "length" if produced >= params.max_tokens else "stop")
         finally:
+            self._running.pop(id(queue), None)
             cancelled.set()
+
+
+@dataclass(frozen=True)
+class _Aborted:
+    reason: str
 
 
 class _DiscardStreamer:

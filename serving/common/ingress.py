@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from llmctl.blueprints import serving_limits
 from llmctl.blueprints.schema import Blueprint
 from llmctl.serving.common.auth import resolve_api_key
 from llmctl.serving.common.deps import require
@@ -18,6 +19,10 @@ from llmctl.serving.common.engine import Engine
 from llmctl.serving.common.limits import Limits
 
 EngineFactory = Callable[[Blueprint, dict[str, Any]], Engine]
+
+#: requests Ray may hand a replica beyond its slots and queue: the cheap routes (/healthz,
+#: /metrics, /v1/models) and the drain call must reach a full replica, which refuses the rest itself
+HEADROOM = 4
 
 
 # Args every app built on the shared ingress accepts besides ``blueprint`` (each runtime adds its own).
@@ -53,10 +58,46 @@ def parse_args(
     return blueprint, options
 
 
+def max_ongoing_requests(blueprint: Blueprint) -> int:
+    """What Ray routes to one replica: twice its slots and queue, plus :data:`HEADROOM`.
+
+    Beyond slots + queue the replica refuses at once (429), so the extra room lets a burst reach
+    the replica and be refused there in milliseconds instead of waiting in Ray's proxy queue for
+    a slot only to be refused then.
+    """
+    return 2 * (blueprint.serving.max_concurrent_requests + serving_limits.queue_limit(blueprint)) + HEADROOM
+
+
+def shedding_options(max_queued: int, *, backpressure: bool) -> dict[str, Any]:
+    """Ray's own bound on the requests a caller (proxy or handle) queues for a deployment.
+
+    Ray counts a request as queued from its arrival until a replica is picked, so a burst that
+    arrives at once is counted in full even when the replicas have room: the bound must cover
+    what the replicas can take, not only what should wait. ``backpressure``: the installed Ray
+    takes ``backpressure_config`` (2.58 and later), so refusals are 429 with ``Retry-After``
+    instead of a bare 503.
+    """
+    out: dict[str, Any] = {"max_queued_requests": max(1, max_queued)}
+    if backpressure:
+        out["backpressure_config"] = {"status_code": 429, "retry_after_s": serving_limits.RETRY_AFTER_S}
+    return out
+
+
+def ray_supports_backpressure_config(serve: Any) -> bool:
+    """Whether ``serve.deployment`` takes ``backpressure_config`` (Ray 2.58+)."""
+    import inspect
+
+    return "backpressure_config" in inspect.signature(serve.deployment).parameters
+
+
 def deployment_options(
-    blueprint: Blueprint, options: dict[str, Any], resources: dict[str, float] | None = None
+    blueprint: Blueprint,
+    options: dict[str, Any],
+    resources: dict[str, float] | None = None,
+    *,
+    backpressure: bool = False,
 ) -> dict[str, Any]:
-    """Ray Serve deployment options from the blueprint (replicas, concurrency, resources)."""
+    """Ray Serve deployment options from the blueprint (replicas, concurrency, shedding, resources)."""
     scaling = blueprint.scaling
     actor: dict[str, Any] = {"num_cpus": options.get("num_cpus", blueprint.compute.cpus_per_replica or 1)}
     if blueprint.compute.memory_gib_per_replica and "num_cpus" not in options:
@@ -65,11 +106,15 @@ def deployment_options(
         actor["resources"] = resources
     out: dict[str, Any] = {
         "name": options.get("deployment_name", "openai"),
-        "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
+        "max_ongoing_requests": max_ongoing_requests(blueprint),
+        # a backstop: the replicas shed first; a proxy holds at most what all of them can take
+        **shedding_options(max_ongoing_requests(blueprint) * scaling.max_replicas, backpressure=backpressure),
         "ray_actor_options": actor,
         "health_check_period_s": 10,
         "health_check_timeout_s": 30,
-        "graceful_shutdown_timeout_s": 20,
+        # Ray waits this long for a stopping replica's requests; the app's own drain ends them
+        # (with an error event) STOP_MARGIN_S earlier
+        "graceful_shutdown_timeout_s": serving_limits.drain_grace_s(blueprint) + serving_limits.STOP_MARGIN_S,
     }
     if "num_replicas" in options:
         out["num_replicas"] = int(options["num_replicas"])
@@ -108,14 +153,25 @@ def build_application(
     class OpenAIServer:
         def __init__(self, blueprint_json: dict[str, Any], opts: dict[str, Any]) -> None:
             from llmctl.serving.common.api import build_app
+            from llmctl.serving.common.overload import OverloadConfig
 
             bp = Blueprint.model_validate(blueprint_json)
             self.engine = engine_factory(bp, opts)
-            self._asgi = build_app(self.engine, limits_for(bp, self.engine), api_key=opts.get("api_key"))
+            self._asgi = build_app(
+                self.engine,
+                limits_for(bp, self.engine),
+                api_key=opts.get("api_key"),
+                overload=OverloadConfig.from_blueprint(bp),
+            )
             self._healthy_logged = False
 
         def __serve_build_asgi_app__(self) -> Any:
             return self._asgi
+
+        async def drain(self, grace_s: float | None = None) -> dict[str, Any]:
+            """Stop admitting, let in-flight requests finish, end the rest with an error event."""
+            summary: dict[str, Any] = await self._asgi.state.admission.drain(grace_s)
+            return summary
 
         def check_health(self) -> None:
             if not self.engine.healthy():
@@ -127,5 +183,8 @@ def build_application(
                 self._healthy_logged = True
 
     ingress = serve.ingress()(OpenAIServer)
-    deployment = serve.deployment(ingress, **deployment_options(blueprint, options, resources))
+    backpressure = ray_supports_backpressure_config(serve)
+    deployment = serve.deployment(
+        ingress, **deployment_options(blueprint, options, resources, backpressure=backpressure)
+    )
     return deployment.bind(blueprint.model_dump(mode="json"), options)

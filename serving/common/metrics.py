@@ -49,10 +49,33 @@ class Metrics:
         self.tokens = Counter(
             "llmctl_tokens", "Prompt and generated tokens.", ["model", "kind"], registry=self.registry
         )
+        self.slots_in_use = Gauge(
+            "llmctl_slots_in_use",
+            "Generation requests admitted (holding a slot until their response ends).",
+            ["model"],
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "llmctl_queue_depth", "Requests waiting for a slot.", ["model"], registry=self.registry
+        )
+        self.rejections = Counter(
+            "llmctl_requests_rejected",
+            "Requests refused before any work: too_large (413), queue_full (429), draining (503).",
+            ["model", "reason", "status"],
+            registry=self.registry,
+        )
+        self.draining = Gauge(
+            "llmctl_draining", "1 once the replica drains (stopping).", ["model"], registry=self.registry
+        )
 
     def request(self, route: str, status: int) -> None:
         """Count one answered request."""
         self.requests.labels(self.model, route, str(status)).inc()
+
+    def rejected(self, route: str, status: int, reason: str) -> None:
+        """Count one request refused by the overload guard."""
+        self.request(route, status)
+        self.rejections.labels(self.model, reason, str(status)).inc()
 
     def generation(self, ttft_s: float | None, decode_s: float, prompt: int, completion: int) -> None:
         """Record one finished generation."""

@@ -11,10 +11,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from llmctl.blueprints import serving_limits
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import ServingError
 from llmctl.serving.common.deps import require
-from llmctl.serving.common.ingress import parse_args
+from llmctl.serving.common.ingress import (
+    parse_args,
+    ray_supports_backpressure_config,
+    shedding_options,
+)
 
 ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
 # the replica hooks (serving/ray_vllm/hooks.py): phase lines, and the Neuron compile cache
@@ -54,8 +59,15 @@ def _model_source(blueprint: Blueprint, explicit: str | None) -> str | dict[str,
     return source
 
 
-def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``LLMConfig`` (as a dict) of a ray-vllm blueprint."""
+def llm_config(
+    blueprint: Blueprint, options: dict[str, Any] | None = None, *, backpressure: bool = False
+) -> dict[str, Any]:
+    """The ``LLMConfig`` (as a dict) of a ray-vllm blueprint.
+
+    Shedding is Ray's: ``max_queued_requests`` bounds what waits for the LLM replicas (429 with
+    ``Retry-After`` when the installed Ray takes ``backpressure_config``, else Ray's 503), and
+    ``graceful_shutdown_timeout_s`` lets a stopping replica finish a generation.
+    """
     opts = options or {}
     scaling = blueprint.scaling
     engine: dict[str, Any] = {
@@ -74,6 +86,12 @@ def llm_config(blueprint: Blueprint, options: dict[str, Any] | None = None) -> d
         "engine_kwargs": engine,
         "deployment_config": {
             "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
+            **shedding_options(
+                blueprint.serving.max_concurrent_requests + serving_limits.queue_limit(blueprint),
+                backpressure=backpressure,
+            ),
+            "graceful_shutdown_timeout_s": serving_limits.drain_grace_s(blueprint)
+            + serving_limits.STOP_MARGIN_S,
         },
         "runtime_env": {"env_vars": env},
         "callback_config": {"callback_class": CALLBACK_CLS},
@@ -153,4 +171,5 @@ def app_builder(args: dict[str, Any]) -> Any:
     blueprint, options = parse_args(args, ARGS)
     check_neuron_ray(blueprint)
     llm = require("ray.serve.llm", install="pip install 'ray[serve,llm]'", purpose="the ray-vllm app")
-    return llm.build_openai_app({"llm_configs": [llm_config(blueprint, options)]})
+    backpressure = ray_supports_backpressure_config(require("ray.serve"))
+    return llm.build_openai_app({"llm_configs": [llm_config(blueprint, options, backpressure=backpressure)]})

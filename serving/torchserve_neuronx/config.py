@@ -8,6 +8,7 @@ import re
 import yaml
 
 from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.serving_limits import queue_limit, request_bytes
 from llmctl.serving.ray_neuronx.settings import compile_key
 
 # Where the start module archives the handler (the workload mounts an emptyDir here).
@@ -72,7 +73,10 @@ def config_properties(blueprint: Blueprint) -> str:
         f"load_models={archive_name(blueprint)}",
         "install_py_dep_per_model=true",
         f"default_response_timeout={RESPONSE_TIMEOUT_S}",
-        f"job_queue_size={max(100, blueprint.serving.max_concurrent_requests * 4)}",
+        # requests beyond the in-flight ones and the blueprint's queue get TorchServe's 503
+        f"job_queue_size={blueprint.serving.max_concurrent_requests + queue_limit(blueprint)}",
+        # larger bodies get TorchServe's 413 before the handler sees them
+        f"max_request_size={request_bytes(blueprint)}",
         "disable_token_authorization=true",
         "enable_envvars_config=true",
     ]

@@ -19,6 +19,7 @@ def test_http_errors_are_counted_by_type(fake: Any, run_plan: Any) -> None:
     counts = summary["counts"]
     assert counts["started"] == 20
     assert counts["errors_by_type"] == {"http_503": 5}
+    assert counts["rejected_by_status"] == {"503": 5}
     assert counts["completed"] == 15
     assert counts["error_rate"] == 0.25
     assert summary["metrics"]["ttft_s"]["count"] == 15
@@ -35,6 +36,7 @@ def test_stalled_requests_time_out_and_keep_their_partial_output(fake: Any, run_
     summary, rows = summarize(result, ApproxTokenizer())
     assert summary["counts"]["started"] == 9
     assert summary["counts"]["errors_by_type"] == {"timeout": 3}
+    assert summary["counts"]["rejected_by_status"] == {}  # timed out after a 200: not a rejection
     timed_out = [r for r in rows if r["error_type"] == "timeout"]
     assert all(r["chunks"] == 4 and r["ttft_s"] is not None for r in timed_out)
     # the timeout counts from the moment the client began the request; it cannot fire early (a

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def mirror_model(model: Path, uri: str, *, complete: bool = True) -> None:
@@ -20,3 +27,31 @@ def mirror_model(model: Path, uri: str, *, complete: bool = True) -> None:
             s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(model)}")
     if complete:
         s3.put_object(Bucket=bucket, Key=f"{prefix}/{COMPLETE_MARKER}", Body=b"ok")
+
+
+@contextlib.contextmanager
+def uvicorn_app(app: Any) -> Iterator[tuple[str, asyncio.AbstractEventLoop]]:
+    """Serve an ASGI app on 127.0.0.1 in a thread; yields (base URL, the server's event loop)."""
+    import uvicorn
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=lambda: loop.run_until_complete(server.serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "uvicorn did not start within 30 s"
+    try:
+        yield f"http://127.0.0.1:{port}", loop
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def sse_events(lines: list[str]) -> list[str]:
+    """The ``data:`` payloads of a server-sent event stream, in order."""
+    return [line[len("data: ") :] for line in lines if line.startswith("data: ")]

@@ -64,7 +64,11 @@ def test_serve_config_args_are_accepted_by_the_app_builder(
         built = module.app_builder(app["args"])  # the whole bound app: engine options, no engine yet
         deployment = built._bound_deployment
         assert deployment.name == "openai"
-        assert deployment.max_ongoing_requests == parsed.serving.max_concurrent_requests
+        # slots + the bounded queue + headroom for probes: the app sheds beyond slots + queue itself
+        queued = parsed.serving.max_queued_requests
+        queued = parsed.serving.max_concurrent_requests if queued is None else queued
+        assert deployment.max_ongoing_requests == 2 * (parsed.serving.max_concurrent_requests + queued) + 4
+        assert deployment.max_queued_requests == deployment.max_ongoing_requests * parsed.scaling.max_replicas
     elif runtime == "ray-neuronx":
         from llmctl.serving.common.ingress import deployment_options
         from llmctl.serving.ray_neuronx.settings import neuron_settings

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from workload_helpers import find, manifests_for, worker
 
+from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.builders import triton_vllm
 
 
@@ -80,7 +81,9 @@ def test_triton_keeps_auto_complete_config() -> None:
     """The vLLM backend declares text_input/text_output (and the decoupled policy) in its
     auto_complete_config; with --disable-auto-complete-config the model has no inputs or outputs and
     fails to initialise."""
-    assert not any("auto-complete" in arg for arg in triton_vllm.server_args())
+    assert not any(
+        "auto-complete" in arg for arg in triton_vllm.server_args(load_blueprint("llama2-triton-vllm-gpu"))
+    )
     deployment = find(manifests_for("llama2-triton-vllm-gpu"), "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--disable-auto-complete-config" not in args

@@ -13,6 +13,12 @@ generated command through `bash -c "$KUBERAY_GEN_RAY_START_CMD"`: the command ca
 (`--resources="{\"neuron_cores\": 24}"`) that a bare `$KUBERAY_GEN_RAY_START_CMD` would pass on
 literally, breaking `ray start`.
 
+Graceful stop (`stopping.py`): both pod templates get `terminationGracePeriodSeconds` sized to one
+generation; the head's preStop sleeps while it leaves the endpoints; the workers' preStop drains
+the shared app's replicas (ray-cpu, ray-neuronx) or, for Ray Serve LLM, waits out the drain grace.
+`rayClusterDeletionDelaySeconds` keeps a replaced RayCluster (a rolling update) serving its
+in-flight streams for the same grace after traffic moves to the new one.
+
 Readiness: Pulumi waits for the RayService's `Ready` condition (KubeRay >= 1.3; `status.serviceStatus`
 is deprecated and only mirrors it).
 """
@@ -23,8 +29,9 @@ import json
 
 import yaml
 
+from llmctl.blueprints.serving_limits import drain_grace_s
 from llmctl.blueprints.versions import versions
-from llmctl.infra.workload.builders import common, placement
+from llmctl.infra.workload.builders import common, placement, stopping
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
@@ -42,6 +49,8 @@ HEAD_CPU = "2"
 HEAD_MEMORY = "8Gi"
 CONTAINER_STDOUT = "/proc/1/fd/1"
 AUTOSCALER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
+#: runtimes whose replicas serve the shared app and so watch the drain marker
+DRAINING_RUNTIMES = frozenset({"ray-cpu", "ray-neuronx"})
 
 
 def serve_service_name(config: WorkloadConfig) -> str:
@@ -127,6 +136,10 @@ def rayservice(
         # container's stdout (PID 1's), where `kubectl logs` and the start timeline read them
         {"name": PHASE_LOG_ENV, "value": CONTAINER_STDOUT},
     ]
+    drains = bp.runtime in DRAINING_RUNTIMES
+    worker_stop = stopping.drain_hook(config) if drains else stopping.wait_hook(config)
+    if drains:
+        worker_env = [*worker_env, stopping.drain_env()]
     pod_annotations = common.prometheus_annotations(config, METRICS_PORT)
     head_ports = [
         {"name": "gcs-server", "containerPort": GCS_PORT},
@@ -140,6 +153,7 @@ def rayservice(
         "spec": {
             "serviceAccountName": common.SERVICE_ACCOUNT,
             **placement.scheduling(placement.head_pool(config)),
+            **stopping.termination_grace(config),
             "containers": [
                 _container(
                     config,
@@ -153,6 +167,7 @@ def rayservice(
                         "requests": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY},
                         "limits": {"memory": HEAD_MEMORY},
                     },
+                    **stopping.sleep_hook(),
                 )
             ],
         },
@@ -164,6 +179,7 @@ def rayservice(
             "serviceAccountName": common.SERVICE_ACCOUNT,
             **placement.scheduler_name(config),
             **placement.scheduling(serving, bp.compute.instance_type),
+            **stopping.termination_grace(config),
             "containers": [
                 _container(
                     config,
@@ -174,6 +190,7 @@ def rayservice(
                     env=[*shared_env, *worker_env],
                     resources=placement.serving_resources(config),
                     volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+                    **worker_stop,
                 )
             ],
             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
@@ -212,6 +229,7 @@ def rayservice(
         "spec": {
             "serveConfigV2": serve_config(config, import_path),
             "serveService": serve_service(config, serve_service_name(config), ports),
+            "rayClusterDeletionDelaySeconds": drain_grace_s(bp),
             "rayClusterConfig": cluster,
         },
     }

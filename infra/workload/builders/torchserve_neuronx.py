@@ -7,12 +7,14 @@ same JSON the Ray apps get as their arg). It renders `model-config.yaml` and `co
 archives the llmctl handler into the model store (an emptyDir) and runs TorchServe in the
 foreground. The handler loads the weights from the S3 mirror (`LLMCTL_MODEL_URI`) when the
 blueprint enables it, and compiled artifacts from the S3 compile cache. Ports: 8080 inference,
-8081 management, 8082 metrics.
+8081 management, 8082 metrics. TorchServe does not drain on SIGTERM, so the preStop hook waits
+out the drain grace (the pod has left the Service's endpoints) within
+`terminationGracePeriodSeconds`.
 """
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import common, placement
+from llmctl.infra.workload.builders import common, placement, stopping
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -63,11 +65,13 @@ def build(config: WorkloadConfig) -> list[Obj]:
             {"name": "model-store", "mountPath": MODEL_STORE},
             {"name": "dshm", "mountPath": "/dev/shm"},
         ],
+        **stopping.wait_hook(config),
     }
     pod_spec: Obj = {
         "serviceAccountName": common.SERVICE_ACCOUNT,
         **placement.scheduler_name(config),
         **placement.scheduling(placement.serving_pool(config), bp.compute.instance_type),
+        **stopping.termination_grace(config),
         "containers": [container],
         "volumes": [
             {"name": "model-store", "emptyDir": {}},

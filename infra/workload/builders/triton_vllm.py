@@ -4,13 +4,17 @@ The container runs the serving package's start module, `python3 -m llmctl.servin
 with the blueprint in `LLMCTL_BLUEPRINT` (the same JSON the Ray apps get as their arg). It renders
 the model repository, syncs the S3 model mirror when `LLMCTL_MODEL_URI` is set (so `model.json`
 points vLLM at the local copy), then execs `tritonserver` with the ports given as container args.
-Ports: 8000 HTTP, 8001 gRPC, 8002 metrics. An HPA scales the Deployment between the blueprint's
+Ports: 8000 HTTP, 8001 gRPC, 8002 metrics. Overload: `--http-max-input-size` is the blueprint's
+request limit; on SIGTERM Triton stops accepting and waits up to `--exit-timeout-secs` (the drain
+grace) for in-flight requests, after a preStop sleep that lets the pod leave the endpoints. An HPA scales the Deployment between the blueprint's
 bounds on CPU utilisation (as the seed did); see docs/workload.md for a custom-metric alternative.
 """
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import common, placement
+from llmctl.blueprints import serving_limits
+from llmctl.blueprints.schema import Blueprint
+from llmctl.infra.workload.builders import common, placement, stopping
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -33,12 +37,14 @@ def endpoint(config: WorkloadConfig) -> tuple[str, int]:
     return name(config), HTTP_PORT
 
 
-def server_args() -> list[str]:
+def server_args(blueprint: Blueprint) -> list[str]:
     """tritonserver flags passed through the start module (it adds `--model-repository`)."""
     return [
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",
+        f"--http-max-input-size={serving_limits.request_bytes(blueprint)}",
+        f"--exit-timeout-secs={serving_limits.drain_grace_s(blueprint)}",
         # no --disable-auto-complete-config: the vLLM backend declares the model's inputs, outputs
         # and decoupled policy in its auto_complete_config
     ]
@@ -54,7 +60,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
         "name": "triton",
         "image": image,
         "command": common.start_module_command(config, start.__name__, python=PYTHON, baked=baked),
-        "args": server_args(),
+        "args": server_args(bp),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT},
             {"name": "grpc", "containerPort": GRPC_PORT},
@@ -64,10 +70,12 @@ def build(config: WorkloadConfig) -> list[Obj]:
         "resources": placement.serving_resources(config),
         **common.http_probes("/v2/health/ready", "http", startup_seconds=common.readiness_timeout(config)),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        **stopping.sleep_hook(),
     }
     pod_spec: Obj = {
         "serviceAccountName": common.SERVICE_ACCOUNT,
         **placement.scheduling(placement.serving_pool(config), bp.compute.instance_type),
+        **stopping.termination_grace(config),
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
