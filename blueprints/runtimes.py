@@ -47,7 +47,17 @@ class RuntimeSpec(BaseModel):
         description="Its app checks LLMCTL_API_KEY (serving/common/auth.py), so exposure.api_key is allowed."
     )
     compile_cache: bool = Field(
-        description="It keeps transformers-neuronx compiled artifacts, which the S3 compile cache syncs."
+        description="On Neuron it keeps compiled artifacts (transformers-neuronx model.save(), NxD "
+        "Inference's NEURON_COMPILED_ARTIFACTS) that the S3 compile cache syncs."
+    )
+    drains: bool = Field(
+        description="Its app drains on stop (serving/common/overload.py): readiness off, in-flight streams "
+        "finish within the grace period or end with an error event; its pods' preStop starts that."
+    )
+    min_token_rate: float = Field(
+        gt=0,
+        description="The slowest decode rate per stream (tokens/s) expected at full load; a pod's drain "
+        "grace lets a request of serving.max_new_tokens finish at this rate.",
     )
     streaming: bool = Field(description="It can stream generated tokens.")
     openai_routes: bool = Field(description="It serves the OpenAI API (/v1/...), which open-webui needs.")

@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import math
 
+from llmctl.blueprints.runtimes import runtime
 from llmctl.blueprints.schema import Blueprint
 
 #: bytes a request may spend per token of context: UTF-8 of a long token, JSON escaping (\\uXXXX)
 BYTES_PER_TOKEN = 32
 #: room for the JSON around the prompt (messages, roles, sampling fields)
 BODY_OVERHEAD_BYTES = 64 * 1024
-#: the slowest decode rate per stream (tokens/s) each runtime is expected to sustain at full load;
-#: the grace period lets a request of max_new_tokens finish at this rate
-MIN_TOKEN_RATE: dict[str, float] = {
-    "ray-cpu": 5.0,
-    "ray-neuronx": 10.0,
-    "ray-vllm": 10.0,
-    "triton-vllm": 10.0,
-    "torchserve-neuronx": 10.0,
-}
 #: seconds the preStop hook keeps a pod serving after readiness turns false, so the endpoints
 #: controller and the load balancer stop sending new requests before the server drains
 PRESTOP_DELAY_S = 5
@@ -52,10 +44,10 @@ def queue_limit(blueprint: Blueprint) -> int:
 def drain_grace_s(blueprint: Blueprint) -> int:
     """Seconds in-flight requests get to finish once a replica drains.
 
-    A request of ``serving.max_new_tokens`` at the runtime's slowest expected token rate, plus
-    the margin, capped at :data:`MAX_GRACE_S`.
+    A request of ``serving.max_new_tokens`` at the runtime's slowest expected token rate (the
+    registry's ``min_token_rate``), plus the margin, capped at :data:`MAX_GRACE_S`.
     """
-    rate = MIN_TOKEN_RATE.get(blueprint.runtime, 5.0)
+    rate = runtime(blueprint.runtime).min_token_rate
     return int(min(MAX_GRACE_S, math.ceil(blueprint.serving.max_new_tokens / rate) + STOP_MARGIN_S))
 
 

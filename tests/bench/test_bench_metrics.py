@@ -64,6 +64,7 @@ def test_summary_statistics_window_and_llmperf_keys(recorded_summary: Any) -> No
         "failed": 1,
         "errors_by_type": {"http_503": 1},
         "error_codes": {503: 1},
+        "rejected_by_status": {"503": 1},
         "error_rate": 1 / 3,
     }
     assert metrics["ttft_s"]["p50"] == 0.25 and metrics["ttft_s"]["count"] == 2

@@ -15,7 +15,8 @@ literally, breaking `ray start`.
 
 Graceful stop (`stopping.py`): both pod templates get `terminationGracePeriodSeconds` sized to one
 generation; the head's preStop sleeps while it leaves the endpoints; the workers' preStop drains
-the shared app's replicas (ray-cpu, ray-neuronx) or, for Ray Serve LLM, waits out the drain grace.
+the shared app's replicas (runtimes whose registry entry `drains`) or, for Ray Serve LLM, waits out
+the drain grace.
 `rayClusterDeletionDelaySeconds` keeps a replaced RayCluster (a rolling update) serving its
 in-flight streams for the same grace after traffic moves to the new one.
 
@@ -29,6 +30,7 @@ import json
 
 import yaml
 
+from llmctl.blueprints.runtimes import runtimes_with
 from llmctl.blueprints.serving_limits import drain_grace_s
 from llmctl.blueprints.versions import versions
 from llmctl.infra.workload.builders import common, placement, stopping
@@ -50,7 +52,7 @@ HEAD_MEMORY = "8Gi"
 CONTAINER_STDOUT = "/proc/1/fd/1"
 AUTOSCALER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
 #: runtimes whose replicas serve the shared app and so watch the drain marker
-DRAINING_RUNTIMES = frozenset({"ray-cpu", "ray-neuronx"})
+DRAINING_RUNTIMES = frozenset(runtimes_with(drains=True))
 
 
 def serve_service_name(config: WorkloadConfig) -> str:

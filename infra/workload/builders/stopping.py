@@ -4,9 +4,9 @@ Every serving pod gets a grace period sized to one generation (`serving_limits.t
 preStop delay + `max_new_tokens` at the runtime's slowest token rate + margin). What the preStop
 hook does depends on what the runtime can do:
 
-- Ray pods running the shared app (ray-cpu, ray-neuronx): `python -m llmctl.serving.drain` creates
+- Ray pods running the shared app (registry `drains`): `python -m llmctl.serving.drain` creates
   the drain marker the replicas watch (`LLMCTL_DRAIN_FILE`) and waits until they report idle.
-- The Ray head (proxy only) and Ray Serve LLM workers (ray-vllm): a short sleep, so the endpoints
+- The Ray head (proxy only) and Ray Serve LLM workers: a short sleep, so the endpoints
   controller and the load balancer stop sending before SIGTERM; Ray Serve's own
   `graceful_shutdown_timeout_s` then covers a replica's in-flight requests.
 - Triton: a short sleep; Triton itself stops accepting on SIGTERM and waits for in-flight requests
