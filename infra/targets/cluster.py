@@ -53,8 +53,12 @@ class KubernetesTarget(Target):
 
         return Lifecycle(open_engine(backend, progress), progress, stack=stack)
 
+    def check_account(self, request: UpRequest, progress: Progress) -> None:
+        """What `up` checks against the account after the preflight (nothing here; eks adds pins)."""
+
     def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
         self.preflight("up", region=request.region, kubeconfig=request.kubeconfig)
+        self.check_account(request, progress)
         region = self.region(request.region)
         result = self._lifecycle(request.stack, request.backend, progress).up(
             request.blueprint,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmctl.infra.targets.base import Confirm, UpRequest, needs_table
+from llmctl.infra.targets.base import UpRequest, needs_table
 from llmctl.infra.targets.cluster import KubernetesTarget, open_engine
 
 if TYPE_CHECKING:
     from llmctl.infra.lifecycle.progress import Progress
-    from llmctl.infra.lifecycle.reports import PreviewReport, UpResult
+    from llmctl.infra.lifecycle.reports import PreviewReport
 
 
 class EksTarget(KubernetesTarget):
@@ -30,16 +30,14 @@ class EksTarget(KubernetesTarget):
 
         return resolve_region(given)
 
-    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
-        """As every cluster target, after checking what only the account and the chart repositories
-        know (the pinned AMI alias per node variant, the pinned chart versions): a definite failure
-        stops here, a check that could not run is a warning, never a pass."""
+    def check_account(self, request: UpRequest, progress: Progress) -> None:
+        """What only the account and the chart repositories know (the pinned AMI alias per node
+        variant, the pinned chart versions): a definite failure stops `up`, a check that could not
+        run is a warning, never a pass."""
         from llmctl.infra.aws.preflight import preflight_pins
 
-        self.preflight("up", region=request.region)
         for warning in preflight_pins(request.blueprint, stack=request.stack, region=request.region):
             progress.note(f"warn: {warning}")
-        return super().up(request, progress, confirm)
 
     def preview(self, request: UpRequest) -> PreviewReport:
         from llmctl.infra.lifecycle.orchestrate import Lifecycle
