@@ -18,6 +18,14 @@ POOL_LABEL = "karpenter.sh/nodepool"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ROLE_LABEL = "llmctl.dev/role"
 CORE_POOL = "core"
+# Ray heads: on-demand capacity that consolidation does not take away (see `head_pool` below).
+HEAD_POOL = "ray-head"
+# Pools every platform has, whatever its blueprints (a NodePool without nodes costs nothing).
+ALWAYS_POOLS = (CORE_POOL, "default", HEAD_POOL)
+# NodePool `expireAfter` per pool kind (`PoolSpec.expiry_kind`). Karpenter v1 expiry is forceful:
+# `karpenter.sh/do-not-disrupt` does not stop it, so pools that hold serving replicas or Ray heads
+# never expire by default; the general CPU pool is recycled monthly (Karpenter's own default).
+DEFAULT_EXPIRY = {"accelerator": "Never", "heads": "Never", "cpu": "720h"}
 # The scheduler the Neuron chart deploys; pods asking for more than one device or core must use it.
 NEURON_SCHEDULER = "my-scheduler"
 
@@ -43,6 +51,16 @@ class PoolSpec:
     capacity_types: tuple[str, ...] = ("on-demand",)
     root_volume_gib: int = 100
     managed_by: str = "karpenter"  # or "eks-nodegroup" for the core pool
+    # Karpenter consolidation: WhenEmpty never moves running pods; WhenEmptyOrUnderutilized repacks.
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    consolidate_after: str = "1m"
+
+    @property
+    def expiry_kind(self) -> str:
+        """Which `node_expiry` setting applies: accelerator, heads or cpu (core: none, not Karpenter)."""
+        if self.accelerator != "cpu":
+            return "accelerator"
+        return "heads" if self.name == HEAD_POOL else "cpu"
 
     def node_labels(self, instance_type: str | None = None) -> dict[str, str]:
         """The labels a node of this pool carries (Karpenter adds the pool name and type)."""
@@ -74,6 +92,18 @@ POOLS: tuple[PoolSpec, ...] = (
         capacity_types=("spot", "on-demand"),
         root_volume_gib=200,
     ),
+    # Ray heads: losing one restarts the whole RayCluster (and reloads or recompiles the model), so
+    # on-demand only and only empty nodes are consolidated; head pods also carry
+    # `karpenter.sh/do-not-disrupt`. General-purpose families: the head asks for 2 vCPU / 8 GiB.
+    PoolSpec(
+        HEAD_POOL,
+        "cpu",
+        ("m5", "m6i", "m7i"),
+        labels={ROLE_LABEL: "ray-head", "instanceType": HEAD_POOL},
+        root_volume_gib=100,
+        consolidation_policy="WhenEmpty",
+        consolidate_after="10m",
+    ),
     PoolSpec(
         "inferentia-inf2",
         "inferentia2",
@@ -81,6 +111,8 @@ POOLS: tuple[PoolSpec, ...] = (
         labels={ROLE_LABEL: "neuron", "instanceType": "inferentia-inf2", "provisionerType": "Karpenter"},
         taints=(NEURON_TAINT,),
         root_volume_gib=500,
+        consolidation_policy="WhenEmpty",
+        consolidate_after="10m",
     ),
     PoolSpec(
         "trainium-trn1",
@@ -89,6 +121,8 @@ POOLS: tuple[PoolSpec, ...] = (
         labels={ROLE_LABEL: "neuron", "instanceType": "trainium-trn1", "provisionerType": "Karpenter"},
         taints=(NEURON_TAINT,),
         root_volume_gib=500,
+        consolidation_policy="WhenEmpty",
+        consolidate_after="10m",
     ),
     PoolSpec(
         "trainium-trn2",
@@ -97,6 +131,8 @@ POOLS: tuple[PoolSpec, ...] = (
         labels={ROLE_LABEL: "neuron", "instanceType": "trainium-trn2", "provisionerType": "Karpenter"},
         taints=(NEURON_TAINT,),
         root_volume_gib=500,
+        consolidation_policy="WhenEmpty",
+        consolidate_after="10m",
     ),
     PoolSpec(
         "gpu-nvidia",
@@ -105,6 +141,8 @@ POOLS: tuple[PoolSpec, ...] = (
         labels={ROLE_LABEL: "gpu", "instanceType": "gpu-nvidia", "provisionerType": "Karpenter"},
         taints=(GPU_TAINT,),
         root_volume_gib=500,
+        consolidation_policy="WhenEmpty",
+        consolidate_after="10m",
     ),
 )
 
@@ -131,10 +169,10 @@ def pool_for_instance(instance: Instance) -> PoolSpec:
 def pools_for(
     blueprints: Iterable[Blueprint], catalog: HardwareCatalog, *, all_pools: bool = False
 ) -> list[PoolSpec]:
-    """The pools a platform needs for some blueprints: core and default always, plus theirs."""
+    """The pools a platform needs for some blueprints: `ALWAYS_POOLS`, plus theirs."""
     if all_pools:
         return list(POOLS)
-    wanted = {"core", "default"}
+    wanted = set(ALWAYS_POOLS)
     for blueprint in blueprints:
         wanted.add(pool_for_instance(catalog.instance(blueprint.compute.instance_type)).name)
     return [spec for spec in POOLS if spec.name in wanted]

@@ -15,7 +15,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
-from llmctl.infra.pools import POOLS, pool, pools_for
+from llmctl.infra.pools import ALWAYS_POOLS, DEFAULT_EXPIRY, POOLS, PoolSpec, pool, pools_for
 
 PROJECT = "llmctl"
 
@@ -30,6 +30,10 @@ _CLUSTER_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,37}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 # Accelerators whose pools bring the Neuron chart (and its custom scheduler).
 _NEURON = ("inferentia2", "trainium", "trainium2")
+# Karpenter's expireAfter pattern (NodePool CRD), and the shortest expiry we accept (an hour: shorter
+# ones recycle nodes faster than a Neuron model compiles).
+_EXPIRY = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
+_MIN_EXPIRY_S = 3600
 
 
 class _Strict(BaseModel):
@@ -108,6 +112,47 @@ class ObservabilityConfig(_Strict):
     )
 
 
+def _duration_s(value: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(s|m|h)", value))
+
+
+class NodeExpiryConfig(_Strict):
+    """How long Karpenter keeps a node before replacing it (NodePool `expireAfter`), per pool kind.
+
+    Expiry is forceful in Karpenter v1: it replaces a node even when its pods carry
+    `karpenter.sh/do-not-disrupt`, so an expiring serving node restarts its replica.
+    """
+
+    accelerator: str = Field(
+        DEFAULT_EXPIRY["accelerator"],
+        description="expireAfter of the Neuron and GPU pools (serving replicas): 'Never' or a duration "
+        "such as '720h' (at least 1h).",
+    )
+    heads: str = Field(
+        DEFAULT_EXPIRY["heads"],
+        description="expireAfter of the ray-head pool (losing a head restarts the RayCluster): 'Never' or "
+        "a duration (at least 1h).",
+    )
+    cpu: str = Field(
+        DEFAULT_EXPIRY["cpu"],
+        description="expireAfter of the general CPU pool (default): 'Never' or a duration (at least 1h).",
+    )
+
+    @field_validator("accelerator", "heads", "cpu")
+    @classmethod
+    def _expiry(cls, value: str) -> str:
+        if not _EXPIRY.match(value):
+            raise ValueError(f"{value!r} is not 'Never' or a duration like '720h' or '30m' (s, m, h)")
+        if value != "Never" and _duration_s(value) < _MIN_EXPIRY_S:
+            raise ValueError(f"{value!r} is shorter than 1h: nodes would be replaced while models still load")
+        return value
+
+    def for_pool(self, spec: PoolSpec) -> str:
+        """The expireAfter of one Karpenter pool."""
+        return str(getattr(self, spec.expiry_kind))
+
+
 class CoreNodesConfig(_Strict):
     """The small managed node group for Ray heads and system pods."""
 
@@ -138,8 +183,9 @@ class PlatformConfig(_Strict):
     region: str = Field("us-west-2", description="AWS region, used explicitly by every AWS resource.")
     kubernetes_version: str = Field("", description="EKS Kubernetes version; empty means the pinned default.")
     pools: list[str] = Field(
-        default_factory=lambda: ["core", "default"],
-        description="Node pools to create (names from infra/pools.py); core and default are always added.",
+        default_factory=lambda: list(ALWAYS_POOLS),
+        description="Node pools to create (names from infra/pools.py); core, default and ray-head are always "
+        "added.",
     )
     instance_types: list[str] = Field(
         default_factory=list,
@@ -152,6 +198,10 @@ class PlatformConfig(_Strict):
     endpoint: EndpointConfig = Field(default_factory=EndpointConfig, description="API endpoint access.")
     core_nodes: CoreNodesConfig = Field(
         default_factory=CoreNodesConfig, description="Core managed node group."
+    )
+    node_expiry: NodeExpiryConfig = Field(
+        default_factory=NodeExpiryConfig,
+        description="NodePool expireAfter per pool kind (accelerator and ray-head pools: Never by default).",
     )
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="Observability toggles."
@@ -190,7 +240,7 @@ class PlatformConfig(_Strict):
         unknown = [value for value in values if value not in known]
         if unknown:
             raise ValueError(f"unknown pool(s) {', '.join(unknown)}; known: {', '.join(known)}")
-        wanted = {"core", "default", *values}
+        wanted = {*ALWAYS_POOLS, *values}
         return [name for name in known if name in wanted]
 
     @model_validator(mode="after")

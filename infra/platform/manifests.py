@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llmctl.infra.pools import POOL_LABEL, PoolSpec
+from llmctl.infra.pools import DEFAULT_EXPIRY, POOL_LABEL, PoolSpec
 
 DISCOVERY_TAG = "karpenter.sh/discovery"
 NODEPOOL_API = "karpenter.sh/v1"
@@ -42,11 +42,12 @@ def template_labels(pool: PoolSpec) -> dict[str, str]:
     return {key: value for key, value in pool.labels.items() if key != POOL_LABEL}
 
 
-def nodepool_manifest(pool: PoolSpec, *, limits: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The NodePool of a Karpenter-managed pool."""
+def nodepool_manifest(
+    pool: PoolSpec, *, limits: Mapping[str, str] | None = None, expire_after: str | None = None
+) -> dict[str, Any]:
+    """The NodePool of a Karpenter-managed pool; `expire_after` defaults to its kind's `DEFAULT_EXPIRY`."""
     if pool.managed_by != "karpenter":
         raise ValueError(f"pool {pool.name} is not managed by Karpenter")
-    accelerated = pool.accelerator != "cpu"
     return {
         "apiVersion": NODEPOOL_API,
         "kind": "NodePool",
@@ -71,14 +72,14 @@ def nodepool_manifest(pool: PoolSpec, *, limits: Mapping[str, str] | None = None
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     ],
                     "taints": taint_dicts(pool),
-                    "expireAfter": "720h",
+                    "expireAfter": expire_after or DEFAULT_EXPIRY[pool.expiry_kind],
                 },
             },
-            # Accelerator nodes host slow-starting replicas (image pull, download, compile): only
-            # empty ones are removed. CPU nodes are also packed tighter when under-used.
+            # Accelerator and Ray head nodes host slow-starting pods (image pull, download,
+            # compile): only empty ones are removed. The default CPU pool is packed tighter.
             "disruption": {
-                "consolidationPolicy": "WhenEmpty" if accelerated else "WhenEmptyOrUnderutilized",
-                "consolidateAfter": "10m" if accelerated else "1m",
+                "consolidationPolicy": pool.consolidation_policy,
+                "consolidateAfter": pool.consolidate_after,
                 "budgets": [{"nodes": "10%"}],
             },
             "limits": dict(limits or _LIMITS[pool.accelerator]),

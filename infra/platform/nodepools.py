@@ -50,7 +50,7 @@ class NodePools(pulumi.ComponentResource):
                 spec=node_class["spec"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[karpenter.release]),
             )
-            node_pool = nodepool_manifest(spec)
+            node_pool = nodepool_manifest(spec, expire_after=config.node_expiry.for_pool(spec))
             self.nodepools[spec.name] = CustomResource(
                 f"{name}-{spec.name}-nodepool",
                 api_version=node_pool["apiVersion"],

@@ -13,7 +13,7 @@ def test_defaults() -> None:
     assert config.cluster_name == "llmctl-dev"
     assert config.kubernetes_version == versions().eks.kubernetes_version.value
     assert config.az_ids == ["usw2-az4", "usw2-az1"]
-    assert config.pools == ["core", "default"]
+    assert config.pools == ["core", "default", "ray-head"]
     assert config.vpc.cidr == "10.1.0.0/21" and config.vpc.pods_cidr == "100.64.0.0/16"
 
 
@@ -31,7 +31,7 @@ def test_for_blueprints_picks_pools_and_instance_types() -> None:
         stack="prod",
         region="us-east-1",
     )
-    assert config.pools == ["core", "default", "inferentia-inf2", "gpu-nvidia"]
+    assert config.pools == ["core", "default", "ray-head", "inferentia-inf2", "gpu-nvidia"]
     assert config.instance_types == ["inf2.48xlarge", "p4de.24xlarge"]
     assert config.cluster_name == "llmctl-prod"
     assert config.region == "us-east-1"

@@ -188,7 +188,14 @@ def test_nodepools_depend_on_release_and_their_nodeclass(all_pools_graph: Graph)
         assert graph.depends(nodepool, release) and graph.depends(nodepool, classes[name])
         assert graph.depends(classes[name], release)
         assert classes[name].inputs["spec"]["role"] == "llmctl-dev-karpenter-node"
-    assert set(classes) == {"default", "inferentia-inf2", "trainium-trn1", "trainium-trn2", "gpu-nvidia"}
+    assert set(classes) == {
+        "default",
+        "ray-head",
+        "inferentia-inf2",
+        "trainium-trn1",
+        "trainium-trn2",
+        "gpu-nvidia",
+    }
 
 
 def test_device_plugins_tolerate_their_taints(all_pools_graph: Graph) -> None:
@@ -251,8 +258,8 @@ def test_exports(exports) -> None:  # type: ignore[no-untyped-def]
     assert "clusters" in out["kubeconfig"]
     assert out["oidc_issuer"].startswith("oidc.eks.us-west-2")
     names = [p["name"] for p in out["node_pools"]]
-    assert names == ["core", "default", "inferentia-inf2"]
-    inf2 = out["node_pools"][2]
+    assert names == ["core", "default", "ray-head", "inferentia-inf2"]
+    inf2 = out["node_pools"][3]
     assert inf2["taints"] == [{"key": "aws.amazon.com/neuron", "effect": "NoSchedule"}]
     assert inf2["labels"]["karpenter.sh/nodepool"] == "inferentia-inf2" and inf2["instance_families"] == [
         "inf2"

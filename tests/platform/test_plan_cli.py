@@ -16,7 +16,7 @@ def test_offline_plan_json() -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["ok"] is True and data["cluster_name"] == "llmctl-ci"
-    assert data["pools"] == ["core", "default"]
+    assert data["pools"] == ["core", "default", "ray-head"]
     assert set(data) >= {"resources", "violations", "resource_count", "region", "stack", "unknown"}
     provider = next(r for r in data["resources"] if r["type"] == "pulumi:providers:kubernetes")
     assert provider["inputs"]["kubeconfig"] == "[secret]"

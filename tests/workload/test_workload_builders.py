@@ -133,10 +133,11 @@ def test_llama3_vllm_inf2_takes_one_device_on_default_scheduler() -> None:
     assert env["LLMCTL_PHASE_LOG"] == "/proc/1/fd/1"
 
 
-def test_ray_head_is_a_cpu_head_on_the_default_pool_with_dashboard_and_serve() -> None:
+def test_ray_head_is_a_cpu_head_on_the_head_pool_with_dashboard_and_serve() -> None:
     head = find(manifests_for("llama2-inf2"), "RayService")["spec"]["rayClusterConfig"]["headGroupSpec"]
     spec = head["template"]["spec"]
-    assert spec["nodeSelector"] == {POOL_LABEL: "default"}
+    assert spec["nodeSelector"] == {POOL_LABEL: "ray-head"}
+    assert head["template"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     assert "tolerations" not in spec
     ports = {p["name"]: p["containerPort"] for p in spec["containers"][0]["ports"]}
     assert ports["dashboard"] == 8265 and ports["serve"] == 8000

@@ -40,7 +40,7 @@ def test_validate_ok_and_json() -> None:
     report = json.loads(runner.invoke(app, ["validate", "-b", "llama2-inf2", "--json"]).stdout)
     assert report["ok"] is True and report["problems"] == []
     assert "RayService/llama2-inf2 (worker group inf2)" in report["pods"]
-    assert {p["name"] for p in report["pools"]} == {"core", "default", "inferentia-inf2"}
+    assert {p["name"] for p in report["pools"]} == {"core", "default", "ray-head", "inferentia-inf2"}
 
 
 def test_validate_runs_blueprint_rules(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from llmctl.infra.workload.builders.common import (
     serving_image,
     token_env,
 )
-from llmctl.infra.workload.builders.placement import head_pool, scheduling
+from llmctl.infra.workload.builders.placement import cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
@@ -123,7 +123,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
     pod_spec: Obj = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "restartPolicy": "OnFailure",
-        **scheduling(head_pool(config)),
+        **scheduling(cpu_pool(config)),
         "containers": [
             {
                 "name": "mirror",

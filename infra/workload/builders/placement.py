@@ -11,7 +11,13 @@ from typing import Any
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
 from llmctl.errors import LlmctlError
-from llmctl.infra.pools import INSTANCE_TYPE_LABEL, NEURON_SCHEDULER, POOL_LABEL, pool_for_instance
+from llmctl.infra.pools import (
+    HEAD_POOL,
+    INSTANCE_TYPE_LABEL,
+    NEURON_SCHEDULER,
+    POOL_LABEL,
+    pool_for_instance,
+)
 from llmctl.infra.workload.capacity import (
     NEURON_DEVICE,
     NVIDIA_GPU,
@@ -22,7 +28,10 @@ from llmctl.infra.workload.capacity import (
 from llmctl.infra.workload.config import PoolFacts, WorkloadConfig
 
 Obj = dict[str, Any]
-HEAD_POOL = "default"
+CPU_POOL = "default"
+# Karpenter does not voluntarily disrupt (consolidate, drift) a node running a pod with this
+# annotation; expiry and interruption still do (the head pool never expires by default).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
 # --- pools and node selection -----------------------------------------------------------------------------------
@@ -48,13 +57,12 @@ def serving_pool(config: WorkloadConfig) -> PoolFacts:
     )
 
 
-def head_pool(config: WorkloadConfig) -> PoolFacts:
-    """The CPU pool for Ray heads and UIs: Karpenter's default pool on EKS, an untainted one elsewhere."""
+def _eks_or_untainted(config: WorkloadConfig, name: str) -> PoolFacts:
     facts = config.platform
     if facts.target == "eks":
         from llmctl.infra.pools import pool as pool_spec
 
-        return facts.pool(HEAD_POOL) or PoolFacts.from_spec(pool_spec(HEAD_POOL))
+        return facts.pool(name) or PoolFacts.from_spec(pool_spec(name))
     for pool in facts.pools:
         if not pool.taints:
             return pool
@@ -62,6 +70,23 @@ def head_pool(config: WorkloadConfig) -> PoolFacts:
         "the cluster has no untainted pool for the Ray head and UIs",
         "name a CPU pool without taints in the kubeconfig target's pools",
     )
+
+
+def head_pool(config: WorkloadConfig) -> PoolFacts:
+    """The pool of Ray heads: on EKS the on-demand, consolidate-only-when-empty `ray-head` pool (losing
+    a head restarts the whole RayCluster); elsewhere the first untainted pool."""
+    return _eks_or_untainted(config, HEAD_POOL)
+
+
+def cpu_pool(config: WorkloadConfig) -> PoolFacts:
+    """The pool of UIs and helper Jobs: Karpenter's `default` CPU pool on EKS (spot allowed), the first
+    untainted pool elsewhere."""
+    return _eks_or_untainted(config, CPU_POOL)
+
+
+def head_annotations(pool: PoolFacts) -> dict[str, str]:
+    """Annotations of a Ray head pod: `karpenter.sh/do-not-disrupt` on a Karpenter pool."""
+    return {DO_NOT_DISRUPT: "true"} if pool.managed_by == "karpenter" else {}
 
 
 def node_selector(pool: PoolFacts, instance_type: str | None = None) -> dict[str, str]:

@@ -150,11 +150,15 @@ def rayservice(
         {"name": "serve", "containerPort": SERVE_PORT},
         {"name": "metrics", "containerPort": METRICS_PORT},
     ]
+    head_pool = placement.head_pool(config)
     head_template: Obj = {
-        "metadata": {"labels": common.labels(config, "ray-head"), "annotations": pod_annotations},
+        "metadata": {
+            "labels": common.labels(config, "ray-head"),
+            "annotations": {**pod_annotations, **placement.head_annotations(head_pool)},
+        },
         "spec": {
             "serviceAccountName": common.SERVICE_ACCOUNT,
-            **placement.scheduling(placement.head_pool(config)),
+            **placement.scheduling(head_pool),
             **stopping.termination_grace(config),
             "containers": [
                 _container(

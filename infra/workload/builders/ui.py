@@ -47,7 +47,7 @@ def ui_service_name(config: WorkloadConfig) -> str:
 
 def _ui_pod(config: WorkloadConfig, container: Obj, volumes: list[Obj]) -> Obj:
     return {
-        **placement.scheduling(placement.head_pool(config)),
+        **placement.scheduling(placement.cpu_pool(config)),
         "containers": [container],
         "volumes": volumes,
     }
