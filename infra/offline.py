@@ -10,6 +10,8 @@ unwrapped and flagged) and whether it is a component. Invokes such as
 from __future__ import annotations
 
 import asyncio
+import datetime
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +33,16 @@ COMPUTED: dict[str, dict[str, Any]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1, "defaultVersion": 1},
     "aws:cloudwatch/eventRule:EventRule": {"name": "{name}"},
 }
+
+
+_UNIQUE = itertools.count(1)
+
+
+def unique_name(prefix: str) -> str:
+    """A name the way the AWS provider makes one from a `name_prefix`: the prefix, a UTC timestamp to
+    the 10,000th of a second and a hex counter (26 characters), so every creation gets a new name."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d%H%M%S%f")[:18]
+    return f"{prefix}{stamp}{next(_UNIQUE):08x}"
 
 
 def _urn_name(urn: str) -> str:
@@ -115,10 +127,16 @@ class OfflineMocks(pulumi_mocks.Mocks):
                 state["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{state.get('name', args.name)}"
                 state.setdefault("name", args.name)
             if args.typ == "aws:sqs/queue:Queue":
-                state["url"] = (
-                    f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{state.get('name', args.name)}"
-                )
-                state.setdefault("name", args.name)
+                name = state.get("name")
+                if not name and state.get("namePrefix"):
+                    # the provider appends a unique suffix at create time (unknown in a preview)
+                    name = unique_name(state["namePrefix"]) if self.computed else None
+                elif not name:
+                    name = args.name
+                if name:
+                    state["name"] = name
+                    state["url"] = f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{name}"
+                    state["arn"] = f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}"
             if args.typ == "aws:s3/bucket:Bucket" or args.typ.startswith("aws:s3/bucketV2"):
                 state.setdefault("bucket", state.get("bucket") or args.name)
             if args.typ == "aws:eks/cluster:Cluster":

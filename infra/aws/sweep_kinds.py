@@ -10,9 +10,12 @@ leftover check reads it through `sweep.leftovers`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from llmctl.infra.platform.tags import CLUSTER_TAG
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,20 @@ def _list_log_groups(client: Any, scope: Scope) -> Iterator[Candidate]:
                 yield Candidate(group["logGroupName"], group["logGroupName"], {}, arn)
 
 
+def _queue_prefix(cluster: str) -> str:
+    """Name prefix of the Karpenter interruption queue (`infra/platform/karpenter.py`
+    `queue_name_prefix`, repeated here so the sweep imports no Pulumi code)."""
+    return f"{cluster}-karpenter-"
+
+
+def _list_queues(client: Any, scope: Scope) -> Iterator[Candidate]:
+    """Queues whose name starts with the cluster's (ListQueues filters by prefix), with their tags."""
+    for page in client.get_paginator("list_queues").paginate(QueueNamePrefix=scope.cluster):
+        for url in page.get("QueueUrls", []):
+            tags = client.list_queue_tags(QueueUrl=url).get("Tags") or {}
+            yield Candidate(url, url.rsplit("/", 1)[-1], dict(tags))
+
+
 # ---- telling ours ------------------------------------------------------------------------------
 EBS_CSI_TAG = "ebs.csi.aws.com/cluster"
 # The EBS CSI driver (pkg/cloud: AwsEbsDriverTagKey) tags every volume it makes
@@ -204,6 +221,24 @@ def _log_group_owned(scope: Scope, item: Candidate) -> str | None:
     for prefix, writer in _log_group_prefixes(scope.cluster).items():
         if item.id == prefix or (prefix.endswith("/") and item.id.startswith(prefix)):
             return f"log group name {prefix}{'*' if prefix.endswith('/') else ''} ({writer})"
+    return None
+
+
+# The unique suffix after the prefix: the AWS provider's is a UTC timestamp (18 digits) and a hex
+# counter (8); any run of digits and lowercase hex is accepted (the tag is required as well).
+_QUEUE_SUFFIX = re.compile(r"[0-9a-f]+")
+
+
+def _queue_owned(scope: Scope, item: Candidate) -> str | None:
+    """The interruption queue: named `<cluster>-karpenter-<unique suffix>` (or, before names were
+    unique, exactly `<cluster>`) AND tagged `llmctl:cluster=<cluster>` by the platform stack."""
+    if item.tags.get(CLUSTER_TAG) != scope.cluster:
+        return None
+    prefix = _queue_prefix(scope.cluster)
+    if item.name.startswith(prefix) and _QUEUE_SUFFIX.fullmatch(item.name[len(prefix) :]):
+        return f"queue name {prefix}<unique suffix>, {CLUSTER_TAG}={scope.cluster}"
+    if item.name == scope.cluster:
+        return f"queue name {scope.cluster}, {CLUSTER_TAG}={scope.cluster}"
     return None
 
 
@@ -262,6 +297,13 @@ def _delete_instance_profile(iam: Any, name: str) -> None:
     for role in profile.get("Roles", []):
         iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role["RoleName"])
     iam.delete_instance_profile(InstanceProfileName=name)
+
+
+def _delete_queue(sqs: Any, url: str) -> None:
+    try:
+        sqs.delete_queue(QueueUrl=url)
+    except sqs.exceptions.QueueDoesNotExist:
+        return  # already gone
 
 
 def _elbv2_kind(name: str, prefix: str, **extra: Any) -> Kind:
@@ -367,6 +409,7 @@ TABLE: tuple[Kind, ...] = (
         after=("instance", "load-balancer", "network-interface"),
     ),
     Kind("log-group", "logs", _list_log_groups, _log_group_owned, _call("delete_log_group", "logGroupName")),
+    Kind("interruption-queue", "sqs", _list_queues, _queue_owned, _delete_queue),
 )
 
 KINDS = tuple(kind.name for kind in TABLE)

@@ -4,6 +4,8 @@ CoreDNS, EBS CSI)."""
 
 from __future__ import annotations
 
+import json
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
@@ -27,6 +29,14 @@ ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPoli
 ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 ADDONS_AFTER_NODES = ("coredns",)
 EBS_CSI = "aws-ebs-csi-driver"
+
+
+def ebs_csi_configuration(cluster_name: str) -> str:
+    """The EBS CSI add-on's configuration values: `controller.k8sTagClusterId` (the chart's key, passed
+    to the controller as `--k8s-tag-cluster-id`) makes the driver tag every volume and snapshot it
+    creates `kubernetes.io/cluster/<cluster>=owned` (and `KubernetesCluster=<cluster>`), the tags the
+    teardown sweep finds them by; without it they carry only `ebs.csi.aws.com/cluster=true`."""
+    return json.dumps({"controller": {"k8sTagClusterId": cluster_name}}, sort_keys=True)
 
 
 def admin_principals(config: PlatformConfig) -> list[str]:
@@ -145,6 +155,7 @@ class Cluster(pulumi.ComponentResource):
         config: PlatformConfig,
         opts: pulumi.ResourceOptions,
         pod_identity: list[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
+        configuration_values: str | None = None,
     ) -> aws.eks.Addon:
         return aws.eks.Addon(
             f"{name}-addon-{addon}",
@@ -154,6 +165,7 @@ class Cluster(pulumi.ComponentResource):
             resolve_conflicts_on_update="OVERWRITE",
             tags=tags_for(config),
             pod_identity_associations=pod_identity,
+            configuration_values=configuration_values,
             opts=opts,
         )
 
@@ -180,6 +192,7 @@ class Cluster(pulumi.ComponentResource):
                     role_arn=role.arn, service_account="ebs-csi-controller-sa"
                 )
             ],
+            ebs_csi_configuration(config.cluster_name),
         )
 
     def _core_nodes(

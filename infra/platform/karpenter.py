@@ -29,6 +29,13 @@ INTERRUPTION_EVENTS = (
 )
 
 
+def queue_name_prefix(cluster_name: str) -> str:
+    """The interruption queue's name prefix. The provider appends a unique 26-character suffix, so a
+    queue made right after a `down` gets a new name: SQS refuses to reuse a deleted queue's name for
+    60 s (QueueDeletedRecently). Cluster names have at most 38 characters: the name fits SQS's 80."""
+    return f"{cluster_name}-karpenter-"
+
+
 def node_role_name(cluster_name: str) -> str:
     """The IAM role of Karpenter's nodes (a plain name: the EC2NodeClasses refer to it)."""
     return f"{cluster_name}-karpenter-node"
@@ -250,7 +257,7 @@ class Karpenter(pulumi.ComponentResource):
 
     release: pulumi.Resource
     node_role_name: str
-    queue_name: str
+    queue_name: pulumi.Output[str]
 
     def __init__(
         self,
@@ -266,7 +273,6 @@ class Karpenter(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=[cluster.eks_cluster])
         self.node_role_name = node_role_name(config.cluster_name)
-        self.queue_name = config.cluster_name
 
         node_role, node_policies = iam_node_role(
             f"{name}-node", tags=tags, opts=child, role_name=self.node_role_name
@@ -282,12 +288,14 @@ class Karpenter(pulumi.ComponentResource):
 
         queue = aws.sqs.Queue(
             f"{name}-interruption",
-            name=self.queue_name,
+            name_prefix=queue_name_prefix(config.cluster_name),
             message_retention_seconds=300,
             sqs_managed_sse_enabled=True,
             tags=tags,
             opts=child,
         )
+        # The real name (known after create) goes to the controller; the rules and IAM use the ARN.
+        self.queue_name = queue.name
         queue_policy = aws.sqs.QueuePolicy(
             f"{name}-interruption-policy",
             queue_url=queue.url,

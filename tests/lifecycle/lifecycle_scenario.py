@@ -153,6 +153,7 @@ def build(region: str) -> Scenario:
         sc.add(mine, "volume", vol)
     add_instance_profiles(region, sc)
     add_log_groups(region, sc)
+    add_interruption_queues(region, sc)
     return sc
 
 
@@ -215,6 +216,25 @@ def add_log_groups(region: str, sc: Scenario) -> None:
         sc.add(mine, "log-group", name)
 
 
+def add_interruption_queues(region: str, sc: Scenario) -> None:
+    """Karpenter interruption queues (`<cluster>-karpenter-<unique suffix>`, tagged by the stack) of
+    this cluster, the fixed-name queue of older stacks, and look-alikes."""
+    sqs = boto3.client("sqs", region_name=region)
+    suffix = "2026112613270012340000000"
+    ours = {"llmctl:cluster": CLUSTER, "llmctl:stack": "dev"}
+    queues = {
+        f"{CLUSTER}-karpenter-{suffix}1": (True, ours),
+        CLUSTER: (True, ours),  # before queue names were unique
+        f"{CLUSTER}-karpenter-{suffix}2": (False, {}),  # our name, but not the stack's tags
+        f"{CLUSTER}-karpenter-notes": (False, ours),  # the stack's tags, but not a name it makes
+        f"{CLUSTER}-2-karpenter-{suffix}3": (False, {"llmctl:cluster": f"{CLUSTER}-2"}),  # shares the prefix
+        f"{OTHER}-karpenter-{suffix}4": (False, {"llmctl:cluster": OTHER}),
+    }
+    for name, (mine, tags) in queues.items():
+        url = sqs.create_queue(QueueName=name, tags=tags)["QueueUrl"]
+        sc.add(mine, "interruption-queue", url)
+
+
 def existing(region: str) -> dict[str, set[str]]:
     """Every object of the kinds the sweep handles that still exists (terminated instances excluded)."""
     ec2 = boto3.client("ec2", region_name=region)
@@ -245,4 +265,5 @@ def existing(region: str) -> dict[str, set[str]]:
             g["logGroupName"]
             for g in boto3.client("logs", region_name=region).describe_log_groups()["logGroups"]
         },
+        "interruption-queue": set(boto3.client("sqs", region_name=region).list_queues().get("QueueUrls", [])),
     }

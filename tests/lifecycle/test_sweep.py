@@ -220,7 +220,7 @@ def test_sweep_unblocks_the_vpc_in_dependency_order(aws: str, aws_semantics: Non
         assert ids <= now[kind], f"an untagged or foreign {kind} was deleted"
 
 
-@pytest.mark.parametrize("kind", ["instance-profile", "log-group", "volume"])
+@pytest.mark.parametrize("kind", ["instance-profile", "log-group", "volume", "interruption-queue"])
 def test_new_kinds_are_reported_then_swept_and_look_alikes_survive(aws: str, kind: str) -> None:
     """Karpenter's instance profiles, the EKS and Container Insights log groups and the volumes the
     EBS CSI driver tags: the leftover check names them, the sweep deletes them, look-alikes (a
@@ -371,5 +371,5 @@ def test_every_kind_waits_only_for_kinds_deleted_before_it() -> None:
     for index, kind in enumerate(TABLE):
         assert all(KINDS.index(dep) < index for dep in kind.after), kind.name
     assert set(KINDS) == set(BY_NAME) and len(KINDS) == len(TABLE)
-    for name in ("instance-profile", "log-group", "volume"):
+    for name in ("instance-profile", "log-group", "volume", "interruption-queue"):
         assert name in KINDS
