@@ -184,25 +184,23 @@ class OrderGraph:
         """The dependency path that makes `then`'s step wait for `first`'s to finish, or None.
 
         Create: `then` transitively depends on `first`. Delete: `first` transitively depends on
-        `then` (dependents go first). The path runs from the resource that waits to the one it waits
-        for: create [then, ..., first], delete [then, ..., first] in reverse dependency direction.
+        `then` (dependents go first). The path runs from `then` to `first`.
         """
-        start, goal, step = (
-            (then, first, self._deps) if phase == "create" else (then, first, self._dependents)
-        )
-        previous: dict[str, str | None] = {start: None}
-        queue = [start]
+        step = self._deps if phase == "create" else self._dependents
+        previous: dict[str, str] = {}
+        seen = {then}
+        queue = [then]
         while queue:
             current = queue.pop(0)
-            if current == goal:
+            if current == first:
                 path = [current]
-                while previous[path[-1]] is not None:
-                    path.append(previous[path[-1]])  # type: ignore[arg-type]
+                while path[-1] in previous:
+                    path.append(previous[path[-1]])
                 return list(reversed(path))
-            for nxt in sorted(step[current]):
-                if nxt not in previous:
-                    previous[nxt] = current
-                    queue.append(nxt)
+            for nxt in sorted(step[current] - seen):
+                seen.add(nxt)
+                previous[nxt] = current
+                queue.append(nxt)
         return None
 
     def create_waves(self) -> list[list[str]]:

@@ -139,6 +139,9 @@ def workload_graph(name: str) -> OrderGraph:
     from llmctl.infra.workload.program import build_workload
 
     config = workload_config(name)
+    # as on `up`: the platform's kubeconfig output makes the workload's Kubernetes provider
+    facts = config.platform.model_copy(update={"kubeconfig": '{"apiVersion": "v1", "kind": "Config"}'})
+    config = config.model_copy(update={"platform": facts})
     return OrderGraph(nodes_from_registered(run_offline(lambda: build_workload(config, hf_token=TOKEN))))
 
 
@@ -331,3 +334,13 @@ def test_a_required_resource_no_stack_has_is_named() -> None:
         and "need(s) the interruption queue, which no stack has" in v.message
         for v in violations
     )
+
+
+def test_an_existing_vpc_brings_its_own_routes_and_the_rest_still_holds() -> None:
+    config = PlatformConfig.for_blueprints(
+        [load_blueprint(BP)],
+        vpc={"existing_vpc_id": "vpc-123", "private_subnet_ids": ["subnet-a", "subnet-b"]},
+    )
+    graph = OrderGraph(nodes_from_registered(run_platform_offline(config, preview=False)))
+    assert not [n for n in graph.nodes.values() if n.type == "aws:ec2/natGateway:NatGateway"]
+    assert [str(v) for v in check_order(session(BP, platform=graph))] == []
