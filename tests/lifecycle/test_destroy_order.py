@@ -10,7 +10,7 @@ from standin_support import StandinEngine
 
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.lifecycle.engine_order import OrderGraph, nodes_from_state
-from llmctl.infra.lifecycle.order_invariants import StackGraph, check_recorded_deletes
+from llmctl.infra.lifecycle.order_invariants import StackGraph, check_recorded_deletes, load_invariants
 
 BP = "llama2-inf2"  # Neuron pools, an internal load balancer, a RayService
 WL = f"llmctl-{BP}"
@@ -31,8 +31,12 @@ def test_down_records_a_delete_order_that_keeps_every_invariant(
     lifecycle().down(region=aws, confirm=lambda items: True, sweep_timeout_s=30)
 
     runs = engine.deletes()
-    # `down` destroys the workload stack first, then the platform (the stack order the invariants state)
+    # `up` created, and `down` destroyed, the stacks in the order the invariants file states
+    order = load_invariants().stack_order
+    ups = [project for command, project, _ in engine.ops() if command == "up"]
+    assert [stacks[project].kind for project in ups] == order.create
     assert [(run["project"], run["kind"]) for run in runs] == [(WL, "destroy"), (PLATFORM_PROJECT, "destroy")]
+    assert [stacks[run["project"]].kind for run in runs] == order.delete
     # the engine ran the waves the simulation derives from the saved state
     for run in runs:
         assert run["waves"] == graphs[run["project"]].delete_waves()
