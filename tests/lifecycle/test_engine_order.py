@@ -344,3 +344,16 @@ def test_an_existing_vpc_brings_its_own_routes_and_the_rest_still_holds() -> Non
     graph = OrderGraph(nodes_from_registered(run_platform_offline(config, preview=False)))
     assert not [n for n in graph.nodes.values() if n.type == "aws:ec2/natGateway:NatGateway"]
     assert [str(v) for v in check_order(session(BP, platform=graph))] == []
+
+
+def test_an_image_the_config_records_as_delivered_counts_as_produced() -> None:
+    config = workload_config(BP)
+    built = f"123456789012.dkr.ecr.us-west-2.amazonaws.com/llmctl/dev/{BP}:0.0.0"
+    assert built not in produced_images(config)
+    assert built in produced_images(config.model_copy(update={"image": built}))
+    pod = {"kind": "Job", "metadata": {"name": "mirror"}, "spec": {"template": {"spec": {
+        "initContainers": [{"name": "fetch", "image": built}], "containers": [{"name": "main", "image": "python:3.11-slim"}],
+    }}}}  # fmt: skip
+    assert pod_images([pod]) == [("Job/mirror", "fetch", built), ("Job/mirror", "main", "python:3.11-slim")]
+    [violation] = check_images([pod], produced_images(config))
+    assert "Job/mirror container 'fetch' uses" in violation.message and built in violation.message
