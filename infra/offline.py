@@ -2,10 +2,11 @@
 
 This powers `llmctl plan --offline` (what a program would register, before anyone has
 credentials) and the program-level tests. A recording monitor keeps, for every registered
-resource, its type, name, parent, dependencies (explicit and, per input property, implicit), provider,
-`deleted_with`, inputs (camelCase keys, secrets unwrapped and flagged) and whether it is a
-component: the graph :mod:`llmctl.infra.lifecycle.engine_order` derives create/delete order from. Invokes such as
-``aws:index/getAvailabilityZones`` are answered with plausible fixed values.
+resource, its type, name, parent, dependencies (explicit and, per input property, implicit),
+provider, `deleted_with`, inputs (camelCase keys, secrets unwrapped and flagged) and whether it is
+a component: the graph :mod:`llmctl.infra.lifecycle.engine_order` derives the create and delete
+order from. Invokes such as ``aws:index/getAvailabilityZones`` are answered with plausible fixed
+values.
 """
 
 from __future__ import annotations
