@@ -2,9 +2,11 @@
 
 This powers `llmctl plan --offline` (what a program would register, before anyone has
 credentials) and the program-level tests. A recording monitor keeps, for every registered
-resource, its type, name, parent, explicit dependencies, inputs (camelCase keys, secrets
-unwrapped and flagged) and whether it is a component. Invokes such as
-``aws:index/getAvailabilityZones`` are answered with plausible fixed values.
+resource, its type, name, parent, dependencies (explicit and, per input property, implicit),
+provider, `deleted_with`, inputs (camelCase keys, secrets unwrapped and flagged) and whether it is
+a component: the graph :mod:`llmctl.infra.lifecycle.engine_order` derives the create and delete
+order from. Invokes such as ``aws:index/getAvailabilityZones`` are answered with plausible fixed
+values.
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ class Registered:
     dependencies: list[str] = field(default_factory=list)
     custom: bool = True
     secret_inputs: set[str] = field(default_factory=set)
+    # Per input property, the URNs its Output values came from (the SDK also merges them into
+    # `dependencies`, which therefore holds explicit and implicit dependencies alike).
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    provider: str | None = None  # the provider resource's URN (a custom resource's provider reference)
+    deleted_with: str | None = None
+    remote: bool = False  # a remote (multi-language) component such as eks:index:Cluster
 
     @property
     def short_parent(self) -> str | None:
@@ -245,6 +253,14 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     dependencies=list(request.dependencies),
                     custom=bool(request.custom),
                     secret_inputs=secrets,
+                    property_dependencies={
+                        key: sorted(deps.urns)
+                        for key, deps in request.propertyDependencies.items()
+                        if deps.urns
+                    },
+                    provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
+                    deleted_with=request.deletedWith or None,
+                    remote=bool(request.remote),
                 )
             )
         return response

@@ -122,7 +122,9 @@ class Cluster(pulumi.ComponentResource):
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
             tags=tags,
             cluster_tags=tags,
-            opts=child,
+            # Created after, deleted before the subnets' routes and NAT: everything that runs on the
+            # cluster depends on it, so the way out to the AWS APIs outlives all of it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=network.routing),
         )
         cluster_dep = pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster])
         self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
@@ -250,5 +252,7 @@ class Cluster(pulumi.ComponentResource):
             update_config={"max_unavailable": 1},
             launch_template={"id": template.id, "version": template.latest_version.apply(lambda v: str(v))},
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster, *attachments, *addons]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.eks_cluster, *network.routing, *attachments, *addons]
+            ),
         )

@@ -118,6 +118,11 @@ class Network(pulumi.ComponentResource):
     node_subnet_ids: pulumi.Output[list[str]]
     public_subnet_ids: pulumi.Output[list[str]]
     zones: list[Zone]
+    # The way out of the subnets: internet gateway, NAT (and its IP), route tables and their
+    # associations. The cluster depends on them, so on destroy they go only after the cluster and
+    # everything on it (Karpenter's finalizers call EC2/IAM through the NAT). Empty for an existing
+    # VPC, whose routes are not this stack's.
+    routing: list[pulumi.Resource]
 
     def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("llmctl:platform:Network", name, None, opts)
@@ -164,6 +169,7 @@ class Network(pulumi.ComponentResource):
     def _existing(self, name: str, child: pulumi.ResourceOptions) -> None:
         config = self._config
         self.zones = []
+        self.routing = []
         for index, subnet_id in enumerate(config.vpc.private_subnet_ids):
             aws.ec2.Tag(
                 f"{name}-discovery-{index}",
@@ -248,10 +254,16 @@ class Network(pulumi.ComponentResource):
             ("private", private, private_routes),
             ("nodes", nodes, private_routes),
         ]
+        self.routing = [igw, eip, nat, public_routes, private_routes]
         for kind, subnets, table in routed:
             for zone, subnet in zip(self.zones, subnets, strict=True):
-                aws.ec2.RouteTableAssociation(
-                    f"{name}-{kind}-{zone.id}-rta", subnet_id=subnet.id, route_table_id=table.id, opts=child
+                self.routing.append(
+                    aws.ec2.RouteTableAssociation(
+                        f"{name}-{kind}-{zone.id}-rta",
+                        subnet_id=subnet.id,
+                        route_table_id=table.id,
+                        opts=child,
+                    )
                 )
         self.vpc_id = vpc.id
         self.control_plane_subnet_ids = pulumi.Output.all(*[s.id for s in private]).apply(list)

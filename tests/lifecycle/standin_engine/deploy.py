@@ -24,6 +24,7 @@ from pulumi.runtime.proto import (
     resource_pb2_grpc,
 )
 
+from llmctl.infra.lifecycle.engine_order import OrderGraph, nodes_from_state
 from llmctl.infra.offline import OfflineMocks
 
 from .control import append, control, root
@@ -51,28 +52,17 @@ def name_of(urn: str) -> str:
 
 
 def depends_on(res: dict[str, Any]) -> set[str]:
-    """Every URN a resource depends on: parent, explicit and property dependencies, provider."""
-    found = set(res.get("dependencies") or [])
-    for urns in (res.get("propertyDependencies") or {}).values():
-        found |= set(urns)
-    if res.get("parent"):
-        found.add(res["parent"])
-    if res.get("provider"):
-        found.add(res["provider"].rsplit("::", 1)[0])
-    return found
+    """Every URN a resource names as a dependency: parent, explicit and property dependencies,
+    provider, deletedWith (the engine-order module's reading of a state resource)."""
+    return nodes_from_state([res])[0].direct()
 
 
 def delete_waves(doomed: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Dependents before their dependencies; resources nothing left depends on go together."""
-    alive = {res["urn"]: res for res in doomed}
-    waves = []
-    while alive:
-        needed = set().union(*(depends_on(res) for res in alive.values()))
-        wave = [res for urn, res in alive.items() if urn not in needed] or list(alive.values())
-        waves.append(sorted(wave, key=lambda r: r["urn"]))
-        for res in wave:
-            del alive[res["urn"]]
-    return waves
+    """The engine's delete waves over the doomed resources, from the same dependency data and rules
+    as the order checks (llmctl.infra.lifecycle.engine_order): dependents and children first;
+    whatever nothing left depends on goes together."""
+    by_urn = {res["urn"]: res for res in doomed}
+    return [[by_urn[urn] for urn in wave] for wave in OrderGraph(nodes_from_state(doomed)).delete_waves()]
 
 
 def _meta(op: str, res: dict[str, Any], old: dict[str, Any] | None, keys: list[str]) -> dict[str, Any]:
@@ -187,6 +177,7 @@ class Deployment:
             "propertyDependencies": {
                 k: sorted(v.urns) for k, v in request.propertyDependencies.items() if v.urns
             },
+            **({"deletedWith": request.deletedWith} if request.deletedWith else {}),
             "outputs": {},
             "id": "",
         }

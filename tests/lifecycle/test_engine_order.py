@@ -1,0 +1,359 @@
+"""The engine-order simulation: create and delete waves derived from the recorded resource graph
+(llmctl.infra.lifecycle.engine_order) and the order invariants of order_invariants.yaml, checked
+for every catalog blueprint's platform and workload stacks, and shown failing on broken graphs."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import pytest
+
+from llmctl.blueprints.catalog import catalog_names, load_blueprint
+from llmctl.infra.lifecycle.engine_order import (
+    CycleError,
+    Node,
+    OrderGraph,
+    nodes_from_registered,
+    nodes_from_state,
+)
+from llmctl.infra.lifecycle.order_invariants import (
+    StackGraph,
+    StackOrder,
+    Violation,
+    check_images,
+    check_order,
+    load_invariants,
+    pod_images,
+    produced_images,
+)
+from llmctl.infra.offline import run_offline
+from llmctl.infra.plan import run_platform_offline
+from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests
+
+TOKEN = "hf_TESTtokenValue0123456789"
+STACK = "urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev"
+
+
+def urn(type_: str, name: str) -> str:
+    return f"urn:pulumi:dev::p::{type_}::{name}"
+
+
+def node(name: str, *, custom: bool = True, **fields: object) -> Node:
+    return Node(
+        urn=urn("t:m:R" if custom else "c:m:C", name),
+        type="t:m:R" if custom else "c:m:C",
+        custom=custom,
+        **fields,
+    )  # type: ignore[arg-type]
+
+
+def names(graph: OrderGraph, waves: list[list[str]]) -> list[list[str]]:
+    return [sorted(graph.nodes[u].name for u in wave) for wave in waves]
+
+
+# ---- the engine's rules on small graphs ------------------------------------------------------------
+
+
+def test_waves_follow_parents_explicit_property_provider_and_deleted_with_dependencies() -> None:
+    provider = Node(urn=urn("pulumi:providers:aws", "aws"), type="pulumi:providers:aws", custom=True)
+    vpc = node("vpc", provider=provider.urn)
+    comp = node("comp", custom=False)
+    subnet = node(
+        "subnet", parent=comp.urn, property_dependencies=(("vpcId", (vpc.urn,)),), provider=provider.urn
+    )
+    table = node("table", parent=comp.urn, dependencies=(vpc.urn,), provider=provider.urn)
+    # a dependency on a local component covers its descendants (as the engine's DependenciesOf)
+    cluster = node("cluster", dependencies=(comp.urn,), provider=provider.urn)
+    logs = node("logs", deleted_with=cluster.urn, provider=provider.urn)
+    graph = OrderGraph([provider, vpc, comp, subnet, table, cluster, logs])
+    assert names(graph, graph.create_waves()) == [
+        ["aws"],
+        ["vpc"],
+        ["subnet", "table"],
+        ["cluster"],
+        ["logs"],
+    ]
+    assert names(graph, graph.delete_waves()) == [
+        ["logs"],
+        ["cluster"],
+        ["subnet", "table"],  # children before their parent component, together
+        ["comp", "vpc"],
+        ["aws"],
+    ]
+    assert graph.must_wait(vpc.urn, cluster.urn, "create") == [cluster.urn, subnet.urn, vpc.urn]
+    assert graph.must_wait(cluster.urn, vpc.urn, "delete") == [vpc.urn, subnet.urn, cluster.urn]
+    assert graph.must_wait(subnet.urn, table.urn, "create") is None  # same wave: may run together
+
+
+def test_a_cycle_is_refused_with_the_resources_named() -> None:
+    a = node("a", dependencies=(urn("t:m:R", "b"),))
+    b = node("b", dependencies=(a.urn,))
+    with pytest.raises(CycleError, match=r"t:m:R a.*t:m:R b"):
+        OrderGraph([a, b]).delete_waves()
+
+
+def test_state_resources_read_like_a_stack_export() -> None:
+    provider_urn = urn("pulumi:providers:aws", "default")
+    exported = [
+        {"urn": STACK, "type": "pulumi:pulumi:Stack", "custom": False},
+        {"urn": provider_urn, "type": "pulumi:providers:aws", "custom": True, "parent": STACK},
+        {
+            "urn": urn("aws:ec2/vpc:Vpc", "vpc"),
+            "type": "aws:ec2/vpc:Vpc",
+            "custom": True,
+            "parent": STACK,
+            "provider": f"{provider_urn}::04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+        },
+        {
+            "urn": urn("aws:ec2/subnet:Subnet", "subnet"),
+            "type": "aws:ec2/subnet:Subnet",
+            "custom": True,
+            "parent": STACK,
+            "provider": f"{provider_urn}::04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+            "propertyDependencies": {"vpcId": [urn("aws:ec2/vpc:Vpc", "vpc")]},
+        },
+    ]
+    graph = OrderGraph(nodes_from_state(exported))
+    assert names(graph, graph.delete_waves()) == [["subnet"], ["vpc"], ["default"], ["p-dev"]]
+
+
+# ---- every catalog blueprint -------------------------------------------------------------------------
+
+
+@functools.cache
+def platform_graph(name: str) -> OrderGraph:
+    config = PlatformConfig.for_blueprints([load_blueprint(name)], stack="dev")
+    return OrderGraph(nodes_from_registered(run_platform_offline(config, preview=False)))
+
+
+def workload_config(name: str) -> WorkloadConfig:
+    bp = load_blueprint(name)
+    return WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp))
+
+
+@functools.cache
+def workload_graph(name: str) -> OrderGraph:
+    from llmctl.infra.workload.program import build_workload
+
+    config = workload_config(name)
+    # as on `up`: the platform's kubeconfig output makes the workload's Kubernetes provider
+    facts = config.platform.model_copy(update={"kubeconfig": '{"apiVersion": "v1", "kind": "Config"}'})
+    config = config.model_copy(update={"platform": facts})
+    return OrderGraph(nodes_from_registered(run_offline(lambda: build_workload(config, hf_token=TOKEN))))
+
+
+def session(
+    name: str, platform: OrderGraph | None = None, workload: OrderGraph | None = None
+) -> list[StackGraph]:
+    return [
+        StackGraph("platform", "platform", platform or platform_graph(name)),
+        StackGraph("workload", f"workload {name}", workload or workload_graph(name)),
+    ]
+
+
+def named(graph: OrderGraph, name: str) -> str:
+    [found] = [u for u, n in graph.nodes.items() if n.name == name]
+    return found
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_catalog_blueprint_create_and_delete_order_keep_every_invariant(name: str) -> None:
+    stacks = session(name)
+    assert [str(v) for v in check_order(stacks)] == []
+    platform = platform_graph(name)
+    create, delete = platform.create_waves(), platform.delete_waves()
+    wave = {urn: i for i, w in enumerate(delete) for urn in w}
+    # what the invariants protect is really there, and independent steps do run together
+    pools = [u for u, n in platform.nodes.items() if n.type.endswith((":NodePool", ":EC2NodeClass"))]
+    nat = named(platform, "network-nat")
+    assert pools and all(wave[p] < wave[nat] for p in pools)
+    assert max(len(w) for w in create) > 1 and max(len(w) for w in delete) > 1
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_catalog_blueprint_pods_use_only_images_an_earlier_step_produced(name: str) -> None:
+    config = workload_config(name)
+    manifests = build_manifests(config, hf_token=TOKEN)
+    assert pod_images(manifests)
+    assert [str(v) for v in check_images(manifests, produced_images(config))] == []
+
+
+# ---- each invariant fails on a deliberately broken graph ----------------------------------------
+
+
+def cut(graph: OrderGraph, dependent: str, *dependencies: str) -> OrderGraph:
+    """The graph with the named resource's edges to the named dependencies dropped (all but its
+    parent when none are named)."""
+    source = named(graph, dependent)
+    targets = [named(graph, d) for d in dependencies] or sorted(
+        graph.dependencies(source) - {graph.nodes[source].parent or ""}
+    )
+    for target in targets:
+        graph = graph.without_edge(source, target)
+    return graph
+
+
+BP = "llama2-inf2"  # Neuron, an internal load balancer, a RayService with caches
+
+
+def reversed_stack_order() -> StackOrder:
+    return StackOrder(create=["workload", "platform"], delete=["platform", "workload"])
+
+
+def broken_routes() -> list[Violation]:
+    # as before the fix: nothing on the cluster depends on the routes or the NAT
+    graph = platform_graph(BP)
+    kinds = ("RouteTableAssociation", "RouteTable", "NatGateway", "Eip", "InternetGateway")
+    routing = [n.name for n in graph.nodes.values() if n.type.endswith(kinds)]
+    for dependent in ("cluster-eks", "cluster-core"):
+        graph = cut(graph, dependent, *routing)
+    return check_order(session(BP, platform=graph))
+
+
+def broken_karpenter() -> list[Violation]:
+    graph = cut(platform_graph(BP), "nodepools-inferentia-inf2-nodeclass", "karpenter-release")
+    return check_order(session(BP, platform=graph))
+
+
+def broken_lb_controller() -> list[Violation]:
+    graph = cut(platform_graph(BP), "ingress-internal-params", "ingress-lbc")
+    return check_order(session(BP, platform=graph))
+
+
+def broken_device_plugins() -> list[Violation]:
+    graph = cut(platform_graph(BP), "neuron-release")
+    return check_order(session(BP, platform=graph))
+
+
+def broken_stack_order() -> list[Violation]:
+    spec = load_invariants()
+    return check_order(session(BP), spec.model_copy(update={"stack_order": reversed_stack_order()}))
+
+
+def broken_prerequisites() -> list[Violation]:
+    graph = cut(workload_graph(BP), f"{BP}/{BP}")
+    return check_order(session(BP, workload=graph))
+
+
+def broken_image() -> list[Violation]:
+    # the serving image of an empty ECR repository, with no delivery recorded in the config
+    config = workload_config(BP)
+    manifests = build_manifests(config, hf_token=TOKEN)
+    missing = f"123456789012.dkr.ecr.us-west-2.amazonaws.com/llmctl/dev/{BP}:0.0.0"
+    ray = next(obj for obj in manifests if obj["kind"] == "RayService")
+    ray["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = (
+        missing
+    )
+    return check_images(manifests, produced_images(config))
+
+
+# invariant -> (how to break it, what the message must name)
+BROKEN: dict[str, tuple[Callable[[], list[Violation]], tuple[str, ...]]] = {
+    "cluster-outlives-routes": (
+        broken_routes,
+        ("eks:index:Cluster cluster-eks", "network-nodes-usw2-az1-rta", "NatGateway network-nat"),
+    ),
+    "karpenter-outlives-node-pools": (
+        broken_karpenter,
+        (
+            "EC2NodeClass nodepools-inferentia-inf2-nodeclass",
+            "Release karpenter-release",
+            "Queue karpenter-interruption",
+            "Role karpenter-controller-role",
+        ),
+    ),
+    "lb-controller-outlives-load-balancers": (
+        broken_lb_controller,
+        ("IngressClassParams ingress-internal-params", "Release ingress-lbc", "Role ingress-lbc-role"),
+    ),
+    "device-plugins-need-the-cluster": (
+        broken_device_plugins,
+        ("Release neuron-release", "eks:index:Cluster cluster-eks", "NodeGroup cluster-core"),
+    ),
+    "kuberay-outlives-ray-services": (
+        broken_stack_order,
+        (
+            f"RayService {BP}/{BP} (workload {BP})",
+            "Release kuberay-release (platform)",
+            "stack order (delete: platform then workload)",
+        ),
+    ),
+    "serving-objects-outlive-their-prerequisites": (
+        broken_prerequisites,
+        (f"RayService {BP}/{BP}", f"Namespace {BP}", f"ServiceAccount {BP}/llmctl-serving"),
+    ),
+    "images-produced-before-use": (
+        broken_image,
+        (
+            "RayService/llama2-inf2",
+            "container 'ray-worker'",
+            "dkr.ecr.us-west-2.amazonaws.com/llmctl/dev/llama2-inf2:0.0.0",
+            "which no earlier step produced",
+        ),
+    ),
+}
+
+
+def test_every_invariant_has_a_broken_graph_test() -> None:
+    spec = load_invariants()
+    assert set(BROKEN) == {i.id for i in spec.invariants} | {spec.images.id}
+
+
+@pytest.mark.parametrize("invariant", sorted(BROKEN))
+def test_each_invariant_fails_on_a_broken_graph_naming_the_resources(invariant: str) -> None:
+    breaker, expected = BROKEN[invariant]
+    violations = [v for v in breaker() if v.invariant == invariant]
+    assert violations, f"{invariant} did not notice"
+    text = "\n".join(str(v) for v in violations)
+    for part in expected:
+        assert part in text, f"{part!r} not named in:\n{text[:2000]}"
+    if invariant != "images-produced-before-use":
+        assert {v.phase for v in violations} == {"create", "delete"}
+
+
+def test_the_load_balancer_invariant_crosses_stacks_by_the_stack_order() -> None:
+    # llama2-inf2's RayService serves through an internal NLB the platform's controller manages
+    spec = load_invariants()
+    violations = check_order(session(BP), spec.model_copy(update={"stack_order": reversed_stack_order()}))
+    lb = [str(v) for v in violations if v.invariant == "lb-controller-outlives-load-balancers"]
+    assert any(
+        f"RayService {BP}/{BP} (workload {BP})" in v and "Release ingress-lbc (platform)" in v for v in lb
+    )
+
+
+def test_a_required_resource_no_stack_has_is_named() -> None:
+    graph = platform_graph(BP)
+    queue = named(graph, "karpenter-interruption")
+    nodes = [n for u, n in graph.nodes.items() if u != queue]
+    violations = check_order(session(BP, platform=OrderGraph(nodes)))
+    assert any(
+        v.invariant == "karpenter-outlives-node-pools"
+        and "need(s) the interruption queue, which no stack has" in v.message
+        for v in violations
+    )
+
+
+def test_an_existing_vpc_brings_its_own_routes_and_the_rest_still_holds() -> None:
+    config = PlatformConfig.for_blueprints(
+        [load_blueprint(BP)],
+        vpc={"existing_vpc_id": "vpc-123", "private_subnet_ids": ["subnet-a", "subnet-b"]},
+    )
+    graph = OrderGraph(nodes_from_registered(run_platform_offline(config, preview=False)))
+    assert not [n for n in graph.nodes.values() if n.type == "aws:ec2/natGateway:NatGateway"]
+    assert [str(v) for v in check_order(session(BP, platform=graph))] == []
+
+
+def test_an_image_the_config_records_as_delivered_counts_as_produced() -> None:
+    config = workload_config(BP)
+    built = f"123456789012.dkr.ecr.us-west-2.amazonaws.com/llmctl/dev/{BP}:0.0.0"
+    assert built not in produced_images(config)
+    assert built in produced_images(config.model_copy(update={"image": built}))
+    pod = {"kind": "Job", "metadata": {"name": "mirror"}, "spec": {"template": {"spec": {
+        "initContainers": [{"name": "fetch", "image": built}], "containers": [{"name": "main", "image": "python:3.11-slim"}],
+    }}}}  # fmt: skip
+    assert pod_images([pod]) == [("Job/mirror", "fetch", built), ("Job/mirror", "main", "python:3.11-slim")]
+    [violation] = check_images([pod], produced_images(config))
+    assert "Job/mirror container 'fetch' uses" in violation.message and built in violation.message
