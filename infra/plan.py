@@ -117,7 +117,7 @@ def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
 
     catalog = hardware()
     platform = catalog.platform_hourly()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for bp in sorted(blueprints, key=lambda b: b.name):
         report = blueprint_cost(bp, catalog)
         rows.append(

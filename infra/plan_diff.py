@@ -130,9 +130,10 @@ def _key_path(path: str, key: str) -> str:
 def _named(items: list[Any]) -> dict[str, Any] | None:
     """Items keyed by their `name` when every item is a mapping with a distinct string name."""
     names = [item.get("name") if isinstance(item, dict) else None for item in items]
-    if not items or not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
+    keys = [name for name in names if isinstance(name, str)]
+    if not items or len(keys) != len(items) or len(set(keys)) != len(keys):
         return None
-    return dict(zip(names, items, strict=True))
+    return dict(zip(keys, items, strict=True))
 
 
 def _document(text: str) -> Any:
