@@ -44,11 +44,14 @@ def _write(path: Path, refs: list[str], **overrides: Any) -> Path:
     return path
 
 
-CASES: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any]]] = {
-    "replicas": ({"scaling": {"replicas": 2}}, {}),
-    "tensor-parallel": ({"compute": {"tensor_parallel": 8}}, {}),
-    "instance-type": ({"compute": {"instance_type": "p5.48xlarge"}}, {}),
-    "platform-endpoint": ({}, {"endpoint": {"public_cidrs": ["203.0.113.0/24"]}}),
+# case: (blueprint change, platform settings, more blueprints in the environment)
+CASES: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any], list[str]]] = {
+    "replicas": ({"scaling": {"replicas": 2}}, {}, []),
+    "tensor-parallel": ({"compute": {"tensor_parallel": 8}}, {}, []),
+    "instance-type": ({"compute": {"instance_type": "p5.48xlarge"}}, {}, []),
+    "platform-endpoint": ({}, {"endpoint": {"public_cidrs": ["203.0.113.0/24"]}}, []),
+    # a second workload joins the environment: the platform grows by its pool and the Neuron chart
+    "platform-second-workload": ({}, {}, ["llama2-inf2"]),
 }
 
 
@@ -61,9 +64,9 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[
     try:
         base = _write(folder / "base.json", [_blueprint_copy(folder, "base", {})])
         pairs = {}
-        for case, (change, overrides) in CASES.items():
+        for case, (change, overrides, more) in CASES.items():
             ref = _blueprint_copy(folder, case, change)
-            pairs[case] = (base, _write(folder / f"{case}.json", [ref], **overrides))
+            pairs[case] = (base, _write(folder / f"{case}.json", [ref, *more], **overrides))
         yield pairs
     finally:
         if saved is None:
