@@ -101,8 +101,6 @@ class PlanDiff:
                 "added": len(self.of("add")),
                 "removed": len(self.of("remove")),
                 "changed": len(self.of("change")),
-                "resources_before": self.resource_counts[0],
-                "resources_after": self.resource_counts[1],
             },
             "stacks_added": self.stacks_added,
             "stacks_removed": self.stacks_removed,

@@ -42,7 +42,7 @@ def test_every_input_of_every_resource(two_blueprints: dict[str, Any]) -> None:
 def test_workload_stacks_and_union_platform(two_blueprints: dict[str, Any]) -> None:
     ids = [s["id"] for s in two_blueprints["stacks"]]
     assert ids == ["llmctl-platform/ci", "llmctl-llama2-70b-vllm-gpu/ci", "llmctl-llama2-inf2/ci"]
-    assert two_blueprints["pools"] == ["core", "default", "inferentia-inf2", "gpu-nvidia"]
+    assert {"inferentia-inf2", "gpu-nvidia"} <= set(two_blueprints["pools"])
     gpu = two_blueprints["stacks"][1]
     [service] = _by_type(gpu, "kubernetes:ray.io/v1:RayService")
     worker = service["inputs"]["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
