@@ -88,3 +88,22 @@ def test_generated_api_key_stays_secret(tmp_path: Any) -> None:
     workload = data["stacks"][1]
     [secret] = _by_type(workload, "kubernetes:core/v1:Secret")
     assert secret["inputs"]["stringData"] == "[secret]"
+
+
+def test_secrets_are_redacted_at_their_exact_path() -> None:
+    from llmctl.infra.offline import Registered
+    from llmctl.infra.plan_doc import full_inputs
+
+    res = Registered(
+        urn="urn:pulumi:dev::p::t::n",
+        type="t",
+        name="n",
+        parent=None,
+        inputs={
+            "values": {"token": "s3cr3t", "replicas": 2.0},
+            "args": ["a", "s3cr3t"],
+            "__defaults": [],
+        },
+        secret_inputs={"values.token", "args[1]"},
+    )
+    assert full_inputs(res) == {"args": ["a", "[secret]"], "values": {"replicas": 2, "token": "[secret]"}}
