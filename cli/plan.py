@@ -1,14 +1,23 @@
-"""`llmctl plan`: the platform's resource tree and policy verdict, offline (no credentials)."""
+"""`llmctl plan`: the platform's resource tree and policy verdict, offline (no credentials), and
+`llmctl plan diff OLD NEW` between two such plans."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 from llmctl.cli import options, output
 from llmctl.errors import LlmctlError, PrerequisiteError
 
+app = typer.Typer(
+    no_args_is_help=False, help="Show what the platform and workload stacks would create, offline."
+)
 
+
+@app.callback(invoke_without_command=True)
 def plan(
+    ctx: typer.Context,
     blueprint: list[str] = options.BLUEPRINTS,
     all_pools: bool = typer.Option(
         False, "--all-pools", help="Create every node pool, not just the blueprints' ones."
@@ -20,7 +29,11 @@ def plan(
     region: str = options.PLATFORM_REGION,
     json: bool = options.JSON,
 ) -> None:
-    """Show what the platform stack would create and check it against the policy rules."""
+    """Show what the platform and workload stacks would create and check the platform against the
+    policy rules. `--json` lists every input of every resource (secrets redacted): the input of
+    `llmctl plan diff`."""
+    if ctx.invoked_subcommand is not None:
+        return
     output.start(json_output=json)
     if not offline:
         raise PrerequisiteError(
@@ -48,7 +61,7 @@ def _print(result: object) -> None:
     from rich.markup import escape
     from rich.tree import Tree
 
-    from llmctl.infra.plan import PlanResult, summarize_inputs
+    from llmctl.infra.plan import PlanResult, key_inputs, summarize_inputs
 
     assert isinstance(result, PlanResult)
     config = result.config
@@ -61,10 +74,17 @@ def _print(result: object) -> None:
         parent = nodes.get(res.parent_name or "", root)
         label = f"[cyan]{res.type}[/] [bold]{res.name}[/]"
         if not res.component and res.inputs:
-            label += f" [dim]{escape(summarize_inputs(res.inputs))}[/]"
+            label += f" [dim]{escape(summarize_inputs(key_inputs(res)))}[/]"
         nodes[res.name] = parent.add(label)
     output.console.print(root, soft_wrap=True)
     output.console.print(f"{len(result.resources)} resources; unknown values show as <unknown>")
+    for work in result.workloads:
+        output.console.print(
+            f"[bold]workload[/] {work.project}/{work.stack}: {len(work.resources)} resources "
+            "(`--json` lists them with every input)"
+        )
+    if result.cost:
+        output.console.print(f"cost: ${result.cost['hourly_usd']:,.4f} per hour (on-demand)")
     for violation in result.violations:
         colour = "red" if violation.severity == "error" else "yellow"
         output.console.print(
@@ -76,6 +96,39 @@ def _print(result: object) -> None:
         output.console.print("[green]policy: passed[/]")
 
 
-def register(app: typer.Typer) -> None:
-    """Add `llmctl plan` to the root app."""
-    app.command("plan")(plan)
+FORMATS = ("text", "json", "markdown")
+
+
+@app.command("diff")
+def diff(
+    old: Path = typer.Argument(..., help="The plan before (`llmctl plan --offline --json > old.json`)."),
+    new: Path = typer.Argument(..., help="The plan after."),
+    format: str = typer.Option("text", "--format", help="text, json, or markdown (a PR comment)."),
+    allow_version_mismatch: bool = typer.Option(
+        False, "--allow-version-mismatch", help="Compare plans written by different llmctl versions."
+    ),
+) -> None:
+    """Resources added, removed and changed between two plans, with the changed inputs and the
+    hourly cost. Exit code: 0 no changes, 1 changes (like `diff`), 2 bad input."""
+    output.start(json_output=format == "json")
+    from llmctl.infra.plan_file import PlanFileError, load_plan
+
+    if format not in FORMATS:
+        raise PlanFileError(f"unknown --format {format!r}", f"use one of: {', '.join(FORMATS)}")
+    from llmctl.infra.plan_diff import diff_plans
+    from llmctl.infra.plan_render import render_markdown, render_text
+
+    result = diff_plans(
+        load_plan(old, allow_version_mismatch=allow_version_mismatch),
+        load_plan(new, allow_version_mismatch=allow_version_mismatch),
+    )
+    if format == "json":
+        output.emit_json(result.to_dict())
+    else:
+        typer.echo(render_markdown(result) if format == "markdown" else render_text(result), nl=False)
+    raise typer.Exit(1 if result.changed else 0)
+
+
+def register(root: typer.Typer) -> None:
+    """Add `llmctl plan` (and `llmctl plan diff`) to the root app."""
+    root.add_typer(app, name="plan")

@@ -1,16 +1,23 @@
-"""`llmctl plan --offline`: what the platform program would register, before anyone has
-credentials, plus the policy verdict on that graph."""
+"""`llmctl plan --offline`: what the platform program and each blueprint's workload program would
+register, before anyone has credentials, the hourly cost, and the policy verdict on the platform.
+
+The JSON document (every input, secrets redacted) is built in :mod:`llmctl.infra.plan_doc`; the
+human tree shows only key inputs (`KEY_INPUTS`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError
-from llmctl.infra.offline import UNKNOWN, OfflineMocks, Registered, run_offline
-from llmctl.infra.platform.config import PROJECT, PlatformConfig
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
+from llmctl.infra.offline import OfflineMocks, Registered, run_offline
+from llmctl.infra.plan_doc import SECRET, canonical, full_inputs, header, placeholders, stack_entry
+from llmctl.infra.plan_workload import WorkloadPlan, run_workload_offline
+from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.policy import Violation, check_policy, errors
 
 # Inputs worth showing per resource type (all others: every input except tags and noise).
@@ -33,11 +40,14 @@ _NOISE = {"tags", "__defaults", "policy", "assumeRolePolicy", "values", "configu
 
 @dataclass
 class PlanResult:
-    """The offline plan: config, resource tree and policy verdict."""
+    """The offline plan: config, the platform's resources (every input, secrets redacted), each
+    blueprint's workload stack, the hourly cost and the policy verdict."""
 
     config: PlatformConfig
     resources: list[Registered]
     violations: list[Violation]
+    workloads: list[WorkloadPlan] = field(default_factory=list)
+    cost: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -51,25 +61,39 @@ class PlanResult:
             counts[res.type] = counts.get(res.type, 0) + 1
         return dict(sorted(counts.items()))
 
+    def stacks(self) -> list[dict[str, Any]]:
+        """The platform stack, then one workload stack per blueprint (in blueprint-name order)."""
+        stacks = [stack_entry("platform", PLATFORM_PROJECT, self.config.stack, self.resources)]
+        for work in sorted(self.workloads, key=lambda w: w.blueprint.name):
+            stacks.append(
+                stack_entry("workload", work.project, work.stack, work.resources, work.blueprint.name)
+            )
+        return stacks
+
     def to_dict(self) -> dict[str, Any]:
-        """Stable JSON shape for `llmctl plan --json`."""
-        return {
+        """The plan document of `llmctl plan --offline --json` (see docs/platform.md)."""
+        stacks = self.stacks()
+        document = {
+            **header(),
             "ok": self.ok,
             "stack": self.config.stack,
             "cluster_name": self.config.cluster_name,
             "region": self.config.region,
             "pools": self.config.pools,
-            "resource_count": len(self.resources),
-            "resources": [res.to_dict() for res in self.resources],
-            "violations": [v.to_dict() for v in self.violations],
-            "unknown": UNKNOWN,
+            "blueprints": sorted(w.blueprint.name for w in self.workloads),
+            "cost": self.cost,
+            "resource_count": sum(s["resource_count"] for s in stacks),
+            "stacks": stacks,
+            "violations": sorted(
+                (v.to_dict() for v in self.violations), key=lambda v: (v["urn"], v["rule"], v["message"])
+            ),
+            **placeholders(),
         }
+        return dict(canonical(document))
 
 
-SECRET = "[secret]"
-
-
-def _key_inputs(res: Registered) -> dict[str, Any]:
+def key_inputs(res: Registered) -> dict[str, Any]:
+    """The inputs the human tree shows for a resource (secret inputs masked)."""
     wanted = KEY_INPUTS.get(res.type)
     keys = (
         [key for key in wanted if key in res.inputs]
@@ -81,9 +105,38 @@ def _key_inputs(res: Registered) -> dict[str, Any]:
 
 
 def plan_view(resources: Sequence[Registered]) -> list[Registered]:
-    """The plan's view of registered resources: the same records with only their key inputs
-    (secrets masked)."""
-    return [replace(res, inputs=_key_inputs(res)) for res in resources]
+    """The plan's view of registered resources: the same records with every input, secrets masked."""
+    return [replace(res, inputs=full_inputs(res), secret_inputs=set(res.secret_inputs)) for res in resources]
+
+
+def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
+    """Hourly cost of the environment: the platform once, plus each blueprint's serving nodes
+    (on-demand catalog prices, as `llmctl cost`)."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.blueprints.pricing import blueprint_cost
+
+    catalog = hardware()
+    platform = catalog.platform_hourly()
+    rows: list[dict[str, Any]] = []
+    for bp in sorted(blueprints, key=lambda b: b.name):
+        report = blueprint_cost(bp, catalog)
+        rows.append(
+            {
+                "blueprint": bp.name,
+                "instance_type": report.instance_type,
+                "nodes": report.nodes,
+                "node_hourly_usd": round(report.node_hourly_usd, 4),
+                "serving_hourly_usd": round(report.serving_hourly_usd, 4),
+                "price_source": report.price_source,
+            }
+        )
+    total = platform + sum(row["serving_hourly_usd"] for row in rows)
+    return {
+        "pricing": "on-demand",
+        "platform_hourly_usd": round(platform, 4),
+        "workloads": rows,
+        "hourly_usd": round(total, 4),
+    }
 
 
 def run_platform_offline(config: PlatformConfig, *, preview: bool = True) -> list[Registered]:
@@ -92,7 +145,7 @@ def run_platform_offline(config: PlatformConfig, *, preview: bool = True) -> lis
 
     return run_offline(
         lambda: build_platform(config),
-        project=PROJECT,
+        project=PLATFORM_PROJECT,  # as `llmctl up` runs it: the URNs match the real stack's
         stack=config.stack,
         config={key: value for key, value in config.to_pulumi_config().items()},
         mocks=OfflineMocks(region=config.region, computed=not preview),
@@ -120,7 +173,18 @@ def offline_plan(
         blueprints, stack=stack, region=region, all_pools=all_pools, **(overrides or {})
     )
     registered = run_platform_offline(config)
-    return PlanResult(config=config, resources=plan_view(registered), violations=check_policy(registered))
+    unique = {bp.name: bp for bp in blueprints}.values()
+    return PlanResult(
+        config=config,
+        resources=plan_view(registered),
+        violations=check_policy(registered),
+        workloads=[_viewed(run_workload_offline(bp, config)) for bp in unique],
+        cost=plan_cost(list(unique)),
+    )
+
+
+def _viewed(work: WorkloadPlan) -> WorkloadPlan:
+    return replace(work, resources=plan_view(work.resources))
 
 
 def summarize_inputs(inputs: dict[str, Any], width: int = 90) -> str:

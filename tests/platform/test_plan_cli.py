@@ -5,6 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from llmctl import __version__
 from llmctl.cli.app import app
 from llmctl.infra.plan import offline_plan
 
@@ -17,14 +18,19 @@ def test_offline_plan_json() -> None:
     data = json.loads(result.stdout)
     assert data["ok"] is True and data["cluster_name"] == "llmctl-ci"
     assert data["pools"] == ["core", "default", "ray-head"]
-    assert set(data) >= {"resources", "violations", "resource_count", "region", "stack", "unknown"}
-    provider = next(r for r in data["resources"] if r["type"] == "pulumi:providers:kubernetes")
+    assert data["format"] == "llmctl-plan" and data["format_version"] == 1
+    assert data["llmctl_version"] == __version__
+    assert [s["id"] for s in data["stacks"]] == ["llmctl-platform/ci", "llmctl-tiny-cpu/ci"]
+    platform = data["stacks"][0]["resources"]
+    provider = next(r for r in platform if r["type"] == "pulumi:providers:kubernetes")
     assert provider["inputs"]["kubeconfig"] == "[secret]"
-    node_group = next(r for r in data["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup")
+    node_group = next(r for r in platform if r["type"] == "aws:eks/nodeGroup:NodeGroup")
     assert node_group["parent"] == "cluster"
     assert node_group["inputs"]["launchTemplate"]["version"] == "<unknown>"  # computed at create time
-    nodepool = next(r for r in data["resources"] if r["type"] == "kubernetes:karpenter.sh/v1:NodePool")
+    nodepool = next(r for r in platform if r["type"] == "kubernetes:karpenter.sh/v1:NodePool")
     assert "karpenter-release" in nodepool["depends_on"]
+    assert [r["urn"] for r in platform] == sorted(r["urn"] for r in platform)
+    assert data["resource_count"] == sum(s["resource_count"] for s in data["stacks"])
 
 
 def test_offline_plan_tree() -> None:
