@@ -52,6 +52,8 @@ class UpRequest:
     port: int | None = None
     wait: bool = True
     wait_timeout_s: float = 3600
+    workload: str | None = None  # a named workload of the environment (its own stack and namespace)
+    reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,11 @@ class DownRequest:
     blueprint: str | None = None
     all_workloads: bool = False
     keep_platform: bool = False
+    workload: str | None = None
 
     def __post_init__(self) -> None:
-        if self.blueprint and self.all_workloads:
-            raise LlmctlError("--blueprint and --all exclude each other", "pass one of them")
+        if (self.blueprint or self.workload) and self.all_workloads:
+            raise LlmctlError("--blueprint/--workload and --all exclude each other", "pass one of them")
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,8 @@ class Target(ABC):
     # Operation -> what it needs; an operation missing here is not offered by the target.
     needs: ClassVar[Mapping[Operation, frozenset[Need]]]
     own_flags: ClassVar[tuple[OwnFlags, ...]] = ()
+    # Whether the target runs workload stacks, so it takes `--workload` (the cluster targets).
+    takes_workloads: ClassVar[bool] = False
 
     def preflight(
         self, operation: Operation, *, region: str | None = None, kubeconfig: Path | None = None
