@@ -131,7 +131,6 @@ def down(
     from llmctl.infra.targets.base import DownRequest
     from llmctl.infra.targets.registry import get_target
 
-    chosen = get_target(target)
     request = DownRequest(
         stack=stack,
         region=region,
@@ -141,6 +140,7 @@ def down(
         all_workloads=all_,
         keep_platform=keep_platform,
     )
+    chosen = get_target(target, request)
     progress = open_progress(progress_mode, quiet=json_output)
     result = chosen.down(request, progress, _confirm(yes))
     if json_output:

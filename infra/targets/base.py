@@ -55,6 +55,9 @@ class UpRequest:
     workload: str | None = None  # a named workload of the environment (its own stack and namespace)
     reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
 
+    def __post_init__(self) -> None:
+        _check_workload(self.workload)
+
 
 @dataclass(frozen=True)
 class DownRequest:
@@ -71,6 +74,15 @@ class DownRequest:
     def __post_init__(self) -> None:
         if (self.blueprint or self.workload) and self.all_workloads:
             raise LlmctlError("--blueprint/--workload and --all exclude each other", "pass one of them")
+        _check_workload(self.workload)
+
+
+def _check_workload(name: str | None) -> None:
+    """A bad --workload fails before any preflight or Pulumi call."""
+    if name is not None:
+        from llmctl.infra.lifecycle.environment import check_workload
+
+        check_workload(name)
 
 
 @dataclass(frozen=True)

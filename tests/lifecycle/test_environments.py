@@ -228,3 +228,37 @@ def test_pr_workloads_share_the_ci_platform_and_gc_removes_only_the_expired_one(
     assert code == 0, err
     assert json.loads(out)["destroyed"] == [f"llmctl-{bp}/ci.pr-2"]
     assert engine.checkpoint(PLATFORM_PROJECT, "ci") is not None and list_endpoints("ci") == []
+
+
+def test_a_workload_whose_first_up_failed_still_keeps_its_pool(engine: StandinEngine) -> None:
+    """No outputs saved yet: its record comes from its stack config, so the next `up` of another
+    blueprint keeps its pool."""
+    engine.control(fail={f"{A}/{A}": "creating RayService: admission webhook denied"})
+    with pytest.raises(LlmctlError):
+        lifecycle().up(A, region=REGION, wait=False)
+    assert "llmctl_workload" not in engine.outputs(f"llmctl-{A}", "dev")
+    engine.control(fail={})
+    lifecycle().up("tiny-cpu", region=REGION, wait=False)
+    assert [p["name"] for p in engine.outputs(PLATFORM_PROJECT, "dev")["node_pools"]] == [
+        "core",
+        "default",
+        "inferentia-inf2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["up", "-b", "tiny-cpu", "--workload", "PR_42", "--yes"], "invalid workload name 'PR_42'"),
+        (["up", "-b", "tiny-cpu", "--target", "local", "--workload", "pr-1"], "--workload does not apply"),
+        (["down", "--target", "local", "--workload", "pr-1"], "--workload does not apply"),
+        (["up", "-b", "tiny-cpu", "--target", "kubeconfig", "--reselect-azs"], "--reselect-azs applies to"),
+        (["down", "--workload", "pr-1", "--all"], "exclude each other"),
+    ],
+)
+def test_bad_workload_flags_are_one_line_errors_before_any_pulumi_call(
+    engine: StandinEngine, aws: str, args: list[str], message: str
+) -> None:
+    code, _out, err = run(*args)
+    assert code == 1 and message in err and "Traceback" not in err
+    assert engine.calls() == []
