@@ -63,6 +63,13 @@ class UpResult:
 def next_commands(endpoint: Endpoint) -> list[str]:
     """What to run after `up`: chat, bench, down."""
     bp, stack = endpoint.blueprint, endpoint.stack
+    if endpoint.workload:  # a named workload: address it by name; `down` only that one
+        flag = f"--blueprint {bp} --stack {stack} --workload {endpoint.workload}"
+        return [
+            f"llmctl connect {flag}",
+            f"llmctl chat --endpoint {endpoint.base_url}",
+            f"llmctl down --stack {stack} --workload {endpoint.workload}",
+        ]
     return [
         f"llmctl chat --blueprint {bp} --stack {stack}",
         f"llmctl bench --blueprint {bp} --stack {stack}",

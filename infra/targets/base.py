@@ -56,7 +56,7 @@ class UpRequest:
     reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
 
     def __post_init__(self) -> None:
-        _check_workload(self.workload)
+        _check_names(self.stack, self.workload)
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,21 @@ class DownRequest:
     def __post_init__(self) -> None:
         if (self.blueprint or self.workload) and self.all_workloads:
             raise LlmctlError("--blueprint/--workload and --all exclude each other", "pass one of them")
-        _check_workload(self.workload)
+        _check_names(self.stack, self.workload)
 
 
-def _check_workload(name: str | None) -> None:
-    """A bad --workload fails before any preflight or Pulumi call."""
-    if name is not None:
+def _check_names(stack: str, workload: str | None) -> None:
+    """A bad --workload, or a workload stack given as --stack, fails before any preflight or Pulumi call."""
+    if "." in stack:
+        env, _, name = stack.partition(".")
+        raise LlmctlError(
+            f"--stack {stack!r} names a workload stack, not an environment",
+            f"pass --stack {env} --workload {name}",
+        )
+    if workload is not None:
         from llmctl.infra.lifecycle.environment import check_workload
 
-        check_workload(name)
+        check_workload(workload)
 
 
 @dataclass(frozen=True)

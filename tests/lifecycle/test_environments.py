@@ -183,10 +183,11 @@ def test_pr_workloads_share_the_ci_platform_and_gc_removes_only_the_expired_one(
 ) -> None:
     bp = "tiny-cpu"
     for pr in ("pr-1", "pr-2"):
-        code, _out, err = run(
-            "up", "--blueprint", bp, "--stack", "ci", "--workload", pr, "--yes", "--no-wait"
+        code, out, err = run(
+            "up", "--blueprint", bp, "--stack", "ci", "--workload", pr, "--yes", "--no-wait", "--json"
         )
         assert code == 0, err
+        assert json.loads(out)["next"][-1] == f"llmctl down --stack ci --workload {pr}"
     code, out, err = run("stacks", "list", "--json")
     assert code == 0, err
     assert sorted((r["project"], r["stack"], r["workload"]) for r in json.loads(out)) == [
@@ -254,6 +255,7 @@ def test_a_workload_whose_first_up_failed_still_keeps_its_pool(engine: StandinEn
         (["down", "--target", "local", "--workload", "pr-1"], "--workload does not apply"),
         (["up", "-b", "tiny-cpu", "--target", "kubeconfig", "--reselect-azs"], "--reselect-azs applies to"),
         (["down", "--workload", "pr-1", "--all"], "exclude each other"),
+        (["down", "--stack", "ci.pr-1", "--yes"], "pass --stack ci --workload pr-1"),
     ],
 )
 def test_bad_workload_flags_are_one_line_errors_before_any_pulumi_call(
