@@ -28,6 +28,7 @@ RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the sa
 AZ_OUTPUT = "az_ids"  # the platform stack's output: the AZ IDs its subnets are in
 _PREFIX = "llmctl-"
 _WORKLOAD = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+_ENV = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
 
 def check_workload(name: str) -> str:
@@ -51,6 +52,12 @@ def split_stack(name: str) -> tuple[str, str | None]:
     """`ci.pr-42` -> ('ci', 'pr-42'); `dev` -> ('dev', None). Environment names have no '.'."""
     env, dot, workload = name.partition(".")
     return env, (workload if dot else None)
+
+
+def is_workload_stack(name: str) -> bool:
+    """Whether `name` reads as `<env>.<workload>` (e.g. `ci.pr-42`)."""
+    env, workload = split_stack(name)
+    return bool(workload and _ENV.match(env) and _WORKLOAD.match(workload))
 
 
 def namespace(blueprint: str, workload: str | None) -> str | None:

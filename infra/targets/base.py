@@ -79,15 +79,15 @@ class DownRequest:
 
 def _check_names(stack: str, workload: str | None) -> None:
     """A bad --workload, or a workload stack given as --stack, fails before any preflight or Pulumi call."""
-    if "." in stack:
+    from llmctl.infra.lifecycle.environment import check_workload, is_workload_stack
+
+    if is_workload_stack(stack):
         env, _, name = stack.partition(".")
         raise LlmctlError(
             f"--stack {stack!r} names a workload stack, not an environment",
             f"pass --stack {env} --workload {name}",
         )
     if workload is not None:
-        from llmctl.infra.lifecycle.environment import check_workload
-
         check_workload(workload)
 
 
