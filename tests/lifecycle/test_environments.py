@@ -208,6 +208,9 @@ def test_pr_workloads_share_the_ci_platform_and_gc_removes_only_the_expired_one(
         ("pr-1", f"{bp}-pr-1"),
         ("pr-2", f"{bp}-pr-2"),
     ]
+    code, out, err = run("status", "--stack", "ci")
+    assert code == 0, err
+    assert f"workload {bp} (pr-1)  namespace {bp}-pr-1  pools core, default" in out
 
     # pr-1 and the platform were last updated 5 days ago, pr-2 today
     _age(engine, f"llmctl-{bp}", "ci.pr-1", 5)
