@@ -393,10 +393,10 @@ class Lifecycle:
             workload_program(w_config, token, record),
             {"aws:region": region, **record.to_config()},
         )
-        workload = self.engine.preview(spec)
+        planned = self.engine.preview(spec)
         return PreviewReport(
             bp.name,
             self.stack,
-            {PLATFORM_PROJECT: platform, spec.project: workload},
+            {PLATFORM_PROJECT: platform, spec.project: planned},
             blueprint_cost(bp, hardware()),
         )
