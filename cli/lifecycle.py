@@ -23,6 +23,7 @@ def _confirm(yes: bool) -> Any:
 def up(
     blueprint: str = options.BLUEPRINT,
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     region: str | None = options.REGION,
     target: str = options.TARGET,
     kubeconfig: Path | None = typer.Option(
@@ -43,6 +44,7 @@ def up(
     port: int | None = typer.Option(
         None, "--port", min=1024, max=65535, help="--target local: the HTTP port."
     ),
+    reselect_azs: bool = options.RESELECT_AZS,
     json_output: bool = options.JSON,
 ) -> None:
     """Deploy a blueprint: preflight, plan and cost, confirm, platform, workload, readiness, endpoint."""
@@ -63,6 +65,8 @@ def up(
         port=port,
         wait=not no_wait,
         wait_timeout_s=wait_timeout,
+        workload=workload,
+        reselect_azs=reselect_azs,
     )
     chosen = get_target(target, request)
     progress = open_progress(progress_mode, quiet=json_output)
@@ -109,6 +113,7 @@ def down(
     blueprint: str | None = options.SOME_DEPLOYED,
     all_: bool = typer.Option(False, "--all", help="Destroy every workload and the platform (the default)."),
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     region: str | None = options.REGION,
     target: str = options.TARGET,
     keep_platform: bool = typer.Option(
@@ -119,21 +124,23 @@ def down(
     progress_mode: str = options.PROGRESS,
     json_output: bool = options.JSON,
 ) -> None:
-    """Tear down: workloads, then the platform, then a sweep of leftovers, then a final check."""
+    """Tear down workloads; the platform shrinks to what the others need, or goes with the last one
+    (then a sweep of leftovers and a final check)."""
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
     from llmctl.infra.targets.base import DownRequest
     from llmctl.infra.targets.registry import get_target
 
-    chosen = get_target(target)
     request = DownRequest(
         stack=stack,
         region=region,
         backend=backend,
         blueprint=blueprint,
+        workload=workload,
         all_workloads=all_,
         keep_platform=keep_platform,
     )
+    chosen = get_target(target, request)
     progress = open_progress(progress_mode, quiet=json_output)
     result = chosen.down(request, progress, _confirm(yes))
     if json_output:
@@ -147,6 +154,7 @@ def down(
 def preview(
     blueprint: str = options.BLUEPRINT,
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     region: str | None = options.REGION,
     backend: str | None = options.BACKEND,
     fmt: str = typer.Option("text", "--format", help="text, json or markdown (a PR comment)."),
@@ -160,7 +168,12 @@ def preview(
     from llmctl.infra.targets.registry import default_target
 
     request = UpRequest(
-        blueprint=blueprint, stack=stack, region=region, backend=backend, hf_token_file=hf_token_file
+        blueprint=blueprint,
+        stack=stack,
+        region=region,
+        backend=backend,
+        hf_token_file=hf_token_file,
+        workload=workload,
     )
     report = default_target().preview(request)
     if fmt == "json":
@@ -198,6 +211,13 @@ def _print_status(data: dict[str, Any]) -> None:
         con.print(
             f"{row['project']}/{row['stack']}  last update {row['last_update'] or 'never'}  resources {row['resources']}"
         )
+    for row in data.get("workloads") or []:
+        con.print(
+            f"workload {row['blueprint']}"
+            + (f" ({row['workload']})" if row["workload"] else "")
+            + f"  namespace {row['namespace']}  pools {', '.join(row['pools'])}",
+            markup=False,
+        )
     if data.get("cluster"):
         con.print(f"cluster {data['cluster']['cluster_name']} in {data['cluster']['region']}")
     kube = data.get("kubernetes") or {}
@@ -232,6 +252,7 @@ def _print_status(data: dict[str, Any]) -> None:
 def endpoint(
     blueprint: str = options.DEPLOYED,
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     json_output: bool = options.JSON,
 ) -> None:
     """Print a deployed blueprint's endpoint."""
@@ -240,7 +261,7 @@ def endpoint(
 
     from llmctl.state import load_endpoint
 
-    found = load_endpoint(stack, blueprint)
+    found = load_endpoint(stack, blueprint, workload)
     if json_output:
         output.emit_json(asdict(found))
     else:
@@ -250,13 +271,14 @@ def endpoint(
 def connect(
     blueprint: str = options.DEPLOYED,
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     port: int = typer.Option(8000, "--port", help="Local port for the serving endpoint."),
 ) -> None:
     """Port-forward the serving port, the Ray dashboard and the UI; Ctrl-C stops."""
     output.start()
     from llmctl.infra.targets.registry import connect as open_connection
 
-    connection = open_connection(stack, blueprint, port)
+    connection = open_connection(stack, blueprint, port, workload)
     for line in connection.lines:
         output.console.print(line, markup=False)
     if connection.forwarding:

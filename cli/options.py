@@ -18,6 +18,18 @@ YES: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation
 DRY_RUN: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing.")
 
 STACK: str = typer.Option("dev", "--stack", help="Environment (stack) name.")
+WORKLOAD: str | None = typer.Option(
+    None,
+    "--workload",
+    help="A named workload in the environment (e.g. pr-42): its own workload stack <stack>.<name> and "
+    "namespace <blueprint>-<name> on the shared platform (default: the blueprint's one workload).",
+)
+RESELECT_AZS: bool = typer.Option(
+    False,
+    "--reselect-azs",
+    help="Choose the platform's AZs again instead of keeping those of the first up; subnets in an AZ "
+    "that changes are replaced (asks first).",
+)
 TARGET: str = typer.Option(DEFAULT_TARGET, "--target", help=f"Where it runs: {target_help()}")
 REGION: str | None = typer.Option(
     None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."

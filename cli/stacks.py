@@ -47,7 +47,12 @@ def list_stacks(
 @app.command("gc")
 def gc(
     older_than: str = typer.Option(..., "--older-than", help="Age since the last update: 3d, 12h or 90m."),
-    prefix: str = typer.Option("", "--prefix", help="Only stacks whose name starts with this (e.g. pr-)."),
+    prefix: str = typer.Option(
+        "",
+        "--prefix",
+        help="Only stacks whose workload name (stack ci.pr-42: pr-42), or else stack name, starts with this "
+        "(e.g. pr-). A platform goes only when no workload of its environment is left.",
+    ),
     dry_run: bool = options.DRY_RUN,
     yes: bool = options.YES,
     backend: str | None = options.BACKEND,

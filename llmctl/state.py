@@ -4,8 +4,8 @@ Paths follow the XDG base directory spec: ``$XDG_STATE_HOME/llmctl`` (default
 ``~/.local/state/llmctl``); ``LLMCTL_STATE_DIR`` overrides it (tests and CI use this).
 
 The endpoint registry is how `llmctl chat`, `llmctl bench` and `llmctl connect` find what
-`llmctl up` deployed: one JSON file per (stack, blueprint), written when a deployment becomes
-ready and removed by `llmctl down`.
+`llmctl up` deployed: one JSON file per (stack, blueprint) (per (stack, workload, blueprint) for a
+named workload, `up --workload`), written when a deployment becomes ready and removed by `llmctl down`.
 """
 
 from __future__ import annotations
@@ -55,17 +55,19 @@ class Endpoint:
     dashboard_url: str | None = None
     ui_url: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    workload: str | None = None  # a named workload of the environment (`up --workload pr-42`)
 
 
-def _endpoint_path(stack: str, blueprint: str) -> Path:
-    return (
-        state_dir() / "endpoints" / check_name("stack", stack) / f"{check_name('blueprint', blueprint)}.json"
-    )
+def _endpoint_path(stack: str, blueprint: str, workload: str | None = None) -> Path:
+    folder = state_dir() / "endpoints" / check_name("stack", stack)
+    if workload:
+        folder = folder / check_name("workload", workload)
+    return folder / f"{check_name('blueprint', blueprint)}.json"
 
 
 def save_endpoint(endpoint: Endpoint) -> Path:
     """Record an endpoint (atomically) so other commands can find it."""
-    path = _endpoint_path(endpoint.stack, endpoint.blueprint)
+    path = _endpoint_path(endpoint.stack, endpoint.blueprint, endpoint.workload)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(asdict(endpoint), indent=2))
@@ -73,15 +75,19 @@ def save_endpoint(endpoint: Endpoint) -> Path:
     return path
 
 
-def load_endpoint(stack: str, blueprint: str) -> Endpoint:
+def load_endpoint(stack: str, blueprint: str, workload: str | None = None) -> Endpoint:
     """The endpoint of a deployed blueprint, or an error that says how to deploy it."""
-    path = _endpoint_path(stack, blueprint)
+    path = _endpoint_path(stack, blueprint, workload)
     if not path.exists():
-        known = [e.blueprint for e in list_endpoints(stack)]
-        hint = f"run `llmctl up --blueprint {blueprint} --stack {stack}` first"
+        known = [
+            e.blueprint + (f" (--workload {e.workload})" if e.workload else "") for e in list_endpoints(stack)
+        ]
+        flag = f" --workload {workload}" if workload else ""
+        hint = f"run `llmctl up --blueprint {blueprint} --stack {stack}{flag}` first"
         if known:
             hint += f"; deployed in stack {stack!r}: {', '.join(sorted(known))}"
-        raise LlmctlError(f"blueprint {blueprint!r} is not deployed in stack {stack!r}", hint)
+        where = f"stack {stack!r}" + (f" as workload {workload!r}" if workload else "")
+        raise LlmctlError(f"blueprint {blueprint!r} is not deployed in {where}", hint)
     return _read_endpoint(path)
 
 
@@ -104,15 +110,17 @@ def list_endpoints(stack: str | None = None) -> list[Endpoint]:
         return []
     stacks = [root / check_name("stack", stack)] if stack else sorted(p for p in root.iterdir() if p.is_dir())
     found: list[Endpoint] = []
-    for folder in stacks:
-        for file in sorted(folder.glob("*.json")) if folder.exists() else []:
+    for folder in stacks:  # the default workloads, then each named workload's folder
+        for file in (
+            [*sorted(folder.glob("*.json")), *sorted(folder.glob("*/*.json"))] if folder.exists() else []
+        ):
             found.append(_read_endpoint(file))
     return found
 
 
-def remove_endpoint(stack: str, blueprint: str) -> bool:
+def remove_endpoint(stack: str, blueprint: str, workload: str | None = None) -> bool:
     """Forget an endpoint; True when one was recorded."""
-    path = _endpoint_path(stack, blueprint)
+    path = _endpoint_path(stack, blueprint, workload)
     if path.exists():
         path.unlink()
         return True

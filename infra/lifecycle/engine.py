@@ -340,6 +340,17 @@ class Engine:
                 return None
             return {key: value.value for key, value in stack.outputs().items()}
 
+    def config(self, spec: StackSpec) -> dict[str, str]:
+        """The stack's config as plain values (empty when the stack does not exist)."""
+        from pulumi.automation.errors import StackNotFoundError
+
+        with self._translated(spec):
+            try:
+                stack = self._stack(StackSpec(spec.project, spec.stack), create=False)
+            except StackNotFoundError:
+                return {}
+            return {key: str(value.value) for key, value in stack.get_all_config().items()}
+
     def list_stacks(self) -> list[StackInfo]:
         """Every stack of every llmctl project in the backend."""
         from pulumi import automation as auto

@@ -1,8 +1,10 @@
 """Orchestration of `llmctl up`, `down` and `preview` across the platform and workload stacks.
 
 up:   load + schedulability check (before any cloud call) -> preflight -> preview + cost -> confirm
-      -> platform up -> workload up -> readiness -> endpoint recorded.
-down: workloads -> platform (swept and retried once if AWS objects block it) -> sweep -> leftover check.
+      -> platform up (for every workload of the environment) -> workload up -> readiness -> endpoint.
+down: workloads -> platform shrunk to what the others need, or (none left) destroyed, swept and
+      retried once if AWS objects block it -> sweep -> leftover check.
+The environment (which workloads share the platform, what they need) is in environment.py.
 Every step is idempotent: a second run after a failure resumes from Pulumi's saved state.
 """
 
@@ -14,6 +16,13 @@ from typing import Any
 
 from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
+from llmctl.infra.lifecycle.environment import (
+    Environment,
+    WorkloadRecord,
+    namespace,
+    workload_program,
+    workload_stack,
+)
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.targets.names import ClusterTarget
@@ -45,19 +54,37 @@ def platform_program(config: Any) -> Callable[[], None]:
     return program
 
 
-def workload_program(config: Any, hf_token: str | None) -> Callable[[], None]:
-    def program() -> None:
-        from llmctl.infra.workload.program import build_workload
-
-        build_workload(config, hf_token)
-
-    return program
-
-
 def platform_spec(stack: str, config: Any = None) -> StackSpec:
     if config is None:
         return StackSpec(PLATFORM_PROJECT, stack)
     return StackSpec(PLATFORM_PROJECT, stack, platform_program(config), config.to_pulumi_config())
+
+
+def _environment_notes(
+    stack: str, others: list[WorkloadRecord], config: Any, steps: list[dict[str, str]], reselect_azs: bool
+) -> list[str]:
+    """The plan's lines about the environment: who shares the platform, and the AZs."""
+    notes = []
+    if others:
+        notes.append(
+            f"environment {stack}: also serves {', '.join(r.label() for r in others)}; "
+            f"pools {', '.join(config.pools)}"
+        )
+    if reselect_azs:
+        moved = sorted(
+            step["urn"].split("::")[-1]
+            for step in steps
+            if step["type"] == "aws:ec2/subnet:Subnet" and step["op"] not in ("same", "read")
+        )
+        notes.append(
+            "--reselect-azs: the AZs are chosen again; "
+            + (
+                f"subnets replaced: {', '.join(moved)} (with the nodes in them)"
+                if moved
+                else "the same AZs come out: no subnet changes"
+            )
+        )
+    return notes
 
 
 class Lifecycle:
@@ -81,14 +108,17 @@ class Lifecycle:
         confirm: Callable[[Plan], bool] | None = None,
         wait: bool = True,
         wait_timeout_s: float = 3600,
+        workload: str | None = None,
+        reselect_azs: bool = False,
     ) -> UpResult:
         from llmctl.blueprints.catalog import load_blueprint
         from llmctl.blueprints.hardware import hardware
         from llmctl.blueprints.pricing import blueprint_cost
-        from llmctl.infra.platform.config import PlatformConfig
         from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
         bp = load_blueprint(blueprint)
+        record = WorkloadRecord.for_blueprint(bp, workload)  # a bad --workload fails here
+        w_stack = workload_stack(self.stack, workload)
         token = hf_token(hf_token_file)  # a bad token file fails before any cloud call
         require_hf_token(bp, token)
         if target == "kubeconfig":
@@ -100,12 +130,15 @@ class Lifecycle:
         else:
             offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         _blueprint_problems(bp, offline)
-        p_config = PlatformConfig.for_blueprints([bp], stack=self.stack, region=region)
         cost = blueprint_cost(bp, hardware())
         changes: dict[str, dict[str, int]] = {}
+        notes: list[str] = []
         if target == "eks":
             with self.progress.phase("plan"):
-                changes["platform"] = self.engine.preview(platform_spec(self.stack, p_config)).changes
+                p_config, others = self._platform_for(record, region, reselect_azs)
+                preview = self.engine.preview(platform_spec(self.stack, p_config))
+                changes["platform"] = preview.changes
+            notes = _environment_notes(self.stack, others, p_config, preview.steps, reselect_azs)
         if target == "kubeconfig":
             from llmctl.infra.workload.inventory import ensure_cluster_parts
 
@@ -113,7 +146,7 @@ class Lifecycle:
                 ensure_cluster_parts(
                     WorkloadConfig(blueprint=bp, stack=self.stack, platform=offline), kubeconfig
                 )
-        plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost)
+        plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost, notes)
         if confirm is not None and not confirm(plan):
             raise UserAbort("nothing was changed", None)
         if target == "eks":
@@ -125,12 +158,19 @@ class Lifecycle:
         else:
             facts = offline
         w_config = WorkloadConfig(
-            blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(token)
+            blueprint=bp,
+            stack=w_stack,
+            platform=facts,
+            hf_token_present=bool(token),
+            namespace=namespace(bp.name, workload),
         )
         spec = StackSpec(
-            workload_project(bp.name), self.stack, workload_program(w_config, token), {"aws:region": region}
+            workload_project(bp.name),
+            w_stack,
+            workload_program(w_config, token, record),
+            {"aws:region": region, **record.to_config()},
         )
-        with self.progress.phase(f"workload {bp.name}"):
+        with self.progress.phase(f"workload {record.label()}"):
             w_out = self.engine.up(spec, on_event=self.progress.on_event)
         kube = self._kubeconfig(facts, kubeconfig)
         if wait and kube is not None:
@@ -146,11 +186,19 @@ class Lifecycle:
             starts = self._starts(kube, str(w_out.get("namespace") or w_config.ns))
         else:
             starts = []
-        endpoint = self._endpoint(bp, target, w_out, facts, kube)
+        endpoint = self._endpoint(bp, target, w_out, facts, kube, workload)
         from llmctl.state import save_endpoint
 
         save_endpoint(endpoint)
         return UpResult(endpoint, plan, self.progress.timeline, starts)
+
+    def _platform_for(
+        self, record: WorkloadRecord, region: str, reselect_azs: bool
+    ) -> tuple[Any, list[WorkloadRecord]]:
+        """The platform for this workload and every other one recorded in the environment."""
+        env = Environment(self.engine, self.stack, self.progress.note)
+        others = [r for r in env.records() if r.key != record.key]
+        return env.platform_config([*others, record], region=region, reselect_azs=reselect_azs), others
 
     def _starts(self, kube: Path, namespace: str) -> list[Any]:
         """Each serving pod's start timeline (node, image, weights, compile, engine, healthy)."""
@@ -171,7 +219,9 @@ class Lifecycle:
 
         return save_kubeconfig(self.stack, facts.kubeconfig)
 
-    def _endpoint(self, bp: Any, target: str, out: dict[str, Any], facts: Any, kube: Path | None) -> Endpoint:
+    def _endpoint(
+        self, bp: Any, target: str, out: dict[str, Any], facts: Any, kube: Path | None, workload: str | None
+    ) -> Endpoint:
         """Port-forward exposure: localhost (via `llmctl connect`); load balancers: their hostname."""
         port = int(out.get("port") or bp.serving.port)
         namespace = str(out.get("namespace") or bp.name)
@@ -212,25 +262,20 @@ class Lifecycle:
             dashboard_url="http://localhost:8265" if out.get("dashboard_service") else None,
             ui_url="http://localhost:7860" if out.get("ui_service") else None,
             extra=extra,
+            workload=workload,
         )
 
     # ---- down ----------------------------------------------------------------------------
     def workloads(self) -> list[str]:
         """Blueprints with a workload stack in this environment."""
-        prefix = "llmctl-"
-        return sorted(
-            info.project[len(prefix) :]
-            for info in self.engine.list_stacks()
-            if info.stack == self.stack
-            and info.project != PLATFORM_PROJECT
-            and info.project.startswith(prefix)
-        )
+        return sorted({r.blueprint for r in Environment(self.engine, self.stack).records()})
 
     def down(
         self,
         *,
         region: str,
         blueprint: str | None = None,
+        workload: str | None = None,
         keep_platform: bool = False,
         confirm: Callable[[list[str]], bool] | None = None,
         sweep_timeout_s: float = 600,
@@ -238,13 +283,28 @@ class Lifecycle:
         from llmctl.infra.aws.sweep import leftovers, sweep
         from llmctl.state import remove_endpoint
 
-        all_workloads = self.workloads()
-        targets = [blueprint] if blueprint else all_workloads
-        drop_platform = not keep_platform and not [w for w in all_workloads if w not in targets]
+        env = Environment(self.engine, self.stack, self.progress.note)
+        records = env.records()
+        targets = env.select(records, blueprint, workload)  # an unknown one: an error, nothing changed
+        remaining = [r for r in records if r not in targets]
+        # `down` alone removes the environment; with --blueprint/--workload the platform stays, shrunk.
+        whole = blueprint is None and workload is None
+        drop_platform = not keep_platform and whole
         outputs = self.engine.outputs(platform_spec(self.stack)) or {}
         cluster = str(outputs.get("cluster_name") or f"llmctl-{self.stack}")
         region = str(outputs.get("region") or region)
-        listing = [f"workload stack {workload_project(name)}/{self.stack}" for name in targets]
+        shrink = None
+        if outputs and not whole and not keep_platform:
+            shrink = env.platform_config(remaining, region=region)
+            if shrink.pools == [pool["name"] for pool in outputs.get("node_pools") or []]:
+                shrink = None  # every pool is still used: nothing to change
+        listing = [f"workload stack {r.project}/{r.stack(self.stack)}" for r in targets]
+        if shrink is not None:
+            staying = ", ".join(r.label() for r in remaining) or "no workload"
+            listing.append(
+                f"platform stack {PLATFORM_PROJECT}/{self.stack}: shrunk to the pools the workloads left "
+                f"need ({', '.join(shrink.pools)}; {staying} stays)"
+            )
         if drop_platform:
             listing += [
                 f"platform stack {PLATFORM_PROJECT}/{self.stack} (cluster {cluster} in {region})",
@@ -253,12 +313,16 @@ class Lifecycle:
         if confirm is not None and not confirm(listing):
             raise UserAbort("nothing was deleted", None)
         result = DownResult(stack=self.stack, timeline=self.progress.timeline)
-        for name in targets:
-            spec = StackSpec(workload_project(name), self.stack, env=DESTROY_ENV)
-            with self.progress.phase(f"destroy workload {name}"):
+        for record in targets:
+            spec = StackSpec(record.project, record.stack(self.stack), env=DESTROY_ENV)
+            with self.progress.phase(f"destroy workload {record.label()}"):
                 if self.engine.destroy(spec, on_event=self.progress.on_event, remove=True):
                     result.destroyed.append(spec.label)
-            remove_endpoint(self.stack, name)
+            remove_endpoint(self.stack, record.blueprint, record.workload)
+        if shrink is not None:
+            with self.progress.phase("shrink platform"):
+                self.engine.up(platform_spec(self.stack, shrink), on_event=self.progress.on_event)
+            result.updated.append(f"{PLATFORM_PROJECT}/{self.stack}")
         if not drop_platform:
             return result
         spec = StackSpec(PLATFORM_PROJECT, self.stack, env=DESTROY_ENV)
@@ -286,17 +350,26 @@ class Lifecycle:
         return result
 
     # ---- preview -------------------------------------------------------------------------
-    def preview(self, blueprint: str, *, region: str, hf_token_file: Path | None = None) -> PreviewReport:
+    def preview(
+        self,
+        blueprint: str,
+        *,
+        region: str,
+        hf_token_file: Path | None = None,
+        workload: str | None = None,
+        reselect_azs: bool = False,
+    ) -> PreviewReport:
         from llmctl.blueprints.catalog import load_blueprint
         from llmctl.blueprints.hardware import hardware
         from llmctl.blueprints.pricing import blueprint_cost
-        from llmctl.infra.platform.config import PlatformConfig
         from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
         bp = load_blueprint(blueprint)
+        record = WorkloadRecord.for_blueprint(bp, workload)
+        w_stack = workload_stack(self.stack, workload)
         token = hf_token(hf_token_file)
-        p_config = PlatformConfig.for_blueprints([bp], stack=self.stack, region=region)
         _blueprint_problems(bp, PlatformFacts.for_blueprint(bp, stack=self.stack, region=region))
+        p_config, _others = self._platform_for(record, region, reselect_azs)
         platform = self.engine.preview(platform_spec(self.stack, p_config))
         outputs = self.engine.outputs(platform_spec(self.stack))
         # The deployed platform's facts only while the preview changes nothing on it; otherwise
@@ -308,18 +381,22 @@ class Lifecycle:
             else PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         )
         w_config = WorkloadConfig(
-            blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(token)
+            blueprint=bp,
+            stack=w_stack,
+            platform=facts,
+            hf_token_present=bool(token),
+            namespace=namespace(bp.name, workload),
         )
         spec = StackSpec(
             workload_project(bp.name),
-            self.stack,
-            workload_program(w_config, token),
-            {"aws:region": region},
+            w_stack,
+            workload_program(w_config, token, record),
+            {"aws:region": region, **record.to_config()},
         )
-        workload = self.engine.preview(spec)
+        planned = self.engine.preview(spec)
         return PreviewReport(
             bp.name,
             self.stack,
-            {PLATFORM_PROJECT: platform, spec.project: workload},
+            {PLATFORM_PROJECT: platform, spec.project: planned},
             blueprint_cost(bp, hardware()),
         )

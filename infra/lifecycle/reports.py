@@ -23,6 +23,7 @@ class Plan:
     cluster: str
     changes: dict[str, dict[str, int]]
     cost: Any
+    notes: list[str] = field(default_factory=list)  # the environment: shared with, AZs re-chosen
 
     def summary(self) -> list[str]:
         """The lines shown before the confirmation."""
@@ -34,6 +35,7 @@ class Plan:
             + (", ".join(f"{op} {n}" for op, n in changes.items() if op != "same") or "none"),
             f"cost: about ${cost.total_hourly_usd:.2f}/h ({cost.nodes} x {cost.instance_type} "
             f"+ platform ${cost.platform_hourly_usd:.2f}/h)",
+            *self.notes,
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -45,6 +47,7 @@ class Plan:
             "cluster": self.cluster,
             "changes": self.changes,
             "cost": self.cost.to_dict() if self.cost is not None else None,
+            "notes": self.notes,
         }
 
 
@@ -60,6 +63,13 @@ class UpResult:
 def next_commands(endpoint: Endpoint) -> list[str]:
     """What to run after `up`: chat, bench, down."""
     bp, stack = endpoint.blueprint, endpoint.stack
+    if endpoint.workload:  # a named workload: address it by name; `down` only that one
+        flag = f"--blueprint {bp} --stack {stack} --workload {endpoint.workload}"
+        return [
+            f"llmctl connect {flag}",
+            f"llmctl chat --endpoint {endpoint.base_url}",
+            f"llmctl down --stack {stack} --workload {endpoint.workload}",
+        ]
     return [
         f"llmctl chat --blueprint {bp} --stack {stack}",
         f"llmctl bench --blueprint {bp} --stack {stack}",
@@ -73,6 +83,7 @@ def next_commands(endpoint: Endpoint) -> list[str]:
 class DownResult:
     stack: str
     destroyed: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)  # the platform, shrunk for the workloads left
     sweep: Any = None
     leftovers: list[Any] = field(default_factory=list)
     timeline: Timeline = field(default_factory=Timeline)
@@ -83,6 +94,7 @@ class DownResult:
         return {
             "stack": self.stack,
             "destroyed": self.destroyed,
+            "updated": self.updated,
             "sweep": self.sweep.to_dict() if self.sweep is not None else None,
             "leftovers": [asdict(item) for item in self.leftovers],
             "timeline": self.timeline.to_dict(),
@@ -91,6 +103,8 @@ class DownResult:
     def lines(self) -> list[str]:
         """The text `llmctl down` prints."""
         lines = ["destroyed: " + (", ".join(self.destroyed) or "nothing (already gone)")]
+        if self.updated:
+            lines.append(f"updated for the workloads left: {', '.join(self.updated)}")
         if self.sweep is not None:
             lines.append(
                 f"sweep: {len(self.sweep.found)} found, {len(self.sweep.deleted)} deleted, {len(self.sweep.failed)} failed"

@@ -1,4 +1,10 @@
-"""`llmctl stacks list` and `llmctl stacks gc`: preview stacks expire without a hosted service."""
+"""`llmctl stacks list` and `llmctl stacks gc`: preview stacks expire without a hosted service.
+
+A PR's preview is a named workload (`up --stack ci --workload pr-42`: stack `ci.pr-42`) on a
+long-lived environment; `gc --prefix pr-` matches the workload name (or, for a whole environment
+per PR, the stack name) and removes expired workload stacks, and a platform only when no workload
+of its environment is left.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from typing import Any
 
 from llmctl.errors import UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
+from llmctl.infra.lifecycle.environment import split_stack
 from llmctl.infra.lifecycle.orchestrate import DESTROY_ENV
 
 
@@ -30,12 +37,15 @@ def stack_rows(engine: Engine) -> list[dict[str, Any]]:
             "project": info.project,
             "stack": info.stack,
             "kind": "platform" if info.project == PLATFORM_PROJECT else "workload",
+            "environment": split_stack(info.stack)[0],
+            "workload": split_stack(info.stack)[1],
             "last_update": info.last_update.isoformat() if info.last_update else None,
             "resources": info.resource_count,
             "update_in_progress": info.update_in_progress,
         }
         for info in sorted(
-            engine.list_stacks(), key=lambda i: (i.stack, i.project != PLATFORM_PROJECT, i.project)
+            engine.list_stacks(),
+            key=lambda i: (split_stack(i.stack)[0], i.project != PLATFORM_PROJECT, i.stack, i.project),
         )
     ]
 
@@ -49,14 +59,16 @@ class GcResult:
 def expired(
     engine: Engine, older_than: timedelta, *, prefix: str = "", now: datetime | None = None
 ) -> list[StackInfo]:
-    """Stacks whose last update is older than `older_than` (optionally only names starting with prefix).
+    """Stacks whose last update is older than `older_than`; with a prefix, only those whose
+    workload name (`ci.pr-42`: `pr-42`) or else stack name starts with it.
 
     Never a stack with an update in progress (the CLI then reports no last update), nor a platform
-    while a workload of the same environment stays; a stack that never ran an update counts as
-    expired only when it holds no resources.
+    while any workload stack of its environment stays (whatever its name); a stack that never ran
+    an update counts as expired only when it holds no resources.
     """
     now = now or datetime.now(timezone.utc).replace(tzinfo=None)
-    stacks = [info for info in engine.list_stacks() if not prefix or info.stack.startswith(prefix)]
+    every = engine.list_stacks()
+    stacks = [info for info in every if _matches(info, prefix)]
     found = []
     for info in stacks:
         stamp = info.last_update
@@ -66,10 +78,20 @@ def expired(
             continue
         if (stamp is None and not info.resource_count) or (stamp is not None and now - stamp > older_than):
             found.append(info)
-    kept = {info.stack for info in stacks if info not in found and info.project != PLATFORM_PROJECT}
+    kept = {split_stack(i.stack)[0] for i in every if i not in found and i.project != PLATFORM_PROJECT}
     found = [i for i in found if not (i.project == PLATFORM_PROJECT and i.stack in kept)]
     # workloads before their platform
-    return sorted(found, key=lambda i: (i.stack, i.project == PLATFORM_PROJECT))
+    return sorted(found, key=lambda i: (split_stack(i.stack)[0], i.project == PLATFORM_PROJECT, i.stack))
+
+
+def _matches(info: StackInfo, prefix: str) -> bool:
+    workload = split_stack(info.stack)[1]
+    return not prefix or (workload or info.stack).startswith(prefix)
+
+
+def _endpoint_key(info: StackInfo) -> tuple[str, str, str | None]:
+    env, workload = split_stack(info.stack)
+    return env, info.project.removeprefix("llmctl-"), workload
 
 
 def gc(
@@ -87,9 +109,13 @@ def gc(
         return GcResult(labels, [])
     if confirm is not None and not confirm(labels):
         raise UserAbort("nothing was deleted", None)
+    from llmctl.state import remove_endpoint
+
     removed = []
     for info in old:
         spec = StackSpec(info.project, info.stack, env=DESTROY_ENV)
         engine.destroy(spec, remove=True)
         removed.append(f"{info.project}/{info.stack}")
+        if info.project != PLATFORM_PROJECT:
+            remove_endpoint(*_endpoint_key(info))
     return GcResult(labels, removed)

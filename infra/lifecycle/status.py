@@ -1,4 +1,5 @@
-"""`llmctl status` as data: the stacks, the cluster and its Kubernetes add-ons, the endpoints."""
+"""`llmctl status` as data: the stacks, the environment's workloads and their pools, the cluster and
+its Kubernetes add-ons, the endpoints."""
 
 from __future__ import annotations
 
@@ -65,17 +66,36 @@ def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> d
     """A cluster target's status: its stacks, the platform's cluster and its Kubernetes add-ons, and
     with ``blueprint`` the start timeline of its serving pods."""
     from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
+    from llmctl.infra.lifecycle.environment import split_stack
     from llmctl.infra.lifecycle.stacks import stack_rows
 
     platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
     sections: dict[str, Any] = {
-        "stacks": [row for row in stack_rows(engine) if row["stack"] == stack],
+        "stacks": [row for row in stack_rows(engine) if split_stack(row["stack"])[0] == stack],
+        "workloads": workload_rows(stack, engine),
         "cluster": {k: platform.get(k) for k in CLUSTER_KEYS} if platform else None,
         "kubernetes": kube_status(stack) if platform else None,
     }
     if blueprint is not None:
         sections["starts"] = start_status(stack, blueprint)
     return sections
+
+
+def workload_rows(stack: str, engine: Any) -> list[dict[str, Any]]:
+    """Every workload of the environment: blueprint, workload name, its stack, namespace and pools."""
+    from llmctl.infra.lifecycle.environment import Environment
+
+    return [
+        {
+            "blueprint": record.blueprint,
+            "workload": record.workload,
+            "stack": f"{record.project}/{record.stack(stack)}",
+            "namespace": record.namespace,
+            "pools": record.pools,
+            "instance_types": record.instance_types,
+        }
+        for record in Environment(engine, stack).records()
+    ]
 
 
 def port_forwards(endpoint: Any, port: int) -> list[tuple[str, str, int, int, str]]:

@@ -194,6 +194,12 @@ class PlatformConfig(_Strict):
     az_ids: list[str] = Field(
         default_factory=list, description="Preferred AZ IDs in order; empty means the per-region default."
     )
+    pinned_az_ids: list[str] = Field(
+        default_factory=list,
+        description="The AZ IDs the subnets are in, kept from the first `up` of the environment (empty: "
+        "choose by instance offerings, then az_ids). Changing them replaces the subnets "
+        "(`llmctl up --reselect-azs`).",
+    )
     vpc: VpcConfig = Field(default_factory=VpcConfig, description="VPC options.")
     endpoint: EndpointConfig = Field(default_factory=EndpointConfig, description="API endpoint access.")
     core_nodes: CoreNodesConfig = Field(
@@ -256,6 +262,11 @@ class PlatformConfig(_Strict):
             object.__setattr__(self, "kubernetes_version", versions().eks.kubernetes_version.value)
         if not self.az_ids:
             object.__setattr__(self, "az_ids", list(DEFAULT_AZ_IDS.get(self.region, ())))
+        if self.pinned_az_ids and len(set(self.pinned_az_ids)) != self.vpc.az_count:
+            raise ValueError(
+                f"pinned_az_ids {', '.join(self.pinned_az_ids)} must name {self.vpc.az_count} different AZ IDs "
+                "(vpc.az_count)"
+            )
         minor = ".".join(self.kubernetes_version.split(".")[:2])
         pinned = versions().kube_scheduler
         if minor not in pinned and any(pool(name).accelerator in _NEURON for name in self.pools):

@@ -46,13 +46,17 @@ def choose_zones(
     preferred_ids: list[str],
     count: int,
     offered: dict[str, set[str]] | None = None,
+    pinned_ids: list[str] | None = None,
 ) -> list[Zone]:
     """Pick `count` zones: those offering every wanted instance type first, then preferred AZ IDs.
 
     `offered` maps instance type -> zone names offering it (None: no accelerator to place).
-    Each wanted instance type must be offered in at least one chosen zone.
+    Each wanted instance type must be offered in at least one chosen zone. `pinned_ids` (the AZ IDs
+    an earlier `up` chose) are kept as they are: moving a subnet replaces it.
     """
     offered = offered or {}
+    if pinned_ids:
+        return _pinned(zones, pinned_ids, offered)
 
     def rank(item: tuple[int, Zone]) -> tuple[int, int, int]:
         position, zone = item
@@ -74,6 +78,21 @@ def choose_zones(
                 "availability-zone-id`) or set az_ids",
             )
     return sorted(chosen, key=lambda zone: zones.index(zone))
+
+
+def _pinned(zones: list[Zone], pinned_ids: list[str], offered: dict[str, set[str]]) -> list[Zone]:
+    reselect = "`llmctl up --reselect-azs` chooses the AZs again (it replaces the subnets)"
+    missing = [zid for zid in pinned_ids if zid not in {zone.id for zone in zones}]
+    if missing:
+        raise CloudError(f"the environment's AZ(s) {', '.join(missing)} are not available now", reselect)
+    chosen = [zone for zone in zones if zone.id in pinned_ids]
+    for instance_type, names in sorted(offered.items()):
+        if not any(zone.name in names for zone in chosen):
+            raise CloudError(
+                f"{instance_type} is not offered in the environment's AZs ({', '.join(pinned_ids)})",
+                f"deploy it to another environment (--stack), or {reselect}",
+            )
+    return chosen
 
 
 def plan_subnets(cidr: str, pods_cidr: str, az_count: int) -> SubnetPlan:
@@ -195,7 +214,11 @@ class Network(pulumi.ComponentResource):
         config = self._config
         invoke = pulumi.InvokeOptions(parent=self)
         self.zones = choose_zones(
-            _zones(invoke), config.az_ids, config.vpc.az_count, _offerings(config.instance_types, invoke)
+            _zones(invoke),
+            config.az_ids,
+            config.vpc.az_count,
+            _offerings(config.instance_types, invoke),
+            config.pinned_az_ids,
         )
         plan = plan_subnets(config.vpc.cidr, config.vpc.pods_cidr, config.vpc.az_count)
         vpc = aws.ec2.Vpc(

@@ -103,6 +103,8 @@ def build_platform(config: PlatformConfig) -> None:
         "pod_identity", {"agent_addon": "eks-pod-identity-agent", "cache_role_arn": cache.reader_role.arn}
     )
     pulumi.export("vpc_id", network.vpc_id)
+    # The AZ IDs of the subnets: later `up`s of the environment keep them (pinned_az_ids).
+    pulumi.export("az_ids", [zone.id for zone in network.zones])
     pulumi.export("node_pools", node_pool_outputs(config))
     pulumi.export("neuron_scheduler", SCHEDULER_NAME)
     pulumi.export("ingress_class", ingress.ingress_class)

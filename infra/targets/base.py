@@ -52,6 +52,11 @@ class UpRequest:
     port: int | None = None
     wait: bool = True
     wait_timeout_s: float = 3600
+    workload: str | None = None  # a named workload of the environment (its own stack and namespace)
+    reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
+
+    def __post_init__(self) -> None:
+        _check_names(self.stack, self.workload)
 
 
 @dataclass(frozen=True)
@@ -64,10 +69,26 @@ class DownRequest:
     blueprint: str | None = None
     all_workloads: bool = False
     keep_platform: bool = False
+    workload: str | None = None
 
     def __post_init__(self) -> None:
-        if self.blueprint and self.all_workloads:
-            raise LlmctlError("--blueprint and --all exclude each other", "pass one of them")
+        if (self.blueprint or self.workload) and self.all_workloads:
+            raise LlmctlError("--blueprint/--workload and --all exclude each other", "pass one of them")
+        _check_names(self.stack, self.workload)
+
+
+def _check_names(stack: str, workload: str | None) -> None:
+    """A bad --workload, or a workload stack given as --stack, fails before any preflight or Pulumi call."""
+    from llmctl.infra.lifecycle.environment import check_workload, is_workload_stack
+
+    if is_workload_stack(stack):
+        env, _, name = stack.partition(".")
+        raise LlmctlError(
+            f"--stack {stack!r} names a workload stack, not an environment",
+            f"pass --stack {env} --workload {name}",
+        )
+    if workload is not None:
+        check_workload(workload)
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,8 @@ class Target(ABC):
     # Operation -> what it needs; an operation missing here is not offered by the target.
     needs: ClassVar[Mapping[Operation, frozenset[Need]]]
     own_flags: ClassVar[tuple[OwnFlags, ...]] = ()
+    # Whether the target runs workload stacks, so it takes `--workload` (the cluster targets).
+    takes_workloads: ClassVar[bool] = False
 
     def preflight(
         self, operation: Operation, *, region: str | None = None, kubeconfig: Path | None = None

@@ -41,6 +41,7 @@ class KubernetesTarget(Target):
     """A workload stack on a Kubernetes cluster (and, for eks, the platform stack under it)."""
 
     name: ClassVar[ClusterTarget]
+    takes_workloads = True
     # Whether llmctl owns the platform (stack, cluster, sweep) or only the workloads on it.
     owns_platform: ClassVar[bool]
 
@@ -70,6 +71,8 @@ class KubernetesTarget(Target):
             confirm=lambda plan: confirm("Deploy?", plan.summary()),
             wait=request.wait,
             wait_timeout_s=request.wait_timeout_s,
+            workload=request.workload,
+            reselect_azs=request.reselect_azs,
         )
         # A port-forwarded service answers on localhost only once `llmctl connect` runs.
         return replace(result, via_connect="localhost" in result.endpoint.base_url)
@@ -80,6 +83,7 @@ class KubernetesTarget(Target):
         return lifecycle.down(
             region=self.region(request.region),
             blueprint=request.blueprint,
+            workload=request.workload,
             keep_platform=request.keep_platform or not self.owns_platform,
             confirm=lambda items: confirm("Destroy?", items),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmctl.infra.targets.base import UpRequest, needs_table
+from llmctl.infra.targets.base import OwnFlags, UpRequest, needs_table
 from llmctl.infra.targets.cluster import KubernetesTarget, open_engine
 
 if TYPE_CHECKING:
@@ -22,6 +22,13 @@ class EksTarget(KubernetesTarget):
         preview={"pulumi", "aws"},
         status={"pulumi"},
         connect={"kubectl"},
+    )
+    own_flags = (
+        OwnFlags(
+            ("reselect_azs",),
+            "--reselect-azs applies to --target eks only",
+            "llmctl chooses AZs only for the platforms it builds",
+        ),
     )
 
     def region(self, given: str | None) -> str:
@@ -47,5 +54,9 @@ class EksTarget(KubernetesTarget):
         progress = Progress("quiet")
         lifecycle = Lifecycle(open_engine(request.backend, progress), progress, stack=request.stack)
         return lifecycle.preview(
-            request.blueprint, region=self.region(request.region), hf_token_file=request.hf_token_file
+            request.blueprint,
+            region=self.region(request.region),
+            hf_token_file=request.hf_token_file,
+            workload=request.workload,
+            reselect_azs=request.reselect_azs,
         )

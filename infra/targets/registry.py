@@ -42,6 +42,11 @@ def get_target(name: str, request: object | None = None) -> Target:
             for flags in other.own_flags if other is not target else ():
                 if flags.given(request):
                     raise LlmctlError(flags.message, flags.hint)
+        if getattr(request, "workload", None) and not target.takes_workloads:
+            raise LlmctlError(
+                f"--workload does not apply to --target {name}",
+                "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
+            )
     return target
 
 
@@ -55,11 +60,11 @@ def connect_needs() -> frozenset[Need]:
     return frozenset().union(*(t.needs.get("connect", frozenset()) for t in TARGETS.values()))
 
 
-def connect(stack: str, blueprint: str, port: int) -> Connection:
+def connect(stack: str, blueprint: str, port: int, workload: str | None = None) -> Connection:
     """`llmctl connect`: find the recorded endpoint and let its target reach it."""
     from llmctl.infra.targets.needs import check_needs
     from llmctl.state import load_endpoint
 
     check_needs(connect_needs())
-    found = load_endpoint(stack, blueprint)
+    found = load_endpoint(stack, blueprint, workload)
     return get_target(found.target).connect(found, port)

@@ -242,7 +242,11 @@ class WorkloadConfig(_Strict):
     """One workload stack: a blueprint on a platform."""
 
     blueprint: Blueprint = Field(description="The validated blueprint to deploy.")
-    stack: str = Field("dev", description="Environment (platform stack) name, e.g. 'dev'.")
+    stack: str = Field(
+        "dev",
+        description="Workload stack name: the environment (platform stack), e.g. 'dev', or "
+        "'<environment>.<workload>' for a named workload (it names the ECR repository).",
+    )
     platform: PlatformFacts = Field(description="Facts of the platform the workload lands on.")
     hf_token_present: bool = Field(
         False, description="Whether a Hugging Face token was supplied (never the token)."

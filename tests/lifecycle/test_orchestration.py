@@ -148,26 +148,6 @@ def test_a_failed_workload_step_keeps_what_was_made_and_the_next_up_resumes(engi
     assert load_endpoint("dev", BP).blueprint == BP
 
 
-def test_a_removed_pool_is_deleted_in_order_on_the_next_up(engine: StandinEngine) -> None:
-    lifecycle().up("llama2-inf2", region=REGION, wait=False)
-    before = {short(u) for u in engine.resources(PLATFORM_PROJECT, "dev")}
-    lifecycle().up(BP, region=REGION, wait=False)  # this blueprint's platform has no Neuron pool
-    after = {short(u) for u in engine.resources(PLATFORM_PROJECT, "dev")}
-    [run] = [r for r in engine.deletes() if r["project"] == PLATFORM_PROJECT]
-    assert run["kind"] == "update"
-    assert [sorted(short(u) for u in wave) for wave in run["waves"]] == [
-        [
-            "kubernetes:helm.sh/v3:Release::neuron-release",
-            "kubernetes:karpenter.sh/v1:NodePool::nodepools-inferentia-inf2-nodepool",
-        ],
-        [
-            "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::nodepools-inferentia-inf2-nodeclass",
-            "llmctl:platform:Neuron::neuron",
-        ],
-    ]
-    assert before - after == {short(u) for wave in run["waves"] for u in wave}
-
-
 def test_blueprint_the_platform_cannot_schedule_is_refused_before_the_workload(
     engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

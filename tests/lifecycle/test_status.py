@@ -101,3 +101,50 @@ def test_connect_forwards_each_recorded_service_until_interrupted(
         ("tiny-cpu-serve-svc", "18000", "8000", "started"),
         ("tiny-cpu-serve-svc", "18000", "8000", "stopped"),
     ]
+
+
+def test_environment_rules_without_an_engine() -> None:
+    """Names, namespaces, the union of records and the gc prefix rule (pure functions)."""
+    from datetime import datetime
+
+    from llmctl.errors import LlmctlError
+    from llmctl.infra.lifecycle.engine import StackInfo
+    from llmctl.infra.lifecycle.environment import (
+        WorkloadRecord,
+        check_workload,
+        namespace,
+        split_stack,
+        union,
+        workload_stack,
+    )
+    from llmctl.infra.lifecycle.stacks import _matches
+
+    assert workload_stack("ci", "pr-42") == "ci.pr-42" and workload_stack("dev", None) == "dev"
+    assert split_stack("ci.pr-42") == ("ci", "pr-42") and split_stack("dev") == ("dev", None)
+    for bad in ("PR-42", "pr_42", "-pr", "pr-", "x" * 33):
+        with pytest.raises(LlmctlError):
+            check_workload(bad)
+    assert namespace("tiny-cpu", "pr-42") == "tiny-cpu-pr-42" and namespace("tiny-cpu", None) is None
+    with pytest.raises(LlmctlError, match="longer than 63"):
+        namespace("b" * 40, "w" * 30)
+    a = WorkloadRecord(
+        blueprint="a", pools=["core", "inferentia-inf2"], instance_types=["inf2.48xlarge"], namespace="a"
+    )
+    b = WorkloadRecord(blueprint="b", pools=["gpu-nvidia"], instance_types=["p4de.24xlarge"], namespace="b")
+    assert (
+        union([a, b])
+        == union([b, a])
+        == (
+            ["core", "default", "gpu-nvidia", "inferentia-inf2"],
+            ["inf2.48xlarge", "p4de.24xlarge"],
+        )
+    )
+
+    def info(project: str, stack: str) -> StackInfo:
+        return StackInfo(project, stack, datetime(2026, 1, 1), 3, False)
+
+    assert _matches(info("llmctl-b", "ci.pr-42"), "pr-") and not _matches(
+        info("llmctl-platform", "ci"), "pr-"
+    )
+    assert _matches(info("llmctl-b", "pr-7"), "pr-") and _matches(info("llmctl-platform", "ci"), "")
+    assert not _matches(info("llmctl-b", "pr-7.x"), "pr-")

@@ -96,6 +96,7 @@ FLAGS: dict[str, tuple[set[str], set[str]]] = {
         {"--json", "-j", "--show-secrets", "--full-dates"},
     ),
     "stack export": ({"--stack", "-s", "--file", "--version"}, {"--show-secrets"}),
+    "config": ({"--stack", "-s"}, {"--show-secrets", "--json", "-j"}),
     "config set-all": ({"--stack", "-s", "--plaintext", "--secret", "--json"}, {"--path"}),
     "config refresh": ({"--stack", "-s"}, {"--force", "-f"}),
     "cancel": ({"--stack", "-s"}, {"--yes", "-y"}),
@@ -108,12 +109,27 @@ SUBCOMMANDS = {
 }
 
 
+def _words(argv: list[str]) -> list[str]:
+    """The words of a command line, without flags and the values of `--stack`-like flags."""
+    words: list[str] = []
+    takes_value = GLOBAL_VALUES | {"--stack", "-s"}
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = arg in takes_value
+        else:
+            words.append(arg)
+    return words
+
+
 class Args:
     """The parsed command line: the command words, flag values (repeatable) and switches."""
 
     def __init__(self, argv: list[str]) -> None:
         words: list[str] = []
-        head = [a for a in argv if not a.startswith("-")][:2]
+        head = _words(argv)[:2]
         command = head[0] if head else ""
         if command not in COMMANDS:
             raise CliError(
@@ -252,6 +268,19 @@ def light(args: Args) -> None:
                 stack.set_config(key, value, secret)
         return
     if command == "config refresh":
+        return
+    if command == "config":  # `pulumi config --show-secrets --json`: key -> {value, secret}
+        if args.on("--show-secrets"):
+            stack.unlock_secrets()
+        values, secret_keys = stack.config_values()
+        shown = {
+            key: {
+                "value": value if args.on("--show-secrets") or key not in secret_keys else "[secret]",
+                "secret": key in secret_keys,
+            }
+            for key, value in values.items()
+        }
+        print(json.dumps(shown, indent=4))
         return
     if command == "stack output":
         if args.on("--show-secrets"):

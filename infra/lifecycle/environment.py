@@ -1,0 +1,242 @@
+"""Environments: one platform stack shared by any number of workload stacks.
+
+An environment is the platform stack `llmctl-platform/<env>`. Each workload on it is a stack of
+its blueprint's project: `llmctl-<blueprint>/<env>` (the default workload) or
+`llmctl-<blueprint>/<env>.<workload>` (a named one, e.g. `ci.pr-42`, with its own namespace).
+Every workload stack records what it needs from the platform (:class:`WorkloadRecord`: its
+blueprint, pools and accelerator instance types) as a stack output, saved in the backend so any
+machine reads it without running the program, and in its stack config. The platform is built for
+the union of the records (:meth:`Environment.platform_config`), so the order of `up`s does not
+matter and a later `up` never removes a pool another workload uses. The AZ IDs the first `up`
+chose are an output of the platform stack; later `up`s pin them (``pinned_az_ids`` in its config).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmctl.errors import LlmctlError
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
+
+RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its record
+RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
+AZ_OUTPUT = "az_ids"  # the platform stack's output: the AZ IDs its subnets are in
+_PREFIX = "llmctl-"
+_WORKLOAD = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+_ENV = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+
+
+def check_workload(name: str) -> str:
+    """A workload name (`pr-42`), or a one-line error: it becomes part of a stack, a namespace and
+    an ECR repository name."""
+    if not _WORKLOAD.match(name):
+        raise LlmctlError(
+            f"invalid workload name {name!r}",
+            "use lowercase letters, digits and '-' (at most 32 characters, starting and ending with a "
+            "letter or digit), e.g. pr-42",
+        )
+    return name
+
+
+def workload_stack(env: str, workload: str | None) -> str:
+    """The workload stack's name: the environment, or `<env>.<workload>`."""
+    return f"{env}.{check_workload(workload)}" if workload else env
+
+
+def split_stack(name: str) -> tuple[str, str | None]:
+    """`ci.pr-42` -> ('ci', 'pr-42'); `dev` -> ('dev', None). Environment names have no '.'."""
+    env, dot, workload = name.partition(".")
+    return env, (workload if dot else None)
+
+
+def is_workload_stack(name: str) -> bool:
+    """Whether `name` reads as `<env>.<workload>` (e.g. `ci.pr-42`)."""
+    env, workload = split_stack(name)
+    return bool(workload and _ENV.match(env) and _WORKLOAD.match(workload))
+
+
+def namespace(blueprint: str, workload: str | None) -> str | None:
+    """The Kubernetes namespace of a named workload (`<blueprint>-<workload>`); None for the
+    default one (the blueprint's name, as before)."""
+    if not workload:
+        return None
+    found = f"{blueprint}-{workload}"
+    if len(found) > 63:
+        raise LlmctlError(
+            f"namespace {found!r} is longer than 63 characters",
+            "use a shorter --workload name",
+        )
+    return found
+
+
+class WorkloadRecord(BaseModel):
+    """What one workload stack needs from its environment's platform."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    blueprint: str = Field(description="Blueprint name (the workload stack's project is llmctl-<name>).")
+    workload: str | None = Field(None, description="Workload name; None for the default workload.")
+    pools: list[str] = Field(default_factory=list, description="Node pools the workload runs on.")
+    instance_types: list[str] = Field(
+        default_factory=list, description="Accelerator instance types the platform's AZs must offer."
+    )
+    namespace: str = Field(description="Kubernetes namespace of the workload.")
+
+    @classmethod
+    def for_blueprint(cls, bp: Any, workload: str | None = None) -> WorkloadRecord:
+        """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.infra.pools`)."""
+        from llmctl.blueprints.hardware import hardware
+        from llmctl.infra.pools import pools_for
+
+        return cls(
+            blueprint=bp.name,
+            workload=workload,
+            pools=[spec.name for spec in pools_for([bp], hardware())],
+            instance_types=[bp.compute.instance_type] if bp.compute.accelerator != "cpu" else [],
+            namespace=namespace(bp.name, workload) or bp.name,
+        )
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.blueprint, self.workload)
+
+    @property
+    def project(self) -> str:
+        return workload_project(self.blueprint)
+
+    def stack(self, env: str) -> str:
+        return workload_stack(env, self.workload)
+
+    def label(self) -> str:
+        """'llama2-inf2' or 'llama2-inf2 (workload pr-42)'."""
+        return self.blueprint + (f" (workload {self.workload})" if self.workload else "")
+
+    def to_config(self) -> dict[str, str]:
+        """The workload stack's config entry holding this record."""
+        return {RECORD_CONFIG: self.model_dump_json()}
+
+
+def union(records: Iterable[WorkloadRecord]) -> tuple[list[str], list[str]]:
+    """(pools, instance types) every record together needs; sorted, so order-independent."""
+    chosen = list(records)
+    pools = sorted({"core", "default", *(name for r in chosen for name in r.pools)})
+    types = sorted({kind for r in chosen for kind in r.instance_types})
+    return pools, types
+
+
+class Environment:
+    """The workloads recorded in one environment and the platform they need together."""
+
+    def __init__(self, engine: Engine, stack: str, note: Callable[[str], None] | None = None) -> None:
+        self.engine = engine
+        self.stack = stack
+        self.note = note or (lambda _text: None)
+
+    def stacks(self) -> list[tuple[str, str]]:
+        """(project, stack) of every workload stack of this environment."""
+        found = []
+        for info in self.engine.list_stacks():
+            if info.project == PLATFORM_PROJECT or not info.project.startswith(_PREFIX):
+                continue
+            if split_stack(info.stack)[0] == self.stack:
+                found.append((info.project, info.stack))
+        return sorted(found)
+
+    def records(self) -> list[WorkloadRecord]:
+        """Each workload stack's record: its output, else its stack config (a first `up` that failed
+        before the outputs were saved), else rebuilt from the catalog blueprint of its project."""
+        found = [self._read(project, stack) for project, stack in self.stacks()]
+        return sorted(found, key=lambda r: (r.blueprint, r.workload or ""))
+
+    def _read(self, project: str, stack: str) -> WorkloadRecord:
+        spec = StackSpec(project, stack)
+        raw: Any = (self.engine.outputs(spec) or {}).get(RECORD_OUTPUT)
+        if raw is None:
+            raw = self.engine.config(spec).get(RECORD_CONFIG)
+        blueprint = project[len(_PREFIX) :]
+        workload = split_stack(stack)[1]
+        if raw is not None:
+            try:
+                data = json.loads(raw) if isinstance(raw, str) else raw
+                return WorkloadRecord.model_validate(data)
+            except (ValueError, ValidationError):
+                self.note(f"the record of {project}/{stack} is unreadable; using the catalog blueprint")
+        from llmctl.blueprints.catalog import load_blueprint
+
+        try:
+            return WorkloadRecord.for_blueprint(load_blueprint(blueprint), workload)
+        except LlmctlError:
+            self.note(f"{project}/{stack} has no record and no catalog blueprint: its pools are not kept")
+            return WorkloadRecord(
+                blueprint=blueprint, workload=workload, namespace=namespace(blueprint, workload) or blueprint
+            )
+
+    def pinned_az_ids(self) -> list[str]:
+        """The AZ IDs the platform's subnets are in (empty before the first `up`)."""
+        outputs = self.engine.outputs(StackSpec(PLATFORM_PROJECT, self.stack)) or {}
+        return [str(az) for az in outputs.get(AZ_OUTPUT) or []]
+
+    def platform_config(
+        self, records: Iterable[WorkloadRecord], *, region: str, reselect_azs: bool = False
+    ) -> Any:
+        """The platform every record needs together, in the AZs chosen before (unless reselecting)."""
+        from llmctl.infra.platform.config import validate_config
+
+        pools, instance_types = union(records)
+        data: dict[str, Any] = {
+            "stack": self.stack,
+            "region": region,
+            "pools": pools,
+            "instance_types": instance_types,
+        }
+        pinned = [] if reselect_azs else self.pinned_az_ids()
+        if pinned:
+            data["pinned_az_ids"] = pinned
+        return validate_config(data, source="the environment's workloads")
+
+    def select(
+        self, records: list[WorkloadRecord], blueprint: str | None, workload: str | None
+    ) -> list[WorkloadRecord]:
+        """The records `down` removes: those matching the blueprint and workload given (all when
+        neither is); a filter matching none is an error naming what is there."""
+        if workload:
+            check_workload(workload)
+        if blueprint is None and workload is None:
+            return records
+        chosen = [
+            r
+            for r in records
+            if (blueprint is None or r.blueprint == blueprint)
+            and (workload is None or r.workload == workload)
+        ]
+        if not chosen:
+            wanted = " ".join(
+                part
+                for part in (blueprint and f"blueprint {blueprint}", workload and f"workload {workload}")
+                if part
+            )
+            there = ", ".join(r.label() for r in records) or "none"
+            raise LlmctlError(
+                f"no {wanted} in environment {self.stack!r}; deployed there: {there}",
+                "pass one of those (or no --blueprint to remove the whole environment); nothing was changed",
+            )
+        return chosen
+
+
+def workload_program(config: Any, hf_token: str | None, record: WorkloadRecord) -> Callable[[], None]:
+    """The workload stack's program: the workload, and its record as an output."""
+
+    def program() -> None:
+        import pulumi
+
+        from llmctl.infra.workload.program import build_workload
+
+        build_workload(config, hf_token)
+        pulumi.export(RECORD_OUTPUT, record.model_dump(mode="json"))
+
+    return program
