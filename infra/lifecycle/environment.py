@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmctl.errors import LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
+from llmctl.infra.pools import ALWAYS_POOLS
 
 RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its record
 RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
@@ -124,7 +125,7 @@ class WorkloadRecord(BaseModel):
 def union(records: Iterable[WorkloadRecord]) -> tuple[list[str], list[str]]:
     """(pools, instance types) every record together needs; sorted, so order-independent."""
     chosen = list(records)
-    pools = sorted({"core", "default", *(name for r in chosen for name in r.pools)})
+    pools = sorted({*ALWAYS_POOLS, *(name for r in chosen for name in r.pools)})
     types = sorted({kind for r in chosen for kind in r.instance_types})
     return pools, types
 

@@ -75,14 +75,15 @@ def test_two_blueprints_share_the_platform_in_any_order_and_down_shrinks_it(engi
     assert [p["name"] for p in engine.outputs(PLATFORM_PROJECT, "ab")["node_pools"]] == [
         "core",
         "default",
+        "ray-head",
         "inferentia-inf2",
         "gpu-nvidia",
     ]
     # each workload recorded its blueprint and pools where any machine can read them back
     rows = workload_rows("ab", lifecycle().engine)
     assert [(r["blueprint"], r["workload"], r["pools"]) for r in rows] == [
-        (B, None, ["core", "default", "gpu-nvidia"]),
-        (A, None, ["core", "default", "inferentia-inf2"]),
+        (B, None, ["core", "default", "ray-head", "gpu-nvidia"]),
+        (A, None, ["core", "default", "ray-head", "inferentia-inf2"]),
     ]
 
     # the other order gives the same platform
@@ -106,7 +107,7 @@ def test_two_blueprints_share_the_platform_in_any_order_and_down_shrinks_it(engi
         region=REGION, blueprint=A, confirm=lambda items: listed.append(items) or True
     )
     assert result.destroyed == [f"llmctl-{A}/ab"] and result.updated == [f"{PLATFORM_PROJECT}/ab"]
-    assert "shrunk to the pools the workloads left need (core, default, gpu-nvidia" in listed[0][-1]
+    assert "shrunk to the pools the workloads left need (core, default, ray-head, gpu-nvidia" in listed[0][-1]
     [run_] = [r for r in engine.deletes() if r["project"] == PLATFORM_PROJECT]
     assert run_["kind"] == "update"
     assert [sorted(short(u) for u in wave) for wave in run_["waves"]] == [
@@ -246,6 +247,7 @@ def test_a_workload_whose_first_up_failed_still_keeps_its_pool(engine: StandinEn
     assert [p["name"] for p in engine.outputs(PLATFORM_PROJECT, "dev")["node_pools"]] == [
         "core",
         "default",
+        "ray-head",
         "inferentia-inf2",
     ]
 

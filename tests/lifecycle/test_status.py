@@ -135,7 +135,7 @@ def test_environment_rules_without_an_engine() -> None:
         union([a, b])
         == union([b, a])
         == (
-            ["core", "default", "gpu-nvidia", "inferentia-inf2"],
+            ["core", "default", "gpu-nvidia", "inferentia-inf2", "ray-head"],
             ["inf2.48xlarge", "p4de.24xlarge"],
         )
     )
