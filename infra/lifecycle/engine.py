@@ -340,6 +340,18 @@ class Engine:
                 return None
             return {key: value.value for key, value in stack.outputs().items()}
 
+    def state_resources(self, spec: StackSpec) -> list[dict[str, Any]]:
+        """The resources in the stack's saved state (`pulumi stack export`); [] when it does not exist."""
+        from pulumi.automation.errors import StackNotFoundError
+
+        with self._translated(spec):
+            try:
+                stack = self._stack(StackSpec(spec.project, spec.stack), create=False)
+            except StackNotFoundError:
+                return []
+            deployment = stack.export_stack().deployment or {}
+            return list(deployment.get("resources") or [])
+
     def list_stacks(self) -> list[StackInfo]:
         """Every stack of every llmctl project in the backend."""
         from pulumi import automation as auto

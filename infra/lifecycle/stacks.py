@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from llmctl.errors import UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
-from llmctl.infra.lifecycle.orchestrate import DESTROY_ENV
 
 
 def parse_age(text: str) -> timedelta:
@@ -44,6 +43,7 @@ def stack_rows(engine: Engine) -> list[dict[str, Any]]:
 class GcResult:
     expired: list[str]
     removed: list[str]
+    notes: list[str] = field(default_factory=list)  # why Kubernetes objects were dropped from state
 
 
 def expired(
@@ -87,9 +87,31 @@ def gc(
         return GcResult(labels, [])
     if confirm is not None and not confirm(labels):
         raise UserAbort("nothing was deleted", None)
+    # The rule of `down`: every environment's cluster is checked before anything is destroyed.
+    plans = {
+        env: _teardown(engine, env, [i for i in old if i.stack == env]) for env in {i.stack for i in old}
+    }
     removed = []
     for info in old:
-        spec = StackSpec(info.project, info.stack, env=DESTROY_ENV)
-        engine.destroy(spec, remove=True)
+        spec = StackSpec(info.project, info.stack, env=plans[info.stack].env)
+        with plans[info.stack].guard():
+            engine.destroy(spec, remove=True)
         removed.append(f"{info.project}/{info.stack}")
-    return GcResult(labels, removed)
+    notes = [note for env in sorted(plans) for note in plans[env].notes]
+    return GcResult(labels, removed, notes)
+
+
+def _teardown(engine: Engine, env: str, infos: list[StackInfo]) -> Any:
+    """How one environment's expired stacks are destroyed (see :mod:`teardown`)."""
+    from llmctl.infra.lifecycle.teardown import decide
+
+    outputs = engine.outputs(StackSpec(PLATFORM_PROJECT, env))
+    values = outputs or {}
+    return decide(
+        engine,
+        [StackSpec(i.project, i.stack) for i in infos],
+        stack=env,
+        outputs=outputs,
+        cluster=str(values.get("cluster_name") or f"llmctl-{env}"),
+        region=str(values["region"]) if values.get("region") else None,
+    )

@@ -64,6 +64,7 @@ class DownRequest:
     blueprint: str | None = None
     all_workloads: bool = False
     keep_platform: bool = False
+    force: bool = False  # destroy with delete-unreachable although the cluster may exist (asked for)
 
     def __post_init__(self) -> None:
         if self.blueprint and self.all_workloads:

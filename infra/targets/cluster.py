@@ -81,6 +81,7 @@ class KubernetesTarget(Target):
             region=self.region(request.region),
             blueprint=request.blueprint,
             keep_platform=request.keep_platform or not self.owns_platform,
+            force=request.force,
             confirm=lambda items: confirm("Destroy?", items),
         )
 
