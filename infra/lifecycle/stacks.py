@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmctl.errors import UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.teardown import Teardown
 
 
 def parse_age(text: str) -> timedelta:
@@ -101,7 +104,7 @@ def gc(
     return GcResult(labels, removed, notes)
 
 
-def _teardown(engine: Engine, env: str, infos: list[StackInfo]) -> Any:
+def _teardown(engine: Engine, env: str, infos: list[StackInfo]) -> Teardown:
     """How one environment's expired stacks are destroyed (see :mod:`teardown`)."""
     from llmctl.infra.lifecycle.teardown import decide
 

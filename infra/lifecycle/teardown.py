@@ -149,8 +149,8 @@ def describe_cluster(cluster: str, region: str | None, *, session: Any = None) -
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        client = (session or boto3.session.Session(region_name=region)).client("eks", region_name=region)
-        found = client.describe_cluster(name=cluster)
+        maker: Any = session or boto3.session.Session(region_name=region)
+        found = maker.client("eks", region_name=region).describe_cluster(name=cluster)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
