@@ -74,7 +74,8 @@ class Teardown:
                     self.cluster,
                     self.region,
                     self.stack,
-                    f"a destroy found its Kubernetes API unreachable: {first_line(exc.message)}",
+                    f"a destroy found its Kubernetes API unreachable ({first_line(exc.message)})",
+                    started=True,
                 ) from exc
             raise
 
@@ -89,11 +90,15 @@ def is_unreachable(exc: LlmctlError) -> bool:
     return any(word in text for word in UNREACHABLE_WORDS)
 
 
-def refusal(cluster: str, region: str, stack: str, why: str, drops: str = "") -> PrerequisiteError:
-    """`down` refuses: one line saying why, the hint naming the fixes and what --force drops."""
+def refusal(
+    cluster: str, region: str, stack: str, why: str, drops: str = "", *, started: bool = False
+) -> PrerequisiteError:
+    """`down` refuses: one line saying why, the hint naming the fixes and what --force drops.
+    `started`: a destroy had begun (what it deleted before the failure is gone; nothing was dropped)."""
     flag = "" if stack == "dev" else f" --stack {stack}"
+    outcome = "nothing was dropped from state" if started else "nothing was changed"
     return PrerequisiteError(
-        f"cluster {cluster} cannot be torn down safely: {why}; nothing was changed",
+        f"cluster {cluster} cannot be torn down safely: {why}; {outcome}",
         "refresh your AWS credentials (`aws sso login` or new keys) and the kubeconfig "
         f"(`aws eks update-kubeconfig --name {cluster} --region {region}`), then run `llmctl down{flag}` again; "
         f"or `llmctl down{flag} --force` drops {drops or 'the Kubernetes objects in state'} from state "
@@ -222,7 +227,7 @@ def decide(
             *lines,
         ]
         return plan
-    if outputs is None:
+    if outputs is None or not specs:
         return plan
     state = describe_cluster(cluster, region, session=session)
     if state.gone:

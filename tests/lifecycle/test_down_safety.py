@@ -242,3 +242,42 @@ def test_stacks_gc_follows_the_same_rule(engine: StandinEngine, aws: str) -> Non
     assert data["removed"] == [f"{WL}/pr-9", f"{PLATFORM}/pr-9"]
     assert "is gone (eks:DescribeCluster" in data["notes"][0]
     assert {c["delete_unreachable"] for c in destroys(engine)} == {"true"}
+
+
+def test_down_refuses_when_aws_cannot_say_whether_the_cluster_exists(
+    engine: StandinEngine, aws: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lifecycle_support import lifecycle
+
+    from llmctl.errors import PrerequisiteError
+
+    assert up()[0] == 0
+    before = engine.resources(PLATFORM, "dev")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EKS", "http://127.0.0.1:9")  # EKS does not answer
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    with pytest.raises(PrerequisiteError) as info:
+        lifecycle().down(region=aws, confirm=lambda items: True)
+    assert "AWS cannot say whether it still exists: eks:DescribeCluster failed" in info.value.message
+    assert info.value.message.endswith("nothing was changed")
+    assert "aws sso login" in (info.value.hint or "") and "--force" in (info.value.hint or "")
+    assert destroys(engine) == [] and engine.resources(PLATFORM, "dev") == before
+
+
+def test_a_destroy_that_finds_the_cluster_unreachable_becomes_the_refusal_without_a_sweep(
+    engine: StandinEngine, aws: str
+) -> None:
+    eks_cluster(aws)
+    engine.control(fail={"nodepools-default-nodepool": "creating NodePool default: webhook unavailable"})
+    assert up()[0] == 5  # no kubeconfig saved: down cannot check the API before destroying
+    engine.control(fail={}, kube_unreachable=True)
+    code, _out, err = run("down", "--yes", "--progress", "plain")
+    assert code == 3, err
+    assert (
+        "a destroy found its Kubernetes API unreachable (" in err and "configured Kubernetes cluster" in err
+    )
+    assert "nothing was dropped from state" in err and "--force" in err
+    assert "sweeping" not in err  # an unreachable cluster is not swept under
+    assert [c["delete_unreachable"] for c in destroys(engine)] == [None]
+    left = {r["type"] for r in engine.resources(PLATFORM, "dev").values()}
+    assert {"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:helm.sh/v3:Release"} <= left
+    assert not (engine.root / "dropped.jsonl").exists()
