@@ -281,3 +281,41 @@ def test_a_destroy_that_finds_the_cluster_unreachable_becomes_the_refusal_withou
     left = {r["type"] for r in engine.resources(PLATFORM, "dev").values()}
     assert {"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:helm.sh/v3:Release"} <= left
     assert not (engine.root / "dropped.jsonl").exists()
+
+
+def test_a_finalizer_that_finishes_within_the_grace_is_left_alone(
+    engine: StandinEngine, tmp_path: Any
+) -> None:
+    from llmctl.infra.lifecycle.finalizers import POLL_S, wait_stuck
+
+    kube = tmp_path / "kubeconfig.json"
+    kube.write_text(json.dumps({"clusters": [{"name": "c", "cluster": {"server": "https://c"}}]}))
+    claim = {
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "default-ab1cd",
+            "deletionTimestamp": "2026-11-26T12:00:00Z",
+            "finalizers": ["karpenter.sh/termination"],
+        },
+    }
+    engine.kube(claim)
+    now = [0.0]
+    slept: list[float] = []
+
+    def tick(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    def finishing(seconds: float) -> None:
+        tick(seconds)
+        if len(slept) == 2:  # Karpenter finishes the termination during the grace
+            engine.kube({**claim, "metadata": {**claim["metadata"], "deleted": True}})
+
+    assert wait_stuck(kube, grace_s=60, clock=lambda: now[0], sleep=finishing) == []
+    assert slept == [POLL_S, POLL_S]
+    engine.kube({**claim, "metadata": {**claim["metadata"], "name": "default-zz9yy"}})
+    now[0], slept[:] = 0.0, []
+    [still] = wait_stuck(kube, grace_s=25, clock=lambda: now[0], sleep=tick)
+    assert still.label == "NodeClaim default-zz9yy" and still.finalizers == ("karpenter.sh/termination",)
+    assert slept == [POLL_S, POLL_S, 5.0]  # polls until the grace is over, never past it
+    assert not [c for c in engine.kubectl_calls() if "patch" in c]  # waiting never removes anything
