@@ -119,6 +119,12 @@ def down(
     keep_platform: bool = typer.Option(
         False, "--keep-platform", help="Keep the platform (and skip the sweep)."
     ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Destroy with PULUMI_K8S_DELETE_UNREACHABLE=true even though the cluster may exist: objects of an "
+        "unreachable cluster are dropped from state, not deleted. Lists what it drops and asks first.",
+    ),
     yes: bool = options.YES,
     backend: str | None = options.BACKEND,
     progress_mode: str = options.PROGRESS,
@@ -139,12 +145,15 @@ def down(
         workload=workload,
         all_workloads=all_,
         keep_platform=keep_platform,
+        force=force,
     )
     chosen = get_target(target, request)
     progress = open_progress(progress_mode, quiet=json_output)
     result = chosen.down(request, progress, _confirm(yes))
     if json_output:
         output.emit_json(result.to_dict())
+        # stdout holds one JSON document (with the verdict); the error below goes to stderr only
+        output.mode.json = False
     else:
         for line in result.lines():
             output.console.print(line, markup=False)

@@ -73,9 +73,13 @@ def gc(
         confirm=lambda items: confirm("Destroy and remove?", items, yes=yes),
     )
     if json_output:
-        output.emit_json({"expired": result.expired, "removed": result.removed, "dry_run": dry_run})
+        output.emit_json(
+            {"expired": result.expired, "removed": result.removed, "dry_run": dry_run, "notes": result.notes}
+        )
         return
     output.console.print(f"expired: {', '.join(result.expired) or 'none'}", markup=False)
+    for note in result.notes:
+        output.console.print(f"note: {note}", markup=False)
     if not dry_run:
         output.console.print(f"removed: {', '.join(result.removed) or 'none'}", markup=False)
 

@@ -342,14 +342,29 @@ class Engine:
 
     def config(self, spec: StackSpec) -> dict[str, str]:
         """The stack's config as plain values (empty when the stack does not exist)."""
-        from pulumi.automation.errors import StackNotFoundError
-
         with self._translated(spec):
-            try:
-                stack = self._stack(StackSpec(spec.project, spec.stack), create=False)
-            except StackNotFoundError:
+            stack = self._existing(spec)
+            if stack is None:
                 return {}
             return {key: str(value.value) for key, value in stack.get_all_config().items()}
+
+    def state_resources(self, spec: StackSpec) -> list[dict[str, Any]]:
+        """The resources in the stack's saved state (`pulumi stack export`); [] when it does not exist."""
+        with self._translated(spec):
+            stack = self._existing(spec)
+            if stack is None:
+                return []
+            deployment = stack.export_stack().deployment or {}
+            return list(deployment.get("resources") or [])
+
+    def _existing(self, spec: StackSpec) -> Any:
+        """The stack when it exists, else None (call inside `_translated`)."""
+        from pulumi.automation.errors import StackNotFoundError
+
+        try:
+            return self._stack(StackSpec(spec.project, spec.stack), create=False)
+        except StackNotFoundError:
+            return None
 
     def list_stacks(self) -> list[StackInfo]:
         """Every stack of every llmctl project in the backend."""

@@ -273,3 +273,19 @@ def port_forward(
         from llmctl.infra.aws.preflight import KUBECTL_INSTALL
 
         raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
+
+
+def remove_finalizers(
+    kubeconfig: Path | str | None, resource: str, name: str, namespace: str | None = None
+) -> None:
+    """`kubectl patch` an object's metadata.finalizers away (a merge patch: CRDs accept it too)."""
+    kubectl_text(
+        kubeconfig,
+        "patch",
+        resource,
+        name,
+        *(["-n", namespace] if namespace else []),
+        "--type=merge",
+        "-p",
+        json.dumps({"metadata": {"finalizers": None}}),
+    )

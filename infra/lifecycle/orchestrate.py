@@ -2,8 +2,9 @@
 
 up:   load + schedulability check (before any cloud call) -> preflight -> preview + cost -> confirm
       -> platform up (for every workload of the environment) -> workload up -> readiness -> endpoint.
-down: workloads -> platform shrunk to what the others need, or (none left) destroyed, swept and
-      retried once if AWS objects block it -> sweep -> leftover check.
+down: safety check (teardown.py) -> workloads -> platform shrunk to what the others need, or (none
+      left) destroyed (swept, stuck finalizers released and retried once if it fails: finalizers.py)
+      -> sweep -> leftover check.
 The environment (which workloads share the platform, what they need) is in environment.py.
 Every step is idempotent: a second run after a failure resumes from Pulumi's saved state.
 """
@@ -28,8 +29,6 @@ from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpRe
 from llmctl.infra.targets.names import ClusterTarget
 from llmctl.infra.workload.hf_token import hf_token, require_hf_token
 from llmctl.state import Endpoint
-
-DESTROY_ENV = {"PULUMI_K8S_DELETE_UNREACHABLE": "true"}
 
 
 def _blueprint_problems(bp: Any, facts: Any) -> None:
@@ -277,10 +276,13 @@ class Lifecycle:
         blueprint: str | None = None,
         workload: str | None = None,
         keep_platform: bool = False,
+        force: bool = False,
         confirm: Callable[[list[str]], bool] | None = None,
         sweep_timeout_s: float = 600,
     ) -> DownResult:
         from llmctl.infra.aws.sweep import leftovers, sweep
+        from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
+        from llmctl.infra.lifecycle.teardown import decide
         from llmctl.state import remove_endpoint
 
         env = Environment(self.engine, self.stack, self.progress.note)
@@ -290,7 +292,8 @@ class Lifecycle:
         # `down` alone removes the environment; with --blueprint/--workload the platform stays, shrunk.
         whole = blueprint is None and workload is None
         drop_platform = not keep_platform and whole
-        outputs = self.engine.outputs(platform_spec(self.stack)) or {}
+        found = self.engine.outputs(platform_spec(self.stack))
+        outputs = found or {}
         cluster = str(outputs.get("cluster_name") or f"llmctl-{self.stack}")
         region = str(outputs.get("region") or region)
         shrink = None
@@ -310,32 +313,50 @@ class Lifecycle:
                 f"platform stack {PLATFORM_PROJECT}/{self.stack} (cluster {cluster} in {region})",
                 f"anything left tagged for {cluster}",
             ]
-        if confirm is not None and not confirm(listing):
+        # Delete-unreachable only when DescribeCluster says the cluster is gone, or with --force.
+        specs = [StackSpec(r.project, r.stack(self.stack)) for r in targets]
+        specs += [platform_spec(self.stack)] if drop_platform else []
+        safety = decide(
+            self.engine, specs, stack=self.stack, outputs=found, cluster=cluster, region=region, force=force
+        )
+        if confirm is not None and not confirm(listing + safety.confirm_lines):
             raise UserAbort("nothing was deleted", None)
-        result = DownResult(stack=self.stack, timeline=self.progress.timeline)
+        result = DownResult(stack=self.stack, timeline=self.progress.timeline, notes=list(safety.notes))
+        for line in safety.notes:
+            self.progress.note(line)
         for record in targets:
-            spec = StackSpec(record.project, record.stack(self.stack), env=DESTROY_ENV)
-            with self.progress.phase(f"destroy workload {record.label()}"):
+            spec = StackSpec(record.project, record.stack(self.stack), env=safety.env)
+            with self.progress.phase(f"destroy workload {record.label()}"), safety.guard():
                 if self.engine.destroy(spec, on_event=self.progress.on_event, remove=True):
                     result.destroyed.append(spec.label)
             remove_endpoint(self.stack, record.blueprint, record.workload)
         if shrink is not None:
-            with self.progress.phase("shrink platform"):
+            with self.progress.phase("shrink platform"), safety.guard():
                 self.engine.up(platform_spec(self.stack, shrink), on_event=self.progress.on_event)
             result.updated.append(f"{PLATFORM_PROJECT}/{self.stack}")
         if not drop_platform:
             return result
-        spec = StackSpec(PLATFORM_PROJECT, self.stack, env=DESTROY_ENV)
-        with self.progress.phase("destroy platform"):
+        spec = StackSpec(PLATFORM_PROJECT, self.stack, env=safety.env)
+        with self.progress.phase("destroy platform"), safety.guard():
             try:
                 existed = self.engine.destroy(spec, on_event=self.progress.on_event, remove=True)
             except EngineError as exc:
-                # Usually a VPC or subnet blocked by objects controllers left: sweep, then retry once.
-                self.progress.note(
-                    f"platform destroy failed ({exc.message}); sweeping leftovers and retrying once"
+                # Usually a VPC or subnet blocked by objects controllers left, or a stuck finalizer.
+                def note(text: str) -> None:
+                    self.progress.note(text)
+                    result.notes.append(text)
+
+                existed = retry_platform_destroy(
+                    self.engine,
+                    spec,
+                    exc,
+                    cluster=cluster,
+                    region=region,
+                    kubeconfig=safety.kubeconfig,
+                    note=note,
+                    on_event=self.progress.on_event,
+                    sweep_timeout_s=sweep_timeout_s,
                 )
-                sweep(cluster, region, timeout_s=sweep_timeout_s)
-                existed = self.engine.destroy(spec, on_event=self.progress.on_event, remove=True)
             if existed:
                 result.destroyed.append(spec.label)
         with self.progress.phase("sweep"):

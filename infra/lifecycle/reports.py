@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmctl.errors import CloudError
+from llmctl.errors import CloudError, LlmctlError
 from llmctl.infra.lifecycle.engine import PreviewResult
 from llmctl.infra.lifecycle.progress import Timeline
 from llmctl.state import Endpoint
@@ -87,29 +87,51 @@ class DownResult:
     sweep: Any = None
     leftovers: list[Any] = field(default_factory=list)
     timeline: Timeline = field(default_factory=Timeline)
+    # What down decided and did beyond plain destroys: delete-unreachable and why, finalizers removed.
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
+        verdict = self.verdict()
         return {
             "stack": self.stack,
             "destroyed": self.destroyed,
             "updated": self.updated,
             "sweep": self.sweep.to_dict() if self.sweep is not None else None,
             "leftovers": [asdict(item) for item in self.leftovers],
+            "notes": self.notes,
+            "ok": verdict is None,
+            "error": verdict.to_dict() if verdict is not None else None,
             "timeline": self.timeline.to_dict(),
         }
 
     def lines(self) -> list[str]:
         """The text `llmctl down` prints."""
-        lines = ["destroyed: " + (", ".join(self.destroyed) or "nothing (already gone)")]
+        if self.destroyed:
+            lines = ["destroyed: " + ", ".join(self.destroyed)]
+        elif self.updated:
+            lines = ["destroyed: nothing (already gone)"]
+        else:
+            lines = [f"nothing to destroy: no llmctl stacks in environment {self.stack}"]
         if self.updated:
             lines.append(f"updated for the workloads left: {', '.join(self.updated)}")
+        lines += [f"note: {note}" for note in self.notes]
         if self.sweep is not None:
             lines.append(
                 f"sweep: {len(self.sweep.found)} found, {len(self.sweep.deleted)} deleted, {len(self.sweep.failed)} failed"
+                if self.sweep.found
+                else f"sweep: nothing tagged for {self.sweep.cluster} in {self.sweep.region}"
             )
         return [*lines, "timeline:\n" + self.timeline.render()]
+
+    def verdict(self) -> LlmctlError | None:
+        """The error `down` ends with when the leftover check found anything (None: clean)."""
+        try:
+            check_leftovers(self)
+        except LlmctlError as exc:
+            return exc
+        return None
 
     def check(self) -> None:
         """The final verdict on leftovers (see :func:`check_leftovers`)."""

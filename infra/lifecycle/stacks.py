@@ -9,14 +9,16 @@ of its environment is left.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmctl.errors import UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
 from llmctl.infra.lifecycle.environment import split_stack
-from llmctl.infra.lifecycle.orchestrate import DESTROY_ENV
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.teardown import Teardown
 
 
 def parse_age(text: str) -> timedelta:
@@ -54,6 +56,7 @@ def stack_rows(engine: Engine) -> list[dict[str, Any]]:
 class GcResult:
     expired: list[str]
     removed: list[str]
+    notes: list[str] = field(default_factory=list)  # why Kubernetes objects were dropped from state
 
 
 def expired(
@@ -111,11 +114,33 @@ def gc(
         raise UserAbort("nothing was deleted", None)
     from llmctl.state import remove_endpoint
 
+    # The rule of `down`: every environment's cluster is checked before anything is destroyed.
+    envs = {split_stack(i.stack)[0] for i in old}
+    plans = {env: _teardown(engine, env, [i for i in old if split_stack(i.stack)[0] == env]) for env in envs}
     removed = []
     for info in old:
-        spec = StackSpec(info.project, info.stack, env=DESTROY_ENV)
-        engine.destroy(spec, remove=True)
+        plan = plans[split_stack(info.stack)[0]]
+        spec = StackSpec(info.project, info.stack, env=plan.env)
+        with plan.guard():
+            engine.destroy(spec, remove=True)
         removed.append(f"{info.project}/{info.stack}")
         if info.project != PLATFORM_PROJECT:
             remove_endpoint(*_endpoint_key(info))
-    return GcResult(labels, removed)
+    notes = [note for env in sorted(plans) for note in plans[env].notes]
+    return GcResult(labels, removed, notes)
+
+
+def _teardown(engine: Engine, env: str, infos: list[StackInfo]) -> Teardown:
+    """How one environment's expired stacks are destroyed (see :mod:`teardown`)."""
+    from llmctl.infra.lifecycle.teardown import decide
+
+    outputs = engine.outputs(StackSpec(PLATFORM_PROJECT, env))
+    values = outputs or {}
+    return decide(
+        engine,
+        [StackSpec(i.project, i.stack) for i in infos],
+        stack=env,
+        outputs=outputs,
+        cluster=str(values.get("cluster_name") or f"llmctl-{env}"),
+        region=str(values["region"]) if values.get("region") else None,
+    )

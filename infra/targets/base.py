@@ -70,6 +70,7 @@ class DownRequest:
     all_workloads: bool = False
     keep_platform: bool = False
     workload: str | None = None
+    force: bool = False  # destroy with delete-unreachable although the cluster may exist (asked for)
 
     def __post_init__(self) -> None:
         if (self.blueprint or self.workload) and self.all_workloads:

@@ -85,6 +85,7 @@ class KubernetesTarget(Target):
             blueprint=request.blueprint,
             workload=request.workload,
             keep_platform=request.keep_platform or not self.owns_platform,
+            force=request.force,
             confirm=lambda items: confirm("Destroy?", items),
         )
 

@@ -62,3 +62,15 @@ def seed_ami_parameters(
                 data_type="aws:ec2:image",
             )
         ]
+
+
+def eks_cluster(region: str, name: str = "llmctl-dev") -> None:
+    """The platform's EKS cluster as `eks:DescribeCluster` then finds it (the stand-in engine does not
+    create AWS objects; moto answers for them)."""
+    import boto3
+
+    boto3.client("eks", region_name=region).create_cluster(
+        name=name,
+        roleArn="arn:aws:iam::123456789012:role/llmctl-dev-cluster",
+        resourcesVpcConfig={"subnetIds": []},
+    )

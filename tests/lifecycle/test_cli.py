@@ -152,5 +152,5 @@ def test_stacks_gc_spares_stacks_being_updated_and_the_platform_under_them(
     engine.hold_lock("llmctl-tiny-cpu", "pr-8")  # an update of the workload is running
     code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
     assert code == 0, err
-    assert json.loads(out) == {"expired": [], "removed": [], "dry_run": False}
+    assert json.loads(out) == {"expired": [], "removed": [], "dry_run": False, "notes": []}
     assert [op for op in engine.ops() if op[0] == "destroy"] == []

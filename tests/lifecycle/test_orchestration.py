@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from lifecycle_scenario import build, existing
-from lifecycle_support import lifecycle, ready_pod, short
+from lifecycle_support import eks_cluster, lifecycle, ready_pod, short
 from standin_engine.deploy import depends_on
 from standin_support import StandinEngine
 
@@ -86,6 +86,7 @@ def test_up_reads_the_programs_real_outputs_then_twice_is_same_and_a_second_blue
 
 
 def test_down_deletes_dependents_first_then_sweeps(engine: StandinEngine, aws: str) -> None:
+    eks_cluster(aws)
     lifecycle().up(BP, region=aws, wait=False)
     saved = {PLATFORM_PROJECT: engine.resources(PLATFORM_PROJECT, "dev"), WL: engine.resources(WL, "dev")}
     scenario = build(aws)
@@ -120,10 +121,10 @@ def test_down_deletes_dependents_first_then_sweeps(engine: StandinEngine, aws: s
         "sweep",
         "leftover check",
     ]
-    # destroys may drop Kubernetes objects of a cluster that is already gone; updates may not
+    # the cluster exists and answers: nothing may be dropped from state, so no delete-unreachable
     calls = engine.calls()
-    assert {c["delete_unreachable"] for c in calls if c["command"] == "destroy"} == {"true"}
-    assert {c["delete_unreachable"] for c in calls if c["command"] in ("up", "preview")} == {None}
+    assert {c["delete_unreachable"] for c in calls if c["command"] in ("destroy", "up", "preview")} == {None}
+    assert result.notes == []
     again = lifecycle().down(region=aws)
     assert again.destroyed == [] and again.sweep is not None and again.sweep.found == []
 

@@ -10,6 +10,7 @@ control.json keys (all optional):
   race_init: true              another run creates the stack between `stack select` and `stack init`
   gone: [name]                 `refresh` finds these resources deleted out of band
   offerings: {instance_type: [zone names]}   the EC2 offerings invoke's answer (default: every zone)
+  kube_unreachable: true       the API server does not answer (kube_faults.py, the stand-in kubectl)
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from llmctl.infra.offline import OfflineMocks
 
 from .control import append, control, root
 from .events import EventLog
+from .kube_faults import delete_blocker
 from .store import CliError, Stack, now
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -328,8 +329,9 @@ class Deployment:
         for wave in waves:
             failed = False
             for res in wave:
-                if not self.preview and name_of(res["urn"]) in fails:
-                    self.fail(res, "delete", fails[name_of(res["urn"])])
+                blocked = None if self.preview else (fails.get(name_of(res["urn"])) or delete_blocker(res))
+                if blocked:
+                    self.fail(res, "delete", blocked)
                     failed = True
                     continue
                 self.step("delete", res, res)

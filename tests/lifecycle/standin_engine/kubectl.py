@@ -41,8 +41,17 @@ KINDS = {
     "rayservice": "RayService",
     "rayservices": "RayService",
     "rayservices.ray.io": "RayService",
+    "ec2nodeclasses.karpenter.k8s.aws": "EC2NodeClass",
+    "ec2nodeclass": "EC2NodeClass",
+    "ec2nodeclasses": "EC2NodeClass",
+    "nodeclaims.karpenter.sh": "NodeClaim",
+    "nodeclaim": "NodeClaim",
+    "nodeclaims": "NodeClaim",
 }
-CLUSTER_SCOPED = {"Node", "Namespace", "NodePool", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {"Node", "Namespace", "NodePool", "CustomResourceDefinition", "EC2NodeClass", "NodeClaim"}
+# control.json `kube_unreachable: true`: the API server does not answer (as with an expired token or
+# a deleted cluster); `get` and `patch` fail the way kubectl does.
+UNREACHABLE = "Unable to connect to the server: dial tcp 10.0.1.5:443: i/o timeout"
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -75,7 +84,7 @@ def objects(root: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     for obj in json.loads(extra.read_text()) if extra.exists() else []:
         key = _key(obj)
         found[key] = {**found.get(key, {}), **obj}
-    return found
+    return {key: obj for key, obj in found.items() if not (obj.get("metadata") or {}).get("deleted")}
 
 
 def port_forward(root: Path, args: list[str]) -> None:
@@ -105,6 +114,63 @@ def port_forward(root: Path, args: list[str]) -> None:
         time.sleep(0.1)
 
 
+def _merge(base: Any, change: Any) -> Any:
+    """JSON merge patch (RFC 7386): null deletes a key."""
+    if not isinstance(change, dict):
+        return change
+    out = dict(base) if isinstance(base, dict) else {}
+    for key, value in change.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+def patch(root: Path, args: list[str]) -> None:
+    """`patch <resource> <name> [-n NS] --type=merge -p JSON`: the patched object is kept as an overlay;
+    one being deleted (deletionTimestamp) whose last finalizer goes is gone, as the API server does."""
+    words, namespace, body, kind_of_patch = [], "default", None, None
+    i = 0
+    while i < len(args):
+        if args[i] in ("-n", "--namespace"):
+            namespace, i = args[i + 1], i + 2
+            continue
+        if args[i] == "-p":
+            body, i = json.loads(args[i + 1]), i + 2
+            continue
+        if args[i].startswith("--type="):
+            kind_of_patch = args[i].split("=", 1)[1]
+        elif args[i].startswith("-"):
+            _fail(f"error: unknown flag: {args[i]}")
+        else:
+            words.append(args[i])
+        i += 1
+    if kind_of_patch != "merge" or body is None or len(words) != 2:
+        _fail("error: the stand-in kubectl patches only `patch <resource> <name> --type=merge -p JSON`")
+    kind = KINDS.get(words[0].lower())
+    if kind is None:
+        _fail(f'error: the server doesn\'t have a resource type "{words[0]}"')
+    key = (kind, "" if kind in CLUSTER_SCOPED else namespace, words[1])
+    current = objects(root).get(key)
+    if current is None:
+        _fail(f'Error from server (NotFound): {words[0]} "{words[1]}" not found')
+    patched = _merge(current, body)
+    meta = patched.get("metadata") or {}
+    if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        meta["deleted"] = True  # gone from the API server
+    write_overlay(root, patched)
+    print(f"{words[0]}/{words[1]} patched")
+
+
+def write_overlay(root: Path, obj: dict[str, Any]) -> None:
+    """Replace the overlay of this object in kube.json (later entries win in `objects`)."""
+    path = root / "kube.json"
+    current = json.loads(path.read_text()) if path.exists() else []
+    kept = [o for o in current if _key(o) != _key(obj)]
+    path.write_text(json.dumps([*kept, obj]))
+
+
 def main() -> None:
     root = Path(os.environ["STANDIN_PULUMI_DIR"])
     args = sys.argv[1:]
@@ -128,8 +194,15 @@ def main() -> None:
             clusters = (yaml.safe_load(path.read_text()) or {}).get("clusters")
         if not clusters:
             _fail("error: invalid configuration: no configuration has been provided")
+    from .control import control
+
+    if control().get("kube_unreachable"):
+        _fail(UNREACHABLE)
     if args[:1] == ["port-forward"]:
         port_forward(root, args[1:])
+        return
+    if args[:1] == ["patch"]:
+        patch(root, args[1:])
         return
     if not args or args[0] != "get":
         _fail(f"error: the stand-in kubectl answers only `get` (asked: {' '.join(args)})")
