@@ -127,6 +127,9 @@ class Lifecycle:
         w_config = WorkloadConfig(
             blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(token)
         )
+        from llmctl.infra.workload.deploy_delivery import deliver
+
+        w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
         spec = StackSpec(
             workload_project(bp.name), self.stack, workload_program(w_config, token), {"aws:region": region}
         )
