@@ -42,7 +42,7 @@ def calls(data: Path) -> list[dict[str, Any]]:
 
 def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws: str, docker: Path) -> None:
     ecr = boto3.client("ecr", region_name=aws)
-    ecr.create_repository(repositoryName="llmctl/qa/tiny-cpu")  # the workload stack makes it
+    ecr.create_repository(repositoryName="llmctl/qa/tiny-cpu")  # an earlier push made it
     token = ecr.get_authorization_token()["authorizationData"][0]
     registry = token["proxyEndpoint"].removeprefix("https://")
     user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
@@ -57,9 +57,16 @@ def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws:
     assert built["-t"] == out["image"] and built["--push"] is True and built["--platform"] == "linux/amd64"
 
 
-def test_push_to_a_missing_repository_says_to_run_up_first(aws: str, docker: Path) -> None:
-    args = ["images", "build", "-b", "tiny-cpu", "--stack", "qa", "--push", "--region", aws]
+def test_push_before_the_first_up_creates_the_repository(aws: str, docker: Path) -> None:
+    args = ["images", "build", "-b", "tiny-cpu", "--stack", "qa", "--push", "--region", aws, "--json"]
     result = CliRunner().invoke(app, args)
-    assert result.exit_code != 0 and "Traceback" not in result.output
-    assert "the ECR repository 'llmctl/qa/tiny-cpu' does not exist" in result.output
-    assert [c["args"][0] for c in calls(docker)] == ["info"]  # no login, no build
+    assert result.exit_code == 0, result.output
+    ecr = boto3.client("ecr", region_name=aws)
+    [repo] = ecr.describe_repositories(repositoryNames=["llmctl/qa/tiny-cpu"])["repositories"]
+    assert repo["imageTagMutability"] == "IMMUTABLE" and repo["imageScanningConfiguration"]["scanOnPush"]
+    tags = ecr.list_tags_for_resource(resourceArn=repo["repositoryArn"])["tags"]
+    assert tags == [{"Key": "llmctl.dev/cluster", "Value": "llmctl-qa"}]  # what the sweep removes it by
+    assert [c["args"][0] for c in calls(docker)] == ["info", "login", "buildx"]
+    again = CliRunner().invoke(app, args)  # the repository exists now: reused, not created twice
+    assert again.exit_code == 0, again.output
+    assert len(ecr.describe_repositories()["repositories"]) == 1
