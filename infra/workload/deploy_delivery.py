@@ -11,7 +11,9 @@ workload stack runs (see `delivery.py` for the three deliveries and the pod piec
    (skipped when that key exists), and fetched by the pods with their Pod Identity.
 
 `LLMCTL_DELIVERY=image` requires the ECR image (a one-line error with the push command when it is
-missing); `LLMCTL_DELIVERY=wheel` skips the ECR check.
+missing); `LLMCTL_DELIVERY=wheel` skips the ECR check; `LLMCTL_DELIVERY=build` builds and pushes the
+image with the local Docker engine when ECR lacks it (`llmctl images build --push`, opt-in: a build
+downloads the runtime's packages and takes minutes, which a first `up` should not do unasked).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from llmctl.infra.workload.delivery import DELIVERY_ENV, fixed_image, package_de
 
 #: zip timestamps of a source build (1980-01-01, the zip epoch): the same sources, the same bytes
 SOURCE_DATE_EPOCH = "315532800"
-CHOICES = ("auto", "image", "wheel")
+CHOICES = ("auto", "image", "wheel", "build")
 
 
 def choice() -> str:
@@ -154,6 +156,25 @@ def upload_wheel(region: str, bucket: str, wheel: Path) -> tuple[str, bool]:
     return key, True
 
 
+def build_and_push(config: WorkloadConfig, note: Callable[[str], None]) -> Delivery:
+    """`llmctl images build --push` for the stack's repository, then that image by its digest."""
+    from llmctl.infra.aws.images import build
+
+    bp = config.blueprint
+    note(f"    building and pushing the {bp.runtime} image with the local Docker engine")
+    result = build(blueprint=bp.name, stack=config.stack, push=True, region=config.platform.region).to_dict()
+    if not result["serving_image"]:
+        raise LlmctlError(
+            f"the push of {result['image']} reported no digest", "run it again, or unset " + DELIVERY_ENV
+        )
+    return Delivery(
+        mode="image",
+        image=str(result["serving_image"]),
+        reason=f"built and pushed with the local Docker engine ({DELIVERY_ENV}=build)",
+        decided=True,
+    )
+
+
 def decide(config: WorkloadConfig, *, note: Callable[[str], None] = lambda _text: None) -> Delivery:
     """The delivery for this `up` (may call ECR and S3; see the module docstring)."""
     fixed = fixed_image(config)
@@ -181,9 +202,11 @@ def decide(config: WorkloadConfig, *, note: Callable[[str], None] = lambda _text
                 f"{DELIVERY_ENV}=image but ECR has no {repository}:{__version__}",
                 f"push it first: {push}",
             )
+        if wanted == "build":
+            return build_and_push(config, note)
         why = f"ECR has no {repository}:{__version__}"
-    elif wanted == "image":
-        raise LlmctlError(f"{DELIVERY_ENV}=image but the platform exports no ECR registry", None)
+    elif wanted in ("image", "build"):
+        raise LlmctlError(f"{DELIVERY_ENV}={wanted} but the platform exports no ECR registry", None)
     else:
         why = f"{DELIVERY_ENV}=wheel" if wanted == "wheel" else "the platform exports no ECR registry"
     bucket = config.platform.cache_bucket

@@ -70,3 +70,25 @@ def test_push_before_the_first_up_creates_the_repository(aws: str, docker: Path)
     again = CliRunner().invoke(app, args)  # the repository exists now: reused, not created twice
     assert again.exit_code == 0, again.output
     assert len(ecr.describe_repositories()["repositories"]) == 1
+
+
+def test_up_can_build_and_push_first_when_asked(
+    aws: str, docker: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+    from llmctl.infra.workload.deploy_delivery import decide
+
+    bp = load_blueprint("tiny-cpu")
+    registry = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    facts = PlatformFacts.for_blueprint(bp, region=aws).model_copy(update={"ecr_registry": registry})
+    config = WorkloadConfig(blueprint=bp, platform=facts)
+    monkeypatch.setenv("LLMCTL_DELIVERY", "build")
+    notes: list[str] = []
+    chosen = decide(config, note=notes.append)
+    assert chosen.mode == "image" and chosen.image.endswith("/llmctl/dev/tiny-cpu@sha256:" + "ab" * 32)
+    assert "LLMCTL_DELIVERY=build" in chosen.reason and "Docker engine" in notes[0]
+    [built] = [c for c in calls(docker) if c["args"][0] == "buildx"]
+    assert built["--push"] is True and "/llmctl/dev/tiny-cpu:" in built["-t"]
+    ecr = boto3.client("ecr", region_name=aws)
+    assert ecr.describe_repositories(repositoryNames=["llmctl/dev/tiny-cpu"])["repositories"]
