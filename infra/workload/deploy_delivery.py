@@ -26,6 +26,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
+from importlib.metadata import Distribution
 from pathlib import Path
 
 from llmctl import DISTRIBUTION, __version__
@@ -94,17 +95,23 @@ def _run(cmd: list[str], **env: str) -> None:
         )
 
 
-def _repack_installed(out_dir: Path) -> None:
-    """Re-pack the installed (non-editable) distribution into a wheel with `wheel pack`."""
+def repack_installed(out_dir: Path, dist: Distribution | None = None) -> None:
+    """Re-pack an installed (non-editable) distribution into a wheel with `wheel pack`.
+
+    Only the import package and the .dist-info go in (no scripts: the installer makes them from
+    entry_points.txt; no byte code; not the installer's RECORD, INSTALLER, REQUESTED or direct_url).
+    """
     from importlib.metadata import distribution
 
-    dist = distribution(DISTRIBUTION)
-    files = [f for f in dist.files or [] if not str(f).startswith("..")]
+    dist = dist or distribution(DISTRIBUTION)
+    out_dir.mkdir(parents=True, exist_ok=True)
     skip = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / f"{DISTRIBUTION.replace('-', '_')}-{__version__}"
-        for file in files:
-            if (file.name in skip and ".dist-info" in str(file.parent)) or file.suffix == ".pyc":
+        root = Path(tmp) / f"{DISTRIBUTION.replace('-', '_')}-{dist.version}"
+        for file in dist.files or []:
+            top = file.parts[0]
+            info = top.endswith(".dist-info")
+            if not (top == "llmctl" or info) or file.suffix == ".pyc" or (info and file.name in skip):
                 continue
             target = root / str(file)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +127,7 @@ def build_wheel(out_dir: Path) -> Path:
         cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
         _run([*cmd, "-w", str(out_dir), str(root)], SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
     else:
-        _repack_installed(out_dir)
+        repack_installed(out_dir)
     wheels = sorted(out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl"))
     if not wheels:
         raise PrerequisiteError("building the llmctl wheel produced no .whl file", None)

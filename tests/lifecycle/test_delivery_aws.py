@@ -28,6 +28,7 @@ from llmctl.infra.workload.deploy_delivery import (
     content_digest,
     decide,
     find_image,
+    repack_installed,
     upload_wheel,
 )
 
@@ -170,6 +171,26 @@ def test_wheel_upload_is_content_addressed_and_idempotent(aws: str, wheel: Path,
         archive.writestr("llmctl/extra.py", "x = 1\n")
     other, uploaded = upload_wheel(aws, BUCKET, changed)
     assert uploaded and other != key and s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 2
+
+
+def test_an_installed_distribution_is_repacked_into_the_same_wheel(wheel: Path, tmp_path: Path) -> None:
+    """Run from `pip install llmctl-eks` (no source checkout): the installed files become the wheel."""
+    import subprocess
+    import sys
+    from importlib.metadata import PathDistribution
+
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site)]
+    subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
+    [info] = site.glob("llmctl_eks-*.dist-info")
+    out = tmp_path / "out"
+    repack_installed(out, PathDistribution(info))
+    [repacked] = out.glob("*.whl")
+    assert repacked.name == wheel.name
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(repacked) as b:
+        original = {n: a.read(n) for n in a.namelist() if not n.endswith("/RECORD")}
+        again = {n: b.read(n) for n in b.namelist() if not n.endswith("/RECORD")}
+    assert again == original  # every module, data file and metadata file, byte for byte
 
 
 def test_an_upload_without_the_bucket_is_one_line_with_the_fix(aws: str, wheel: Path) -> None:
