@@ -313,6 +313,10 @@ class Lifecycle:
         w_config = WorkloadConfig(
             blueprint=bp, stack=self.stack, platform=facts, hf_token_present=bool(token)
         )
+        if outputs and unchanged:  # the delivery `up` would choose on this platform, nothing uploaded
+            from llmctl.infra.workload.deploy_delivery import deliver
+
+            w_config = deliver(w_config, note=self.progress.note, upload=False)
         spec = StackSpec(
             workload_project(bp.name),
             self.stack,

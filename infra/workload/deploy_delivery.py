@@ -182,8 +182,13 @@ def build_and_push(config: WorkloadConfig, note: Callable[[str], None]) -> Deliv
     )
 
 
-def decide(config: WorkloadConfig, *, note: Callable[[str], None] = lambda _text: None) -> Delivery:
-    """The delivery for this `up` (may call ECR and S3; see the module docstring)."""
+def decide(
+    config: WorkloadConfig, *, note: Callable[[str], None] = lambda _text: None, upload: bool = True
+) -> Delivery:
+    """The delivery for this `up` (may call ECR and S3; see the module docstring).
+
+    ``upload=False`` (`preview`): the same decision and key, but nothing is built into ECR or S3.
+    """
     fixed = fixed_image(config)
     if fixed is not None:
         return fixed
@@ -209,7 +214,7 @@ def decide(config: WorkloadConfig, *, note: Callable[[str], None] = lambda _text
                 f"{DELIVERY_ENV}=image but ECR has no {repository}:{__version__}",
                 f"push it first: {push}",
             )
-        if wanted == "build":
+        if wanted == "build" and upload:
             return build_and_push(config, note)
         why = f"ECR has no {repository}:{__version__}"
     elif wanted in ("image", "build"):
@@ -224,21 +229,24 @@ def decide(config: WorkloadConfig, *, note: Callable[[str], None] = lambda _text
         )
     with tempfile.TemporaryDirectory() as tmp:
         wheel = build_wheel(Path(tmp))
-        key, uploaded = upload_wheel(region, bucket, wheel)
-    note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
+        if upload:
+            key, uploaded = upload_wheel(region, bucket, wheel)
+            note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
+        else:
+            key = wheel_key(content_digest(wheel), wheel.name)
     return Delivery(
         mode="wheel",
         image=config.blueprint.image.base,
         wheel_uri=f"s3://{bucket}/{key}",
         reason=f"{why}: the pods fetch this llmctl as a wheel from the cache bucket "
         f"(faster repeat deploys: {push})",
-        decided=True,
+        decided=upload,
     )
 
 
-def deliver(config: WorkloadConfig, *, note: Callable[[str], None]) -> WorkloadConfig:
-    """The config with the delivery decided; says which one and why (`up`'s hook)."""
-    chosen = decide(config, note=note)
+def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True) -> WorkloadConfig:
+    """The config with the delivery decided; says which one and why (`up`'s and `preview`'s hook)."""
+    chosen = decide(config, note=note, upload=upload)
     what = chosen.image if chosen.mode == "image" else (chosen.wheel_uri or chosen.requirement)
     note(f"serving code: {chosen.mode} {what} ({chosen.reason})")
     return config.model_copy(update={"delivery": chosen})

@@ -231,6 +231,13 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     printed = stream.getvalue()
     assert f"serving code: wheel {delivery['wheel_uri']} (ECR has no {REPO}:{__version__}" in printed
 
+    # `preview` reaches the same decision without uploading: the workload is unchanged
+    s3.delete_object(Bucket=STANDIN_BUCKET, Key=key)
+    report = lifecycle().preview("tiny-cpu", region=aws)
+    assert set(report.stacks["llmctl-tiny-cpu"].changes) == {"same"}
+    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == 0
+    s3.upload_file(str(build_wheel(engine.root / "wheel")), STANDIN_BUCKET, key)
+
     # `llmctl images build --push` then the next `up`: the image, by digest, and no wheel fetch
     digest = push(aws, REPO, __version__)
     lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
