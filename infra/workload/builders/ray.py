@@ -6,9 +6,9 @@ pool with one serving replica per worker pod, Serve on 8000 and the dashboard on
 blueprint as its only argument.
 
 Image modes (see :func:`common.serving_image` and `delivery.py`): a built llmctl image already
-carries Ray and the app. With the upstream base image, the pods install the runtime's pinned
-requirements (and Ray, when the base lacks it) and the delivered app (the wheel an init container
-fetched from S3) at start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`, copied
+carries Ray and the app. With the upstream base image, an init container fetches the delivered
+wheel and the pods install the runtime's pinned requirements (and Ray, when the base lacks it) and
+that wheel at start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`, copied
 from the RayService to its RayCluster) and the container runs `pip install ...` and then KubeRay's
 generated command through `bash -c "$KUBERAY_GEN_RAY_START_CMD"`: the command carries shell quoting
 (`--resources="{\"neuron_cores\": 24}"`) that a bare `$KUBERAY_GEN_RAY_START_CMD` would pass on
@@ -156,58 +156,54 @@ def rayservice(
     ]
     head_template: Obj = {
         "metadata": {"labels": common.labels(config, "ray-head"), "annotations": pod_annotations},
-        "spec": with_app(
-            config,
-            {
-                "serviceAccountName": common.SERVICE_ACCOUNT,
-                **placement.scheduling(placement.head_pool(config)),
-                **stopping.termination_grace(config),
-                "containers": [
-                    _container(
-                        config,
-                        "ray-head",
-                        image,
-                        baked,
-                        pins,
-                        ports=head_ports,
-                        env=shared_env,
-                        resources={
-                            "requests": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY},
-                            "limits": {"memory": HEAD_MEMORY},
-                        },
-                        **stopping.sleep_hook(),
-                    )
-                ],
-            },
-        ),
+        "spec": {
+            "serviceAccountName": common.SERVICE_ACCOUNT,
+            **placement.scheduling(placement.head_pool(config)),
+            **stopping.termination_grace(config),
+            "containers": [
+                _container(
+                    config,
+                    "ray-head",
+                    image,
+                    baked,
+                    pins,
+                    ports=head_ports,
+                    env=shared_env,
+                    resources={
+                        "requests": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY},
+                        "limits": {"memory": HEAD_MEMORY},
+                    },
+                    **stopping.sleep_hook(),
+                )
+            ],
+        },
     }
     serving = placement.serving_pool(config)
     worker_template: Obj = {
         "metadata": {"labels": common.labels(config, "ray-worker"), "annotations": pod_annotations},
-        "spec": with_app(
-            config,
-            {
-                "serviceAccountName": common.SERVICE_ACCOUNT,
-                **placement.scheduler_name(config),
-                **placement.scheduling(serving, bp.compute.instance_type),
-                **stopping.termination_grace(config),
-                "containers": [
-                    _container(
-                        config,
-                        "ray-worker",
-                        image,
-                        baked,
-                        pins,
-                        env=[*shared_env, *worker_env],
-                        resources=placement.serving_resources(config),
-                        volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
-                        **worker_stop,
-                    )
-                ],
-                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-            },
-        ),
+        "spec": {
+            "serviceAccountName": common.SERVICE_ACCOUNT,
+            **placement.scheduler_name(config),
+            **placement.scheduling(serving, bp.compute.instance_type),
+            **stopping.termination_grace(config),
+            "containers": [
+                _container(
+                    config,
+                    "ray-worker",
+                    image,
+                    baked,
+                    pins,
+                    env=[*shared_env, *worker_env],
+                    resources=placement.serving_resources(config),
+                    volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+                    **worker_stop,
+                )
+            ],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        },
     }
+    for template in (head_template, worker_template):  # the delivered wheel, fetched before start
+        template["spec"] = with_app(config, template["spec"])
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
     cluster: Obj = {
         "rayVersion": pins[0],
