@@ -10,7 +10,7 @@ from pathlib import Path
 import boto3
 import pytest
 from lifecycle_support import seed_ami_parameters
-from standin_support import StandinEngine, install
+from standin_support import STANDIN_BUCKET, StandinEngine, install
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -37,10 +37,6 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     seed_ami_parameters()
     yield REGION
-
-
-#: the cache bucket the stand-in's platform exports (Pulumi mocks name a bucket after its resource)
-STANDIN_BUCKET = "cache-bucket"
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import STANDIN_BUCKET
 from lifecycle_support import lifecycle
+from standin_support import STANDIN_BUCKET
 
 from llmctl import __version__
 from llmctl.blueprints.catalog import load_blueprint
