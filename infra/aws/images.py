@@ -4,8 +4,10 @@ Each runtime has a folder under ``serving/`` with a Dockerfile whose base image 
 argument; the default comes from ``blueprints/data/versions.yaml`` (or a blueprint's
 ``image.base``). The build context is the llmctl source checkout, so the image carries the same
 app code as the CLI. ``--push`` logs in to ECR, pushes to the workload stack's own repository
-(:func:`repository_name`: ``llmctl/<stack>/<blueprint>``, the name the workload stack creates), and
-returns the image by digest, which is what a blueprint's ``image.serving_image`` should hold.
+(:func:`repository_name`: ``llmctl/<stack>/<blueprint>``, created here when missing, so an image can
+exist before the first ``up``), and returns the image by digest. ``up`` finds that image with
+``DescribeImages`` (``infra/workload/deploy_delivery.py``) and runs it; ``down`` removes the
+repository with the platform (the sweep's ``ecr-repository`` row, by its ``llmctl.dev/cluster`` tag).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ def repository_name(stack: str, blueprint: str) -> str:
     """The ECR repository of one workload stack: ``llmctl/<stack>/<blueprint>``.
 
     One repository per workload stack (environment x blueprint), so two workloads of the same
-    runtime in one account never share or delete each other's images. The workload stack creates
-    it; `llmctl images build --push --blueprint B --stack S` pushes to it; the builders pull from it.
+    runtime in one account never share or delete each other's images.
+    `llmctl images build --push --blueprint B --stack S` creates it and pushes to it; `up` runs the
+    image only when `DescribeImages` finds it there.
     """
     for label, part in (("stack", stack), ("blueprint", blueprint)):
         if not _ECR_COMPONENT.fullmatch(part):
@@ -139,22 +142,42 @@ def ecr_registry(region: str) -> tuple[str, str, str]:
     return data["proxyEndpoint"].removeprefix("https://"), user, password
 
 
-def check_repository(region: str, name: str) -> None:
-    """The ECR repository must exist (the workload stack creates it)."""
-    import boto3
-    from botocore.exceptions import ClientError
+CLUSTER_TAG = "llmctl.dev/cluster"
 
+
+def ensure_repository(region: str, name: str, cluster: str) -> bool:
+    """Create the stack's ECR repository when it does not exist (True when created).
+
+    Immutable tags (a version is pushed once), scan on push, and the ``llmctl.dev/cluster`` tag
+    the sweep deletes it by when the platform goes.
+    """
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    ecr = boto3.client("ecr", region_name=region)
     try:
-        boto3.client("ecr", region_name=region).describe_repositories(repositoryNames=[name])
+        ecr.describe_repositories(repositoryNames=[name])
+        return False
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "RepositoryNotFoundException":
+        if error.response.get("Error", {}).get("Code") != "RepositoryNotFoundException":
             raise CloudError(
-                f"the ECR repository {name!r} does not exist in {region}",
-                "run `llmctl up` once (the workload stack creates the repository), then push again",
+                f"ECR refused describe_repositories: {error}", "check your AWS credentials"
             ) from None
+    except BotoCoreError as error:
+        raise CloudError(f"could not reach ECR in {region}: {error}", "check your network") from None
+    try:
+        ecr.create_repository(
+            repositoryName=name,
+            imageTagMutability="IMMUTABLE",
+            imageScanningConfiguration={"scanOnPush": True},
+            tags=[{"Key": CLUSTER_TAG, "Value": cluster}],
+        )
+    except (BotoCoreError, ClientError) as error:
         raise CloudError(
-            f"ECR refused describe_repositories: {error}", "check your AWS credentials"
+            f"could not create the ECR repository {name!r} in {region}: {error}",
+            "check your AWS credentials (ecr:CreateRepository)",
         ) from None
+    return True
 
 
 def _run(cmd: list[str], *, stdin: str | None = None) -> None:
@@ -216,7 +239,7 @@ def build(
         if not region:
             raise ServingError("--push needs a region", "pass --region, e.g. --region us-west-2")
         registry, user, password = ecr_registry(region)
-        check_repository(region, repo)
+        ensure_repository(region, repo, f"{REPOSITORY_PREFIX}-{stack}")
         _run(["docker", "login", "--username", user, "--password-stdin", registry], stdin=password)
         image = f"{registry}/{image}"
     with tempfile.TemporaryDirectory() as tmp:

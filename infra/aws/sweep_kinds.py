@@ -191,6 +191,22 @@ def _list_queues(client: Any, scope: Scope) -> Iterator[Candidate]:
             yield Candidate(url, url.rsplit("/", 1)[-1], dict(tags))
 
 
+def _list_repositories(client: Any, scope: Scope) -> Iterator[Candidate]:
+    """The serving-image repositories `llmctl images build --push` creates (`llmctl/<stack>/<blueprint>`,
+    tagged `llmctl.dev/cluster`; no stack owns them, so an image can exist before the first `up`)."""
+    for page in client.get_paginator("describe_repositories").paginate():
+        for repo in page["repositories"]:
+            if repo["repositoryName"].startswith("llmctl/"):
+                tags = client.list_tags_for_resource(resourceArn=repo["repositoryArn"]).get("tags")
+                yield Candidate(
+                    repo["repositoryName"], repo["repositoryName"], tags_of(tags), repo["repositoryArn"]
+                )
+
+
+def _delete_repository(client: Any, name: str) -> None:
+    client.delete_repository(repositoryName=name, force=True)  # with its images, as `down` promises
+
+
 # ---- telling ours ------------------------------------------------------------------------------
 EBS_CSI_TAG = "ebs.csi.aws.com/cluster"
 # The EBS CSI driver (pkg/cloud: AwsEbsDriverTagKey) tags every volume it makes
@@ -410,6 +426,15 @@ TABLE: tuple[Kind, ...] = (
     ),
     Kind("log-group", "logs", _list_log_groups, _log_group_owned, _call("delete_log_group", "logGroupName")),
     Kind("interruption-queue", "sqs", _list_queues, _queue_owned, _delete_queue),
+
+
+    Kind(
+        "ecr-repository",
+        "ecr",
+        _list_repositories,
+        TagRule(keys=("llmctl.dev/cluster",), owner=False),
+        _delete_repository,
+    ),
 )
 
 KINDS = tuple(kind.name for kind in TABLE)

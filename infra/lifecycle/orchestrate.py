@@ -163,6 +163,9 @@ class Lifecycle:
             hf_token_present=bool(token),
             namespace=namespace(bp.name, workload),
         )
+        from llmctl.infra.workload.deploy_delivery import deliver
+
+        w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
         spec = StackSpec(
             workload_project(bp.name),
             w_stack,
@@ -408,6 +411,10 @@ class Lifecycle:
             hf_token_present=bool(token),
             namespace=namespace(bp.name, workload),
         )
+        if outputs and unchanged:  # the delivery `up` would choose on this platform, nothing uploaded
+            from llmctl.infra.workload.deploy_delivery import deliver
+
+            w_config = deliver(w_config, note=self.progress.note, upload=False)
         spec = StackSpec(
             workload_project(bp.name),
             w_stack,

@@ -238,6 +238,35 @@ class PlatformFacts(_Strict):
         )
 
 
+DeliveryMode = Literal["image", "wheel", "package"]
+
+
+class Delivery(_Strict):
+    """How the serving code reaches the pods: a built image, a wheel in S3, or a package requirement."""
+
+    mode: DeliveryMode = Field(
+        description="image: the app is baked into `image`; wheel: the pods fetch `wheel_uri` from S3 with "
+        "their Pod Identity and install it; package: the pods install `requirement` (existing clusters)."
+    )
+    image: str = Field(description="The image the serving containers run.")
+    wheel_uri: str | None = Field(None, description="wheel mode: s3://<bucket>/<key> of the llmctl wheel.")
+    requirement: str | None = Field(None, description="package mode: the pip requirement of the app.")
+    reason: str = Field(description="Why this delivery was chosen (printed by `up`).")
+    decided: bool = Field(
+        False, description="True when `up` checked ECR and uploaded the wheel; False for an offline plan."
+    )
+
+    @property
+    def baked(self) -> bool:
+        """Whether the image already carries the app."""
+        return self.mode == "image"
+
+    @property
+    def wheel_file(self) -> str | None:
+        """File name of the delivered wheel."""
+        return self.wheel_uri.rsplit("/", 1)[-1] if self.wheel_uri else None
+
+
 class WorkloadConfig(_Strict):
     """One workload stack: a blueprint on a platform."""
 
@@ -257,8 +286,13 @@ class WorkloadConfig(_Strict):
     )
     app_package: str | None = Field(
         None,
-        description="pip requirement installed at start when the serving image is the upstream base "
-        "(default: llmctl==<this version>).",
+        description="pip requirement of the serving app installed (without dependencies) at start on an "
+        "existing cluster when no image is built (default: llmctl-eks==<this version>).",
+    )
+    delivery: Delivery | None = Field(
+        None,
+        description="How the serving code reaches the pods, decided by `up` (infra/workload/delivery.py); "
+        "None: the offline plan (`planned_delivery`).",
     )
 
     @property

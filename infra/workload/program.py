@@ -14,6 +14,7 @@ from llmctl.infra.workload.builders.cache import compile_cache_enabled, mirror_e
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import delivery_of, needs_bucket_access
 from llmctl.infra.workload.hf_token import require_hf_token
 from llmctl.infra.workload.manifests import endpoint_info
 from llmctl.infra.workload.schedulability import ensure_schedulable
@@ -35,20 +36,10 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
     depends: list[pulumi.Resource] = []
     on_eks = config.platform.target == "eks"
     if on_eks:
-        import pulumi_aws as aws
-
-        from llmctl.infra.aws.images import repository_name
-
-        aws.ecr.Repository(
-            "serving-image",
-            name=repository_name(config.stack, bp.name),  # one per workload stack: no collisions
-            image_tag_mutability="IMMUTABLE",
-            image_scanning_configuration={"scan_on_push": True},
-            force_delete=True,
-            tags={"llmctl.dev/cluster": config.platform.cluster_name},
-        )
         bucket = config.platform.cache_bucket
-        if bucket and (mirror_enabled(config) or compile_cache_enabled(config)):
+        if bucket and (
+            mirror_enabled(config) or compile_cache_enabled(config) or needs_bucket_access(config)
+        ):
             from llmctl.infra.workload.cache_access import CacheAccess
 
             depends.append(
@@ -82,3 +73,4 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
     pulumi.export("ui_port", UI_PORT if info.ui_service else None)
     pulumi.export("path", info.path)
     pulumi.export("openai", info.openai)
+    pulumi.export("delivery", delivery_of(config).model_dump(mode="json"))  # how the serving code got there

@@ -7,7 +7,7 @@ from types import ModuleType
 
 from llmctl.errors import ServingError
 
-SERVING_EXTRA = "pip install 'llmctl[serving]'"
+SERVING_EXTRA = "pip install 'llmctl-eks[serving]'"
 
 
 def require(module: str, *, install: str = SERVING_EXTRA, purpose: str = "serving") -> ModuleType:

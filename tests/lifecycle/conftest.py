@@ -7,9 +7,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 from lifecycle_support import seed_ami_parameters
-from standin_support import StandinEngine, install
+from standin_support import STANDIN_BUCKET, StandinEngine, install
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -36,6 +37,19 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     seed_ami_parameters()
     yield REGION
+
+
+@pytest.fixture(autouse=True)
+def serving_code_account(request: pytest.FixtureRequest) -> None:
+    """`up` decides how the serving code reaches the pods against AWS (ECR DescribeImages, the wheel
+    upload to the cache bucket): every test that runs the stand-in engine gets the moto account,
+    holding the bucket the stand-in's platform exports."""
+    if "engine" not in request.fixturenames or "no_aws" in request.fixturenames:
+        return
+    region = request.getfixturevalue("aws")
+    boto3.client("s3", region_name=region).create_bucket(
+        Bucket=STANDIN_BUCKET, CreateBucketConfiguration={"LocationConstraint": region}
+    )
 
 
 @pytest.fixture

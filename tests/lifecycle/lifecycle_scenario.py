@@ -154,6 +154,7 @@ def build(region: str) -> Scenario:
     add_instance_profiles(region, sc)
     add_log_groups(region, sc)
     add_interruption_queues(region, sc)
+    add_repositories(region, sc)
     return sc
 
 
@@ -196,6 +197,22 @@ def add_instance_profiles(region: str, sc: Scenario) -> None:
         )
         iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
         sc.add(mine, "instance-profile", name)
+
+
+def add_repositories(region: str, sc: Scenario) -> None:
+    """Serving-image repositories `llmctl images build --push` made for this cluster, and look-alikes."""
+    ecr = boto3.client("ecr", region_name=region)
+    repos = {
+        "llmctl/dev/tiny-cpu": (True, {"llmctl.dev/cluster": CLUSTER}),
+        "llmctl/dev/llama2-inf2": (True, {"llmctl.dev/cluster": CLUSTER}),
+        "llmctl/prod/tiny-cpu": (False, {"llmctl.dev/cluster": OTHER}),
+        "llmctl/dev-2/tiny-cpu": (False, {"llmctl.dev/cluster": f"{CLUSTER}-2"}),
+        "llmctl/dev/untagged": (False, {}),
+        "team/llmctl-dev": (False, {"llmctl.dev/cluster": CLUSTER}),  # not an llmctl repository name
+    }
+    for name, (mine, tags) in repos.items():
+        ecr.create_repository(repositoryName=name, tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+        sc.add(mine, "ecr-repository", name)
 
 
 def add_log_groups(region: str, sc: Scenario) -> None:
@@ -266,4 +283,8 @@ def existing(region: str) -> dict[str, set[str]]:
             for g in boto3.client("logs", region_name=region).describe_log_groups()["logGroups"]
         },
         "interruption-queue": set(boto3.client("sqs", region_name=region).list_queues().get("QueueUrls", [])),
+        "ecr-repository": {
+            r["repositoryName"]
+            for r in boto3.client("ecr", region_name=region).describe_repositories()["repositories"]
+        },
     }

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).parent
+#: the cache bucket the stand-in's platform exports (Pulumi mocks name a bucket after its resource)
+STANDIN_BUCKET = "cache-bucket"
 
 
 def install(bin_dir: Path, name: str, module: str) -> Path:

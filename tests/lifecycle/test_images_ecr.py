@@ -42,7 +42,7 @@ def calls(data: Path) -> list[dict[str, Any]]:
 
 def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws: str, docker: Path) -> None:
     ecr = boto3.client("ecr", region_name=aws)
-    ecr.create_repository(repositoryName="llmctl/qa/tiny-cpu")  # the workload stack makes it
+    ecr.create_repository(repositoryName="llmctl/qa/tiny-cpu")  # an earlier push made it
     token = ecr.get_authorization_token()["authorizationData"][0]
     registry = token["proxyEndpoint"].removeprefix("https://")
     user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
@@ -57,9 +57,38 @@ def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws:
     assert built["-t"] == out["image"] and built["--push"] is True and built["--platform"] == "linux/amd64"
 
 
-def test_push_to_a_missing_repository_says_to_run_up_first(aws: str, docker: Path) -> None:
-    args = ["images", "build", "-b", "tiny-cpu", "--stack", "qa", "--push", "--region", aws]
+def test_push_before_the_first_up_creates_the_repository(aws: str, docker: Path) -> None:
+    args = ["images", "build", "-b", "tiny-cpu", "--stack", "qa", "--push", "--region", aws, "--json"]
     result = CliRunner().invoke(app, args)
-    assert result.exit_code != 0 and "Traceback" not in result.output
-    assert "the ECR repository 'llmctl/qa/tiny-cpu' does not exist" in result.output
-    assert [c["args"][0] for c in calls(docker)] == ["info"]  # no login, no build
+    assert result.exit_code == 0, result.output
+    ecr = boto3.client("ecr", region_name=aws)
+    [repo] = ecr.describe_repositories(repositoryNames=["llmctl/qa/tiny-cpu"])["repositories"]
+    assert repo["imageTagMutability"] == "IMMUTABLE" and repo["imageScanningConfiguration"]["scanOnPush"]
+    tags = ecr.list_tags_for_resource(resourceArn=repo["repositoryArn"])["tags"]
+    assert tags == [{"Key": "llmctl.dev/cluster", "Value": "llmctl-qa"}]  # what the sweep removes it by
+    assert [c["args"][0] for c in calls(docker)] == ["info", "login", "buildx"]
+    again = CliRunner().invoke(app, args)  # the repository exists now: reused, not created twice
+    assert again.exit_code == 0, again.output
+    assert len(ecr.describe_repositories()["repositories"]) == 1
+
+
+def test_up_can_build_and_push_first_when_asked(
+    aws: str, docker: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+    from llmctl.infra.workload.deploy_delivery import decide
+
+    bp = load_blueprint("tiny-cpu")
+    registry = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    facts = PlatformFacts.for_blueprint(bp, region=aws).model_copy(update={"ecr_registry": registry})
+    config = WorkloadConfig(blueprint=bp, platform=facts)
+    monkeypatch.setenv("LLMCTL_DELIVERY", "build")
+    notes: list[str] = []
+    chosen = decide(config, note=notes.append)
+    assert chosen.mode == "image" and chosen.image.endswith("/llmctl/dev/tiny-cpu@sha256:" + "ab" * 32)
+    assert "LLMCTL_DELIVERY=build" in chosen.reason and "Docker engine" in notes[0]
+    [built] = [c for c in calls(docker) if c["args"][0] == "buildx"]
+    assert built["--push"] is True and "/llmctl/dev/tiny-cpu:" in built["-t"]
+    ecr = boto3.client("ecr", region_name=aws)
+    assert ecr.describe_repositories(repositoryNames=["llmctl/dev/tiny-cpu"])["repositories"]

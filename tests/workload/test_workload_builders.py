@@ -14,6 +14,7 @@ from workload_helpers import CATALOG, TOKEN, blueprint, config_for, find, manife
 from llmctl.blueprints.versions import versions
 from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL
 from llmctl.infra.workload.builders.common import serving_image
+from llmctl.infra.workload.config import Delivery
 from llmctl.infra.workload.crd_models import serve_config
 from llmctl.infra.workload.schedulability import pod_templates
 
@@ -189,10 +190,9 @@ def test_triton_ports_repository_and_autoscaler() -> None:
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 5)
     assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     assert "-m llmctl.serving.triton_vllm.start" in " ".join(container["command"])
-    assert (
-        "--http-port=8000" in container["args"]
-        and "initContainers" not in deployment["spec"]["template"]["spec"]
-    )
+    # the start module renders the repository: the only init container fetches the delivered wheel
+    inits = deployment["spec"]["template"]["spec"]["initContainers"]
+    assert "--http-port=8000" in container["args"] and [c["name"] for c in inits] == ["fetch-llmctl"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["LLMCTL_MODEL_URI"].startswith("s3://") and "LLMCTL_BLUEPRINT" in env
     assert not [
@@ -278,12 +278,15 @@ def test_serving_image_modes() -> None:
     assert serving_image(config) == ("rayproject/ray:2.58.0-py312-cpu", False)
     rs = find(manifests_for("tiny-cpu"), "RayService")
     args = rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["args"][0]
-    assert "llmctl==" in args and "$KUBERAY_GEN_RAY_START_CMD" in args and "ray[serve]" not in args
+    assert "--no-deps /opt/llmctl/app/llmctl_eks-" in args and "llmctl==" not in args
+    assert "$KUBERAY_GEN_RAY_START_CMD" in args and "ray[serve]" not in args
     registry = config.model_copy(
         update={"platform": config.platform.model_copy(update={"ecr_registry": "1.dkr.ecr"})}
     )
-    image, baked = serving_image(registry)
-    assert image.startswith("1.dkr.ecr/llmctl/dev/tiny-cpu:") and baked  # the workload stack's own repository
+    # the registry exists on every platform; its image only once `up` found it (deploy_delivery.py)
+    assert serving_image(registry) == ("rayproject/ray:2.58.0-py312-cpu", False)
+    found = Delivery(mode="image", image="1.dkr.ecr/llmctl/dev/tiny-cpu@sha256:ab", reason="found")
+    assert serving_image(registry.model_copy(update={"delivery": found})) == (found.image, True)
     assert serving_image(config.model_copy(update={"image": "my/img:1"})) == ("my/img:1", True)
 
 

@@ -10,7 +10,6 @@ import math
 import shlex
 from typing import Any
 
-from llmctl import __version__
 from llmctl.blueprints.rules import is_gated
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.serving.common.auth import API_KEY_ENV
@@ -124,45 +123,32 @@ def config_map(
 
 
 def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
-    """(image, app_baked_in) for the serving containers, decided in one place.
+    """(image, app_baked_in) for the serving containers, from the delivery in effect.
 
-    Order: the config override, then the blueprint's built `image.serving_image`, then
-    `<ecr_registry>/llmctl/<stack>/<blueprint>:<llmctl version>` (the workload stack's own
-    repository) when the platform has an ECR registry, else the blueprint's pinned upstream
-    `image.base` with the llmctl app installed at start.
+    `up` decides the delivery (`infra/workload/deploy_delivery.py`): the config override, the
+    blueprint's built `image.serving_image`, the stack's ECR image only when `DescribeImages` found
+    it, else the blueprint's pinned upstream `image.base` with the app delivered as a wheel (EKS) or
+    a package (existing clusters). Offline, :func:`delivery.planned_delivery` gives the plan.
     """
-    from llmctl.infra.aws.images import repository_name
+    from llmctl.infra.workload.delivery import delivery_of
 
-    bp = config.blueprint
-    if config.image:
-        return config.image, True
-    if bp.image.serving_image:
-        return bp.image.serving_image, True
-    if config.platform.ecr_registry:
-        return f"{config.platform.ecr_registry}/{repository_name(config.stack, bp.name)}:{__version__}", True
-    return bp.image.base, False
-
-
-def app_requirement(config: WorkloadConfig) -> str:
-    """The pip requirement that installs the serving app into an upstream base image."""
-    return config.app_package or f"llmctl=={__version__}"
-
-
-def pip_install(requirements: list[str]) -> str:
-    """The shell command that installs packages at container start (base-image mode)."""
-    return "pip install --no-cache-dir -q " + " ".join(shlex.quote(r) for r in requirements)
+    chosen = delivery_of(config)
+    return chosen.image, chosen.baked
 
 
 def start_module_command(config: WorkloadConfig, module: str, *, python: str, baked: bool) -> list[str]:
     """Container command running a serving start module (`python -m <module>`).
 
-    In base-image mode the app is pip-installed first; the container's `args` still reach the
-    module (bash passes them on as "$@").
+    Without a built image the app is installed first (`delivery.install_script`); the container's
+    `args` still reach the module (bash passes them on as "$@").
     """
+    from llmctl.infra.workload.delivery import install_script
+
     run = [python, "-m", module]
     if baked:
         return run
-    script = f'{pip_install([app_requirement(config)])} && exec {shlex.join(run)} "$@"'
+    image, _ = serving_image(config)
+    script = f'{install_script(config, image)} && exec {shlex.join(run)} "$@"'
     return ["/bin/bash", "-c", script, "--"]
 
 

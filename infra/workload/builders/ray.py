@@ -5,9 +5,10 @@ pool with one serving replica per worker pod, Serve on 8000 and the dashboard on
 `serveConfigV2` that imports the app from `llmctl.serving.<runtime>.app:app_builder` with the whole
 blueprint as its only argument.
 
-Image modes (see :func:`common.serving_image`): a built llmctl image already carries Ray and the
-app. With the upstream base image, the pods install the app (and Ray, when the base lacks it) at
-start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`, copied
+Image modes (see :func:`common.serving_image` and `delivery.py`): a built llmctl image already
+carries Ray and the app. With the upstream base image, an init container fetches the delivered
+wheel and the pods install the runtime's pinned requirements (and Ray, when the base lacks it) and
+that wheel at start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`, copied
 from the RayService to its RayCluster) and the container runs `pip install ...` and then KubeRay's
 generated command through `bash -c "$KUBERAY_GEN_RAY_START_CMD"`: the command carries shell quoting
 (`--resources="{\"neuron_cores\": 24}"`) that a bare `$KUBERAY_GEN_RAY_START_CMD` would pass on
@@ -38,6 +39,7 @@ from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import with_app
 from llmctl.serving.phases import PHASE_LOG_ENV
 
 SERVE_PORT = 8000
@@ -90,11 +92,13 @@ def ray_pins(config: WorkloadConfig) -> RayPins:
 
 
 def _start_command(config: WorkloadConfig, image: str, pins: RayPins) -> Obj:
-    """Container command for base-image mode: install the app (and Ray if missing), then start Ray."""
-    requirements = [common.app_requirement(config)]
-    if not image.startswith(("rayproject/", "docker.io/rayproject/")):
-        requirements[:0] = pins[1]
-    install = common.pip_install(requirements)
+    """Container command without a built image: install the runtime's requirements (and Ray if the
+    base and the requirements lack it) and the delivered app, then start Ray."""
+    from llmctl.infra.workload.delivery import install_script, runtime_requirements
+
+    has_ray = any(r.split("[")[0].split("=")[0] == "ray" for r in runtime_requirements(config, image))
+    extra = [] if has_ray or image.startswith(("rayproject/", "docker.io/rayproject/")) else pins[1]
+    install = install_script(config, image, extra)
     # as KubeRay's own command does: raise the open-file limit; then run its command in a shell that
     # honours the quoting inside it (only when the install succeeded)
     start = 'exec /bin/bash -c "$KUBERAY_GEN_RAY_START_CMD"'
@@ -202,6 +206,8 @@ def rayservice(
             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
         },
     }
+    for template in (head_template, worker_template):  # the delivered wheel, fetched before start
+        template["spec"] = with_app(config, template["spec"])
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
     cluster: Obj = {
         "rayVersion": pins[0],

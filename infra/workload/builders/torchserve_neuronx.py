@@ -20,6 +20,7 @@ from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import with_app
 
 PYTHON = "python"
 
@@ -78,6 +79,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         ],
     }
+    pod_spec = with_app(config, pod_spec)
     deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, metrics)
     # Only inference goes through the exposure; management stays inside the cluster.
     admin = service(

@@ -20,6 +20,7 @@ from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import with_app
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
@@ -79,6 +80,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
+    pod_spec = with_app(config, pod_spec)
     deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, METRICS_PORT)
     ports = [port("http", HTTP_PORT), port("grpc", GRPC_PORT), port("metrics", METRICS_PORT)]
     return [deployment, service(config, name(config), "serving", ports), *hpa]

@@ -1,0 +1,252 @@
+"""`up`'s delivery decision for the serving code, made after the platform exists and before the
+workload stack runs (see `delivery.py` for the three deliveries and the pod pieces).
+
+1. An image the config or blueprint names: used as is.
+2. EKS: ECR `DescribeImages` on the stack's repository (`llmctl/<stack>/<blueprint>`) for the tag
+   `llmctl images build --push` writes (this llmctl's version). Found: the pods run that image, by
+   the digest ECR returned.
+3. Otherwise a wheel of this llmctl: built from the source checkout (`pip wheel --no-deps
+   --no-build-isolation`, no network) or re-packed from the installed distribution (`wheel pack`),
+   uploaded to the platform's cache bucket under `llmctl/wheels/<sha256 of its contents>/<file>`
+   (skipped when that key exists), and fetched by the pods with their Pod Identity.
+
+`LLMCTL_DELIVERY=image` requires the ECR image (a one-line error with the push command when it is
+missing); `LLMCTL_DELIVERY=wheel` skips the ECR check; `LLMCTL_DELIVERY=build` builds and pushes the
+image with the local Docker engine when ECR lacks it (`llmctl images build --push`, opt-in: a build
+downloads the runtime's packages and takes minutes, which a first `up` should not do unasked).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from importlib.metadata import Distribution
+from pathlib import Path
+
+from llmctl import DISTRIBUTION, __version__
+from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
+from llmctl.infra.workload.config import Delivery, WorkloadConfig
+from llmctl.infra.workload.delivery import DELIVERY_ENV, fixed_image, package_delivery, wheel_key
+
+#: zip timestamps of a source build (1980-01-01, the zip epoch): the same sources, the same bytes
+SOURCE_DATE_EPOCH = "315532800"
+CHOICES = ("auto", "image", "wheel", "build")
+
+
+def choice() -> str:
+    """`LLMCTL_DELIVERY`: auto (default), image or wheel."""
+    value = os.environ.get(DELIVERY_ENV, "auto").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise LlmctlError(
+            f"{DELIVERY_ENV}={value!r} is not a delivery", f"use one of {', '.join(CHOICES)} (or unset it)"
+        )
+    return value
+
+
+def find_image(region: str, repository: str, tag: str) -> str | None:
+    """The digest of `repository:tag` in ECR, or None when the repository or the tag does not exist."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        found = boto3.client("ecr", region_name=region).describe_images(
+            repositoryName=repository, imageIds=[{"imageTag": tag}]
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in (
+            "ImageNotFoundException",
+            "RepositoryNotFoundException",
+        ):
+            return None
+        raise CloudError(
+            f"ECR DescribeImages on {repository} failed: {error}",
+            f"check your AWS credentials, or set {DELIVERY_ENV}=wheel to skip the image check",
+        ) from None
+    except BotoCoreError as error:
+        raise CloudError(
+            f"could not reach ECR in {region}: {error}", "check your network and region"
+        ) from None
+    details = found.get("imageDetails") or []
+    return str(details[0]["imageDigest"]) if details else None
+
+
+def _source_checkout() -> Path | None:
+    from llmctl.infra.aws.images import source_root
+
+    try:
+        return source_root()
+    except PrerequisiteError:
+        return None
+
+
+def _run(cmd: list[str], **env: str) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    if done.returncode != 0:
+        raise PrerequisiteError(
+            f"could not build the llmctl wheel (`{' '.join(cmd[2:5])} ...` exit {done.returncode})",
+            (done.stderr or done.stdout).strip()[-400:]
+            or "build an image instead: llmctl images build --push",
+        )
+
+
+def repack_installed(out_dir: Path, dist: Distribution | None = None) -> None:
+    """Re-pack an installed (non-editable) distribution into a wheel with `wheel pack`.
+
+    Only the import package and the .dist-info go in (no scripts: the installer makes them from
+    entry_points.txt; no byte code; not the installer's RECORD, INSTALLER, REQUESTED or direct_url).
+    """
+    from importlib.metadata import distribution
+
+    dist = dist or distribution(DISTRIBUTION)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    skip = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / f"{DISTRIBUTION.replace('-', '_')}-{dist.version}"
+        for file in dist.files or []:
+            top = file.parts[0]
+            info = top.endswith(".dist-info")
+            if not (top == "llmctl" or info) or file.suffix == ".pyc" or (info and file.name in skip):
+                continue
+            target = root / str(file)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(str(file.locate())), target)
+        _run([sys.executable, "-m", "wheel", "pack", "-d", str(out_dir), str(root)])
+
+
+def build_wheel(out_dir: Path) -> Path:
+    """A wheel of the running llmctl in `out_dir` (no network, no dependencies)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    root = _source_checkout()
+    if root is not None:
+        cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+        _run([*cmd, "-w", str(out_dir), str(root)], SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
+    else:
+        repack_installed(out_dir)
+    wheels = sorted(out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl"))
+    if not wheels:
+        raise PrerequisiteError("building the llmctl wheel produced no .whl file", None)
+    return wheels[-1]
+
+
+def content_digest(wheel: Path) -> str:
+    """sha256 over the wheel's member names and contents (not its zip timestamps)."""
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as archive:
+        for name in sorted(archive.namelist()):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
+    return digest.hexdigest()
+
+
+def upload_wheel(region: str, bucket: str, wheel: Path) -> tuple[str, bool]:
+    """(key, uploaded): the wheel at its content-addressed key; an existing key is not written again."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    key = wheel_key(content_digest(wheel), wheel.name)
+    s3 = boto3.client("s3", region_name=region)
+    try:
+        if s3.list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount"):
+            return key, False
+        s3.upload_file(str(wheel), bucket, key)
+    except (BotoCoreError, ClientError) as error:
+        raise CloudError(
+            f"could not upload the llmctl wheel to s3://{bucket}/{key}: {error}",
+            "check your AWS credentials (s3:PutObject on the cache bucket), or push an image: "
+            "llmctl images build --push",
+        ) from None
+    return key, True
+
+
+def build_and_push(config: WorkloadConfig, note: Callable[[str], None]) -> Delivery:
+    """`llmctl images build --push` for the stack's repository, then that image by its digest."""
+    from llmctl.infra.aws.images import build
+
+    bp = config.blueprint
+    note(f"    building and pushing the {bp.runtime} image with the local Docker engine")
+    result = build(blueprint=bp.name, stack=config.stack, push=True, region=config.platform.region).to_dict()
+    if not result["serving_image"]:
+        raise LlmctlError(
+            f"the push of {result['image']} reported no digest", "run it again, or unset " + DELIVERY_ENV
+        )
+    return Delivery(
+        mode="image",
+        image=str(result["serving_image"]),
+        reason=f"built and pushed with the local Docker engine ({DELIVERY_ENV}=build)",
+        decided=True,
+    )
+
+
+def decide(
+    config: WorkloadConfig, *, note: Callable[[str], None] = lambda _text: None, upload: bool = True
+) -> Delivery:
+    """The delivery for this `up` (may call ECR and S3; see the module docstring).
+
+    ``upload=False`` (`preview`): the same decision and key, but nothing is built into ECR or S3.
+    """
+    fixed = fixed_image(config)
+    if fixed is not None:
+        return fixed
+    if config.platform.target != "eks":
+        return package_delivery(config).model_copy(update={"decided": True})
+    from llmctl.infra.aws.images import repository_name
+
+    wanted = choice()
+    repository = repository_name(config.stack, config.blueprint.name)
+    region, registry = config.platform.region, config.platform.ecr_registry
+    push = f"llmctl images build --push -b {config.blueprint.name} --stack {config.stack} --region {region}"
+    if wanted != "wheel" and registry:
+        digest = find_image(region, repository, __version__)
+        if digest is not None:
+            return Delivery(
+                mode="image",
+                image=f"{registry}/{repository}@{digest}",
+                reason=f"ECR has {repository}:{__version__} (pushed by llmctl images build --push)",
+                decided=True,
+            )
+        if wanted == "image":
+            raise LlmctlError(
+                f"{DELIVERY_ENV}=image but ECR has no {repository}:{__version__}",
+                f"push it first: {push}",
+            )
+        if wanted == "build" and upload:
+            return build_and_push(config, note)
+        why = f"ECR has no {repository}:{__version__}"
+    elif wanted in ("image", "build"):
+        raise LlmctlError(f"{DELIVERY_ENV}={wanted} but the platform exports no ECR registry", None)
+    else:
+        why = f"{DELIVERY_ENV}=wheel" if wanted == "wheel" else "the platform exports no ECR registry"
+    bucket = config.platform.cache_bucket
+    if not bucket:
+        raise LlmctlError(
+            "the platform exports no cache bucket, so the serving code cannot be delivered as a wheel",
+            f"push an image instead: {push}",
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel = build_wheel(Path(tmp))
+        if upload:
+            key, uploaded = upload_wheel(region, bucket, wheel)
+            note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
+        else:
+            key = wheel_key(content_digest(wheel), wheel.name)
+    return Delivery(
+        mode="wheel",
+        image=config.blueprint.image.base,
+        wheel_uri=f"s3://{bucket}/{key}",
+        reason=f"{why}: the pods fetch this llmctl as a wheel from the cache bucket "
+        f"(faster repeat deploys: {push})",
+        decided=upload,
+    )
+
+
+def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True) -> WorkloadConfig:
+    """The config with the delivery decided; says which one and why (`up`'s and `preview`'s hook)."""
+    chosen = decide(config, note=note, upload=upload)
+    what = chosen.image if chosen.mode == "image" else (chosen.wheel_uri or chosen.requirement)
+    note(f"serving code: {chosen.mode} {what} ({chosen.reason})")
+    return config.model_copy(update={"delivery": chosen})

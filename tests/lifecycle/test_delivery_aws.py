@@ -1,0 +1,249 @@
+"""`up`'s serving-code delivery against moto: the ECR DescribeImages decision, the content-addressed
+wheel upload, and a first `up` on an empty account through the stand-in engine."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from lifecycle_support import lifecycle
+from standin_support import STANDIN_BUCKET
+
+from llmctl import __version__
+from llmctl.blueprints.catalog import load_blueprint
+from llmctl.errors import LlmctlError
+from llmctl.infra.aws.images import ensure_repository
+from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.delivery import DELIVERY_ENV, FETCH_CONTAINER, wheel_file
+from llmctl.infra.workload.deploy_delivery import (
+    build_wheel,
+    content_digest,
+    decide,
+    find_image,
+    repack_installed,
+    upload_wheel,
+)
+
+REPO = "llmctl/dev/tiny-cpu"
+REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+BUCKET = "llmctl-dev-cache-1"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One wheel of this checkout, built once for the module (about a second)."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+def push(region: str, repository: str, tag: str) -> str:
+    """An image in moto's ECR (as `llmctl images build --push` leaves it); returns its digest."""
+    ensure_repository(region, repository, "llmctl-dev")
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {
+            "mediaType": "application/vnd.docker.container.image.v1+json",
+            "size": 2,
+            "digest": "sha256:" + "0" * 64,
+        },
+        "layers": [],
+    }
+    image = boto3.client("ecr", region_name=region).put_image(
+        repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
+    )["image"]
+    return str(image["imageId"]["imageDigest"])
+
+
+def config(region: str) -> WorkloadConfig:
+    bp = load_blueprint("tiny-cpu")
+    facts = PlatformFacts.for_blueprint(bp, region=region).model_copy(
+        update={"ecr_registry": REGISTRY, "cache_bucket": BUCKET}
+    )
+    return WorkloadConfig(blueprint=bp, platform=facts)
+
+
+def bucket(region: str) -> Any:
+    s3 = boto3.client("s3", region_name=region)
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": region})
+    return s3
+
+
+def images_in(obj: Any) -> list[str]:
+    """Every container image named anywhere in a resource's inputs."""
+    if isinstance(obj, dict):
+        found = [str(obj["image"])] if isinstance(obj.get("image"), str) and "name" in obj else []
+        return found + [i for value in obj.values() for i in images_in(value)]
+    if isinstance(obj, list):
+        return [i for value in obj for i in images_in(value)]
+    return []
+
+
+# ---- the DescribeImages decision -----------------------------------------------------------------
+def test_describe_images_finds_only_the_stacks_tag(aws: str) -> None:
+    assert find_image(aws, REPO, __version__) is None  # no repository yet
+    push(aws, REPO, "0.0.1")
+    assert find_image(aws, REPO, __version__) is None  # the repository holds another version only
+    push(aws, "llmctl/prod/tiny-cpu", __version__)
+    assert find_image(aws, REPO, __version__) is None  # another stack's image is not this stack's
+    digest = push(aws, REPO, __version__)
+    assert find_image(aws, REPO, __version__) == digest
+
+
+def test_a_pushed_image_is_used_by_digest_and_nothing_is_uploaded(aws: str) -> None:
+    s3 = bucket(aws)
+    digest = push(aws, REPO, __version__)
+    chosen = decide(config(aws))
+    assert chosen.mode == "image" and chosen.decided
+    assert chosen.image == f"{REGISTRY}/{REPO}@{digest}"
+    assert "ECR has llmctl/dev/tiny-cpu:" in chosen.reason
+    assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+@pytest.mark.parametrize("other_tag", [False, True], ids=["no-repository", "other-tag"])
+def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag: bool) -> None:
+    s3 = bucket(aws)
+    if other_tag:
+        push(aws, REPO, "0.0.1")
+    notes: list[str] = []
+    chosen = decide(config(aws), note=notes.append)
+    assert chosen.mode == "wheel" and chosen.decided
+    assert chosen.image == "rayproject/ray:2.58.0-py312-cpu"  # the pinned base, never the ECR name
+    assert f"ECR has no {REPO}:{__version__}" in chosen.reason
+    assert "llmctl images build --push -b tiny-cpu --stack dev" in chosen.reason
+    assert chosen.wheel_uri is not None and chosen.wheel_uri.startswith(f"s3://{BUCKET}/llmctl/wheels/")
+    key = chosen.wheel_uri.removeprefix(f"s3://{BUCKET}/")
+    assert s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0
+    assert notes == [f"    uploaded {chosen.wheel_uri}"]
+
+
+def test_forcing_a_delivery(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket(aws)
+    monkeypatch.setenv(DELIVERY_ENV, "image")
+    with pytest.raises(
+        LlmctlError, match="LLMCTL_DELIVERY=image but ECR has no llmctl/dev/tiny-cpu"
+    ) as caught:
+        decide(config(aws))
+    assert (
+        caught.value.hint
+        == f"push it first: llmctl images build --push -b tiny-cpu --stack dev --region {aws}"
+    )
+    push(aws, REPO, __version__)
+    assert decide(config(aws)).mode == "image"
+    monkeypatch.setenv(DELIVERY_ENV, "wheel")  # skips the ECR check even with the image there
+    assert decide(config(aws)).mode == "wheel"
+    monkeypatch.setenv(DELIVERY_ENV, "docker")
+    with pytest.raises(LlmctlError, match="is not a delivery"):
+        decide(config(aws))
+
+
+# ---- the wheel upload ----------------------------------------------------------------------------
+def test_wheel_upload_is_content_addressed_and_idempotent(aws: str, wheel: Path, tmp_path: Path) -> None:
+    s3 = bucket(aws)
+    assert wheel.name == wheel_file()
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert "llmctl/serving/ray_cpu/requirements.txt" in names  # what the pods install beside it
+    assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
+    key, uploaded = upload_wheel(aws, BUCKET, wheel)
+    assert uploaded and key == f"llmctl/wheels/{content_digest(wheel)}/{wheel_file()}"
+    body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert hashlib.sha256(body).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    first = s3.head_object(Bucket=BUCKET, Key=key)["LastModified"]
+
+    rebuilt = build_wheel(tmp_path / "again")  # the same sources: the same key, nothing written
+    assert content_digest(rebuilt) == content_digest(wheel)
+    assert upload_wheel(aws, BUCKET, rebuilt) == (key, False)
+    assert s3.head_object(Bucket=BUCKET, Key=key)["LastModified"] == first
+    assert s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 1
+
+    changed = tmp_path / "changed" / wheel.name  # other contents: another key, the old one stays
+    changed.parent.mkdir()
+    shutil.copyfile(wheel, changed)
+    with zipfile.ZipFile(changed, "a") as archive:
+        archive.writestr("llmctl/extra.py", "x = 1\n")
+    other, uploaded = upload_wheel(aws, BUCKET, changed)
+    assert uploaded and other != key and s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 2
+
+
+def test_an_installed_distribution_is_repacked_into_the_same_wheel(wheel: Path, tmp_path: Path) -> None:
+    """Run from `pip install llmctl-eks` (no source checkout): the installed files become the wheel."""
+    import subprocess
+    import sys
+    from importlib.metadata import PathDistribution
+
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site)]
+    subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
+    [info] = site.glob("llmctl_eks-*.dist-info")
+    out = tmp_path / "out"
+    repack_installed(out, PathDistribution(info))
+    [repacked] = out.glob("*.whl")
+    assert repacked.name == wheel.name
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(repacked) as b:
+        original = {n: a.read(n) for n in a.namelist() if not n.endswith("/RECORD")}
+        again = {n: b.read(n) for n in b.namelist() if not n.endswith("/RECORD")}
+    assert again == original  # every module, data file and metadata file, byte for byte
+
+
+def test_an_upload_without_the_bucket_is_one_line_with_the_fix(aws: str, wheel: Path) -> None:
+    with pytest.raises(
+        LlmctlError, match="could not upload the llmctl wheel to s3://missing-bucket/"
+    ) as caught:
+        upload_wheel(aws, "missing-bucket", wheel)
+    assert caught.value.hint is not None and "llmctl images build --push" in caught.value.hint
+
+
+# ---- a first `up` on an empty account --------------------------------------------------------------
+def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missing(
+    engine: Any, aws: str
+) -> None:
+    stream = io.StringIO()
+    lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
+    s3 = boto3.client("s3", region_name=aws)
+    delivery = engine.outputs("llmctl-tiny-cpu", "dev")["delivery"]
+    assert delivery["mode"] == "wheel" and delivery["decided"] is True
+    key = delivery["wheel_uri"].removeprefix(f"s3://{STANDIN_BUCKET}/")
+    assert s3.head_object(Bucket=STANDIN_BUCKET, Key=key)["ContentLength"] > 0
+    resources = engine.resources("llmctl-tiny-cpu", "dev")
+    images = [i for res in resources.values() for i in images_in(res["inputs"])]
+    assert images and not [i for i in images if ".dkr.ecr." in i]  # no repository, no image: none pulled
+    fetches = [
+        c
+        for res in resources.values()
+        for spec in [res["inputs"].get("spec", {})]
+        for c in json.loads(json.dumps(spec))
+        .get("rayClusterConfig", {})
+        .get("headGroupSpec", {})
+        .get("template", {})
+        .get("spec", {})
+        .get("initContainers", [])
+    ]
+    assert [c["command"][-2] for c in fetches if c["name"] == FETCH_CONTAINER] == [delivery["wheel_uri"]]
+    assert any(u.endswith("::cache-access-association") for u in resources)  # the pods' way to the bucket
+    printed = stream.getvalue()
+    assert f"serving code: wheel {delivery['wheel_uri']} (ECR has no {REPO}:{__version__}" in printed
+
+    # `preview` reaches the same decision without uploading: the workload is unchanged
+    s3.delete_object(Bucket=STANDIN_BUCKET, Key=key)
+    report = lifecycle().preview("tiny-cpu", region=aws)
+    assert set(report.stacks["llmctl-tiny-cpu"].changes) == {"same"}
+    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == 0
+    s3.upload_file(str(build_wheel(engine.root / "wheel")), STANDIN_BUCKET, key)
+
+    # `llmctl images build --push` then the next `up`: the image, by digest, and no wheel fetch
+    digest = push(aws, REPO, __version__)
+    lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
+    delivery = engine.outputs("llmctl-tiny-cpu", "dev")["delivery"]
+    assert delivery["mode"] == "image" and delivery["image"].endswith(f"/{REPO}@{digest}")
+    resources = engine.resources("llmctl-tiny-cpu", "dev")
+    serving = {i for res in resources.values() for i in images_in(res["inputs"]) if "ray" in i or "ecr" in i}
+    assert serving == {delivery["image"]}
+    assert FETCH_CONTAINER not in json.dumps([r["inputs"] for r in resources.values()])

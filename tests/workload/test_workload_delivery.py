@@ -1,0 +1,211 @@
+"""Serving code delivery in the rendered objects: the distribution's own name, the wheel every pod of
+every runtime fetches and installs, and no `pip install` of the app by any name on a package index."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomllib
+import yaml
+from workload_helpers import CATALOG, blueprint, config_for
+
+from llmctl import DISTRIBUTION, __version__
+from llmctl.blueprints.runtimes import runtime_names
+from llmctl.infra.offline import run_offline
+from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.delivery import APP_DIR, APP_VOLUME, FETCH_CONTAINER, planned_delivery, wheel_file
+from llmctl.infra.workload.manifests import build_manifests
+from llmctl.infra.workload.program import build_workload
+from llmctl.infra.workload.render import render_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+# our app under any name it could have on an index: `llmctl`, the distribution, their spellings
+APP_NAMES = {"llmctl", DISTRIBUTION, DISTRIBUTION.replace("-", "_")}
+PINNED = re.compile(r"^[A-Za-z0-9_.\-]+(\[[A-Za-z0-9_,\-]+\])?==[A-Za-z0-9_.+\-]+$")
+# pip options that take a value
+VALUED = {"--extra-index-url", "--index-url", "-i", "-r", "-c", "--find-links", "-f"}
+
+
+def pod_specs(obj: Any) -> list[dict[str, Any]]:
+    """Every pod spec (a mapping with `containers`) inside an object."""
+    found: list[dict[str, Any]] = []
+    if isinstance(obj, dict):
+        if isinstance(obj.get("containers"), list):
+            found.append(obj)
+        for value in obj.values():
+            found.extend(pod_specs(value))
+    elif isinstance(obj, list):
+        for value in obj:
+            found.extend(pod_specs(value))
+    return found
+
+
+def strings(obj: Any) -> list[str]:
+    """Every string value inside an object (commands, args, scripts)."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for value in obj.values() for s in strings(value)]
+    if isinstance(obj, list):
+        return [s for value in obj for s in strings(value)]
+    return []
+
+
+def pip_installs(manifests: list[dict[str, Any]]) -> list[list[str]]:
+    """The arguments of every `pip install` in the manifests' strings, as a shell splits them."""
+    installs = []
+    for text in strings(manifests):
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+        for i in range(len(words) - 1):
+            if words[i].endswith("pip") and words[i + 1] == "install":
+                args = []
+                for word in words[i + 2 :]:
+                    if word in ("&&", ";", "||", "|", "&"):
+                        break
+                    args.append(word)
+                installs.append(args)
+    return installs
+
+
+def installed_from_an_index(args: list[str]) -> list[str]:
+    """The requirement arguments of a pip install (options and their values dropped)."""
+    names, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in VALUED:
+            skip = True
+        elif not arg.startswith("-"):
+            names.append(arg)
+    return names
+
+
+def test_the_distribution_has_its_own_name_and_the_code_uses_it() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION and DISTRIBUTION != "llmctl"  # `llmctl` on PyPI is another project
+    assert metadata.version(DISTRIBUTION) == __version__ != "0.0.0+unknown"
+    assert project["scripts"]["llmctl"] == "llmctl.cli.app:main"  # the command keeps its name
+    assert wheel_file() == f"llmctl_eks-{__version__}-py3-none-any.whl"
+    for path in ("serving/common/deps.py", "infra/targets/needs.py", "serving/bench/plots.py"):
+        assert "'llmctl[" not in (ROOT / path).read_text(), path
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
+    config = config_for(name)
+    delivery = planned_delivery(config)
+    assert delivery.mode == "wheel" and delivery.wheel_uri is not None
+    manifests = build_manifests(config, hf_token=None)
+    serving = [
+        m
+        for m in manifests
+        if m["kind"] in ("RayService", "Deployment")
+        and m["metadata"]["labels"]["app.kubernetes.io/component"] == "serving"
+    ]
+    specs = [spec for m in serving for spec in pod_specs(m)]
+    assert specs, name
+    for spec in specs:
+        [fetch] = [c for c in spec["initContainers"] if c["name"] == FETCH_CONTAINER]
+        assert fetch["command"][:3] == ["aws", "s3", "cp"] and delivery.wheel_uri in fetch["command"]
+        assert fetch["image"].startswith("public.ecr.aws/aws-cli/aws-cli:2.")
+        assert {"name": APP_VOLUME, "emptyDir": {}} in spec["volumes"]
+        for container in spec["containers"]:
+            if container["name"] == "autoscaler":
+                continue
+            assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
+            script = " ".join([*container.get("command", []), *container.get("args", [])])
+            assert f"pip install --no-cache-dir -q --no-deps {APP_DIR}/{wheel_file()}" in script
+        assert spec["serviceAccountName"] == "llmctl-serving"  # the one with the Pod Identity
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_no_pip_install_of_the_app_by_an_index_name_in_any_rendered_manifest(name: str) -> None:
+    config = config_for(name)
+    registry = config.model_copy(
+        update={"platform": config.platform.model_copy(update={"ecr_registry": "1.dkr.ecr.example"})}
+    )
+    manifests = build_manifests(registry, hf_token=None)
+    rendered = list(yaml.safe_load_all(render_yaml(manifests, None).text))  # what `llmctl render` writes
+    installs = pip_installs(rendered)
+    assert installs, "the base image gets the app installed at start"
+    for args in installs:
+        for requirement in installed_from_an_index(args):
+            if requirement.startswith("/"):
+                assert requirement == f"{APP_DIR}/{wheel_file()}" and "--no-deps" in args
+                continue
+            project = re.split(r"[\[=<>!~ ]", requirement, maxsplit=1)[0].lower()
+            assert project not in APP_NAMES, f"{name}: pip install {requirement}"
+            assert PINNED.match(requirement), f"{name}: unpinned pip install {requirement}"
+    # a registry alone is no image: nothing references ECR unless `up`'s DescribeImages found it
+    images = [
+        c["image"]
+        for spec in pod_specs(manifests)
+        for c in spec["containers"] + spec.get("initContainers", [])
+    ]
+    assert not [image for image in images if "dkr.ecr" in image]
+
+
+@pytest.mark.parametrize("runtime", runtime_names())
+def test_every_runtime_installs_its_dockerfile_requirements_before_the_wheel(runtime: str) -> None:
+    name = next(n for n in CATALOG if blueprint(n).runtime == runtime)
+    installs = pip_installs(build_manifests(config_for(name), hf_token=None))
+    app = [i for i, args in enumerate(installs) if f"{APP_DIR}/{wheel_file()}" in args]
+    assert app and all(i > 0 and "--no-deps" in installs[i] for i in app)
+    requirements = installs[app[0] - 1]
+    assert any(PINNED.match(arg) for arg in requirements)  # the runtime's pinned layer, as its image has
+
+
+def test_an_image_found_by_up_replaces_the_wheel_everywhere() -> None:
+    config = config_for("tiny-cpu")
+    image = "1.dkr.ecr.example/llmctl/dev/tiny-cpu@sha256:" + "ab" * 32
+    found = config.model_copy(update={"delivery": Delivery(mode="image", image=image, reason="found")})
+    manifests = build_manifests(found, hf_token=None)
+    specs = [spec for m in manifests for spec in pod_specs(m) if m["kind"] == "RayService"]
+    assert {c["image"] for spec in specs for c in spec["containers"]} == {image}
+    assert not [spec for spec in specs if spec.get("initContainers")]
+    assert not [args for args in pip_installs(manifests) if "gradio" not in " ".join(args)]
+
+
+def test_wheel_delivery_gives_the_pods_bucket_access_even_without_caches() -> None:
+    config = config_for("tiny-cpu")
+    facts = config.platform.model_copy(update={"cache_bucket": "b-cache-1"})
+    bare = config.model_copy(
+        update={
+            "platform": facts,
+            "blueprint": config.blueprint.model_copy(
+                update={"caches": config.blueprint.caches.model_copy(update={"model_mirror": False})}
+            ),
+        }
+    )
+    assert planned_delivery(bare).wheel_uri == f"s3://b-cache-1/llmctl/wheels/planned/{wheel_file()}"
+    registered = run_offline(lambda: build_workload(bare))
+    [association] = [
+        r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+    ]
+    assert association.inputs["serviceAccount"] == "llmctl-serving"
+    [policy] = [r for r in registered if r.type == "aws:iam/rolePolicy:RolePolicy"]
+    assert "arn:aws:s3:::b-cache-1/*" in policy.inputs["policy"] and "s3:GetObject" in policy.inputs["policy"]
+    # with an image, the pods need no bucket (and get no role) when no cache is on
+    found = bare.model_copy(update={"delivery": Delivery(mode="image", image="x/y@sha256:1", reason="r")})
+    registered = run_offline(lambda: build_workload(found))
+    assert not [r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
+
+
+def test_an_existing_cluster_installs_the_app_by_the_distributions_own_name(tmp_path: Path) -> None:
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(
+        yaml.safe_dump(
+            {"pools": [{"name": "cpu", "labels": {"pool": "cpu"}, "instance_types": ["m5.xlarge"]}]}
+        )
+    )
+    bp = blueprint("tiny-cpu")
+    facts = PlatformFacts.for_existing_cluster(pools)
+    delivery = planned_delivery(WorkloadConfig(blueprint=bp, platform=facts))
+    assert delivery.mode == "package" and delivery.requirement == f"{DISTRIBUTION}=={__version__}"
