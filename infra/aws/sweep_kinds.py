@@ -426,8 +426,6 @@ TABLE: tuple[Kind, ...] = (
     ),
     Kind("log-group", "logs", _list_log_groups, _log_group_owned, _call("delete_log_group", "logGroupName")),
     Kind("interruption-queue", "sqs", _list_queues, _queue_owned, _delete_queue),
-
-
     Kind(
         "ecr-repository",
         "ecr",
