@@ -190,9 +190,8 @@ def preview(
     elif fmt == "markdown":
         sys.stdout.write(report.to_markdown())
     else:
-        for name, result in report.stacks.items():
-            summary = ", ".join(f"{op} {n}" for op, n in result.changes.items()) or "no changes"
-            output.console.print(f"[bold]{name}[/]/{stack}: {summary}")
+        for line in report.lines():
+            output.console.print(line, markup=False)
         output.console.print(f"cost: about ${report.cost.total_hourly_usd:.2f}/h")
 
 
