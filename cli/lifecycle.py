@@ -93,7 +93,10 @@ def _print_up(result: Any, json_output: bool) -> None:
         )
         return
     con = output.console
-    con.print(f"[bold green]ready:[/] {bp} on {endpoint.target} (stack {stack})")
+    where = f"stack {stack}" + (f", workload {endpoint.workload}" if endpoint.workload else "")
+    con.print(f"[bold green]ready:[/] {bp} on {endpoint.target} ({where})")
+    for note in result.plan.notes if result.plan else []:  # shown with --yes too (CI logs)
+        con.print(f"  {note}", markup=False)
     con.print(
         f"  endpoint   {endpoint.base_url}" + ("  (run `llmctl connect` first)" if result.via_connect else "")
     )

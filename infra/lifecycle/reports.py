@@ -67,7 +67,8 @@ def next_commands(endpoint: Endpoint) -> list[str]:
         flag = f"--blueprint {bp} --stack {stack} --workload {endpoint.workload}"
         return [
             f"llmctl connect {flag}",
-            f"llmctl chat --endpoint {endpoint.base_url}",
+            f"llmctl chat {flag}",
+            f"llmctl bench {flag}",
             f"llmctl down --stack {stack} --workload {endpoint.workload}",
         ]
     return [
