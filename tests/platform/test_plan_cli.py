@@ -156,3 +156,19 @@ def test_skip_missing_still_fails_on_a_broken_blueprint(tmp_path: Path) -> None:
     broken.write_text("name: [", encoding="utf-8")
     result = runner.invoke(app, ["plan", "--offline", "-b", str(broken), "--skip-missing"])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("names", [["tiny-cpu"], ["llama2-70b-vllm-gpu", "llama2-inf2"]])
+def test_the_plans_platform_is_the_one_up_builds_for_those_workloads(names: list[str]) -> None:
+    """The offline plan and `up` (the union of the environment's workload records) give the same
+    platform config, so a plan diff shows what `up` would change."""
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.lifecycle.environment import WorkloadRecord, union
+    from llmctl.infra.platform.config import validate_config
+
+    planned = offline_plan(names, stack="ci", workload="pr-1").config
+    pools, types = union(WorkloadRecord.for_blueprint(load_blueprint(n), "pr-1") for n in names)
+    built = validate_config(
+        {"stack": "ci", "region": "us-west-2", "pools": pools, "instance_types": types}, source="test"
+    )
+    assert planned.to_pulumi_config() == built.to_pulumi_config()
