@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmctl.blueprints.schema import Blueprint
-from llmctl.errors import BlueprintError
+from llmctl.errors import BlueprintError, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.plan_doc import SECRET, canonical, full_inputs, header, placeholders, stack_entry
@@ -36,6 +36,13 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
     "aws:s3/bucket:Bucket": ("bucketPrefix", "forceDestroy"),
 }  # fmt: skip
 _NOISE = {"tags", "__defaults", "policy", "assumeRolePolicy", "values", "configurationValues"}
+
+
+class PlanInputError(LlmctlError):
+    """A bad --stack or --workload name: exit 2 like a bad blueprint, since exit 1 of `plan` means
+    "policy failed, the JSON is printed all the same" (CI accepts it)."""
+
+    exit_code = 2
 
 
 @dataclass
@@ -174,7 +181,10 @@ def offline_plan(
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.infra.targets.base import check_names
 
-    check_names(stack, workload)
+    try:
+        check_names(stack, workload)
+    except LlmctlError as exc:
+        raise PlanInputError(exc.message, exc.hint) from None
     missing = [ref for ref in blueprint_refs if not blueprint_exists(ref)] if skip_missing else []
     blueprint_refs = [ref for ref in blueprint_refs if ref not in missing]
     if not blueprint_refs and not all_pools and not missing:

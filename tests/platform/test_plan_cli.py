@@ -109,7 +109,8 @@ def test_plan_names_the_workload_stack_and_namespace_up_would_deploy() -> None:
 )
 def test_plan_bad_workload_names_are_one_line_errors(args: list[str], message: str) -> None:
     result = runner.invoke(app, ["plan", "-b", "tiny-cpu", "--offline", *args])
-    assert result.exit_code == 1 and message in result.stderr and "Traceback" not in result.output
+    # exit 2 (bad input), never 1: CI reads 1 as "policy failed, the JSON was written"
+    assert result.exit_code == 2 and message in result.stderr and "Traceback" not in result.output
 
 
 def test_a_blueprint_the_base_revision_lacks_plans_as_a_new_workload_stack(
