@@ -173,3 +173,32 @@ def test_the_plans_platform_is_the_one_up_builds_for_those_workloads(names: list
         {"stack": "ci", "region": "us-west-2", "pools": pools, "instance_types": types}, source="test"
     )
     assert planned.to_pulumi_config() == built.to_pulumi_config()
+
+
+def test_a_pr_comment_names_the_prs_workload_stack_and_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flow of the example workflow: base and head planned with `--workload pr-42`; the diff of
+    a replicas change names `llmctl-tiny-cpu/ci.pr-42` and the object in namespace tiny-cpu-pr-42."""
+    text = (CATALOG / "tiny-cpu.yaml").read_text(encoding="utf-8")
+    files = {}
+    for side, replicas in (("base", "1"), ("head", "2")):
+        folder = tmp_path / side
+        folder.mkdir()
+        (folder / "bp.yaml").write_text(
+            text.replace("  replicas: 1\n", f"  replicas: {replicas}\n", 1), encoding="utf-8"
+        )
+        monkeypatch.chdir(folder)
+        args = ["plan", "--offline", "--json", "--stack", "ci", "--workload", "pr-42", "-b", "bp.yaml"]
+        result = runner.invoke(app, args + (["--skip-missing"] if side == "base" else []))
+        assert result.exit_code == 0, result.output
+        files[side] = folder / "plan.json"
+        files[side].write_text(result.stdout, encoding="utf-8")
+    diff = runner.invoke(app, ["plan", "diff", str(files["base"]), str(files["head"])])
+    assert diff.exit_code == 1
+    assert diff.stdout.splitlines()[:3] == [
+        "plan diff: 0 added, 0 removed, 1 changed",
+        "llmctl-tiny-cpu/ci.pr-42",
+        "  ~ kubernetes:ray.io/v1:RayService tiny-cpu-pr-42/tiny-cpu",
+    ]
+    assert "      spec.rayClusterConfig.workerGroupSpecs[0].replicas: 1 -> 2" in diff.stdout
