@@ -45,6 +45,7 @@ def bench(
     ),
     blueprint: str | None = options.SOME_DEPLOYED,
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     model: str | None = options.MODEL_NAME,
     api_key: str | None = options.API_KEY,
     concurrency: str = typer.Option(
@@ -156,6 +157,7 @@ def bench(
         endpoints=endpoint,
         blueprint=blueprint,
         stack=stack,
+        workload=workload,
         concurrency=concurrency or num_concurrent_requests,
         rate=rate,
         arrival=arrival,

@@ -23,6 +23,7 @@ def build(
         help="Build for this blueprint: its runtime, base image and ECR repository.",
     ),
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     push: bool = typer.Option(
         False,
         "--push",
@@ -36,9 +37,16 @@ def build(
     """Build a runtime's image with the local Docker engine (buildx), optionally pushing it."""
     output.start(json_output=json)
     from llmctl.infra.aws.images import build as build_image
+    from llmctl.infra.lifecycle.environment import workload_stack
 
     result = build_image(
-        runtime, blueprint=blueprint, stack=stack, push=push, region=region, tag=tag, base=base
+        runtime,
+        blueprint=blueprint,
+        stack=workload_stack(stack, workload),
+        push=push,
+        region=region,
+        tag=tag,
+        base=base,
     ).to_dict()
     if json:
         output.emit_json(result)

@@ -93,7 +93,10 @@ def _print_up(result: Any, json_output: bool) -> None:
         )
         return
     con = output.console
-    con.print(f"[bold green]ready:[/] {bp} on {endpoint.target} (stack {stack})")
+    where = f"stack {stack}" + (f", workload {endpoint.workload}" if endpoint.workload else "")
+    con.print(f"[bold green]ready:[/] {bp} on {endpoint.target} ({where})")
+    for note in result.plan.notes if result.plan else []:  # shown with --yes too (CI logs)
+        con.print(f"  {note}", markup=False)
     con.print(
         f"  endpoint   {endpoint.base_url}" + ("  (run `llmctl connect` first)" if result.via_connect else "")
     )
@@ -190,9 +193,8 @@ def preview(
     elif fmt == "markdown":
         sys.stdout.write(report.to_markdown())
     else:
-        for name, result in report.stacks.items():
-            summary = ", ".join(f"{op} {n}" for op, n in result.changes.items()) or "no changes"
-            output.console.print(f"[bold]{name}[/]/{stack}: {summary}")
+        for line in report.lines():
+            output.console.print(line, markup=False)
         output.console.print(f"cost: about ${report.cost.total_hourly_usd:.2f}/h")
 
 

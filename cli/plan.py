@@ -25,7 +25,14 @@ def plan(
     offline: bool = typer.Option(
         False, "--offline", help="Run the program under Pulumi mocks: no credentials, no CLI."
     ),
+    skip_missing: bool = typer.Option(
+        False,
+        "--skip-missing",
+        help="Leave out blueprints that do not exist (a file a pull request adds, planned on its base "
+        "revision); the plan lists them under missing_blueprints.",
+    ),
     stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
     region: str = options.PLATFORM_REGION,
     json: bool = options.JSON,
 ) -> None:
@@ -43,13 +50,22 @@ def plan(
         )
     from llmctl.infra.plan import offline_plan
 
-    result = offline_plan(blueprint, stack=stack, region=region, all_pools=all_pools)
+    result = offline_plan(
+        blueprint,
+        stack=stack,
+        region=region,
+        all_pools=all_pools,
+        workload=workload,
+        skip_missing=skip_missing,
+    )
     if json:
         output.emit_json(result.to_dict())
         if not result.ok:
             raise typer.Exit(1)
         return
     _print(result)
+    if result.missing:
+        output.console.print(f"left out (not found): {', '.join(result.missing)}")
     if not result.ok:
         raise LlmctlError(
             f"policy check failed: {sum(v.severity == 'error' for v in result.violations)} violation(s)",
@@ -80,7 +96,8 @@ def _print(result: object) -> None:
     output.console.print(f"{len(result.resources)} resources; unknown values show as <unknown>")
     for work in result.workloads:
         output.console.print(
-            f"[bold]workload[/] {work.project}/{work.stack}: {len(work.resources)} resources "
+            f"[bold]workload[/] {work.project}/{work.stack} (namespace {work.namespace}): "
+            f"{len(work.resources)} resources "
             "(`--json` lists them with every input)"
         )
     if result.cost:

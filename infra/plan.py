@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmctl.blueprints.schema import Blueprint
-from llmctl.errors import BlueprintError
+from llmctl.errors import BlueprintError, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.plan_doc import SECRET, canonical, full_inputs, header, placeholders, stack_entry
@@ -38,6 +38,13 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
 _NOISE = {"tags", "__defaults", "policy", "assumeRolePolicy", "values", "configurationValues"}
 
 
+class PlanInputError(LlmctlError):
+    """A bad --stack or --workload name: exit 2 like a bad blueprint, since exit 1 of `plan` means
+    "policy failed, the JSON is printed all the same" (CI accepts it)."""
+
+    exit_code = 2
+
+
 @dataclass
 class PlanResult:
     """The offline plan: config, the platform's resources (every input, secrets redacted), each
@@ -48,6 +55,8 @@ class PlanResult:
     violations: list[Violation]
     workloads: list[WorkloadPlan] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
+    workload: str | None = None  # the named workload (`--workload`) the workload stacks are planned as
+    missing: list[str] = field(default_factory=list)  # blueprints left out (`--skip-missing`)
 
     @property
     def ok(self) -> bool:
@@ -65,9 +74,8 @@ class PlanResult:
         """The platform stack, then one workload stack per blueprint (in blueprint-name order)."""
         stacks = [stack_entry("platform", PLATFORM_PROJECT, self.config.stack, self.resources)]
         for work in sorted(self.workloads, key=lambda w: w.blueprint.name):
-            stacks.append(
-                stack_entry("workload", work.project, work.stack, work.resources, work.blueprint.name)
-            )
+            entry = stack_entry("workload", work.project, work.stack, work.resources, work.blueprint.name)
+            stacks.append({**entry, "namespace": work.namespace})
         return stacks
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,10 +85,12 @@ class PlanResult:
             **header(),
             "ok": self.ok,
             "stack": self.config.stack,
+            "workload": self.workload,
             "cluster_name": self.config.cluster_name,
             "region": self.config.region,
             "pools": self.config.pools,
             "blueprints": sorted(w.blueprint.name for w in self.workloads),
+            "missing_blueprints": sorted(self.missing),
             "cost": self.cost,
             "resource_count": sum(s["resource_count"] for s in stacks),
             "stacks": stacks,
@@ -160,11 +170,24 @@ def offline_plan(
     region: str = "us-west-2",
     all_pools: bool = False,
     overrides: dict[str, Any] | None = None,
+    workload: str | None = None,
+    skip_missing: bool = False,
 ) -> PlanResult:
-    """Plan the platform for some blueprints without credentials or the pulumi CLI."""
+    """Plan the platform for some blueprints without credentials or the pulumi CLI; each blueprint's
+    workload stack as `up --stack STACK [--workload NAME]` would name it. With `skip_missing`, a
+    blueprint file or catalog name that does not exist (e.g. one a pull request adds, planned on
+    its base revision) is left out and listed in the document, so the plan is the environment
+    without it (the platform alone when none is left)."""
     from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.targets.base import check_names
 
-    if not blueprint_refs and not all_pools:
+    try:
+        check_names(stack, workload)
+    except LlmctlError as exc:
+        raise PlanInputError(exc.message, exc.hint) from None
+    missing = [ref for ref in blueprint_refs if not blueprint_exists(ref)] if skip_missing else []
+    blueprint_refs = [ref for ref in blueprint_refs if ref not in missing]
+    if not blueprint_refs and not all_pools and not missing:
         raise BlueprintError(
             "no blueprint given", "pass --blueprint NAME (see `llmctl blueprints list`) or --all-pools"
         )
@@ -178,9 +201,24 @@ def offline_plan(
         config=config,
         resources=plan_view(registered),
         violations=check_policy(registered),
-        workloads=[_viewed(run_workload_offline(bp, config)) for bp in unique],
+        workloads=[_viewed(run_workload_offline(bp, config, workload)) for bp in unique],
         cost=plan_cost(list(unique)),
+        workload=workload,
+        missing=missing,
     )
+
+
+def blueprint_exists(ref: str) -> bool:
+    """Whether a blueprint reference names an existing file or a catalog blueprint (a file that
+    exists but does not parse still counts: it fails the plan with its own error)."""
+    from pathlib import Path
+
+    from llmctl.blueprints.catalog import catalog_names
+
+    path = Path(ref).expanduser()
+    if ref.endswith((".yaml", ".yml")) or "/" in ref or path.exists():
+        return path.exists()
+    return ref in catalog_names()
 
 
 def _viewed(work: WorkloadPlan) -> WorkloadPlan:

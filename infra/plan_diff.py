@@ -77,6 +77,7 @@ class PlanDiff:
     violations_removed: list[dict[str, Any]] = field(default_factory=list)
     versions: tuple[str, str] = ("", "")
     resource_counts: tuple[int, int] = (0, 0)
+    missing: tuple[list[str], list[str]] = ([], [])  # blueprints each plan left out (--skip-missing)
 
     def of(self, action: str) -> list[ResourceChange]:
         """The resource changes of one action (add, remove, change)."""
@@ -113,7 +114,19 @@ class PlanDiff:
         }
         if self.versions[0] != self.versions[1]:
             data["llmctl_versions"] = {"old": self.versions[0], "new": self.versions[1]}
+        if any(self.missing):
+            data["missing_blueprints"] = {"old": self.missing[0], "new": self.missing[1]}
         return data
+
+    def notes(self) -> list[str]:
+        """What the reader must know to read the diff: blueprints one of the plans left out."""
+        old, new = self.missing
+        found = []
+        if old:
+            found.append(f"not in the old revision: {', '.join(old)} (its workload stack shows as new)")
+        if new:
+            found.append(f"not in the new revision: {', '.join(new)} (its workload stack shows as removed)")
+        return found
 
 
 def _key_path(path: str, key: str) -> str:
@@ -259,4 +272,9 @@ def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
         violations_removed=[old_v[key] for key in sorted(set(old_v) - set(new_v))],
         versions=(str(old.get("llmctl_version")), str(new.get("llmctl_version"))),
         resource_counts=(len(_resources(old)), len(_resources(new))),
+        missing=(_names(old.get("missing_blueprints")), _names(new.get("missing_blueprints"))),
     )
+
+
+def _names(value: Any) -> list[str]:
+    return sorted(str(item) for item in value) if isinstance(value, list) else []

@@ -62,9 +62,42 @@ def load_plan(path: Path, *, allow_version_mismatch: bool = False) -> dict[str, 
             f"{REGENERATE}; or pass --allow-version-mismatch to compare plans of two llmctl versions "
             "(inputs may then differ because llmctl changed)",
         )
-    stacks = data.get("stacks")
-    if not isinstance(stacks, list) or not all(
-        isinstance(s, dict) and isinstance(s.get("resources"), list) for s in stacks
-    ):
-        raise PlanFileError(f"{path} is a damaged plan: `stacks` is missing or malformed", REGENERATE)
+    problem = damage(data)
+    if problem:
+        raise PlanFileError(f"{path} is a damaged plan: {problem}", REGENERATE)
     return data
+
+
+def damage(data: dict[str, Any]) -> str | None:
+    """What is wrong with the parts of a plan `plan diff` reads (None when nothing is): a file
+    edited by hand or cut short fails here with one line, not deep inside the comparison."""
+    stacks = data.get("stacks")
+    if not isinstance(stacks, list):
+        return "`stacks` is missing or malformed"
+    for index, stack in enumerate(stacks):
+        if not isinstance(stack, dict) or not isinstance(stack.get("id"), str):
+            return f"stacks[{index}] has no `id`"
+        resources = stack.get("resources")
+        if not isinstance(resources, list):
+            return f"stack {stack['id']} has no `resources` list"
+        for position, res in enumerate(resources):
+            fields = ("urn", "type", "name")
+            if not isinstance(res, dict) or not all(isinstance(res.get(key), str) for key in fields):
+                return f"resource {position} of stack {stack['id']} lacks its urn, type or name"
+    cost = data.get("cost", {})
+    rows = cost.get("workloads", []) if isinstance(cost, dict) else None
+    if not isinstance(rows, list) or not all(
+        isinstance(row, dict) and "blueprint" in row and _number(row.get("serving_hourly_usd"))
+        for row in rows
+    ):
+        return "`cost` is malformed"
+    if not _number(cost.get("platform_hourly_usd", 0)):
+        return "`cost.platform_hourly_usd` is not a number"
+    violations = data.get("violations", [])
+    if not isinstance(violations, list) or not all(isinstance(v, dict) for v in violations):
+        return "`violations` is malformed"
+    return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -59,6 +59,7 @@ def render_text(diff: PlanDiff) -> str:
     note = _version_note(diff)
     if note:
         lines.append(note)
+    lines += diff.notes()
     for stack in diff.stacks():
         state = " (new stack)" if stack in diff.stacks_added else ""
         state = " (stack removed)" if stack in diff.stacks_removed else state
@@ -121,6 +122,7 @@ def render_markdown(diff: PlanDiff) -> str:
     note = _version_note(diff)
     if note:
         out += [f"> {note}", ""]
+    out += [line for item in diff.notes() for line in (f"> {item}", "")]
     if not diff.changed:
         out += [
             f"No changes: {diff.resource_counts[1]} resources, {_money(cost.after)} per hour.",

@@ -23,11 +23,17 @@ class WorkloadPlan:
     project: str
     stack: str
     resources: list[Registered]
+    namespace: str = ""
 
 
-def run_workload_offline(blueprint: Blueprint, platform: PlatformConfig) -> WorkloadPlan:
-    """Run the blueprint's workload program under mocks, as a preview, on `platform`'s pools."""
+def run_workload_offline(
+    blueprint: Blueprint, platform: PlatformConfig, workload: str | None = None
+) -> WorkloadPlan:
+    """Run the blueprint's workload program under mocks, as a preview, on `platform`'s pools: the
+    stack `up` would deploy (`<env>` or, for a named workload, `<env>.<workload>` in namespace
+    `<blueprint>-<workload>`)."""
     from llmctl.blueprints.hardware import hardware
+    from llmctl.infra.lifecycle.environment import namespace, workload_stack
     from llmctl.infra.pools import pool
     from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
     from llmctl.infra.workload.program import build_workload
@@ -41,12 +47,19 @@ def run_workload_offline(blueprint: Blueprint, platform: PlatformConfig) -> Work
             "pools": [PoolFacts.from_spec(pool(name), core_type) for name in platform.pools],
         }
     )
-    config = WorkloadConfig(blueprint=blueprint, stack=platform.stack, platform=facts, hf_token_present=True)
+    stack = workload_stack(platform.stack, workload)
+    config = WorkloadConfig(
+        blueprint=blueprint,
+        stack=stack,
+        platform=facts,
+        hf_token_present=True,
+        namespace=namespace(blueprint.name, workload),
+    )
     registered = run_offline(
         lambda: build_workload(config, PLACEHOLDER_HF_TOKEN),
         project=workload_project(blueprint.name),
-        stack=platform.stack,
+        stack=stack,
         mocks=OfflineMocks(region=platform.region, computed=False),
         preview=True,
     )
-    return WorkloadPlan(blueprint, workload_project(blueprint.name), platform.stack, registered)
+    return WorkloadPlan(blueprint, workload_project(blueprint.name), stack, registered, config.ns)

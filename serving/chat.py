@@ -147,13 +147,14 @@ def open_session(
     *,
     model: str | None = None,
     api_key: str | None = None,
+    workload: str | None = None,
     **settings: Any,
 ) -> ChatSession:
     """A session with an endpoint URL or a deployed blueprint; the model defaults to the
     blueprint's, else the endpoint's first listed model."""
     from llmctl.serving.bench.options import resolve_endpoints
 
-    urls, deployed_model, _ = resolve_endpoints([endpoint] if endpoint else None, blueprint, stack)
+    urls, deployed_model, _ = resolve_endpoints([endpoint] if endpoint else None, blueprint, stack, workload)
     base_url = urls[0]
     chosen = model or deployed_model
     if not chosen:

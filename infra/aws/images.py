@@ -239,7 +239,10 @@ def build(
         if not region:
             raise ServingError("--push needs a region", "pass --region, e.g. --region us-west-2")
         registry, user, password = ecr_registry(region)
-        ensure_repository(region, repo, f"{REPOSITORY_PREFIX}-{stack}")
+        from llmctl.infra.lifecycle.environment import split_stack
+
+        # the environment's cluster (`ci` for the workload stack `ci.pr-42`): the sweep finds it by that
+        ensure_repository(region, repo, f"{REPOSITORY_PREFIX}-{split_stack(stack)[0]}")
         _run(["docker", "login", "--username", user, "--password-stdin", registry], stdin=password)
         image = f"{registry}/{image}"
     with tempfile.TemporaryDirectory() as tmp:

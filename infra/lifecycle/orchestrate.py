@@ -427,4 +427,5 @@ class Lifecycle:
             self.stack,
             {PLATFORM_PROJECT: platform, spec.project: planned},
             blueprint_cost(bp, hardware()),
+            w_stack,
         )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmctl.errors import CloudError, LlmctlError
-from llmctl.infra.lifecycle.engine import PreviewResult
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, PreviewResult
 from llmctl.infra.lifecycle.progress import Timeline
 from llmctl.state import Endpoint
 
@@ -67,7 +67,8 @@ def next_commands(endpoint: Endpoint) -> list[str]:
         flag = f"--blueprint {bp} --stack {stack} --workload {endpoint.workload}"
         return [
             f"llmctl connect {flag}",
-            f"llmctl chat --endpoint {endpoint.base_url}",
+            f"llmctl chat {flag}",
+            f"llmctl bench {flag}",
             f"llmctl down --stack {stack} --workload {endpoint.workload}",
         ]
     return [
@@ -141,14 +142,29 @@ class DownResult:
 @dataclass
 class PreviewReport:
     blueprint: str
-    stack: str
-    stacks: dict[str, PreviewResult]
+    stack: str  # the environment (the platform stack's name)
+    stacks: dict[str, PreviewResult]  # by project
     cost: Any
+    workload_stack: str = ""  # the workload stack's name (`ci.pr-42` for a named workload)
+
+    def stack_of(self, project: str) -> str:
+        """The stack name previewed in `project`: the environment for the platform, else the
+        workload stack."""
+        return self.stack if project == PLATFORM_PROJECT else (self.workload_stack or self.stack)
+
+    def lines(self) -> list[str]:
+        """One line per stack for a terminal: `project/stack: changes`."""
+        return [
+            f"{name}/{self.stack_of(name)}: "
+            + (", ".join(f"{op} {n}" for op, n in result.changes.items()) or "no changes")
+            for name, result in self.stacks.items()
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "blueprint": self.blueprint,
             "stack": self.stack,
+            "workload_stack": self.workload_stack or self.stack,
             "stacks": {name: {"changes": r.changes, "steps": r.steps} for name, r in self.stacks.items()},
             "cost_per_hour_usd": round(self.cost.total_hourly_usd, 4),
         }
@@ -156,14 +172,14 @@ class PreviewReport:
     def to_markdown(self) -> str:
         """A PR comment: change summary per stack, the resources by operation, the hourly cost."""
         lines = [
-            f"### llmctl preview: `{self.blueprint}` on stack `{self.stack}`",
+            f"### llmctl preview: `{self.blueprint}` on stack `{self.workload_stack or self.stack}`",
             "",
             "| stack | create | update | replace | delete |",
             "|---|---|---|---|---|",
         ]
         for name, r in self.stacks.items():
             lines.append(
-                f"| {name} | {r.count('create')} | {r.count('update')} | {r.count('replace', 'create-replacement')} | {r.count('delete')} |"
+                f"| {name}/{self.stack_of(name)} | {r.count('create')} | {r.count('update')} | {r.count('replace', 'create-replacement')} | {r.count('delete')} |"
             )
         for name, r in self.stacks.items():
             changed = [s for s in r.steps if s["op"] not in ("same", "read")]

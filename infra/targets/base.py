@@ -56,7 +56,7 @@ class UpRequest:
     reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
 
     def __post_init__(self) -> None:
-        _check_names(self.stack, self.workload)
+        check_names(self.stack, self.workload)
 
 
 @dataclass(frozen=True)
@@ -75,10 +75,10 @@ class DownRequest:
     def __post_init__(self) -> None:
         if (self.blueprint or self.workload) and self.all_workloads:
             raise LlmctlError("--blueprint/--workload and --all exclude each other", "pass one of them")
-        _check_names(self.stack, self.workload)
+        check_names(self.stack, self.workload)
 
 
-def _check_names(stack: str, workload: str | None) -> None:
+def check_names(stack: str, workload: str | None) -> None:
     """A bad --workload, or a workload stack given as --stack, fails before any preflight or Pulumi call."""
     from llmctl.infra.lifecycle.environment import check_workload, is_workload_stack
 

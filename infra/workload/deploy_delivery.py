@@ -199,7 +199,7 @@ def decide(
     wanted = choice()
     repository = repository_name(config.stack, config.blueprint.name)
     region, registry = config.platform.region, config.platform.ecr_registry
-    push = f"llmctl images build --push -b {config.blueprint.name} --stack {config.stack} --region {region}"
+    push = f"llmctl images build --push -b {config.blueprint.name} {_stack_flags(config.stack)} --region {region}"
     if wanted != "wheel" and registry:
         digest = find_image(region, repository, __version__)
         if digest is not None:
@@ -250,3 +250,11 @@ def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool
     what = chosen.image if chosen.mode == "image" else (chosen.wheel_uri or chosen.requirement)
     note(f"serving code: {chosen.mode} {what} ({chosen.reason})")
     return config.model_copy(update={"delivery": chosen})
+
+
+def _stack_flags(stack: str) -> str:
+    """`--stack ci --workload pr-42` for the workload stack `ci.pr-42`; `--stack dev` otherwise."""
+    from llmctl.infra.lifecycle.environment import split_stack
+
+    env, workload = split_stack(stack)
+    return f"--stack {env}" + (f" --workload {workload}" if workload else "")

@@ -48,17 +48,24 @@ class Resolved(NamedTuple):
     max_output_tokens: int | None
 
 
-def resolve_endpoints(endpoints: list[str] | None, blueprint: str | None, stack: str) -> Resolved:
-    """OpenAI base URLs (normalized), and the model and output-token limit of a deployed blueprint."""
+def resolve_endpoints(
+    endpoints: list[str] | None, blueprint: str | None, stack: str, workload: str | None = None
+) -> Resolved:
+    """OpenAI base URLs (normalized), and the model and output-token limit of a deployed blueprint
+    (its named workload with `workload`, e.g. `pr-42`)."""
     if endpoints and blueprint:
         raise EndpointError("give --endpoint or --blueprint, not both", "drop one of them")
+    if workload and not blueprint:
+        raise EndpointError(
+            "--workload needs --blueprint", "pass --blueprint NAME --workload NAME (see `llmctl status`)"
+        )
     model: str | None = None
     limit: int | None = None
     urls: list[str] = []
     if blueprint:
         from llmctl.state import load_endpoint
 
-        deployed = load_endpoint(stack, blueprint)
+        deployed = load_endpoint(stack, blueprint, workload)
         urls = [deployed.base_url]
         model = deployed.model or None
         raw_limit = deployed.extra.get("max_new_tokens", "")
@@ -94,6 +101,7 @@ def bench_config(
     blueprint: str | None,
     stack: str,
     concurrency: str | None,
+    workload: str | None = None,
     rate: str | None,
     arrival: str,
     llm_api: str,
@@ -120,7 +128,7 @@ def bench_config(
     levels = parse_list(concurrency or "1", int, "--concurrency")
     rates = parse_list(rate, float, "--rate") if rate else None
     extra = parse_extra_body(extra_body)
-    urls, deployed_model, deployed_limit = resolve_endpoints(endpoints, blueprint, stack)
+    urls, deployed_model, deployed_limit = resolve_endpoints(endpoints, blueprint, stack, workload)
     return BenchConfig(
         endpoints=urls,
         out_dir=out or default_out_dir(),

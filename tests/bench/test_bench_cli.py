@@ -167,6 +167,22 @@ def test_bench_and_chat_resolve_a_deployed_blueprint(fake: Any, tmp_path: Path, 
     assert result.exit_code == 1 and "is not deployed" in result.output
 
 
+def test_bench_and_chat_take_a_named_workload(fake: Any, tmp_path: Path, state_dir: Path) -> None:
+    url = fake(ttft=0.001, tpot=0.001)
+    save_endpoint(
+        Endpoint(stack="ci", blueprint="tiny", target="eks", base_url=url, model="pr-model", workload="pr-4")
+    )
+    args = ["--blueprint", "tiny", "--stack", "ci", "--workload", "pr-4"]
+    result = runner.invoke(app, ["chat", *args, "-p", "hi", "--max-tokens", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["model"] == "pr-model"
+    result = _bench([*args, "-n", "2", *SMALL, "--no-plots", "-o", str(tmp_path / "o"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["endpoints"] == [url]
+    result = runner.invoke(app, ["chat", "--blueprint", "tiny", "--stack", "ci", "-p", "hi"])
+    assert result.exit_code == 1 and "--workload pr-4" in result.output  # names the workload there
+
+
 def test_chat_one_shot_streams_to_stdout(fake: Any) -> None:
     url = fake(ttft=0.001, tpot=0.001)
     result = runner.invoke(app, ["chat", "-e", url, "--prompt", "hello", "--max-tokens", "4"])

@@ -134,3 +134,24 @@ def test_a_deployed_blueprint_brings_its_output_limit(
         and resolved.max_output_tokens == 256
     )
     assert resolve_endpoints(["http://127.0.0.1:9/v1"], None, "dev").max_output_tokens is None
+
+
+def test_a_named_workload_resolves_its_own_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--workload pr-42` reads the endpoint `up --stack ci --workload pr-42` recorded, not the
+    environment's default workload of the same blueprint."""
+    from llmctl.serving.bench.options import resolve_endpoints
+    from llmctl.state import Endpoint, save_endpoint
+
+    monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path))
+    save_endpoint(Endpoint("ci", "tiny-cpu", "eks", "http://127.0.0.1:9/v1", "main"))
+    save_endpoint(Endpoint("ci", "tiny-cpu", "eks", "http://127.0.0.1:10/v1", "pr", workload="pr-42"))
+    resolved = resolve_endpoints(None, "tiny-cpu", "ci", "pr-42")
+    assert (resolved.urls, resolved.model) == (["http://127.0.0.1:10/v1"], "pr")
+    assert resolve_endpoints(None, "tiny-cpu", "ci").model == "main"
+    with pytest.raises(LlmctlError) as info:
+        resolve_endpoints(None, "tiny-cpu", "ci", "pr-7")
+    assert info.value.message == "blueprint 'tiny-cpu' is not deployed in stack 'ci' as workload 'pr-7'"
+    assert "tiny-cpu (--workload pr-42)" in str(info.value.hint)
+    with pytest.raises(LlmctlError) as info:
+        resolve_endpoints(["http://127.0.0.1:9/v1"], None, "ci", "pr-42")
+    assert info.value.message == "--workload needs --blueprint"

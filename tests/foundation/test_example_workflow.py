@@ -96,6 +96,35 @@ def test_pr_previews_are_workload_stacks_on_the_shared_ci_environment() -> None:
     assert 'llmctl up --blueprint "$BLUEPRINT" --stack ci --workload pr-${{ github.event.number }}' in _runs(
         jobs["deploy"]
     )
-    assert "llmctl down --stack ci --workload pr-${{ github.event.number }}" in _runs(jobs["teardown"])
+    teardown = _runs(jobs["teardown"])
+    assert 'llmctl down --stack ci --workload "$WORKLOAD"' in teardown
+    # a PR that was never deployed has no workload stack: the job checks first instead of failing
+    assert teardown.index("llmctl stacks list --json") < teardown.index("llmctl down")
     assert "llmctl stacks gc --older-than 3d --prefix pr-" in _runs(jobs["gc"])
     assert "--stack pr-" not in WORKFLOW.read_text(encoding="utf-8")  # no cluster per PR
+
+
+def test_every_job_that_changes_the_ci_environment_shares_one_queue() -> None:
+    """deploy, teardown and gc each update the shared platform stack: one concurrency group for the
+    environment (not per PR), nothing cancelled in progress, every waiting job kept."""
+    jobs = _jobs(WORKFLOW)
+    groups = {name: jobs[name]["concurrency"] for name in ("deploy", "teardown", "gc")}
+    assert all(
+        group == {"group": "llmctl-environment-ci", "cancel-in-progress": False, "queue": "max"}
+        for group in groups.values()
+    ), groups
+    assert "concurrency" not in jobs["plan"]  # offline: plans of many PRs run side by side
+
+
+def test_the_plan_names_the_pr_workload_and_survives_a_new_blueprint_file() -> None:
+    plan = _jobs(WORKFLOW)["plan"]
+    assert plan["env"]["WORKLOAD"] == "pr-${{ github.event.number }}"
+    base, head = (step["run"] for step in plan["steps"] if "plan --offline" in step.get("run", ""))
+    assert '--workload "$WORKLOAD"' in base and '--workload "$WORKLOAD"' in head
+    assert "--skip-missing" in base and "--skip-missing" not in head  # the head must have it
+
+
+def test_the_pulumi_cli_is_pinned() -> None:
+    for name in ("deploy", "teardown", "gc"):
+        runs = _runs(_jobs(WORKFLOW)[name])
+        assert 'get.pulumi.com | sh -s -- --version "$PULUMI_VERSION"' in runs, name

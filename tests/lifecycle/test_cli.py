@@ -128,7 +128,28 @@ def test_up_then_down_end_to_end(engine: StandinEngine, aws: str) -> None:
 def test_preview_markdown(engine: StandinEngine, aws: str) -> None:
     code, out, err = run("preview", "--blueprint", "tiny-cpu", "--format", "markdown")
     assert code == 0, err
-    assert out.startswith("### llmctl preview: `tiny-cpu`") and "| llmctl-tiny-cpu |" in out
+    assert (
+        out.startswith("### llmctl preview: `tiny-cpu` on stack `dev`") and "| llmctl-tiny-cpu/dev |" in out
+    )
+
+
+def test_preview_names_the_workload_stack_of_a_named_workload(engine: StandinEngine, aws: str) -> None:
+    """`--workload pr-42`: the platform stack is the environment, the workload stack `ci.pr-42`."""
+    args = ("preview", "--blueprint", "tiny-cpu", "--stack", "ci", "--workload", "pr-42")
+    code, out, err = run(*args)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("llmctl-")]
+    assert [line.split(":")[0] for line in lines] == ["llmctl-platform/ci", "llmctl-tiny-cpu/ci.pr-42"]
+    assert [op[1:] for op in engine.ops() if op[0] == "preview"] == [
+        ("llmctl-platform", "ci"),
+        ("llmctl-tiny-cpu", "ci.pr-42"),
+    ]
+    code, out, err = run(*args, "--format", "json")
+    assert code == 0, err
+    assert (json.loads(out)["stack"], json.loads(out)["workload_stack"]) == ("ci", "ci.pr-42")
+    code, out, err = run(*args, "--format", "markdown")
+    assert out.startswith("### llmctl preview: `tiny-cpu` on stack `ci.pr-42`")
+    assert "| llmctl-platform/ci |" in out and "| llmctl-tiny-cpu/ci.pr-42 |" in out
 
 
 def test_stacks_gc_removes_old_stacks(engine: StandinEngine, aws: str) -> None:

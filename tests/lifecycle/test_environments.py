@@ -183,12 +183,22 @@ def test_pr_workloads_share_the_ci_platform_and_gc_removes_only_the_expired_one(
     engine: StandinEngine, aws: str
 ) -> None:
     bp = "tiny-cpu"
-    for pr in ("pr-1", "pr-2"):
-        code, out, err = run(
-            "up", "--blueprint", bp, "--stack", "ci", "--workload", pr, "--yes", "--no-wait", "--json"
-        )
-        assert code == 0, err
-        assert json.loads(out)["next"][-1] == f"llmctl down --stack ci --workload {pr}"
+    code, out, err = run(
+        "up", "--blueprint", bp, "--stack", "ci", "--workload", "pr-1", "--yes", "--no-wait", "--json"
+    )
+    assert code == 0, err
+    flag = f"--blueprint {bp} --stack ci --workload pr-1"
+    assert json.loads(out)["next"] == [
+        f"llmctl connect {flag}",
+        f"llmctl chat {flag}",
+        f"llmctl bench {flag}",
+        "llmctl down --stack ci --workload pr-1",
+    ]
+    # the second names the workload and, with --yes too, who else the platform serves
+    code, out, err = run("up", "--blueprint", bp, "--stack", "ci", "--workload", "pr-2", "--yes", "--no-wait")
+    assert code == 0, err
+    assert "ready: tiny-cpu on eks (stack ci, workload pr-2)" in out
+    assert "  environment ci: also serves tiny-cpu (workload pr-1); pools core, default, ray-head" in out
     code, out, err = run("stacks", "list", "--json")
     assert code == 0, err
     assert sorted((r["project"], r["stack"], r["workload"]) for r in json.loads(out)) == [

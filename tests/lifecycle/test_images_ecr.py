@@ -72,6 +72,21 @@ def test_push_before_the_first_up_creates_the_repository(aws: str, docker: Path)
     assert len(ecr.describe_repositories()["repositories"]) == 1
 
 
+def test_a_named_workload_pushes_to_its_own_repository_tagged_with_the_environments_cluster(
+    aws: str, docker: Path
+) -> None:
+    """`--stack ci --workload pr-42`: repository llmctl/ci.pr-42/<blueprint> (as `up --workload`
+    looks it up), tagged with cluster llmctl-ci so the environment's sweep removes it."""
+    args = ["images", "build", "-b", "tiny-cpu", "--stack", "ci", "--workload", "pr-42", "--push"]
+    result = CliRunner().invoke(app, [*args, "--region", aws, "--json"])
+    assert result.exit_code == 0, result.output
+    assert "/llmctl/ci.pr-42/tiny-cpu:" in json.loads(result.stdout)["image"]
+    ecr = boto3.client("ecr", region_name=aws)
+    [repo] = ecr.describe_repositories(repositoryNames=["llmctl/ci.pr-42/tiny-cpu"])["repositories"]
+    tags = ecr.list_tags_for_resource(resourceArn=repo["repositoryArn"])["tags"]
+    assert tags == [{"Key": "llmctl.dev/cluster", "Value": "llmctl-ci"}]
+
+
 def test_up_can_build_and_push_first_when_asked(
     aws: str, docker: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -92,3 +107,10 @@ def test_up_can_build_and_push_first_when_asked(
     assert built["--push"] is True and "/llmctl/dev/tiny-cpu:" in built["-t"]
     ecr = boto3.client("ecr", region_name=aws)
     assert ecr.describe_repositories(repositoryNames=["llmctl/dev/tiny-cpu"])["repositories"]
+
+
+def test_the_push_hint_of_a_named_workload_uses_its_flags() -> None:
+    from llmctl.infra.workload.deploy_delivery import _stack_flags
+
+    assert _stack_flags("ci.pr-42") == "--stack ci --workload pr-42"
+    assert _stack_flags("dev") == "--stack dev"

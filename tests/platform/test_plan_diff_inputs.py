@@ -64,6 +64,21 @@ def _diff(tmp_path: Path, old: Any, new: Any, *flags: str) -> Any:
             f"was written by llmctl 0.0.1; this is llmctl {__version__}",
         ),
         (json.dumps({**header(), "stacks": "nope"}), "is a damaged plan: `stacks` is missing or malformed"),
+        # cut or hand-edited: one line naming the damaged part, not a KeyError from the comparison
+        (
+            json.dumps({**header(), "stacks": [{"resources": []}]}),
+            "is a damaged plan: stacks[0] has no `id`",
+        ),
+        (
+            json.dumps(_plan([{"type": "aws:s3/bucket:Bucket", "inputs": {}}])),
+            "is a damaged plan: resource 0 of stack llmctl-platform/dev lacks its urn, type or name",
+        ),
+        (json.dumps({**_plan([]), "cost": "free"}), "is a damaged plan: `cost` is malformed"),
+        (
+            json.dumps({**_plan([]), "cost": {"workloads": [{"blueprint": "x"}]}}),
+            "is a damaged plan: `cost` is malformed",
+        ),
+        (json.dumps({**_plan([]), "violations": ["x"]}), "is a damaged plan: `violations` is malformed"),
     ],
 )
 def test_bad_plan_files_say_what_and_how_to_fix(tmp_path: Path, content: str, says: str) -> None:
