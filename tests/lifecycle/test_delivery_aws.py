@@ -13,13 +13,12 @@ from typing import Any
 
 import boto3
 import pytest
-from lifecycle_support import lifecycle
+from lifecycle_support import lifecycle, push
 from standin_support import STANDIN_BUCKET
 
 from llmctl import __version__
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import LlmctlError
-from llmctl.infra.aws.images import ensure_repository
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.delivery import DELIVERY_ENV, FETCH_CONTAINER, wheel_file
@@ -41,25 +40,6 @@ BUCKET = "llmctl-dev-cache-1"
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One wheel of this checkout, built once for the module (about a second)."""
     return build_wheel(tmp_path_factory.mktemp("wheel"))
-
-
-def push(region: str, repository: str, tag: str) -> str:
-    """An image in moto's ECR (as `llmctl images build --push` leaves it); returns its digest."""
-    ensure_repository(region, repository, "llmctl-dev")
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {
-            "mediaType": "application/vnd.docker.container.image.v1+json",
-            "size": 2,
-            "digest": "sha256:" + "0" * 64,
-        },
-        "layers": [],
-    }
-    image = boto3.client("ecr", region_name=region).put_image(
-        repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
-    )["image"]
-    return str(image["imageId"]["imageDigest"])
 
 
 def config(region: str) -> WorkloadConfig:

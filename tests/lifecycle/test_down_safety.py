@@ -122,15 +122,31 @@ def test_down_drops_unreachable_objects_only_after_describe_cluster_says_gone(
     assert (engine.root / "dropped.jsonl").exists()
 
 
+def interruption_queue(engine: StandinEngine) -> str:
+    """The interruption queue's real name (as the provider made it from the prefix), checked to be the
+    one Karpenter's Helm values carry."""
+    [queue] = [r for r in engine.resources(PLATFORM, "dev").values() if r["type"] == "aws:sqs/queue:Queue"]
+    [release] = [r for r in kube_objects(engine, ":Release") if r["urn"].endswith("::karpenter-release")]
+    name = str(queue["outputs"]["name"])
+    assert "name" not in queue["inputs"] and name.startswith(queue["inputs"]["namePrefix"])
+    assert release["inputs"]["values"]["settings"]["interruptionQueue"] == name
+    return name
+
+
 def test_down_then_up_again_right_away(engine: StandinEngine, aws: str) -> None:
     eks_cluster(aws)
     assert up()[0] == 0
+    first_queue = interruption_queue(engine)
     code, out, err = run("down", "--yes", "--progress", "plain")
     assert code == 0, err
     assert engine.checkpoint(PLATFORM, "dev") is None
     code, out, err = up()
     assert code == 0, err
     assert len(engine.resources(PLATFORM, "dev")) > 50 and engine.resources(WL, "dev")
+    # SQS refuses a deleted queue's name for 60 s (QueueDeletedRecently): the re-created queue has a
+    # new name, and the controller is told that one
+    second_queue = interruption_queue(engine)
+    assert second_queue != first_queue and second_queue.startswith(f"{CLUSTER}-karpenter-")
     # the cluster was there and answered: the destroys ran without delete-unreachable
     assert [c["delete_unreachable"] for c in destroys(engine)] == [None, None]
     code, out, err = run("down", "--yes", "--json")
