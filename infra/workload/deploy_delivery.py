@@ -130,7 +130,10 @@ def build_wheel(out_dir: Path) -> Path:
         repack_installed(out_dir)
     wheels = sorted(out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl"))
     if not wheels:
-        raise PrerequisiteError("building the llmctl wheel produced no .whl file", None)
+        raise PrerequisiteError(
+            f"building the llmctl wheel produced no .whl file in {out_dir}",
+            "push an image instead (llmctl images build --push), or reinstall llmctl-eks",
+        )
     return wheels[-1]
 
 
@@ -218,7 +221,11 @@ def decide(
             return build_and_push(config, note)
         why = f"ECR has no {repository}:{__version__}"
     elif wanted in ("image", "build"):
-        raise LlmctlError(f"{DELIVERY_ENV}={wanted} but the platform exports no ECR registry", None)
+        raise LlmctlError(
+            f"{DELIVERY_ENV}={wanted} but the platform exports no ECR registry",
+            f"unset {DELIVERY_ENV} (the serving code then goes to the pods as a wheel from the cache "
+            "bucket), or name a built image in the blueprint (image.serving_image)",
+        )
     else:
         why = f"{DELIVERY_ENV}=wheel" if wanted == "wheel" else "the platform exports no ECR registry"
     bucket = config.platform.cache_bucket

@@ -122,6 +122,18 @@ def test_forcing_a_delivery(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DELIVERY_ENV, "docker")
     with pytest.raises(LlmctlError, match="is not a delivery"):
         decide(config(aws))
+    # no registry to look in: one line, and the way out
+    no_registry = config(aws).model_copy(
+        update={"platform": config(aws).platform.model_copy(update={"ecr_registry": None})}
+    )
+    for wanted in ("image", "build"):
+        monkeypatch.setenv(DELIVERY_ENV, wanted)
+        with pytest.raises(
+            LlmctlError, match=f"{DELIVERY_ENV}={wanted} but the platform exports no ECR"
+        ) as info:
+            decide(no_registry)
+        assert info.value.hint is not None and f"unset {DELIVERY_ENV}" in info.value.hint
+        assert "\n" not in info.value.message
 
 
 # ---- the wheel upload ----------------------------------------------------------------------------
