@@ -49,6 +49,17 @@ def choice() -> str:
     return value
 
 
+def precheck() -> str:
+    """`up`'s early check, before any cloud call: a bad `LLMCTL_DELIVERY` (or `build` without a
+    Docker engine) is refused now, not after the platform stack was built. Returns the choice."""
+    wanted = choice()
+    if wanted == "build":
+        from llmctl.infra.aws.images import check_docker
+
+        check_docker()
+    return wanted
+
+
 def find_image(region: str, repository: str, tag: str) -> str | None:
     """The digest of `repository:tag` in ECR, or None when the repository or the tag does not exist."""
     import boto3

@@ -239,3 +239,38 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     serving = {i for res in resources.values() for i in images_in(res["inputs"]) if "ray" in i or "ecr" in i}
     assert serving == {delivery["image"]}
     assert FETCH_CONTAINER not in json.dumps([r["inputs"] for r in resources.values()])
+
+
+# ---- a bad choice is refused before any cloud call -------------------------------------------------
+def test_a_bad_delivery_choice_is_refused_before_the_platform_is_built(
+    engine: Any, aws: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from llmctl.cli.app import app
+
+    def up() -> tuple[int, str]:
+        result = CliRunner().invoke(
+            app, ["up", "-b", "tiny-cpu", "--yes", "--no-wait", "--progress", "plain"]
+        )
+        return result.exit_code, result.stderr
+
+    monkeypatch.setenv(DELIVERY_ENV, "docker")
+    code, err = up()
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and errors == [f"error: {DELIVERY_ENV}='docker' is not a delivery"], err
+    assert "hint: use one of auto, image, wheel, build (or unset it)" in err
+
+    # `build` asks for the local Docker engine: one that does not answer is refused just as early
+    bin_dir = tmp_path / "no-engine"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' >&2\nexit 1\n"
+    )
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv(DELIVERY_ENV, "build")
+    code, err = up()
+    assert code == 3 and "no Docker engine is reachable (Cannot connect to the Docker daemon" in err, err
+    assert "hint: start the Docker daemon" in err
+    assert engine.ops() == []  # no preview, no stack: nothing was built
