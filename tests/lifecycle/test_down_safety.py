@@ -216,11 +216,10 @@ def test_a_finalizer_still_stuck_after_the_sweep_is_removed_and_said(
     assert nodeclass["urn"] not in {u for wave in first["waves"] for u in wave}
 
 
-def test_down_exits_non_zero_while_the_leftover_check_finds_anything(engine: StandinEngine, aws: str) -> None:
-    eks_cluster(aws)
-    assert up()[0] == 0
-    ec2 = boto3.client("ec2", region_name=aws)
-    # a volume still attached to an instance of the cluster: the sweep leaves it, the check counts it
+def attached_volume(region: str, cluster: str) -> str:
+    """A volume tagged for the cluster and still attached to an instance: the sweep leaves it, the
+    leftover check counts it."""
+    ec2 = boto3.client("ec2", region_name=region)
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     instance = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]
     zone = instance["Placement"]["AvailabilityZone"]
@@ -230,11 +229,18 @@ def test_down_exits_non_zero_while_the_leftover_check_finds_anything(engine: Sta
         TagSpecifications=[
             {
                 "ResourceType": "volume",
-                "Tags": [{"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"}],
+                "Tags": [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}],
             }
         ],
     )["VolumeId"]
     ec2.attach_volume(VolumeId=volume, InstanceId=instance["InstanceId"], Device="/dev/sdf")
+    return str(volume)
+
+
+def test_down_exits_non_zero_while_the_leftover_check_finds_anything(engine: StandinEngine, aws: str) -> None:
+    eks_cluster(aws)
+    assert up()[0] == 0
+    volume = attached_volume(aws, CLUSTER)
     code, out, err = run("down", "--yes", "--json")
     assert code == 4, err
     data = json.loads(out)  # one JSON document, with the verdict
@@ -259,6 +265,25 @@ def test_stacks_gc_follows_the_same_rule(engine: StandinEngine, aws: str) -> Non
     assert data["removed"] == [f"{WL}/pr-9", f"{PLATFORM}/pr-9"]
     assert "is gone (eks:DescribeCluster" in data["notes"][0]
     assert {c["delete_unreachable"] for c in destroys(engine)} == {"true"}
+    # the platform went: its cluster was swept and checked, as `down` does
+    assert [(r["cluster"], r["region"]) for r in data["sweeps"]] == [("llmctl-pr-9", aws)]
+    assert data["ok"] is True and data["leftovers"] == []
+
+
+def test_stacks_gc_of_a_platform_exits_non_zero_while_the_leftover_check_finds_anything(
+    engine: StandinEngine, aws: str
+) -> None:
+    eks_cluster(aws, "llmctl-pr-8")
+    assert up("--stack", "pr-8")[0] == 0
+    volume = attached_volume(aws, "llmctl-pr-8")
+    code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
+    assert code == 4, err
+    data = json.loads(out)  # one JSON document, with the verdict
+    assert data["removed"] == [f"{WL}/pr-8", f"{PLATFORM}/pr-8"] and data["ok"] is False
+    assert [item["id"] for item in data["leftovers"]] == [volume]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "1 object(s) left for the cluster are still there" in errors[0]
+    assert "llmctl sweep --cluster llmctl-pr-8" in err
 
 
 def test_down_refuses_when_aws_cannot_say_whether_the_cluster_exists(
