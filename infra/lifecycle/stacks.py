@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import UserAbort
+from llmctl.errors import EngineError, UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
 from llmctl.infra.lifecycle.environment import split_stack
 
@@ -131,15 +131,33 @@ def gc(
     envs = {split_stack(i.stack)[0] for i in old}
     plans = {env: _teardown(engine, env, [i for i in old if split_stack(i.stack)[0] == env]) for env in envs}
     removed = []
+    retried: list[str] = []
     for info in old:
         plan = plans[split_stack(info.stack)[0]]
         spec = StackSpec(info.project, info.stack, env=plan.env)
         with plan.guard():
-            engine.destroy(spec, remove=True)
+            try:
+                engine.destroy(spec, remove=True)
+            except EngineError as exc:
+                if info.project != PLATFORM_PROJECT:
+                    raise
+                from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
+
+                # as `down`: sweep, release finalizers still stuck after it, retry once
+                retry_platform_destroy(
+                    engine,
+                    spec,
+                    exc,
+                    cluster=plan.cluster,
+                    region=plan.region,
+                    kubeconfig=plan.kubeconfig,
+                    note=retried.append,
+                    sweep_timeout_s=sweep_timeout_s,
+                )
         removed.append(f"{info.project}/{info.stack}")
         if info.project != PLATFORM_PROJECT:
             remove_endpoint(*_endpoint_key(info))
-    notes = [note for env in sorted(plans) for note in plans[env].notes]
+    notes = [note for env in sorted(plans) for note in plans[env].notes] + retried
     result = GcResult(labels, removed, notes)
     platforms = sorted({split_stack(i.stack)[0] for i in old if i.project == PLATFORM_PROJECT})
     if platforms:

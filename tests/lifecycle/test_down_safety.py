@@ -361,3 +361,31 @@ def test_a_finalizer_that_finishes_within_the_grace_is_left_alone(
     assert still.label == "NodeClaim default-zz9yy" and still.finalizers == ("karpenter.sh/termination",)
     assert slept == [POLL_S, POLL_S, 5.0]  # polls until the grace is over, never past it
     assert not [c for c in engine.kubectl_calls() if "patch" in c]  # waiting never removes anything
+
+
+def test_stacks_gc_releases_a_finalizer_still_stuck_after_the_sweep_as_down_does(
+    engine: StandinEngine, aws: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("llmctl.infra.lifecycle.finalizers.GRACE_S", 0.0)
+    eks_cluster(aws, "llmctl-pr-6")
+    assert up("--stack", "pr-6")[0] == 0
+    nodeclass = sorted(
+        (r for r in engine.resources(PLATFORM, "pr-6").values() if r["type"].endswith(":EC2NodeClass")),
+        key=lambda o: str(o["urn"]),
+    )[0]
+    name = nodeclass["inputs"]["metadata"]["name"]
+    engine.kube(
+        {"kind": "EC2NodeClass", "metadata": {"name": name, "finalizers": ["karpenter.k8s.aws/termination"]}}
+    )
+    code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["removed"] == [f"{WL}/pr-6", f"{PLATFORM}/pr-6"] and data["ok"] is True
+    assert any(n.startswith("platform destroy failed") and "finalizers" in n for n in data["notes"])
+    assert any(
+        n.startswith(f"removed finalizer karpenter.k8s.aws/termination from EC2NodeClass {name}")
+        for n in data["notes"]
+    )
+    assert len([c for c in destroys(engine) if "llmctl-platform" in c["cwd"]]) == 2  # failed, retried
+    assert engine.checkpoint(PLATFORM, "pr-6") is None
+    assert {c["delete_unreachable"] for c in destroys(engine)} == {None}  # nothing dropped
