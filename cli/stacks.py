@@ -73,15 +73,33 @@ def gc(
         confirm=lambda items: confirm("Destroy and remove?", items, yes=yes),
     )
     if json_output:
+        from dataclasses import asdict
+
         output.emit_json(
-            {"expired": result.expired, "removed": result.removed, "dry_run": dry_run, "notes": result.notes}
+            {
+                "expired": result.expired,
+                "removed": result.removed,
+                "dry_run": dry_run,
+                "notes": result.notes,
+                "sweeps": [report.to_dict() for report in result.sweeps],
+                "leftovers": [asdict(item) for item in result.leftovers],
+                "ok": not result.leftovers,
+            }
         )
-        return
-    output.console.print(f"expired: {', '.join(result.expired) or 'none'}", markup=False)
-    for note in result.notes:
-        output.console.print(f"note: {note}", markup=False)
-    if not dry_run:
-        output.console.print(f"removed: {', '.join(result.removed) or 'none'}", markup=False)
+        output.mode.json = False  # one JSON document on stdout; the verdict below goes to stderr
+    else:
+        output.console.print(f"expired: {', '.join(result.expired) or 'none'}", markup=False)
+        for note in result.notes:
+            output.console.print(f"note: {note}", markup=False)
+        if not dry_run:
+            output.console.print(f"removed: {', '.join(result.removed) or 'none'}", markup=False)
+        for report in result.sweeps:
+            output.console.print(
+                f"sweep {report.cluster}: {len(report.found)} found, {len(report.deleted)} deleted, "
+                f"{len(report.failed)} failed",
+                markup=False,
+            )
+    result.check()
 
 
 def register(root: typer.Typer) -> None:

@@ -120,6 +120,10 @@ class Lifecycle:
         w_stack = workload_stack(self.stack, workload)
         token = hf_token(hf_token_file)  # a bad token file fails before any cloud call
         require_hf_token(bp, token)
+        if target == "eks":
+            from llmctl.infra.workload.deploy_delivery import precheck
+
+            precheck()  # a bad LLMCTL_DELIVERY fails here, not after the platform was built
         if target == "kubeconfig":
             from llmctl.infra.targets.needs import kubeconfig_file
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import UserAbort
+from llmctl.errors import EngineError, UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
 from llmctl.infra.lifecycle.environment import split_stack
 
@@ -57,6 +57,17 @@ class GcResult:
     expired: list[str]
     removed: list[str]
     notes: list[str] = field(default_factory=list)  # why Kubernetes objects were dropped from state
+    # After a platform stack went: the sweep of its cluster and what the leftover check still found
+    # (as `llmctl down`: never a clean exit while anything is left).
+    sweeps: list[Any] = field(default_factory=list)
+    leftovers: list[Any] = field(default_factory=list)
+
+    def check(self) -> None:
+        """The leftover verdict of `llmctl down` (a CloudError naming what is left)."""
+        from llmctl.infra.lifecycle.reports import DownResult, check_leftovers
+
+        if self.leftovers:
+            check_leftovers(DownResult(stack="", sweep=self.sweeps[0], leftovers=self.leftovers))
 
 
 def expired(
@@ -104,8 +115,10 @@ def gc(
     prefix: str = "",
     dry_run: bool = False,
     confirm: Callable[[list[str]], bool] | None = None,
+    sweep_timeout_s: float = 600,
 ) -> GcResult:
-    """Destroy and remove expired stacks (workloads before platforms)."""
+    """Destroy and remove expired stacks (workloads before platforms); after a platform, sweep its
+    cluster's leftovers and run the leftover check (see :meth:`GcResult.check`)."""
     old = expired(engine, older_than, prefix=prefix)
     labels = [f"{i.project}/{i.stack}" for i in old]
     if dry_run or not old:
@@ -118,16 +131,43 @@ def gc(
     envs = {split_stack(i.stack)[0] for i in old}
     plans = {env: _teardown(engine, env, [i for i in old if split_stack(i.stack)[0] == env]) for env in envs}
     removed = []
+    retried: list[str] = []
     for info in old:
         plan = plans[split_stack(info.stack)[0]]
         spec = StackSpec(info.project, info.stack, env=plan.env)
         with plan.guard():
-            engine.destroy(spec, remove=True)
+            try:
+                engine.destroy(spec, remove=True)
+            except EngineError as exc:
+                if info.project != PLATFORM_PROJECT:
+                    raise
+                from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
+
+                # as `down`: sweep, release finalizers still stuck after it, retry once
+                retry_platform_destroy(
+                    engine,
+                    spec,
+                    exc,
+                    cluster=plan.cluster,
+                    region=plan.region,
+                    kubeconfig=plan.kubeconfig,
+                    note=retried.append,
+                    sweep_timeout_s=sweep_timeout_s,
+                )
         removed.append(f"{info.project}/{info.stack}")
         if info.project != PLATFORM_PROJECT:
             remove_endpoint(*_endpoint_key(info))
-    notes = [note for env in sorted(plans) for note in plans[env].notes]
-    return GcResult(labels, removed, notes)
+    notes = [note for env in sorted(plans) for note in plans[env].notes] + retried
+    result = GcResult(labels, removed, notes)
+    platforms = sorted({split_stack(i.stack)[0] for i in old if i.project == PLATFORM_PROJECT})
+    if platforms:
+        from llmctl.infra.aws.sweep import leftovers, sweep
+
+        for env in platforms:  # what the cluster's controllers left, as after `llmctl down`
+            plan = plans[env]
+            result.sweeps.append(sweep(plan.cluster, plan.region, timeout_s=sweep_timeout_s))
+            result.leftovers += leftovers(plan.cluster, plan.region)
+    return result
 
 
 def _teardown(engine: Engine, env: str, infos: list[StackInfo]) -> Teardown:

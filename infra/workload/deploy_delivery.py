@@ -49,6 +49,17 @@ def choice() -> str:
     return value
 
 
+def precheck() -> str:
+    """`up`'s early check, before any cloud call: a bad `LLMCTL_DELIVERY` (or `build` without a
+    Docker engine) is refused now, not after the platform stack was built. Returns the choice."""
+    wanted = choice()
+    if wanted == "build":
+        from llmctl.infra.aws.images import check_docker
+
+        check_docker()
+    return wanted
+
+
 def find_image(region: str, repository: str, tag: str) -> str | None:
     """The digest of `repository:tag` in ECR, or None when the repository or the tag does not exist."""
     import boto3
@@ -130,7 +141,10 @@ def build_wheel(out_dir: Path) -> Path:
         repack_installed(out_dir)
     wheels = sorted(out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl"))
     if not wheels:
-        raise PrerequisiteError("building the llmctl wheel produced no .whl file", None)
+        raise PrerequisiteError(
+            f"building the llmctl wheel produced no .whl file in {out_dir}",
+            "push an image instead (llmctl images build --push), or reinstall llmctl-eks",
+        )
     return wheels[-1]
 
 
@@ -218,7 +232,11 @@ def decide(
             return build_and_push(config, note)
         why = f"ECR has no {repository}:{__version__}"
     elif wanted in ("image", "build"):
-        raise LlmctlError(f"{DELIVERY_ENV}={wanted} but the platform exports no ECR registry", None)
+        raise LlmctlError(
+            f"{DELIVERY_ENV}={wanted} but the platform exports no ECR registry",
+            f"unset {DELIVERY_ENV} (the serving code then goes to the pods as a wheel from the cache "
+            "bucket), or name a built image in the blueprint (image.serving_image)",
+        )
     else:
         why = f"{DELIVERY_ENV}=wheel" if wanted == "wheel" else "the platform exports no ECR registry"
     bucket = config.platform.cache_bucket

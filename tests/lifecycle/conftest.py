@@ -66,7 +66,7 @@ def no_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture(autouse=True)
 def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Every test gets its own llmctl state dir and no inherited Pulumi settings."""
+    """Every test gets its own llmctl state dir and no inherited Pulumi (or delivery) settings."""
     root = tmp_path / "state"
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(root))
     for key in (
@@ -74,6 +74,7 @@ def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         "PULUMI_CONFIG_PASSPHRASE",
         "PULUMI_CONFIG_PASSPHRASE_FILE",
         "PULUMI_HOME",
+        "LLMCTL_DELIVERY",  # `up` decides the serving-code delivery itself unless a test forces one
     ):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "pulumi-home"))

@@ -74,3 +74,28 @@ def eks_cluster(region: str, name: str = "llmctl-dev") -> None:
         roleArn="arn:aws:iam::123456789012:role/llmctl-dev-cluster",
         resourcesVpcConfig={"subnetIds": []},
     )
+
+
+def push(region: str, repository: str, tag: str) -> str:
+    """An image in moto's ECR (as `llmctl images build --push` leaves it); returns its digest."""
+    import json
+
+    import boto3
+
+    from llmctl.infra.aws.images import ensure_repository
+
+    ensure_repository(region, repository, "llmctl-dev")
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {
+            "mediaType": "application/vnd.docker.container.image.v1+json",
+            "size": 2,
+            "digest": "sha256:" + "0" * 64,
+        },
+        "layers": [],
+    }
+    image = boto3.client("ecr", region_name=region).put_image(
+        repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
+    )["image"]
+    return str(image["imageId"]["imageDigest"])

@@ -109,3 +109,12 @@ class StandinEngine:
 
 def stand_in_env(root: Path, bin_dir: Path) -> dict[str, str]:
     return {"STANDIN_PULUMI_DIR": str(root), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def kube_objects(resources: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a stack's saved resources, as their inputs (apiVersion, kind, ...)."""
+    return [
+        res["inputs"]
+        for res in resources.values()
+        if res["type"].startswith("kubernetes:") and res.get("custom") and "kind" in res["inputs"]
+    ]

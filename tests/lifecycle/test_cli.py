@@ -160,6 +160,7 @@ def test_stacks_gc_removes_old_stacks(engine: StandinEngine, aws: str) -> None:
     assert code == 0, err
     data = json.loads(out)
     assert data["removed"] == ["llmctl-tiny-cpu/pr-7", "llmctl-platform/pr-7"]
+    assert [r["cluster"] for r in data["sweeps"]] == ["llmctl-pr-7"] and data["ok"] is True
     assert [op for op in engine.ops() if op[0] == "destroy"] == [
         ("destroy", "llmctl-tiny-cpu", "pr-7"),
         ("destroy", "llmctl-platform", "pr-7"),
@@ -173,5 +174,13 @@ def test_stacks_gc_spares_stacks_being_updated_and_the_platform_under_them(
     engine.hold_lock("llmctl-tiny-cpu", "pr-8")  # an update of the workload is running
     code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
     assert code == 0, err
-    assert json.loads(out) == {"expired": [], "removed": [], "dry_run": False, "notes": []}
+    assert json.loads(out) == {
+        "expired": [],
+        "removed": [],
+        "dry_run": False,
+        "notes": [],
+        "sweeps": [],
+        "leftovers": [],
+        "ok": True,
+    }
     assert [op for op in engine.ops() if op[0] == "destroy"] == []

@@ -13,13 +13,12 @@ from typing import Any
 
 import boto3
 import pytest
-from lifecycle_support import lifecycle
+from lifecycle_support import lifecycle, push
 from standin_support import STANDIN_BUCKET
 
 from llmctl import __version__
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import LlmctlError
-from llmctl.infra.aws.images import ensure_repository
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.delivery import DELIVERY_ENV, FETCH_CONTAINER, wheel_file
@@ -41,25 +40,6 @@ BUCKET = "llmctl-dev-cache-1"
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One wheel of this checkout, built once for the module (about a second)."""
     return build_wheel(tmp_path_factory.mktemp("wheel"))
-
-
-def push(region: str, repository: str, tag: str) -> str:
-    """An image in moto's ECR (as `llmctl images build --push` leaves it); returns its digest."""
-    ensure_repository(region, repository, "llmctl-dev")
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {
-            "mediaType": "application/vnd.docker.container.image.v1+json",
-            "size": 2,
-            "digest": "sha256:" + "0" * 64,
-        },
-        "layers": [],
-    }
-    image = boto3.client("ecr", region_name=region).put_image(
-        repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
-    )["image"]
-    return str(image["imageId"]["imageDigest"])
 
 
 def config(region: str) -> WorkloadConfig:
@@ -142,6 +122,18 @@ def test_forcing_a_delivery(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DELIVERY_ENV, "docker")
     with pytest.raises(LlmctlError, match="is not a delivery"):
         decide(config(aws))
+    # no registry to look in: one line, and the way out
+    no_registry = config(aws).model_copy(
+        update={"platform": config(aws).platform.model_copy(update={"ecr_registry": None})}
+    )
+    for wanted in ("image", "build"):
+        monkeypatch.setenv(DELIVERY_ENV, wanted)
+        with pytest.raises(
+            LlmctlError, match=f"{DELIVERY_ENV}={wanted} but the platform exports no ECR"
+        ) as info:
+            decide(no_registry)
+        assert info.value.hint is not None and f"unset {DELIVERY_ENV}" in info.value.hint
+        assert "\n" not in info.value.message
 
 
 # ---- the wheel upload ----------------------------------------------------------------------------
@@ -247,3 +239,38 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     serving = {i for res in resources.values() for i in images_in(res["inputs"]) if "ray" in i or "ecr" in i}
     assert serving == {delivery["image"]}
     assert FETCH_CONTAINER not in json.dumps([r["inputs"] for r in resources.values()])
+
+
+# ---- a bad choice is refused before any cloud call -------------------------------------------------
+def test_a_bad_delivery_choice_is_refused_before_the_platform_is_built(
+    engine: Any, aws: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from llmctl.cli.app import app
+
+    def up() -> tuple[int, str]:
+        result = CliRunner().invoke(
+            app, ["up", "-b", "tiny-cpu", "--yes", "--no-wait", "--progress", "plain"]
+        )
+        return result.exit_code, result.stderr
+
+    monkeypatch.setenv(DELIVERY_ENV, "docker")
+    code, err = up()
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and errors == [f"error: {DELIVERY_ENV}='docker' is not a delivery"], err
+    assert "hint: use one of auto, image, wheel, build (or unset it)" in err
+
+    # `build` asks for the local Docker engine: one that does not answer is refused just as early
+    bin_dir = tmp_path / "no-engine"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' >&2\nexit 1\n"
+    )
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv(DELIVERY_ENV, "build")
+    code, err = up()
+    assert code == 3 and "no Docker engine is reachable (Cannot connect to the Docker daemon" in err, err
+    assert "hint: start the Docker daemon" in err
+    assert engine.ops() == []  # no preview, no stack: nothing was built

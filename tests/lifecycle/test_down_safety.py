@@ -122,15 +122,31 @@ def test_down_drops_unreachable_objects_only_after_describe_cluster_says_gone(
     assert (engine.root / "dropped.jsonl").exists()
 
 
+def interruption_queue(engine: StandinEngine) -> str:
+    """The interruption queue's real name (as the provider made it from the prefix), checked to be the
+    one Karpenter's Helm values carry."""
+    [queue] = [r for r in engine.resources(PLATFORM, "dev").values() if r["type"] == "aws:sqs/queue:Queue"]
+    [release] = [r for r in kube_objects(engine, ":Release") if r["urn"].endswith("::karpenter-release")]
+    name = str(queue["outputs"]["name"])
+    assert "name" not in queue["inputs"] and name.startswith(queue["inputs"]["namePrefix"])
+    assert release["inputs"]["values"]["settings"]["interruptionQueue"] == name
+    return name
+
+
 def test_down_then_up_again_right_away(engine: StandinEngine, aws: str) -> None:
     eks_cluster(aws)
     assert up()[0] == 0
+    first_queue = interruption_queue(engine)
     code, out, err = run("down", "--yes", "--progress", "plain")
     assert code == 0, err
     assert engine.checkpoint(PLATFORM, "dev") is None
     code, out, err = up()
     assert code == 0, err
     assert len(engine.resources(PLATFORM, "dev")) > 50 and engine.resources(WL, "dev")
+    # SQS refuses a deleted queue's name for 60 s (QueueDeletedRecently): the re-created queue has a
+    # new name, and the controller is told that one
+    second_queue = interruption_queue(engine)
+    assert second_queue != first_queue and second_queue.startswith(f"{CLUSTER}-karpenter-")
     # the cluster was there and answered: the destroys ran without delete-unreachable
     assert [c["delete_unreachable"] for c in destroys(engine)] == [None, None]
     code, out, err = run("down", "--yes", "--json")
@@ -200,11 +216,10 @@ def test_a_finalizer_still_stuck_after_the_sweep_is_removed_and_said(
     assert nodeclass["urn"] not in {u for wave in first["waves"] for u in wave}
 
 
-def test_down_exits_non_zero_while_the_leftover_check_finds_anything(engine: StandinEngine, aws: str) -> None:
-    eks_cluster(aws)
-    assert up()[0] == 0
-    ec2 = boto3.client("ec2", region_name=aws)
-    # a volume still attached to an instance of the cluster: the sweep leaves it, the check counts it
+def attached_volume(region: str, cluster: str) -> str:
+    """A volume tagged for the cluster and still attached to an instance: the sweep leaves it, the
+    leftover check counts it."""
+    ec2 = boto3.client("ec2", region_name=region)
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     instance = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]
     zone = instance["Placement"]["AvailabilityZone"]
@@ -214,11 +229,18 @@ def test_down_exits_non_zero_while_the_leftover_check_finds_anything(engine: Sta
         TagSpecifications=[
             {
                 "ResourceType": "volume",
-                "Tags": [{"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"}],
+                "Tags": [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}],
             }
         ],
     )["VolumeId"]
     ec2.attach_volume(VolumeId=volume, InstanceId=instance["InstanceId"], Device="/dev/sdf")
+    return str(volume)
+
+
+def test_down_exits_non_zero_while_the_leftover_check_finds_anything(engine: StandinEngine, aws: str) -> None:
+    eks_cluster(aws)
+    assert up()[0] == 0
+    volume = attached_volume(aws, CLUSTER)
     code, out, err = run("down", "--yes", "--json")
     assert code == 4, err
     data = json.loads(out)  # one JSON document, with the verdict
@@ -243,6 +265,25 @@ def test_stacks_gc_follows_the_same_rule(engine: StandinEngine, aws: str) -> Non
     assert data["removed"] == [f"{WL}/pr-9", f"{PLATFORM}/pr-9"]
     assert "is gone (eks:DescribeCluster" in data["notes"][0]
     assert {c["delete_unreachable"] for c in destroys(engine)} == {"true"}
+    # the platform went: its cluster was swept and checked, as `down` does
+    assert [(r["cluster"], r["region"]) for r in data["sweeps"]] == [("llmctl-pr-9", aws)]
+    assert data["ok"] is True and data["leftovers"] == []
+
+
+def test_stacks_gc_of_a_platform_exits_non_zero_while_the_leftover_check_finds_anything(
+    engine: StandinEngine, aws: str
+) -> None:
+    eks_cluster(aws, "llmctl-pr-8")
+    assert up("--stack", "pr-8")[0] == 0
+    volume = attached_volume(aws, "llmctl-pr-8")
+    code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
+    assert code == 4, err
+    data = json.loads(out)  # one JSON document, with the verdict
+    assert data["removed"] == [f"{WL}/pr-8", f"{PLATFORM}/pr-8"] and data["ok"] is False
+    assert [item["id"] for item in data["leftovers"]] == [volume]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "1 object(s) left for the cluster are still there" in errors[0]
+    assert "llmctl sweep --cluster llmctl-pr-8" in err
 
 
 def test_down_refuses_when_aws_cannot_say_whether_the_cluster_exists(
@@ -320,3 +361,31 @@ def test_a_finalizer_that_finishes_within_the_grace_is_left_alone(
     assert still.label == "NodeClaim default-zz9yy" and still.finalizers == ("karpenter.sh/termination",)
     assert slept == [POLL_S, POLL_S, 5.0]  # polls until the grace is over, never past it
     assert not [c for c in engine.kubectl_calls() if "patch" in c]  # waiting never removes anything
+
+
+def test_stacks_gc_releases_a_finalizer_still_stuck_after_the_sweep_as_down_does(
+    engine: StandinEngine, aws: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("llmctl.infra.lifecycle.finalizers.GRACE_S", 0.0)
+    eks_cluster(aws, "llmctl-pr-6")
+    assert up("--stack", "pr-6")[0] == 0
+    nodeclass = sorted(
+        (r for r in engine.resources(PLATFORM, "pr-6").values() if r["type"].endswith(":EC2NodeClass")),
+        key=lambda o: str(o["urn"]),
+    )[0]
+    name = nodeclass["inputs"]["metadata"]["name"]
+    engine.kube(
+        {"kind": "EC2NodeClass", "metadata": {"name": name, "finalizers": ["karpenter.k8s.aws/termination"]}}
+    )
+    code, out, err = run("stacks", "gc", "--older-than", "0m", "--yes", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["removed"] == [f"{WL}/pr-6", f"{PLATFORM}/pr-6"] and data["ok"] is True
+    assert any(n.startswith("platform destroy failed") and "finalizers" in n for n in data["notes"])
+    assert any(
+        n.startswith(f"removed finalizer karpenter.k8s.aws/termination from EC2NodeClass {name}")
+        for n in data["notes"]
+    )
+    assert len([c for c in destroys(engine) if "llmctl-platform" in c["cwd"]]) == 2  # failed, retried
+    assert engine.checkpoint(PLATFORM, "pr-6") is None
+    assert {c["delete_unreachable"] for c in destroys(engine)} == {None}  # nothing dropped

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
+import boto3
 import pytest
+from lifecycle_support import lifecycle, push
+from standin_support import StandinEngine, kube_objects
 
+from llmctl import __version__
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
+from llmctl.infra.aws.images import repository_name
 from llmctl.infra.lifecycle.engine_order import (
     CycleError,
     Node,
@@ -30,7 +36,8 @@ from llmctl.infra.lifecycle.order_invariants import (
 from llmctl.infra.offline import run_offline
 from llmctl.infra.plan import run_platform_offline
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.deploy_delivery import deliver
 from llmctl.infra.workload.manifests import build_manifests
 
 TOKEN = "hf_TESTtokenValue0123456789"
@@ -179,6 +186,102 @@ def test_catalog_blueprint_pods_use_only_images_an_earlier_step_produced(name: s
     manifests = build_manifests(config, hf_token=TOKEN)
     assert pod_images(manifests)
     assert [str(v) for v in check_images(manifests, produced_images(config))] == []
+
+
+# ---- with the platform's ECR registry: the images of the delivery `up` decides ----------------------
+
+#: what the platform exports on every `up` (infra/platform/program.py): the account's registry and
+#: the cache bucket (always made, also for blueprints without caches)
+REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+CACHE_BUCKET = "llmctl-dev-us-west-2-cache"
+
+
+def registry_config(name: str) -> WorkloadConfig:
+    config = workload_config(name)
+    facts = config.platform.model_copy(update={"ecr_registry": REGISTRY, "cache_bucket": CACHE_BUCKET})
+    return config.model_copy(update={"platform": facts})
+
+
+def ecr_images(images: set[str]) -> set[str]:
+    return {image for image in images if ".dkr.ecr." in image}
+
+
+def assert_in_ecr(region: str, image: str) -> None:
+    """The image is one ECR's DescribeImages finds (by digest)."""
+    repository, digest = image.removeprefix(f"{REGISTRY}/").split("@")
+    found = boto3.client("ecr", region_name=region).describe_images(
+        repositoryName=repository, imageIds=[{"imageDigest": digest}]
+    )
+    assert [d["imageDigest"] for d in found["imageDetails"]] == [digest]
+
+
+@pytest.mark.parametrize("pushed", [True, False], ids=["image-pushed", "no-image"])
+@pytest.mark.parametrize("name", catalog_names())
+def test_catalog_blueprint_with_an_ecr_registry_pods_use_only_images_an_earlier_step_produced(
+    name: str, pushed: bool, aws: str
+) -> None:
+    config = registry_config(name)
+    boto3.client("s3", region_name=aws).create_bucket(
+        Bucket=CACHE_BUCKET, CreateBucketConfiguration={"LocationConstraint": aws}
+    )
+    repository = repository_name(config.stack, name)
+    digest = push(aws, repository, __version__) if pushed else None
+    # the offline plan (no decision yet) names no ECR image: the registry alone makes none exist
+    planned = build_manifests(config, hf_token=TOKEN)
+    assert not ecr_images({image for _, _, image in pod_images(planned)})
+    assert [str(v) for v in check_images(planned, produced_images(config))] == []
+
+    decided = deliver(config, note=lambda _text: None)  # `up`'s delivery step: DescribeImages, upload
+    assert decided.delivery is not None and decided.delivery.decided
+    manifests = build_manifests(decided, hf_token=TOKEN)
+    images = {image for _, _, image in pod_images(manifests)}
+    if config.blueprint.image.serving_image:
+        assert decided.delivery.image == config.blueprint.image.serving_image
+    elif pushed:
+        built = f"{REGISTRY}/{repository}@{digest}"
+        assert decided.delivery.mode == "image" and ecr_images(images) == {built}
+        assert_in_ecr(aws, built)
+    else:
+        assert decided.delivery.mode == "wheel" and not ecr_images(images)
+        assert decided.delivery.image == config.blueprint.image.base
+    assert [str(v) for v in check_images(manifests, produced_images(decided))] == []
+    # the same pods without the delivery recorded: an ECR image counts as produced only once found
+    undecided = decided.model_copy(update={"delivery": None})
+    missing = [v.message for v in check_images(manifests, produced_images(undecided))]
+    assert len(missing) == (len([i for *_, i in pod_images(manifests) if ".dkr.ecr." in i]))
+
+
+def saved_delivery_config(engine: StandinEngine, name: str) -> tuple[WorkloadConfig, list[dict[str, Any]]]:
+    """The workload config with the delivery the stack recorded, and its saved Kubernetes objects."""
+    outputs = engine.outputs(f"llmctl-{name}", "dev")
+    config = workload_config(name).model_copy(
+        update={"delivery": Delivery.model_validate(outputs["delivery"])}
+    )
+    return config, kube_objects(engine.resources(f"llmctl-{name}", "dev"))
+
+
+def test_scenario_up_without_then_with_the_pushed_image_pulls_only_produced_images(
+    engine: StandinEngine, aws: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    lifecycle().up(BP, region=aws, wait=False)  # the first `up`: an empty account, no image pushed
+    assert engine.outputs("llmctl-platform", "dev")["ecr_registry"] == REGISTRY
+    config, objects = saved_delivery_config(engine, BP)
+    assert config.delivery is not None and config.delivery.mode == "wheel"
+    images = {image for _, _, image in pod_images(objects)}
+    assert images and not ecr_images(images)
+    assert {"Job", "RayService"} <= {obj["kind"] for obj in objects}
+    assert [str(v) for v in check_images(objects, produced_images(config))] == []
+
+    # `llmctl images build --push`, then `up` again: the pods run the image ECR has, by digest
+    digest = push(aws, repository_name("dev", BP), __version__)
+    lifecycle().up(BP, region=aws, wait=False)
+    config, objects = saved_delivery_config(engine, BP)
+    built = f"{REGISTRY}/{repository_name('dev', BP)}@{digest}"
+    assert config.delivery is not None and config.delivery.mode == "image" and config.delivery.image == built
+    assert ecr_images({image for _, _, image in pod_images(objects)}) == {built}
+    assert_in_ecr(aws, built)
+    assert [str(v) for v in check_images(objects, produced_images(config))] == []
 
 
 # ---- each invariant fails on a deliberately broken graph ----------------------------------------
