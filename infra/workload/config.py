@@ -238,19 +238,25 @@ class PlatformFacts(_Strict):
         )
 
 
-DeliveryMode = Literal["image", "wheel", "package"]
+DeliveryMode = Literal["image", "wheel", "configmap"]
 
 
 class Delivery(_Strict):
-    """How the serving code reaches the pods: a built image, a wheel in S3, or a package requirement."""
+    """How the serving code reaches the pods: a built image, a wheel in S3, or a wheel in a ConfigMap."""
 
     mode: DeliveryMode = Field(
         description="image: the app is baked into `image`; wheel: the pods fetch `wheel_uri` from S3 with "
-        "their Pod Identity and install it; package: the pods install `requirement` (existing clusters)."
+        "their Pod Identity and install it; configmap: the wheel at `wheel_path` goes into a ConfigMap "
+        "mounted into the pods, which install it (existing clusters)."
     )
     image: str = Field(description="The image the serving containers run.")
     wheel_uri: str | None = Field(None, description="wheel mode: s3://<bucket>/<key> of the llmctl wheel.")
-    requirement: str | None = Field(None, description="package mode: the pip requirement of the app.")
+    wheel_path: str | None = Field(
+        None, description="configmap mode: the local wheel file `up` built (None in an offline plan)."
+    )
+    wheel_digest: str | None = Field(
+        None, description="configmap mode: sha256 of the wheel's contents (names the ConfigMap)."
+    )
     reason: str = Field(description="Why this delivery was chosen (printed by `up`).")
     decided: bool = Field(
         False, description="True when `up` checked ECR and uploaded the wheel; False for an offline plan."
@@ -264,7 +270,8 @@ class Delivery(_Strict):
     @property
     def wheel_file(self) -> str | None:
         """File name of the delivered wheel."""
-        return self.wheel_uri.rsplit("/", 1)[-1] if self.wheel_uri else None
+        where = self.wheel_uri or self.wheel_path
+        return where.rsplit("/", 1)[-1] if where else None
 
 
 class WorkloadConfig(_Strict):
@@ -283,11 +290,6 @@ class WorkloadConfig(_Strict):
     namespace: str | None = Field(None, description="Kubernetes namespace; None uses the blueprint name.")
     image: str | None = Field(
         None, description="Serving image override (wins over the blueprint and the registry)."
-    )
-    app_package: str | None = Field(
-        None,
-        description="pip requirement of the serving app installed (without dependencies) at start on an "
-        "existing cluster when no image is built (default: llmctl-eks==<this version>).",
     )
     delivery: Delivery | None = Field(
         None,

@@ -10,11 +10,13 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   gets an init container (the pinned AWS CLI image) that copies the wheel into an emptyDir with the
   pod's Pod Identity; the serving container then installs the runtime's pinned requirements (the
   same file its Dockerfile installs) and the local wheel with `--no-deps`, and starts.
-- **package** (an existing cluster without an image): the pods install the runtime's requirements
-  and `llmctl-eks==<version>` (the distribution's own name) without dependencies.
+- **configmap** (an existing cluster, `--target kubeconfig`, no image): `up` builds the same wheel
+  and the workload stack puts it in a ConfigMap (`binaryData`, named after the wheel's content digest
+  so new code rolls the pods), mounted read-only into each serving pod; the container installs the
+  runtime's pinned requirements and the mounted wheel with `--no-deps`, as in wheel mode.
 
-The app itself is never installed by a name on a package index on EKS, and never by the bare name
-`llmctl`, which belongs to another project on PyPI. Without a decision from `up` (render, validate,
+The app itself is never installed from a package index (by its distribution name `llmctl-eks`,
+which this project does not publish, or by `llmctl`, which belongs to another project on PyPI). Without a decision from `up` (render, validate,
 preview), :func:`planned_delivery` gives the plan: `up` replaces its placeholder digest.
 """
 
@@ -37,6 +39,9 @@ PLANNED_DIGEST = "planned"
 APP_DIR = "/opt/llmctl/app"
 APP_VOLUME = "llmctl-app"
 FETCH_CONTAINER = "fetch-llmctl"
+#: ConfigMap delivery: the wheel must fit one Kubernetes object (about 1 MiB) with room to spare
+CONFIGMAP_LIMIT = 900 * 1024
+CONFIGMAP_PREFIX = "llmctl-app"
 #: `up`'s choice: auto (default), image (the ECR image must exist) or wheel (skip the ECR check)
 DELIVERY_ENV = "LLMCTL_DELIVERY"
 
@@ -65,14 +70,23 @@ def fixed_image(config: WorkloadConfig) -> Delivery | None:
     return None
 
 
-def package_delivery(config: WorkloadConfig) -> Delivery:
-    """An existing cluster without a built image: the app by its own distribution name."""
-    requirement = config.app_package or f"{DISTRIBUTION}=={__version__}"
+def configmap_name(digest: str | None) -> str:
+    """The ConfigMap holding the wheel: named after its content digest (new code, new name, new pods)."""
+    return f"{CONFIGMAP_PREFIX}-{(digest or PLANNED_DIGEST)[:12]}"
+
+
+def configmap_delivery(
+    config: WorkloadConfig, wheel: Path | None = None, digest: str | None = None
+) -> Delivery:
+    """An existing cluster without a built image: the wheel in a ConfigMap the pods mount."""
     return Delivery(
-        mode="package",
+        mode="configmap",
         image=config.blueprint.image.base,
-        requirement=requirement,
-        reason=f"no image and no llmctl bucket on this cluster: the pods install {requirement}",
+        wheel_path=str(wheel) if wheel else None,
+        wheel_digest=digest,
+        reason=f"no image on this cluster: the pods install this llmctl's wheel from the ConfigMap "
+        f"{configmap_name(digest)}",
+        decided=wheel is not None,
     )
 
 
@@ -82,7 +96,7 @@ def planned_delivery(config: WorkloadConfig) -> Delivery:
     if fixed is not None:
         return fixed
     if config.platform.target != "eks":
-        return package_delivery(config)
+        return configmap_delivery(config)
     bucket = config.platform.cache_bucket or f"llmctl-{config.stack}-{config.platform.region}-cache"
     return Delivery(
         mode="wheel",
@@ -131,7 +145,7 @@ def pip_install(args: list[str]) -> str:
 def install_script(config: WorkloadConfig, image: str, extra: list[str] | None = None) -> str:
     """Shell that installs the runtime's requirements (plus `extra`), then the app without deps."""
     delivery = delivery_of(config)
-    app = f"{APP_DIR}/{delivery.wheel_file}" if delivery.mode == "wheel" else str(delivery.requirement)
+    app = f"{APP_DIR}/{delivery.wheel_file or wheel_file()}"
     requirements = [*(extra or []), *runtime_requirements(config, image)]
     return f"{pip_install(requirements)} && {pip_install(['--no-deps', app])}"
 
@@ -159,17 +173,49 @@ def fetch_container(config: WorkloadConfig) -> Obj:
 
 
 def with_app(config: WorkloadConfig, pod_spec: Obj) -> Obj:
-    """The pod spec with the wheel fetched before its containers start (wheel mode only)."""
-    if delivery_of(config).mode != "wheel":
+    """The pod spec with the wheel at APP_DIR: fetched by an init container (wheel mode) or
+    mounted from the ConfigMap (configmap mode); unchanged for an image."""
+    delivery = delivery_of(config)
+    if delivery.mode == "image":
         return pod_spec
     mount = {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True}
     containers = [{**c, "volumeMounts": [*c.get("volumeMounts", []), mount]} for c in pod_spec["containers"]]
+    if delivery.mode == "configmap":
+        volume = {"name": APP_VOLUME, "configMap": {"name": configmap_name(delivery.wheel_digest)}}
+        return {**pod_spec, "containers": containers, "volumes": [*pod_spec.get("volumes", []), volume]}
     return {
         **pod_spec,
         "initContainers": [*pod_spec.get("initContainers", []), fetch_container(config)],
         "containers": containers,
         "volumes": [*pod_spec.get("volumes", []), {"name": APP_VOLUME, "emptyDir": {}}],
     }
+
+
+def app_objects(config: WorkloadConfig) -> list[Obj]:
+    """The ConfigMap carrying the wheel (configmap mode; none otherwise).
+
+    Immutable, `binaryData` under the wheel's file name. An offline plan (no wheel built yet)
+    renders it with an empty value; `up` fills it with the wheel it built.
+    """
+    import base64
+
+    from llmctl.infra.workload.builders.common import metadata
+
+    delivery = delivery_of(config)
+    if delivery.mode != "configmap":
+        return []
+    data = base64.b64encode(Path(delivery.wheel_path).read_bytes()).decode() if delivery.wheel_path else ""
+    digest = delivery.wheel_digest or PLANNED_DIGEST
+    meta = metadata(config, configmap_name(digest), "app", {"llmctl.dev/wheel-sha256": digest})
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta,
+            "immutable": True,
+            "binaryData": {delivery.wheel_file or wheel_file(): data},
+        }
+    ]
 
 
 def needs_bucket_access(config: WorkloadConfig) -> bool:

@@ -8,7 +8,9 @@ workload stack runs (see `delivery.py` for the three deliveries and the pod piec
 3. Otherwise a wheel of this llmctl: built from the source checkout (`pip wheel --no-deps
    --no-build-isolation`, no network) or re-packed from the installed distribution (`wheel pack`),
    uploaded to the platform's cache bucket under `llmctl/wheels/<sha256 of its contents>/<file>`
-   (skipped when that key exists), and fetched by the pods with their Pod Identity.
+   (skipped when that key exists), and fetched by the pods with their Pod Identity. On an existing
+cluster (`--target kubeconfig`) the same wheel, kept under the state folder by its digest, goes into
+a ConfigMap instead (refused, before any change, when it is over `CONFIGMAP_LIMIT`).
 
 `LLMCTL_DELIVERY=image` requires the ECR image (a one-line error with the push command when it is
 missing); `LLMCTL_DELIVERY=wheel` skips the ECR check; `LLMCTL_DELIVERY=build` builds and pushes the
@@ -32,7 +34,13 @@ from pathlib import Path
 from llmctl import DISTRIBUTION, __version__
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
-from llmctl.infra.workload.delivery import DELIVERY_ENV, fixed_image, package_delivery, wheel_key
+from llmctl.infra.workload.delivery import (
+    CONFIGMAP_LIMIT,
+    DELIVERY_ENV,
+    configmap_delivery,
+    fixed_image,
+    wheel_key,
+)
 
 #: zip timestamps of a source build (1980-01-01, the zip epoch): the same sources, the same bytes
 SOURCE_DATE_EPOCH = "315532800"
@@ -177,6 +185,35 @@ def upload_wheel(region: str, bucket: str, wheel: Path) -> tuple[str, bool]:
     return key, True
 
 
+def kept_wheel() -> tuple[Path, str]:
+    """(wheel, content digest): this llmctl's wheel, kept under the state folder by its digest
+    (the workload program reads it into the ConfigMap after `decide` returned)."""
+    from llmctl.state import state_dir
+
+    with tempfile.TemporaryDirectory() as tmp:
+        built = build_wheel(Path(tmp))
+        digest = content_digest(built)
+        kept = state_dir() / "wheels" / digest / built.name
+        if not kept.is_file():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(built, kept)
+    return kept, digest
+
+
+def configmap_wheel(config: WorkloadConfig) -> Delivery:
+    """An existing cluster without an image: the wheel for a ConfigMap, refused when too large."""
+    wheel, digest = kept_wheel()
+    size = wheel.stat().st_size
+    if size > CONFIGMAP_LIMIT:
+        raise LlmctlError(
+            f"the llmctl wheel is {size // 1024} KiB, over the {CONFIGMAP_LIMIT // 1024} KiB a ConfigMap "
+            "can safely carry",
+            f"push an image (llmctl images build --push -b {config.blueprint.name} "
+            f"{_stack_flags(config.stack)} --region REGION) and set it as the blueprint's image.serving_image",
+        )
+    return configmap_delivery(config, wheel, digest)
+
+
 def build_and_push(config: WorkloadConfig, note: Callable[[str], None]) -> Delivery:
     """`llmctl images build --push` for the stack's repository, then that image by its digest."""
     from llmctl.infra.aws.images import build
@@ -207,7 +244,7 @@ def decide(
     if fixed is not None:
         return fixed
     if config.platform.target != "eks":
-        return package_delivery(config).model_copy(update={"decided": True})
+        return configmap_wheel(config)
     from llmctl.infra.aws.images import repository_name
 
     wanted = choice()
@@ -265,7 +302,7 @@ def decide(
 def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True) -> WorkloadConfig:
     """The config with the delivery decided; says which one and why (`up`'s and `preview`'s hook)."""
     chosen = decide(config, note=note, upload=upload)
-    what = chosen.image if chosen.mode == "image" else (chosen.wheel_uri or chosen.requirement)
+    what = chosen.image if chosen.mode == "image" else (chosen.wheel_uri or chosen.wheel_path)
     note(f"serving code: {chosen.mode} {what} ({chosen.reason})")
     return config.model_copy(update={"delivery": chosen})
 

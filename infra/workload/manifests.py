@@ -1,7 +1,7 @@
 """The single entry point to the builders: every object of a workload, in apply order.
 
-Order: Namespace, ServiceAccount, Secrets, cache objects (script ConfigMap, mirror Job), the
-runtime's objects (RayService or Deployment, Services, HPA), then the UI.
+Order: Namespace, ServiceAccount, Secrets, the wheel's ConfigMap (configmap delivery), cache objects
+(script ConfigMap, mirror Job), the runtime's objects (RayService or Deployment, Services, HPA), then the UI.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from llmctl.infra.workload.builders import cache, common, ui
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import app_objects
 
 Obj = dict[str, Any]
 
@@ -89,6 +90,7 @@ def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: st
         objects.append(common.opaque_secret(config, common.HF_SECRET, common.HF_SECRET_KEY, hf_token))
     if config.blueprint.exposure.api_key:
         objects.append(common.opaque_secret(config, common.API_KEY_SECRET, common.API_KEY_KEY, api_key))
+    objects.extend(app_objects(config))  # the wheel's ConfigMap (existing clusters without an image)
     objects.extend(cache.mirror_objects(config))
     objects.extend(builder_for(config.blueprint.runtime).build(config))
     objects.extend(ui.build(config, endpoint_info(config).url))

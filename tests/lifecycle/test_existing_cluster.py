@@ -3,22 +3,27 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from lifecycle_support import ready_pod
-from standin_support import StandinEngine
+from standin_support import StandinEngine, kube_objects
 from typer.testing import CliRunner
 
+from llmctl import DISTRIBUTION
 from llmctl.cli.app import app
 from llmctl.errors import BlueprintError, LlmctlError
 from llmctl.infra.lifecycle.backend import resolve_backend
 from llmctl.infra.lifecycle.engine import Engine
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.workload.delivery import wheel_file
+from llmctl.infra.workload.deploy_delivery import content_digest
 from llmctl.infra.workload.parts import MissingPartsError
 from llmctl.state import list_endpoints, load_endpoint
 
@@ -152,6 +157,27 @@ def test_up_with_every_part_deploys_only_the_workload(
     endpoint = load_endpoint("dev", BP)
     assert endpoint.target == "kubeconfig" and endpoint.base_url == "http://192.168.1.50:8000/v1"
     assert endpoint.extra["cluster"] == "lab" and endpoint.extra["kubeconfig"] == str(kubeconfig)
+    assert_the_wheel_went_in_a_configmap(engine)
+
+
+def assert_the_wheel_went_in_a_configmap(engine: StandinEngine) -> None:
+    """The serving code reached the pods in a ConfigMap of the wheel `up` built: no image, no index."""
+    objects = kube_objects(engine.resources(WL, "dev"))
+    [app] = [
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("llmctl-app-")
+    ]
+    [(file, data)] = app["binaryData"].items()
+    wheel = next(Path(os.environ["LLMCTL_STATE_DIR"], "wheels").glob(f"*/{file}"))
+    assert base64.b64decode(data) == wheel.read_bytes() and file == wheel_file()
+    digest = content_digest(wheel)
+    assert app["metadata"]["name"] == f"llmctl-app-{digest[:12]}" and wheel.parent.name == digest
+    assert app["metadata"]["namespace"] == BP and app["immutable"] is True
+    outputs = engine.outputs(WL, "dev")
+    assert outputs["delivery"]["mode"] == "configmap" and outputs["delivery"]["wheel_digest"] == digest
+    [service] = [o for o in objects if o["kind"] == "RayService"]
+    text = json.dumps(service)
+    assert text.count(f'"configMap": {{"name": "{app["metadata"]["name"]}"}}') >= 2  # head and workers
+    assert f"--no-deps /opt/llmctl/app/{file}" in text and f"{DISTRIBUTION}==" not in text
 
 
 def test_the_named_pools_decide_schedulability_before_kubectl_or_pulumi(

@@ -1,8 +1,10 @@
 """Serving code delivery in the rendered objects: the distribution's own name, the wheel every pod of
-every runtime fetches and installs, and no `pip install` of the app by any name on a package index."""
+every runtime fetches (EKS) or mounts from a ConfigMap (existing clusters) and installs, and no
+`pip install` of the app by any name on a package index, on either target."""
 
 from __future__ import annotations
 
+import base64
 import re
 import shlex
 from importlib import metadata
@@ -16,9 +18,19 @@ from workload_helpers import CATALOG, blueprint, config_for
 
 from llmctl import DISTRIBUTION, __version__
 from llmctl.blueprints.runtimes import runtime_names
+from llmctl.errors import LlmctlError
 from llmctl.infra.offline import run_offline
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import APP_DIR, APP_VOLUME, FETCH_CONTAINER, planned_delivery, wheel_file
+from llmctl.infra.workload.delivery import (
+    APP_DIR,
+    APP_VOLUME,
+    CONFIGMAP_LIMIT,
+    FETCH_CONTAINER,
+    configmap_delivery,
+    configmap_name,
+    planned_delivery,
+    wheel_file,
+)
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.program import build_workload
 from llmctl.infra.workload.render import render_yaml
@@ -74,6 +86,23 @@ def pip_installs(manifests: list[dict[str, Any]]) -> list[list[str]]:
     return installs
 
 
+def on_existing_cluster(config: WorkloadConfig) -> WorkloadConfig:
+    """The same workload on `--target kubeconfig` (no bucket, no registry)."""
+    facts = config.platform.model_copy(update={"target": "kubeconfig", "cache_bucket": None})
+    return config.model_copy(update={"platform": facts})
+
+
+def serving_specs(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pod specs of the serving objects."""
+    serving = [
+        m
+        for m in manifests
+        if m["kind"] in ("RayService", "Deployment")
+        and m["metadata"]["labels"]["app.kubernetes.io/component"] == "serving"
+    ]
+    return [spec for m in serving for spec in pod_specs(m)]
+
+
 def installed_from_an_index(args: list[str]) -> list[str]:
     """The requirement arguments of a pip install (options and their values dropped)."""
     names, skip = [], False
@@ -103,13 +132,7 @@ def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
     delivery = planned_delivery(config)
     assert delivery.mode == "wheel" and delivery.wheel_uri is not None
     manifests = build_manifests(config, hf_token=None)
-    serving = [
-        m
-        for m in manifests
-        if m["kind"] in ("RayService", "Deployment")
-        and m["metadata"]["labels"]["app.kubernetes.io/component"] == "serving"
-    ]
-    specs = [spec for m in serving for spec in pod_specs(m)]
+    specs = serving_specs(manifests)
     assert specs, name
     for spec in specs:
         [fetch] = [c for c in spec["initContainers"] if c["name"] == FETCH_CONTAINER]
@@ -126,8 +149,35 @@ def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", CATALOG)
-def test_no_pip_install_of_the_app_by_an_index_name_in_any_rendered_manifest(name: str) -> None:
+def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_wheel(name: str) -> None:
+    config = on_existing_cluster(config_for(name))
+    delivery = planned_delivery(config)
+    assert delivery.mode == "configmap" and delivery.wheel_path is None
+    manifests = build_manifests(config, hf_token=None)
+    [app] = [
+        m for m in manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"].startswith("llmctl-app-")
+    ]
+    assert app["metadata"]["namespace"] == config.ns and app["immutable"] is True
+    assert list(app["binaryData"]) == [wheel_file()]
+    specs = serving_specs(manifests)
+    assert specs, name
+    for spec in specs:
+        assert not [c for c in spec.get("initContainers", []) if c["name"] == FETCH_CONTAINER]
+        assert {"name": APP_VOLUME, "configMap": {"name": app["metadata"]["name"]}} in spec["volumes"]
+        for container in spec["containers"]:
+            if container["name"] == "autoscaler":
+                continue
+            assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
+            script = " ".join([*container.get("command", []), *container.get("args", [])])
+            assert f"pip install --no-cache-dir -q --no-deps {APP_DIR}/{wheel_file()}" in script
+
+
+@pytest.mark.parametrize("target", ["eks", "kubeconfig"])
+@pytest.mark.parametrize("name", CATALOG)
+def test_no_pip_install_of_the_app_by_an_index_name_in_any_rendered_manifest(name: str, target: str) -> None:
     config = config_for(name)
+    if target == "kubeconfig":
+        config = on_existing_cluster(config)
     registry = config.model_copy(
         update={"platform": config.platform.model_copy(update={"ecr_registry": "1.dkr.ecr.example"})}
     )
@@ -152,10 +202,14 @@ def test_no_pip_install_of_the_app_by_an_index_name_in_any_rendered_manifest(nam
     assert not [image for image in images if "dkr.ecr" in image]
 
 
+@pytest.mark.parametrize("target", ["eks", "kubeconfig"])
 @pytest.mark.parametrize("runtime", runtime_names())
-def test_every_runtime_installs_its_dockerfile_requirements_before_the_wheel(runtime: str) -> None:
+def test_every_runtime_installs_its_dockerfile_requirements_before_the_wheel(
+    runtime: str, target: str
+) -> None:
     name = next(n for n in CATALOG if blueprint(n).runtime == runtime)
-    installs = pip_installs(build_manifests(config_for(name), hf_token=None))
+    config = config_for(name) if target == "eks" else on_existing_cluster(config_for(name))
+    installs = pip_installs(build_manifests(config, hf_token=None))
     app = [i for i, args in enumerate(installs) if f"{APP_DIR}/{wheel_file()}" in args]
     assert app and all(i > 0 and "--no-deps" in installs[i] for i in app)
     requirements = installs[app[0] - 1]
@@ -198,7 +252,7 @@ def test_wheel_delivery_gives_the_pods_bucket_access_even_without_caches() -> No
     assert not [r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
 
 
-def test_an_existing_cluster_installs_the_app_by_the_distributions_own_name(tmp_path: Path) -> None:
+def test_an_existing_cluster_plans_the_configmap_delivery(tmp_path: Path) -> None:
     pools = tmp_path / "pools.yaml"
     pools.write_text(
         yaml.safe_dump(
@@ -208,4 +262,58 @@ def test_an_existing_cluster_installs_the_app_by_the_distributions_own_name(tmp_
     bp = blueprint("tiny-cpu")
     facts = PlatformFacts.for_existing_cluster(pools)
     delivery = planned_delivery(WorkloadConfig(blueprint=bp, platform=facts))
-    assert delivery.mode == "package" and delivery.requirement == f"{DISTRIBUTION}=={__version__}"
+    assert delivery.mode == "configmap" and delivery.image == bp.image.base and not delivery.decided
+    assert "requirement" not in Delivery.model_fields  # no app requirement for any index to resolve
+
+
+def test_the_configmap_carries_the_built_wheel_and_is_named_by_its_digest(tmp_path: Path) -> None:
+    config = on_existing_cluster(config_for("tiny-cpu"))
+    wheel = tmp_path / wheel_file()
+    wheel.write_bytes(b"PK\x03\x04 not really a zip, but bytes")
+    names = []
+    for digest in ("ab" * 32, "cd" * 32):  # new code: a new ConfigMap name, so the pod template changes
+        decided = config.model_copy(update={"delivery": configmap_delivery(config, wheel, digest)})
+        manifests = build_manifests(decided, hf_token=None)
+        [app] = [
+            m
+            for m in manifests
+            if m["kind"] == "ConfigMap" and m["metadata"]["name"] == configmap_name(digest)
+        ]
+        assert app["metadata"]["name"] == f"llmctl-app-{digest[:12]}"
+        assert base64.b64decode(app["binaryData"][wheel.name]) == wheel.read_bytes()
+        assert app["metadata"]["annotations"]["llmctl.dev/wheel-sha256"] == digest
+        spec = serving_specs(manifests)[0]
+        assert {"name": APP_VOLUME, "configMap": {"name": app["metadata"]["name"]}} in spec["volumes"]
+        names.append(app["metadata"]["name"])
+    assert names[0] != names[1]
+
+
+def test_a_wheel_too_large_for_a_configmap_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.infra.workload import deploy_delivery
+
+    config = on_existing_cluster(config_for("tiny-cpu"))
+    big = tmp_path / wheel_file()
+    big.write_bytes(b"x" * (CONFIGMAP_LIMIT + 1))
+    monkeypatch.setattr(deploy_delivery, "kept_wheel", lambda: (big, "ef" * 32))
+    with pytest.raises(LlmctlError) as error:
+        deploy_delivery.decide(config)
+    assert "\n" not in error.value.message and "900 KiB" in error.value.message
+    assert error.value.hint and "llmctl images build --push -b tiny-cpu" in error.value.hint
+    big.write_bytes(b"x" * CONFIGMAP_LIMIT)  # at the limit: delivered
+    assert deploy_delivery.decide(config).mode == "configmap"
+
+
+def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.infra.workload.deploy_delivery import content_digest, decide
+
+    monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path / "state"))
+    delivery = decide(on_existing_cluster(config_for("tiny-cpu")))
+    assert delivery.mode == "configmap" and delivery.decided and delivery.wheel_path
+    wheel = Path(delivery.wheel_path)
+    assert wheel.name == wheel_file() and wheel.stat().st_size < CONFIGMAP_LIMIT
+    assert delivery.wheel_digest == content_digest(wheel)
+    assert wheel.parent == tmp_path / "state" / "wheels" / content_digest(wheel)
