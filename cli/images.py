@@ -30,7 +30,11 @@ def build(
         help="Push to the workload stack's ECR repository llmctl/<stack>/<blueprint> (needs --blueprint).",
     ),
     region: str = typer.Option(None, "--region", help="AWS region of the ECR registry (needed with --push)."),
-    tag: str = typer.Option(None, "--tag", help="Image tag (default: the llmctl version)."),
+    tag: str = typer.Option(
+        None,
+        "--tag",
+        help="Image tag (default: <version>-<code digest>, the tag `up` looks for; another tag is not found by `up`).",
+    ),
     base: str = typer.Option(None, "--base", help="Override the pinned base image (tag or digest)."),
     json: bool = options.JSON,
 ) -> None:

@@ -5,7 +5,8 @@ argument; the default comes from ``blueprints/data/versions.yaml`` (or a bluepri
 ``image.base``). The build context is the llmctl source checkout, so the image carries the same
 app code as the CLI. ``--push`` logs in to ECR, pushes to the workload stack's own repository
 (:func:`repository_name`: ``llmctl/<stack>/<blueprint>``, created here when missing, so an image can
-exist before the first ``up``), and returns the image by digest. ``up`` finds that image with
+exist before the first ``up``) under the tag ``<version>-<code digest>`` (``delivery.image_tag``, the
+digest of this code's wheel), and returns the image by digest. ``up`` finds that image with
 ``DescribeImages`` (``infra/workload/deploy_delivery.py``) and runs it; ``down`` removes the
 repository with the platform (the sweep's ``ecr-repository`` row, by its ``llmctl.dev/cluster`` tag).
 """
@@ -225,16 +226,17 @@ def build(
     runtime, repo, blueprint_base = _target(runtime, blueprint, stack)
     path = dockerfile(runtime)
     base_image = base or blueprint_base or default_base(runtime)
-    from llmctl import __version__
-
-    version_tag = tag or __version__
     if push and blueprint is None:
         raise ServingError(
             "--push needs --blueprint (and --stack): each workload stack has its own ECR repository",
             f"e.g. --blueprint NAME --stack dev pushes to {REPOSITORY_PREFIX}/dev/NAME",
         )
     check_docker()
-    image = f"{repo}:{version_tag}"
+    if tag is None:  # `<version>-<code digest>`: the tag `up` looks for, the same code's wheel digest
+        from llmctl.infra.workload.deploy_delivery import serving_code_tag
+
+        tag = serving_code_tag()
+    image = f"{repo}:{tag}"
     if push:
         if not region:
             raise ServingError("--push needs a region", "pass --region, e.g. --region us-west-2")

@@ -51,6 +51,15 @@ def wheel_file() -> str:
     return f"{DISTRIBUTION.replace('-', '_')}-{__version__}-py3-none-any.whl"
 
 
+def image_tag(digest: str) -> str:
+    """The ECR tag of the image of this code: `<version>-<first 12 hex of the code digest>`.
+
+    `llmctl images build --push` writes it and `up` looks it up, both with the digest of the wheel
+    of the code they run, so an image of older code (same version) is never taken for this one.
+    """
+    return f"{__version__.replace('+', '_')}-{digest[:12]}"
+
+
 def wheel_key(digest: str, file: str | None = None) -> str:
     """The content-addressed key of a wheel in the cache bucket."""
     return f"{WHEEL_PREFIX}/{digest}/{file or wheel_file()}"

@@ -3,8 +3,9 @@ workload stack runs (see `delivery.py` for the three deliveries and the pod piec
 
 1. An image the config or blueprint names: used as is.
 2. EKS: ECR `DescribeImages` on the stack's repository (`llmctl/<stack>/<blueprint>`) for the tag
-   `llmctl images build --push` writes (this llmctl's version). Found: the pods run that image, by
-   the digest ECR returned.
+   `llmctl images build --push` writes: `<version>-<first 12 hex of the code digest>`, the code
+   digest being :func:`content_digest` of this llmctl's wheel (so changed code without a version
+   bump finds no image and goes as a wheel). Found: the pods run that image, by the digest ECR returned.
 3. Otherwise a wheel of this llmctl: built from the source checkout (`pip wheel --no-deps
    --no-build-isolation`, no network) or re-packed from the installed distribution (`wheel pack`),
    uploaded to the platform's cache bucket under `llmctl/wheels/<sha256 of its contents>/<file>`
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from importlib.metadata import Distribution
 from pathlib import Path
 
-from llmctl import DISTRIBUTION, __version__
+from llmctl import DISTRIBUTION
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.delivery import (
@@ -39,6 +40,7 @@ from llmctl.infra.workload.delivery import (
     DELIVERY_ENV,
     configmap_delivery,
     fixed_image,
+    image_tag,
     wheel_key,
 )
 
@@ -157,12 +159,25 @@ def build_wheel(out_dir: Path) -> Path:
 
 
 def content_digest(wheel: Path) -> str:
-    """sha256 over the wheel's member names and contents (not its zip timestamps)."""
+    """sha256 over the wheel's member names and contents: the digest of the serving code.
+
+    Not its zip timestamps, and not the .dist-info/RECORD (it only restates the other members'
+    hashes, and a re-packed install writes it differently), so a source build and a re-packed
+    install of the same code give the same digest: the S3 key, the ConfigMap name and the image tag.
+    """
     digest = hashlib.sha256()
     with zipfile.ZipFile(wheel) as archive:
         for name in sorted(archive.namelist()):
+            if name.endswith(".dist-info/RECORD"):
+                continue
             digest.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
     return digest.hexdigest()
+
+
+def serving_code_tag() -> str:
+    """The image tag of the running llmctl's code, `<version>-<code digest>` (`images build`'s default)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return image_tag(content_digest(build_wheel(Path(tmp))))
 
 
 def upload_wheel(region: str, bucket: str, wheel: Path) -> tuple[str, bool]:
@@ -245,29 +260,40 @@ def decide(
         return fixed
     if config.platform.target != "eks":
         return configmap_wheel(config)
+    wanted = choice()
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel = build_wheel(Path(tmp))  # its digest is the image tag's too: built code, found image
+        return _decide_on_eks(config, wanted, wheel, note=note, upload=upload)
+
+
+def _decide_on_eks(
+    config: WorkloadConfig, wanted: str, wheel: Path, *, note: Callable[[str], None], upload: bool
+) -> Delivery:
+    """ECR's image of exactly this code (tag `<version>-<code digest>`), else the wheel in S3."""
     from llmctl.infra.aws.images import repository_name
 
-    wanted = choice()
+    digest = content_digest(wheel)
+    tag = image_tag(digest)
     repository = repository_name(config.stack, config.blueprint.name)
     region, registry = config.platform.region, config.platform.ecr_registry
     push = f"llmctl images build --push -b {config.blueprint.name} {_stack_flags(config.stack)} --region {region}"
     if wanted != "wheel" and registry:
-        digest = find_image(region, repository, __version__)
-        if digest is not None:
+        found = find_image(region, repository, tag)
+        if found is not None:
             return Delivery(
                 mode="image",
-                image=f"{registry}/{repository}@{digest}",
-                reason=f"ECR has {repository}:{__version__} (pushed by llmctl images build --push)",
+                image=f"{registry}/{repository}@{found}",
+                reason=f"ECR has {repository}:{tag} (this code, pushed by llmctl images build --push)",
                 decided=True,
             )
         if wanted == "image":
             raise LlmctlError(
-                f"{DELIVERY_ENV}=image but ECR has no {repository}:{__version__}",
+                f"{DELIVERY_ENV}=image but ECR has no {repository}:{tag} (the image of this code)",
                 f"push it first: {push}",
             )
         if wanted == "build" and upload:
             return build_and_push(config, note)
-        why = f"ECR has no {repository}:{__version__}"
+        why = f"ECR has no {repository}:{tag}"
     elif wanted in ("image", "build"):
         raise LlmctlError(
             f"{DELIVERY_ENV}={wanted} but the platform exports no ECR registry",
@@ -282,13 +308,11 @@ def decide(
             "the platform exports no cache bucket, so the serving code cannot be delivered as a wheel",
             f"push an image instead: {push}",
         )
-    with tempfile.TemporaryDirectory() as tmp:
-        wheel = build_wheel(Path(tmp))
-        if upload:
-            key, uploaded = upload_wheel(region, bucket, wheel)
-            note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
-        else:
-            key = wheel_key(content_digest(wheel), wheel.name)
+    if upload:
+        key, uploaded = upload_wheel(region, bucket, wheel)
+        note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
+    else:
+        key = wheel_key(digest, wheel.name)
     return Delivery(
         mode="wheel",
         image=config.blueprint.image.base,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from llmctl.infra.lifecycle.backend import resolve_backend
@@ -74,6 +75,15 @@ def eks_cluster(region: str, name: str = "llmctl-dev") -> None:
         roleArn="arn:aws:iam::123456789012:role/llmctl-dev-cluster",
         resourcesVpcConfig={"subnetIds": []},
     )
+
+
+@functools.cache
+def code_tag() -> str:
+    """The image tag of this checkout's code (`<version>-<code digest>`), as `images build` and `up`
+    compute it (builds the wheel once per test session)."""
+    from llmctl.infra.workload.deploy_delivery import serving_code_tag
+
+    return serving_code_tag()
 
 
 def push(region: str, repository: str, tag: str) -> str:

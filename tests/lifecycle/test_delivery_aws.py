@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
-from lifecycle_support import lifecycle, push
+from lifecycle_support import code_tag, lifecycle, push
 from standin_support import STANDIN_BUCKET
 
 from llmctl import __version__
@@ -21,13 +22,14 @@ from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import LlmctlError
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import DELIVERY_ENV, FETCH_CONTAINER, wheel_file
+from llmctl.infra.workload.delivery import DELIVERY_ENV, FETCH_CONTAINER, image_tag, wheel_file
 from llmctl.infra.workload.deploy_delivery import (
     build_wheel,
     content_digest,
     decide,
     find_image,
     repack_installed,
+    serving_code_tag,
     upload_wheel,
 )
 
@@ -77,14 +79,53 @@ def test_describe_images_finds_only_the_stacks_tag(aws: str) -> None:
     assert find_image(aws, REPO, __version__) == digest
 
 
+def test_the_image_tag_is_the_version_and_the_code_digest(wheel: Path) -> None:
+    tag = code_tag()
+    assert tag == f"{__version__}-{content_digest(wheel)[:12]}" == image_tag(content_digest(wheel))
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)  # a valid Docker tag
+
+
 def test_a_pushed_image_is_used_by_digest_and_nothing_is_uploaded(aws: str) -> None:
     s3 = bucket(aws)
-    digest = push(aws, REPO, __version__)
+    push(aws, REPO, __version__)  # a version-only tag (older llmctl) is no part of the decision
+    assert decide(config(aws), upload=False).mode == "wheel"
+    digest = push(aws, REPO, code_tag())
     chosen = decide(config(aws))
     assert chosen.mode == "image" and chosen.decided
     assert chosen.image == f"{REGISTRY}/{REPO}@{digest}"
-    assert "ECR has llmctl/dev/tiny-cpu:" in chosen.reason
+    assert f"ECR has llmctl/dev/tiny-cpu:{code_tag()} (this code" in chosen.reason
     assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def test_changed_code_without_a_version_bump_does_not_run_the_old_image(
+    aws: str, wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.infra.workload import deploy_delivery
+
+    s3 = bucket(aws)
+    push(aws, REPO, code_tag())  # `images build --push` of the code as it was
+    changed = tmp_path / "changed" / wheel.name  # then the code changes, same version
+    changed.parent.mkdir()
+    shutil.copyfile(wheel, changed)
+    with zipfile.ZipFile(changed, "a") as archive:
+        archive.writestr("llmctl/serving/extra.py", "x = 1\n")
+
+    def rebuilt(out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copyfile(changed, out_dir / changed.name))
+
+    monkeypatch.setattr(deploy_delivery, "build_wheel", rebuilt)
+    new_tag = image_tag(content_digest(changed))
+    assert new_tag != code_tag() and new_tag.startswith(f"{__version__}-")
+    chosen = decide(config(aws))
+    assert chosen.mode == "wheel" and f"ECR has no {REPO}:{new_tag}" in chosen.reason
+    key = f"llmctl/wheels/{content_digest(changed)}/{changed.name}"
+    assert chosen.wheel_uri == f"s3://{BUCKET}/{key}" and s3.head_object(Bucket=BUCKET, Key=key)
+    assert serving_code_tag() == new_tag  # what `images build --push` would tag now
+    new = push(aws, REPO, new_tag)  # pushed again: found by the new code's tag
+    chosen = decide(config(aws))
+    assert chosen.mode == "image" and chosen.image == f"{REGISTRY}/{REPO}@{new}"
+    assert f"ECR has {REPO}:{new_tag} (this code" in chosen.reason
 
 
 @pytest.mark.parametrize("other_tag", [False, True], ids=["no-repository", "other-tag"])
@@ -96,7 +137,7 @@ def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag:
     chosen = decide(config(aws), note=notes.append)
     assert chosen.mode == "wheel" and chosen.decided
     assert chosen.image == "rayproject/ray:2.58.0-py312-cpu"  # the pinned base, never the ECR name
-    assert f"ECR has no {REPO}:{__version__}" in chosen.reason
+    assert f"ECR has no {REPO}:{code_tag()}" in chosen.reason
     assert "llmctl images build --push -b tiny-cpu --stack dev" in chosen.reason
     assert chosen.wheel_uri is not None and chosen.wheel_uri.startswith(f"s3://{BUCKET}/llmctl/wheels/")
     key = chosen.wheel_uri.removeprefix(f"s3://{BUCKET}/")
@@ -115,7 +156,7 @@ def test_forcing_a_delivery(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
         caught.value.hint
         == f"push it first: llmctl images build --push -b tiny-cpu --stack dev --region {aws}"
     )
-    push(aws, REPO, __version__)
+    push(aws, REPO, code_tag())
     assert decide(config(aws)).mode == "image"
     monkeypatch.setenv(DELIVERY_ENV, "wheel")  # skips the ECR check even with the image there
     assert decide(config(aws)).mode == "wheel"
@@ -221,7 +262,7 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     assert [c["command"][-2] for c in fetches if c["name"] == FETCH_CONTAINER] == [delivery["wheel_uri"]]
     assert any(u.endswith("::cache-access-association") for u in resources)  # the pods' way to the bucket
     printed = stream.getvalue()
-    assert f"serving code: wheel {delivery['wheel_uri']} (ECR has no {REPO}:{__version__}" in printed
+    assert f"serving code: wheel {delivery['wheel_uri']} (ECR has no {REPO}:{code_tag()}" in printed
 
     # `preview` reaches the same decision without uploading: the workload is unchanged
     s3.delete_object(Bucket=STANDIN_BUCKET, Key=key)
@@ -231,7 +272,7 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     s3.upload_file(str(build_wheel(engine.root / "wheel")), STANDIN_BUCKET, key)
 
     # `llmctl images build --push` then the next `up`: the image, by digest, and no wheel fetch
-    digest = push(aws, REPO, __version__)
+    digest = push(aws, REPO, code_tag())
     lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
     delivery = engine.outputs("llmctl-tiny-cpu", "dev")["delivery"]
     assert delivery["mode"] == "image" and delivery["image"].endswith(f"/{REPO}@{digest}")

@@ -10,10 +10,9 @@ from typing import Any
 
 import boto3
 import pytest
-from lifecycle_support import lifecycle, push
+from lifecycle_support import code_tag, lifecycle, push
 from standin_support import StandinEngine, kube_objects
 
-from llmctl import __version__
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.infra.aws.images import repository_name
 from llmctl.infra.lifecycle.engine_order import (
@@ -225,7 +224,7 @@ def test_catalog_blueprint_with_an_ecr_registry_pods_use_only_images_an_earlier_
         Bucket=CACHE_BUCKET, CreateBucketConfiguration={"LocationConstraint": aws}
     )
     repository = repository_name(config.stack, name)
-    digest = push(aws, repository, __version__) if pushed else None
+    digest = push(aws, repository, code_tag()) if pushed else None
     # the offline plan (no decision yet) names no ECR image: the registry alone makes none exist
     planned = build_manifests(config, hf_token=TOKEN)
     assert not ecr_images({image for _, _, image in pod_images(planned)})
@@ -274,7 +273,7 @@ def test_scenario_up_without_then_with_the_pushed_image_pulls_only_produced_imag
     assert [str(v) for v in check_images(objects, produced_images(config))] == []
 
     # `llmctl images build --push`, then `up` again: the pods run the image ECR has, by digest
-    digest = push(aws, repository_name("dev", BP), __version__)
+    digest = push(aws, repository_name("dev", BP), code_tag())
     lifecycle().up(BP, region=aws, wait=False)
     config, objects = saved_delivery_config(engine, BP)
     built = f"{REGISTRY}/{repository_name('dev', BP)}@{digest}"

@@ -13,8 +13,10 @@ from typing import Any
 
 import boto3
 import pytest
+from lifecycle_support import code_tag
 from typer.testing import CliRunner
 
+from llmctl import __version__
 from llmctl.cli.app import app
 
 HERE = Path(__file__).parent
@@ -50,7 +52,8 @@ def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["image"].startswith(f"{registry}/llmctl/qa/tiny-cpu:") and out["pushed"] is True
+    assert out["image"] == f"{registry}/llmctl/qa/tiny-cpu:{code_tag()}" and out["pushed"] is True
+    assert code_tag().startswith(f"{__version__}-")  # the tag `up` looks up: version and code digest
     assert out["digest"] == "sha256:" + "ab" * 32
     login, built = [c for c in calls(docker) if c["args"][0] in ("login", "buildx")]
     assert (login["user"], login["registry"], login["password"]) == (user, registry, password)
