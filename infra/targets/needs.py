@@ -48,7 +48,7 @@ def require_ray() -> str:
     if importlib.util.find_spec("ray") is None:
         raise PrerequisiteError(
             "Ray is not installed (the local target serves with Ray Serve)",
-            "install the serving extra: pip install 'llmctl-eks[serving]'",
+            "install the serving extra from the llmctl checkout: pip install '.[serving]'",
         )
     return "Ray (serving extra)"
 

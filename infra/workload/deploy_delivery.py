@@ -153,7 +153,7 @@ def build_wheel(out_dir: Path) -> Path:
     if not wheels:
         raise PrerequisiteError(
             f"building the llmctl wheel produced no .whl file in {out_dir}",
-            "push an image instead (llmctl images build --push), or reinstall llmctl-eks",
+            "push an image instead (llmctl images build --push), or reinstall llmctl from its checkout",
         )
     return wheels[-1]
 

@@ -22,7 +22,10 @@ def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return [], "plots skipped: matplotlib is not installed (pip install 'llmctl-eks[bench]')"
+        return (
+            [],
+            "plots skipped: matplotlib is not installed (from the llmctl checkout: pip install '.[bench]')",
+        )
     written: list[str] = []
     for summary, folder in levels:
         rows = json.loads((folder / "requests.json").read_text())

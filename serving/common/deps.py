@@ -7,7 +7,8 @@ from types import ModuleType
 
 from llmctl.errors import ServingError
 
-SERVING_EXTRA = "pip install 'llmctl-eks[serving]'"
+#: from an llmctl checkout (or `pip install '<built wheel>[serving]'`): llmctl-eks is not on any index
+SERVING_EXTRA = "pip install '.[serving]'"
 
 
 def require(module: str, *, install: str = SERVING_EXTRA, purpose: str = "serving") -> ModuleType:
@@ -17,5 +18,7 @@ def require(module: str, *, install: str = SERVING_EXTRA, purpose: str = "servin
     except ImportError as error:
         raise ServingError(
             f"{purpose} needs the Python package {module.split('.')[0]!r}, which is not installed ({error})",
-            f"install it with `{install}`" if install.startswith("pip ") else install,
+            f"install it with `{install}`" + (" from the llmctl checkout" if install == SERVING_EXTRA else "")
+            if install.startswith("pip ")
+            else install,
         ) from None
