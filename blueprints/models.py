@@ -131,7 +131,7 @@ def _from_hub(model_id: str) -> ModelArch:
     except ImportError:
         raise CatalogError(
             f"model {model_id!r} is not in the catalog and huggingface_hub is not installed",
-            "install llmctl-eks[serving], or pass a local directory that holds the model's config.json",
+            "install the serving extra (pip install '.[serving]' from a checkout), or pass a local directory that holds the model's config.json",
         ) from None
     try:
         path = hf_hub_download(model_id, "config.json")
