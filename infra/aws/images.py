@@ -7,8 +7,10 @@ app code as the CLI. ``--push`` logs in to ECR, pushes to the workload stack's o
 (:func:`repository_name`: ``llmctl/<stack>/<blueprint>``, created here when missing, so an image can
 exist before the first ``up``) under the tag ``<version>-<code digest>`` (``delivery.image_tag``, the
 digest of this code's wheel), and returns the image by digest. ``up`` finds that image with
-``DescribeImages`` (``infra/workload/deploy_delivery.py``) and runs it; ``down`` removes the
-repository with the platform (the sweep's ``ecr-repository`` row, by its ``llmctl.dev/cluster`` tag).
+``DescribeImages`` (``infra/workload/deploy_delivery.py``) and runs it. Destroying the workload
+stack (``down --workload``/``--blueprint``, ``stacks gc``) deletes its repository
+(:func:`delete_workload_repository`); ``down`` of the whole environment also removes any left with
+the platform (the sweep's ``ecr-repository`` row, by its ``llmctl.dev/cluster`` tag).
 """
 
 from __future__ import annotations
@@ -179,6 +181,36 @@ def ensure_repository(region: str, name: str, cluster: str) -> bool:
             "check your AWS credentials (ecr:CreateRepository)",
         ) from None
     return True
+
+
+def delete_workload_repository(region: str, stack: str, blueprint: str) -> tuple[str | None, Any]:
+    """Delete a destroyed workload stack's own repository (and its images) when it exists.
+
+    Returns (note, leftover): no note when there was no repository; when ECR refuses, a note with
+    the fix and the repository as a sweep ``Leftover`` (so ``down`` does not end clean).
+    """
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from llmctl.infra.aws.sweep import Leftover
+
+    try:
+        name = repository_name(stack, blueprint)
+    except LlmctlError:
+        return None, None  # not a name `images build --push` could have created
+    try:
+        boto3.client("ecr", region_name=region).delete_repository(repositoryName=name, force=True)
+    except (BotoCoreError, ClientError) as error:
+        code = error.response.get("Error", {}).get("Code") if isinstance(error, ClientError) else None
+        if code == "RepositoryNotFoundException":
+            return None, None
+        note = (
+            f"could not delete the image repository {name} in {region} ({error}); fix: allow "
+            f"ecr:DeleteRepository and run `aws ecr delete-repository --repository-name {name} "
+            f"--force --region {region}`"
+        )
+        return note, Leftover("ecr-repository", name, name, region, "ECR refused the delete")
+    return f"deleted image repository {name}", None
 
 
 def _run(cmd: list[str], *, stdin: str | None = None) -> None:

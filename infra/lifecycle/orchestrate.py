@@ -337,6 +337,8 @@ class Lifecycle:
                 if self.engine.destroy(spec, on_event=self.progress.on_event, remove=True):
                     result.destroyed.append(spec.label)
             remove_endpoint(self.stack, record.blueprint, record.workload)
+            if found:  # eks: the workload's image repository lives in the platform's account/region
+                self._drop_repository(result, region, record)
         if shrink is not None:
             with self.progress.phase("shrink platform"), safety.guard():
                 self.engine.up(platform_spec(self.stack, shrink), on_event=self.progress.on_event)
@@ -374,8 +376,22 @@ class Lifecycle:
                 on_deleted=lambda i: self.progress.note(f"    deleted {i.label()}"),
             )
         with self.progress.phase("leftover check"):
+            kept = result.leftovers  # image repositories ECR refused to delete above
             result.leftovers = leftovers(cluster, region)
+            seen = {(item.kind, item.id) for item in result.leftovers}
+            result.leftovers += [item for item in kept if (item.kind, item.id) not in seen]
         return result
+
+    def _drop_repository(self, result: DownResult, region: str, record: WorkloadRecord) -> None:
+        """Delete a destroyed workload's own ECR repository; a refusal is a note and a leftover."""
+        from llmctl.infra.aws.images import delete_workload_repository
+
+        note, left = delete_workload_repository(region, record.stack(self.stack), record.blueprint)
+        if note:
+            self.progress.note(note)
+            result.notes.append(note)
+        if left is not None:
+            result.leftovers.append(left)
 
     # ---- preview -------------------------------------------------------------------------
     def preview(

@@ -67,7 +67,8 @@ class GcResult:
         from llmctl.infra.lifecycle.reports import DownResult, check_leftovers
 
         if self.leftovers:
-            check_leftovers(DownResult(stack="", sweep=self.sweeps[0], leftovers=self.leftovers))
+            sweep = self.sweeps[0] if self.sweeps else None
+            check_leftovers(DownResult(stack="", sweep=sweep, leftovers=self.leftovers))
 
 
 def expired(
@@ -125,13 +126,20 @@ def gc(
         return GcResult(labels, [])
     if confirm is not None and not confirm(labels):
         raise UserAbort("nothing was deleted", None)
+    from llmctl.infra.aws.images import delete_workload_repository
     from llmctl.state import remove_endpoint
 
     # The rule of `down`: every environment's cluster is checked before anything is destroyed.
     envs = {split_stack(i.stack)[0] for i in old}
-    plans = {env: _teardown(engine, env, [i for i in old if split_stack(i.stack)[0] == env]) for env in envs}
+    outputs_of = {env: engine.outputs(StackSpec(PLATFORM_PROJECT, env)) for env in envs}
+    plans = {
+        env: _teardown(engine, env, [i for i in old if split_stack(i.stack)[0] == env], outputs_of[env])
+        for env in envs
+    }
+    eks = {env for env, outputs in outputs_of.items() if outputs}  # the platform's account and region
     removed = []
     retried: list[str] = []
+    repositories: list[Any] = []  # image repositories ECR refused to delete
     for info in old:
         plan = plans[split_stack(info.stack)[0]]
         spec = StackSpec(info.project, info.stack, env=plan.env)
@@ -157,8 +165,12 @@ def gc(
         removed.append(f"{info.project}/{info.stack}")
         if info.project != PLATFORM_PROJECT:
             remove_endpoint(*_endpoint_key(info))
+            if split_stack(info.stack)[0] in eks:  # the workload's own repository, as `down` does
+                note, left = delete_workload_repository(plan.region, info.stack, _endpoint_key(info)[1])
+                retried += [note] if note else []
+                repositories += [left] if left is not None else []
     notes = [note for env in sorted(plans) for note in plans[env].notes] + retried
-    result = GcResult(labels, removed, notes)
+    result = GcResult(labels, removed, notes, leftovers=repositories)
     platforms = sorted({split_stack(i.stack)[0] for i in old if i.project == PLATFORM_PROJECT})
     if platforms:
         from llmctl.infra.aws.sweep import leftovers, sweep
@@ -170,11 +182,10 @@ def gc(
     return result
 
 
-def _teardown(engine: Engine, env: str, infos: list[StackInfo]) -> Teardown:
+def _teardown(engine: Engine, env: str, infos: list[StackInfo], outputs: dict[str, Any] | None) -> Teardown:
     """How one environment's expired stacks are destroyed (see :mod:`teardown`)."""
     from llmctl.infra.lifecycle.teardown import decide
 
-    outputs = engine.outputs(StackSpec(PLATFORM_PROJECT, env))
     values = outputs or {}
     return decide(
         engine,
