@@ -111,7 +111,12 @@ def test_down_deletes_dependents_first_then_sweeps(engine: StandinEngine, aws: s
     assert max(len(wave) for wave in runs[1]["waves"]) > 1  # independent deletes run together
     # the stacks are gone, DIY-backend style, and the sweep took only this cluster's leftovers
     assert engine.checkpoint(WL, "dev") is None and engine.checkpoint(PLATFORM_PROJECT, "dev") is None
-    assert {i.id for i in result.sweep.deleted} == {i for ids in scenario.ours.values() for i in ids}  # type: ignore[union-attr]
+    # the workload's own image repository went with its stack (a note), the rest with the sweep
+    repo = "llmctl/dev/tiny-cpu"
+    assert f"deleted image repository {repo}" in result.notes
+    ours = {i for ids in scenario.ours.values() for i in ids}
+    assert repo in ours
+    assert {i.id for i in result.sweep.deleted} == ours - {repo}  # type: ignore[union-attr]
     now = existing(aws)
     assert all(ids <= now[kind] for kind, ids in scenario.others.items())
     assert list_endpoints("dev") == []
@@ -124,7 +129,7 @@ def test_down_deletes_dependents_first_then_sweeps(engine: StandinEngine, aws: s
     # the cluster exists and answers: nothing may be dropped from state, so no delete-unreachable
     calls = engine.calls()
     assert {c["delete_unreachable"] for c in calls if c["command"] in ("destroy", "up", "preview")} == {None}
-    assert result.notes == []
+    assert result.notes == [f"deleted image repository {repo}"]  # no delete-unreachable note
     again = lifecycle().down(region=aws)
     assert again.destroyed == [] and again.sweep is not None and again.sweep.found == []
 
