@@ -7,7 +7,7 @@ TORCH_CPU ?= torch==2.13.0
 
 STAMP := $(VENV)/.llmctl-installed
 
-.PHONY: install test lint typecheck bench clean
+.PHONY: install upstream test lint typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,8 +21,16 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-test: install
-	$(BIN)/python -m pytest -q
+# The upstream reference files (CRDs, chart values, IAM policies) the conformance tests read: pinned
+# in tests/conformance/upstream_manifest.yaml, placed in ~/.cache/llmctl/upstream verified by sha256.
+upstream: install
+	$(BIN)/python tests/conformance/upstream_sources.py
+
+# On every core (pytest-xdist); the tests that start Ray or a local server are grouped on one worker
+# (`xdist_group("ray")`), and each run's wall time and slowest tests go to benchmarks/results/suite.json.
+TEST_WORKERS ?= auto
+test: install upstream
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report benchmarks/results/suite.json
 
 lint: install typecheck
 	$(BIN)/ruff check .

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+pytest_plugins = ["suite_report"]
+
 
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
@@ -20,3 +22,12 @@ def moto_url() -> Iterator[str]:
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def wheel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One cache of built llmctl wheels per test process (infra/workload/wheel_cache.py): every `up`
+    builds the wheel of this checkout, and unchanged sources are built once, not once per test."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLMCTL_WHEEL_CACHE", str(tmp_path_factory.mktemp("wheel-cache")))
+        yield

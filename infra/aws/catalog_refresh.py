@@ -20,6 +20,7 @@ import yaml
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
 from llmctl.errors import CloudError, PrerequisiteError
+from llmctl.infra.aws.session import new_session
 
 # The Pricing API names regions by location; these are the regions llmctl plans for.
 REGION_LOCATIONS = {
@@ -174,10 +175,9 @@ def refresh_catalog(
     session: Any = None,
 ) -> RefreshResult:
     """Query EC2 and the Pricing API, write the overlay, and say what changed."""
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    session = session or boto3.session.Session(region_name=region)
+    session = session or new_session(region)
     names = instance_types or sorted(catalog.instances)
     result = RefreshResult(region=region, path=str(out))
     try:

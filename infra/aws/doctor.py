@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from llmctl.errors import LlmctlError
+from llmctl.infra.aws.session import new_session
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,6 @@ def run_doctor(
     """Run every check that applies; AWS checks stop after a credentials failure.
 
     `chart_client`: the httpx client for chart repositories (default: a new one)."""
-    import boto3
 
     from llmctl.blueprints.catalog import load_blueprint
 
@@ -271,7 +271,7 @@ def run_doctor(
     else:
         report = DoctorReport(region=resolved, blueprint=bp.name if bp else None)
     if resolved:
-        session = session or boto3.session.Session(region_name=resolved)
+        session = session or new_session(resolved)
         identity, can_go_on = check_identity(session, resolved)
         report.checks.append(identity)
         if can_go_on:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from llmctl.errors import CloudError
+from llmctl.infra.aws.session import new_session
 from llmctl.infra.aws.sweep_kinds import BY_NAME, KINDS, TABLE, Kind, Scope, cluster_tag_reason
 
 __all__ = ["KINDS", "Leftover", "SweepReport", "Sweeper", "cluster_tag_reason", "leftovers", "sweep"]
@@ -99,11 +100,10 @@ class Sweeper:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        import boto3
 
         self.cluster = cluster
         self.region = region
-        self.session: Any = session or boto3.session.Session(region_name=region)
+        self.session: Any = session or new_session(region)
         self.sleep = sleep
         self.clock = clock
         self._clients: dict[str, Any] = {}

@@ -13,6 +13,7 @@ Ctrl-C is forwarded too (Pulumi then stops at once).
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import signal
 import subprocess
@@ -237,6 +238,10 @@ class Engine:
         self.backend = backend
         self.on_interrupt = on_interrupt or (lambda _count: None)
         self._command: Any = None
+        # Stack outputs read during this command, by (project, stack). Only up and destroy change them,
+        # and both go through this object: up stores what it returned, destroy forgets. Each read
+        # otherwise costs three pulumi runs (workspace version check, stack select, stack output).
+        self._outputs: dict[tuple[str, str], dict[str, Any] | None] = {}
 
     def workdir(self, project: str) -> Path:
         folder = state_dir() / "workspaces" / project
@@ -290,9 +295,13 @@ class Engine:
 
     def up(self, spec: StackSpec, on_event: OnEvent | None = None) -> dict[str, Any]:
         """Create or update the stack; returns its outputs as plain values."""
+        key = (spec.project, spec.stack)
+        self._outputs.pop(key, None)
         with self._translated(spec):
             result = self._stack(spec).up(on_event=on_event, color="never")
-            return {key: value.value for key, value in result.outputs.items()}
+            outputs = {name: value.value for name, value in result.outputs.items()}
+        self._outputs[key] = copy.deepcopy(outputs)
+        return outputs
 
     def preview(self, spec: StackSpec, on_event: OnEvent | None = None) -> PreviewResult:
         """A real preview: the change summary and the planned steps."""
@@ -308,6 +317,7 @@ class Engine:
             if on_event:
                 on_event(event)
 
+        self._outputs.pop((spec.project, spec.stack), None)  # a preview may create the (empty) stack
         with self._translated(spec):
             result = self._stack(spec).preview(on_event=collect, color="never")
             changes = {
@@ -319,6 +329,7 @@ class Engine:
         """Destroy the stack's resources (and optionally remove the stack). False when it did not exist."""
         from pulumi.automation.errors import StackNotFoundError
 
+        self._outputs.pop((spec.project, spec.stack), None)
         with self._translated(spec):
             try:
                 stack = self._stack(spec, create=False)
@@ -330,15 +341,22 @@ class Engine:
             return True
 
     def outputs(self, spec: StackSpec) -> dict[str, Any] | None:
-        """The stack's outputs as plain values, or None when the stack does not exist."""
+        """The stack's outputs as plain values, or None when the stack does not exist (read once per
+        command unless an up or destroy of that stack ran since)."""
         from pulumi.automation.errors import StackNotFoundError
 
+        key = (spec.project, spec.stack)
+        if key in self._outputs:
+            return copy.deepcopy(self._outputs[key])
         with self._translated(spec):
             try:
                 stack = self._stack(StackSpec(spec.project, spec.stack), create=False)
             except StackNotFoundError:
-                return None
-            return {key: value.value for key, value in stack.outputs().items()}
+                found = None
+            else:
+                found = {name: value.value for name, value in stack.outputs().items()}
+        self._outputs[key] = copy.deepcopy(found)
+        return found
 
     def config(self, spec: StackSpec) -> dict[str, str]:
         """The stack's config as plain values (empty when the stack does not exist)."""

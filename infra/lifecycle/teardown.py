@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.errors import EngineError, LlmctlError, PrerequisiteError
+from llmctl.infra.aws.session import new_session
 
 DELETE_UNREACHABLE = "PULUMI_K8S_DELETE_UNREACHABLE"
 CREDENTIAL_CODES = (
@@ -150,11 +151,10 @@ class ClusterState:
 
 
 def describe_cluster(cluster: str, region: str | None, *, session: Any = None) -> ClusterState:
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        maker: Any = session or boto3.session.Session(region_name=region)
+        maker: Any = session or new_session(region)
         found = maker.client("eks", region_name=region).describe_cluster(name=cluster)
     except ClientError as exc:
         error = exc.response.get("Error", {})

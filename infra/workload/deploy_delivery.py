@@ -43,6 +43,7 @@ from llmctl.infra.workload.delivery import (
     image_tag,
     wheel_key,
 )
+from llmctl.infra.workload.wheel_cache import cached_build
 
 #: zip timestamps of a source build (1980-01-01, the zip epoch): the same sources, the same bytes
 SOURCE_DATE_EPOCH = "315532800"
@@ -146,7 +147,12 @@ def build_wheel(out_dir: Path) -> Path:
     root = _source_checkout()
     if root is not None:
         cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        _run([*cmd, "-w", str(out_dir), str(root)], SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
+
+        def build(source: Path, into: Path) -> None:
+            _run([*cmd, "-w", str(into), str(source)], SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
+
+        pattern = f"{DISTRIBUTION.replace('-', '_')}-*.whl"
+        cached_build(root, out_dir, pattern, build, SOURCE_DATE_EPOCH)  # unchanged sources: the kept wheel
     else:
         repack_installed(out_dir)
     wheels = sorted(out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl"))

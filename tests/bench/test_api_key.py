@@ -16,6 +16,9 @@ from llmctl.cli.app import app
 from llmctl.serving.bench.testserver import FakeOpenAI, FakeTiming
 from llmctl.serving.common.auth import BearerAuth
 
+# its module-scoped fixture is built once: every test of this file on the same xdist worker
+pytestmark = pytest.mark.xdist_group("test_api_key")
+
 KEY = "sk-test-0123456789"
 runner = CliRunner()
 

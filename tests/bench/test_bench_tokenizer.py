@@ -12,6 +12,9 @@ from llmctl.serving.bench.prompts import PromptFactory
 from llmctl.serving.bench.tokens import APPROX_NAME, HFTokenizer, load_tokenizer
 from llmctl.serving.tiny import build_tokenizer
 
+# its module-scoped fixture is built once: every test of this file on the same xdist worker
+pytestmark = pytest.mark.xdist_group("test_bench_tokenizer")
+
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -5,6 +5,7 @@ x-kubernetes-validations CEL rules (transition rules are skipped for creates).""
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import pytest
@@ -15,23 +16,27 @@ from conformance_objects import (
     platform_custom_objects,
     workload_custom_objects,
 )
-from crd_validation import evaluate_rule, load_crds, validate
+from crd_validation import CrdVersion, evaluate_rule, load_crds, validate
 from upstream_files import DATA, upstream
 
 from llmctl.infra.pools import POOLS
 
-CRDS = load_crds(
-    upstream("karpenter/karpenter.sh_nodepools.yaml"),
-    upstream("karpenter/karpenter.k8s.aws_ec2nodeclasses.yaml"),
-    upstream("karpenter/karpenter.sh_nodeclaims.yaml"),
-    upstream("kuberay/ray.io_rayservices.yaml"),
-    upstream("kuberay/ray.io_rayclusters.yaml"),
-    DATA / "elbv2.k8s.aws_ingressclassparams.yaml",
-)
+
+@functools.cache
+def crds() -> dict[tuple[str, str], CrdVersion]:
+    """The upstream CRDs, loaded once per process on first use (not at collection)."""
+    return load_crds(
+        upstream("karpenter/karpenter.sh_nodepools.yaml"),
+        upstream("karpenter/karpenter.k8s.aws_ec2nodeclasses.yaml"),
+        upstream("karpenter/karpenter.sh_nodeclaims.yaml"),
+        upstream("kuberay/ray.io_rayservices.yaml"),
+        upstream("kuberay/ray.io_rayclusters.yaml"),
+        DATA / "elbv2.k8s.aws_ingressclassparams.yaml",
+    )
 
 
 def _assert_valid(obj: dict[str, Any]) -> None:
-    result = validate(obj, CRDS)
+    result = validate(obj, crds())
     assert result.ok, f"{obj['kind']} {obj['metadata']['name']} refused:\n{result.report()}"
     return None
 
@@ -63,7 +68,7 @@ def test_the_catalog_creates_rayservices() -> None:
 
 def test_cel_rules_are_evaluated_and_transition_rules_named() -> None:
     nodepool = next(o for o in platform_custom_objects(ALL_POOLS) if o["kind"] == "NodePool")
-    result = validate(nodepool, CRDS)
+    result = validate(nodepool, crds())
     assert result.ok and result.cel_evaluated >= 10
     # rules on oldSelf (e.g. the nodeClassRef group/kind are immutable) only run on update
     assert any("oldSelf" in rule for rule in result.cel_skipped_transition)
@@ -80,35 +85,35 @@ def _nodeclass() -> dict[str, Any]:
 def test_a_misspelt_field_is_refused() -> None:
     obj = _nodepool()
     obj["spec"]["disruption"]["consolidateAftr"] = "1m"
-    result = validate(obj, CRDS)
+    result = validate(obj, crds())
     assert not result.ok and "consolidateAftr" in result.report()
     meta = _nodeclass()
     meta["metadata"]["lables"] = {}
-    assert "lables" in validate(meta, CRDS).report()
+    assert "lables" in validate(meta, crds()).report()
 
 
 def test_a_bad_ami_alias_fails_the_schema_pattern() -> None:
     obj = _nodeclass()
     obj["spec"]["amiSelectorTerms"] = [{"alias": "al2023-latest"}]
-    assert not validate(obj, CRDS).ok
+    assert not validate(obj, crds()).ok
 
 
 def test_cel_rule_refuses_what_the_schema_allows() -> None:
     # role and instanceProfile are each valid alone; the CEL rule allows exactly one of them
     obj = _nodeclass()
     obj["spec"]["instanceProfile"] = "my-profile"
-    result = validate(obj, CRDS)
+    result = validate(obj, crds())
     assert not result.schema_errors and result.cel_failures
     # a restricted Karpenter label in the NodePool template (CEL with the Kubernetes find() function)
     pool = _nodepool()
     pool["spec"]["template"]["metadata"]["labels"]["karpenter.sh/foo"] = "x"
-    assert validate(pool, CRDS).cel_failures
+    assert validate(pool, crds()).cel_failures
     # requirements with operator In need values (a rule over a list)
     pool = _nodepool()
     pool["spec"]["template"]["spec"]["requirements"].append(
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": []}
     )
-    assert validate(pool, CRDS).cel_failures
+    assert validate(pool, crds()).cel_failures
 
 
 def test_rayservice_schema_reaches_into_pod_templates() -> None:
@@ -117,7 +122,7 @@ def test_rayservice_schema_reaches_into_pod_templates() -> None:
     obj["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0][
         "imagePullPolcy"
     ] = "x"
-    assert "imagePullPolcy" in validate(obj, CRDS).report()
+    assert "imagePullPolcy" in validate(obj, crds()).report()
 
 
 def test_int_or_string_and_kubernetes_cel_functions() -> None:
@@ -126,6 +131,6 @@ def test_int_or_string_and_kubernetes_cel_functions() -> None:
     obj = copy.deepcopy(workload_custom_objects("tiny-cpu")[0])
     port = obj["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     port.setdefault("readinessProbe", {"httpGet": {"path": "/", "port": "http"}})
-    assert validate(obj, CRDS).ok
+    assert validate(obj, crds()).ok
     port["readinessProbe"] = {"httpGet": {"path": "/", "port": 1.5}}
-    assert not validate(obj, CRDS).ok
+    assert not validate(obj, crds()).ok

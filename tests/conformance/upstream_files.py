@@ -1,74 +1,55 @@
-"""Where the upstream reference files are, and small loaders for them.
+"""The upstream reference files the conformance tests read, and small loaders for them.
 
-The files live outside the repository, in `shared/upstream/` beside the project root (the README
-there names each file's repository and commit). A missing folder is a failure with a clear message,
-never a skip: the conformance checks are part of the default suite.
+Each file is a row of `upstream_manifest.yaml` (repository, ref, path, URL, sha256); the files are
+never in the repository. `upstream(name)` returns the verified copy in the cache, placing it there
+first when needed (`upstream_sources.py` says from where). A file that no source can supply is a
+failure with one clear message, never a skip: the conformance checks are part of the default suite.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+from upstream_sources import ENV_DIR, PROJECT_ROOT, Fetcher, Manifest, UpstreamError, load_manifest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["DATA", "ENV_DIR", "PROJECT_ROOT", "UpstreamError", "upstream"]
+
 DATA = Path(__file__).resolve().parent / "data"
-ENV_VAR = "LLMCTL_UPSTREAM_DIR"
 
 
-class UpstreamFilesMissing(AssertionError):
-    """The upstream reference files are not where the tests look for them."""
+@functools.cache
+def _manifest() -> Manifest:
+    return load_manifest()
 
 
-def candidates() -> list[Path]:
-    """Where to look: `$LLMCTL_UPSTREAM_DIR` alone when set; else `shared/upstream` beside the project
-    root, as this file's path gives it (unresolved and with symlinks resolved) and beside the
-    working directory."""
-    override = os.environ.get(ENV_VAR)
-    if override:
-        return [Path(override)]
-    roots = [Path(__file__).absolute().parents[2], PROJECT_ROOT, Path.cwd()]
-    found: list[Path] = []
-    for root in roots:
-        where = root.parent / "shared" / "upstream"
-        if where not in found:
-            found.append(where)
-    return found
+@functools.cache
+def _fetcher() -> Fetcher:
+    return Fetcher()
 
 
-def upstream_dir() -> Path:
-    """The first candidate folder holding the upstream files' README."""
-    tried = candidates()
-    for where in tried:
-        if (where / "README.md").is_file():
-            return where
-    raise UpstreamFilesMissing(
-        f"upstream reference files not found (looked in {', '.join(map(str, tried))}): put shared/upstream/ "
-        f"beside the project root {PROJECT_ROOT} or name the folder in ${ENV_VAR}; the conformance "
-        "tests need them and do not skip"
-    )
+@functools.cache
+def upstream(name: str) -> Path:
+    """The verified copy of one manifest file (its `file` name, e.g. `karpenter/values.yaml`)."""
+    return _fetcher().ensure(_manifest().row(name))
 
 
-def upstream(relative: str) -> Path:
-    """One upstream file; a clear failure when it is missing."""
-    path = upstream_dir() / relative
-    if not path.is_file():
-        raise UpstreamFilesMissing(f"upstream reference file {path} is missing")
-    return path
+# libyaml's safe loader when PyYAML has it (the KubeRay CRDs are 1 MB each: about 20x faster than the
+# pure-Python loader, which took most of the suite's collection time); the same documents either way.
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @functools.cache
 def load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
+    return yaml.load(path.read_text(), Loader=_SafeLoader)
 
 
 @functools.cache
 def load_all_yaml(path: Path) -> list[Any]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=_SafeLoader) if doc]
 
 
 class _CloudFormationLoader(yaml.SafeLoader):

@@ -19,6 +19,9 @@ from typer.testing import CliRunner
 
 from llmctl.cli.app import app
 
+# its module-scoped fixture is built once: every test of this file on the same xdist worker
+pytestmark = pytest.mark.xdist_group("test_foundation_bad_input")
+
 
 def run(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))

@@ -33,6 +33,9 @@ from llmctl.infra.workload.deploy_delivery import (
     upload_wheel,
 )
 
+# its module-scoped fixture is built once: every test of this file on the same xdist worker
+pytestmark = pytest.mark.xdist_group("test_delivery_aws")
+
 REPO = "llmctl/dev/tiny-cpu"
 REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 BUCKET = "llmctl-dev-cache-1"

@@ -257,3 +257,30 @@ def test_the_stand_in_refuses_what_the_real_cli_refuses(engine: StandinEngine) -
     assert not any(u.endswith("::subnet") for u in engine.resources(PROJECT, "dev"))
     assert _pulumi(eng, "stack", "rm", "--yes", "--force", "dev").returncode == 0
     assert engine.checkpoint(PROJECT, "dev") is None
+
+
+def test_outputs_are_read_once_per_command_and_follow_up_and_destroy(engine: StandinEngine) -> None:
+    """One Engine is one llmctl command: a stack's outputs cost one `stack output` run, then up and
+    destroy of that stack (which go through the same Engine) replace or forget them."""
+    eng = Engine(resolve_backend())
+
+    def reads() -> int:
+        return sum(1 for c in engine.calls() if c["command"] == "stack output")
+
+    assert eng.outputs(spec()) is None and eng.outputs(spec()) is None  # no stack yet
+    assert eng.up(spec(small())) == {"vpc_id": "vpc-id"}
+    before = reads()
+    first = eng.outputs(spec())
+    assert first == {"vpc_id": "vpc-id"} and reads() == before  # what up returned, no new run
+    first["vpc_id"] = "changed by the caller"
+    assert eng.outputs(spec()) == {"vpc_id": "vpc-id"}  # callers get copies
+    assert reads() == before
+    fresh = Engine(resolve_backend())  # another command reads the backend
+    assert fresh.outputs(spec()) == {"vpc_id": "vpc-id"}
+    one_read = reads() - before  # `stack output --json`, then again with --show-secrets
+    assert one_read == 2
+    assert fresh.outputs(spec()) == {"vpc_id": "vpc-id"} and reads() == before + one_read
+    assert eng.destroy(spec(), remove=True)
+    assert eng.outputs(spec()) is None
+    assert fresh.outputs(spec()) == {"vpc_id": "vpc-id"}  # a cached read of another command: stale by design
+    assert Engine(resolve_backend()).outputs(spec()) is None

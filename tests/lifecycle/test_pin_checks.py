@@ -18,6 +18,9 @@ from llmctl.errors import PrerequisiteError
 from llmctl.infra.aws.doctor import run_doctor
 from llmctl.infra.aws.pin_checks import ami_parameter, ami_variants, check_ami_alias, check_chart
 
+# its module-scoped fixture is built once: every test of this file on the same xdist worker
+pytestmark = pytest.mark.xdist_group("test_pin_checks")
+
 INDEX = """apiVersion: v1
 entries:
   kuberay-operator:

@@ -20,6 +20,9 @@ from typer.testing import CliRunner
 from llmctl.cli.app import app
 from llmctl.infra.plan import offline_plan
 
+# its module-scoped fixture is built once: every test of this file on the same xdist worker
+pytestmark = pytest.mark.xdist_group("test_plan_diff_golden")
+
 GOLDEN = Path(__file__).parent / "golden" / "plan_diff"
 UPDATE = os.environ.get("LLMCTL_UPDATE_GOLDEN") == "1"
 CATALOG = Path(__file__).parents[2] / "blueprints" / "catalog"

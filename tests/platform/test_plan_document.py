@@ -16,6 +16,9 @@ from llmctl.cli.app import app
 from llmctl.infra.plan import offline_plan
 from llmctl.infra.plan_workload import PLACEHOLDER_HF_TOKEN
 
+# its module-scoped fixture is built once: every test of this file on the same xdist worker
+pytestmark = pytest.mark.xdist_group("test_plan_document")
+
 runner = CliRunner()
 
 

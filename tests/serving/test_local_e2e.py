@@ -14,7 +14,8 @@ from llmctl.serving.local import local_status, start_local, stop_local
 from llmctl.serving.local_procs import alive, related
 from llmctl.state import list_endpoints
 
-pytestmark = pytest.mark.slow
+# Ray on one xdist worker: one local Ray cluster at a time, and the module's server started once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 KEY = "sk-local-e2e"

@@ -24,7 +24,8 @@ from llmctl.serving.local import start_local, stop_local
 from llmctl.serving.local_procs import alive
 from llmctl.state import Endpoint
 
-pytestmark = pytest.mark.slow
+# Ray on one xdist worker: one local Ray cluster at a time, and the module's server started once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 SLOTS, QUEUE = 64, 16
 STACK = "overload"

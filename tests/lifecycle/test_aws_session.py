@@ -1,0 +1,33 @@
+"""Sessions made by llmctl share botocore's data loader (service models read once per process) but
+each reads its own credentials and endpoint from the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmctl.infra.aws.session import new_session
+
+
+def test_sessions_share_the_loader_without_growing_its_search_path() -> None:
+    first, second = new_session("us-west-2"), new_session("eu-west-1")
+    loader = first._session.get_component("data_loader")
+    assert second._session.get_component("data_loader") is loader
+    before = list(loader.search_paths)
+    for _ in range(3):
+        new_session()
+    assert loader.search_paths == before and len(set(before)) == len(before)
+    assert (first.region_name, second.region_name) == ("us-west-2", "eu-west-1")
+
+
+def test_each_session_reads_its_own_credentials_and_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "first")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    one = new_session("us-west-2")
+    assert one.get_credentials().access_key == "first"
+    assert one.client("ec2").meta.endpoint_url == "http://127.0.0.1:1"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "second")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:2")
+    two = new_session("us-west-2")
+    assert two.get_credentials().access_key == "second"
+    assert two.client("ec2").meta.endpoint_url == "http://127.0.0.1:2"
