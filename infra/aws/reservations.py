@@ -31,7 +31,9 @@ class Reservation:
 
     @classmethod
     def from_ec2(cls, item: dict[str, Any]) -> Reservation:
-        end = item.get("EndDate")
+        end: Any = item.get("EndDate")
+        if end is not None and hasattr(end, "isoformat"):
+            end = end.isoformat()
         return cls(
             id=str(item["CapacityReservationId"]),
             state=str(item.get("State", "unknown")),
@@ -41,7 +43,7 @@ class Reservation:
             available=int(item.get("AvailableInstanceCount", 0)),
             total=int(item.get("TotalInstanceCount", 0)),
             kind=str(item.get("ReservationType", "default")),
-            end=end.isoformat() if hasattr(end, "isoformat") else (str(end) if end else None),
+            end=str(end) if end else None,
         )
 
     def describe(self) -> str:
