@@ -193,9 +193,9 @@ def findings(
                 if hit:
                     found.append(hit)
         elif involved.get("kind") == "NodeClaim" and _karpenter(event):
-            claim = str(involved.get("name"))
+            claim_name = str(involved.get("name"))
             hit = launch_error(
-                str(event.get("message") or ""), claim_types.get(claim) or instance_type, region
+                str(event.get("message") or ""), claim_types.get(claim_name) or instance_type, region
             )
             if hit:
                 found.append(hit)
