@@ -40,6 +40,12 @@ class Instance(_Row):
     neuron_cores: int = Field(0, ge=0, description="NeuronCores on the instance (0 for non-Neuron).")
     vcpu: int = Field(ge=1, description="vCPUs.")
     memory_gib: float = Field(gt=0, description="Host memory, GiB.")
+    enis: int | None = Field(
+        None, ge=1, description="ENIs of the default network card (Karpenter's ENI-limited max pods)."
+    )
+    ipv4_per_eni: int | None = Field(
+        None, ge=1, description="IPv4 addresses per ENI (Karpenter's ENI-limited max pods)."
+    )
     on_demand_usd: float = Field(ge=0, description="On-demand price, USD per hour.")
     reserved_3y_usd: float | None = Field(
         None, ge=0, description="Effective 3-year reserved price, USD per hour."

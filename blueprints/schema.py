@@ -257,6 +257,49 @@ class ObservabilitySpec(_Strict):
     )
 
 
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
+
+
+class CapacitySpec(_Strict):
+    """EC2 capacity reservations (On-Demand Capacity Reservations or Capacity Blocks for ML) the
+    serving nodes launch into. The serving pool's EC2NodeClass selects them
+    (`capacityReservationSelectorTerms`) and its NodePool allows `karpenter.sh/capacity-type:
+    reserved`, which Karpenter fills before on-demand."""
+
+    reservations: list[str | dict[str, str]] = Field(
+        min_length=1,
+        max_length=30,
+        description="Reservations: an ID ('cr-0123abcd') or a map of tags selecting them ('*' matches any value).",
+    )
+    fallback: Literal["on-demand", "none"] = Field(
+        "on-demand",
+        description="When the reservations are full: launch on-demand nodes, or none (wait for reserved capacity).",
+    )
+
+    @field_validator("reservations")
+    @classmethod
+    def _terms(cls, terms: list[str | dict[str, str]]) -> list[str | dict[str, str]]:
+        for term in terms:
+            if isinstance(term, str) and not _RESERVATION_ID.match(term):
+                raise ValueError(
+                    f"{term!r} is not a capacity reservation ID (cr- then lowercase letters and digits)"
+                )
+            if isinstance(term, dict) and (
+                not term or len(term) > 20 or any(not key or not value for key, value in term.items())
+            ):
+                raise ValueError("a tag selector needs 1 to 20 tags, none with an empty key or value")
+        return terms
+
+    def selector_terms(self) -> list[dict[str, object]]:
+        """The EC2NodeClass `capacityReservationSelectorTerms`."""
+        return [{"id": term} if isinstance(term, str) else {"tags": dict(term)} for term in self.reservations]
+
+    @property
+    def capacity_types(self) -> tuple[str, ...]:
+        """The NodePool's `karpenter.sh/capacity-type` values."""
+        return ("reserved", "on-demand") if self.fallback == "on-demand" else ("reserved",)
+
+
 class Blueprint(_Strict):
     """One deployable system: a model on a runtime on an accelerator, with its UI and exposure."""
 
@@ -279,6 +322,9 @@ class Blueprint(_Strict):
     observability: ObservabilitySpec = Field(
         default_factory=ObservabilitySpec, description="CloudWatch and Prometheus toggles."
     )
+    capacity: CapacitySpec | None = Field(
+        None, description="Capacity reservations for the serving nodes (none: on-demand or spot capacity)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -288,6 +334,15 @@ class Blueprint(_Strict):
                 "use lowercase letters, digits and '-' (at most 40 characters, no leading or trailing '-')"
             )
         return value
+
+    @model_validator(mode="after")
+    def _reserved_is_not_spot(self) -> Blueprint:
+        if self.capacity is not None and self.compute.capacity_type == "spot":
+            raise ValueError(
+                "capacity.reservations are reserved on-demand capacity; set compute.capacity_type: on-demand "
+                "or drop capacity"
+            )
+        return self
 
     @property
     def is_neuron(self) -> bool:

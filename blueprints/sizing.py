@@ -6,7 +6,10 @@ Rules (numbers in GB of 1e9 bytes):
 - Neuron: each NeuronCore holds ``memory_per_core_gb`` (16 GB on Inferentia2/Trainium); the
   minimum cores is ceil(need / 16) and the minimum devices ceil(cores / cores per device);
 - NVIDIA: each GPU holds its memory x ``gpu_memory_utilization``; attention heads must divide by tp;
-- every option also needs host memory for the weights while they load (90 % of RAM).
+- every option also needs host memory (`host_memory`: the weights while they load, the runtime, the
+  KV cache on CPU, plus a margin) within what Karpenter lets one pod request on the instance
+  (`blueprints.allocatable`: VM overhead, kube-reserved, eviction threshold, the platform's
+  DaemonSets). The serving pods request exactly that host memory.
 """
 
 from __future__ import annotations
@@ -14,13 +17,56 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from llmctl.blueprints.allocatable import node_allocatable
 from llmctl.blueprints.hardware import AcceleratorInfo, HardwareCatalog, Instance, ceil_div
 from llmctl.blueprints.models import ModelArch
 from llmctl.blueprints.schema import Dtype
 
 GIB = 1024**3 / 1e9  # GB per GiB
-HOST_MEMORY_SHARE = 0.9
-CPU_MEMORY_SHARE = 0.8
+# Host memory one replica needs besides what its engine puts on the accelerators (llmctl's
+# estimates, per accelerator kind): the copies of the weights held in host memory while they load
+# (Neuron engines keep the checkpoint and its sharded copy; vLLM on GPUs and CPU engines one copy)
+# and the runtime itself (Python, torch, Ray, the Neuron runtime and compiler or the CUDA context).
+WEIGHT_COPIES = {"neuron": 2.0, "gpu": 1.0, "cpu": 1.0}
+RUNTIME_GIB = {"neuron": 8.0, "gpu": 6.0, "cpu": 1.5}
+# The margin a serving pod requests on top: 20 % of the need, at least 2 GiB.
+MEMORY_MARGIN_SHARE = 0.2
+MEMORY_MARGIN_MIN_GIB = 2.0
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    """Host memory (GiB) one replica needs, and what its pod requests."""
+
+    weights_gib: float
+    kv_cache_gib: float
+    runtime_gib: float
+
+    @property
+    def need_gib(self) -> float:
+        """Weights while loading, host KV cache and runtime."""
+        return self.weights_gib + self.kv_cache_gib + self.runtime_gib
+
+    @property
+    def margin_gib(self) -> float:
+        """The margin on top of the need."""
+        return max(MEMORY_MARGIN_MIN_GIB, MEMORY_MARGIN_SHARE * self.need_gib)
+
+    @property
+    def request_gib(self) -> float:
+        """What the serving pod requests: need plus margin."""
+        return self.need_gib + self.margin_gib
+
+
+def host_memory(arch: ModelArch, accelerator: str, *, dtype: Dtype, context: int, batch: int) -> HostMemory:
+    """Host memory of one replica: the KV cache is in host memory only on CPU engines."""
+    kind = (
+        "neuron"
+        if accelerator in ("inferentia2", "trainium", "trainium2")
+        else ("gpu" if accelerator == "nvidia" else "cpu")
+    )
+    kv = arch.kv_cache_gb(dtype, context, batch) / GIB if kind == "cpu" else 0.0
+    return HostMemory(WEIGHT_COPIES[kind] * arch.weights_gb(dtype) / GIB, kv, RUNTIME_GIB[kind])
 
 
 @dataclass(frozen=True)
@@ -100,13 +146,18 @@ def check_fit(
 ) -> FitResult:
     """Whether one replica of the model at tp fits on the instance."""
     weights = arch.weights_gb(dtype)
-    host_gb = instance.memory_gib * GIB
+    # what Karpenter lets one pod request on the node, GB
+    host_gb = node_allocatable(instance).pod_memory_mib * 1024**2 / 1e9
+    host_need = host_memory(arch, info.name, dtype=dtype, context=context, batch=batch).request_gib * GIB
     if info.kind == "cpu":
-        need = weights + arch.kv_cache_gb(dtype, context, batch)
-        available = host_gb * CPU_MEMORY_SHARE
-        if need > available:
-            return FitResult(False, need, available, f"needs {need:.1f} GB of RAM, {available:.1f} GB usable")
-        return FitResult(True, need, available)
+        if host_need > host_gb:
+            return FitResult(
+                False,
+                host_need,
+                host_gb,
+                f"needs {host_need:.1f} GB of RAM with its margin, {host_gb:.1f} GB allocatable to a pod",
+            )
+        return FitResult(True, host_need, host_gb)
     if tp > instance.parallel_units:
         unit = "NeuronCores" if info.kind == "neuron" else "GPUs"
         return FitResult(
@@ -122,12 +173,13 @@ def check_fit(
             return FitResult(False, need, available, f"{arch.heads} attention heads do not divide by tp {tp}")
     if need > available:
         return FitResult(False, need, available, f"needs {need:.1f} GB, tp {tp} gives {available:.1f} GB")
-    if weights > host_gb * HOST_MEMORY_SHARE:
+    if host_need > host_gb:
         return FitResult(
             False,
             need,
             available,
-            f"{instance.name} has {instance.memory_gib:g} GiB RAM, too little to load {weights:.1f} GB",
+            f"loading {weights:.1f} GB needs {host_need:.1f} GB of host memory; {instance.name} lets a pod "
+            f"request {host_gb:.1f} GB (Karpenter's allocatable less DaemonSets)",
         )
     return FitResult(True, need, available)
 

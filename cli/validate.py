@@ -30,6 +30,10 @@ def validate(
             f"[green]ok[/] {report['blueprint']}: {len(report['pods'])} pod template(s) schedulable on pools "
             + ", ".join(p["name"] for p in report["pools"])
         )
+        if report.get("serving_line"):
+            from rich.markup import escape
+
+            output.console.print(f"  serving replica: {escape(report['serving_line'])}", soft_wrap=True)
     else:
         output.err_console.print(
             f"[bold red]error:[/] {report['blueprint']}: {len(report['problems'])} pod problem(s) would leave pods Pending"

@@ -67,6 +67,13 @@ def row_from_ec2(info: dict[str, Any]) -> dict[str, Any]:
         "vcpu": int(info["VCpuInfo"]["DefaultVCpus"]),
         "memory_gib": round(info["MemoryInfo"]["SizeInMiB"] / 1024, 2),
     }
+    network = info.get("NetworkInfo") or {}
+    cards = network.get("NetworkCards") or []
+    default_card = int(network.get("DefaultNetworkCardIndex", 0))
+    if default_card < len(cards) and network.get("Ipv4AddressesPerInterface"):
+        # what Karpenter's ENILimitedPods reads: NetworkCards[DefaultNetworkCardIndex], IPv4 per ENI
+        row["enis"] = int(cards[default_card]["MaximumNetworkInterfaces"])
+        row["ipv4_per_eni"] = int(network["Ipv4AddressesPerInterface"])
     neuron = info.get("NeuronInfo")
     gpu = info.get("GpuInfo")
     if neuron:

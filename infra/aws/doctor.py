@@ -283,6 +283,9 @@ def run_doctor(
                     check_offerings(session, resolved, bp.compute.instance_type, az_ids, zones)
                 )
                 report.checks.append(check_quota(session, resolved, bp))
+                from llmctl.infra.aws.reservations import check_reservations
+
+                report.checks.extend(check_reservations(session, resolved, bp, az_ids))
         report.checks.extend(_pins(bp, stack, resolved, session if can_go_on else None, chart_client))
     if bp is not None:
         report.checks.append(check_hf_token(bp))

@@ -201,3 +201,33 @@ def preflight_pins(blueprint: str, *, stack: str, region: str | None) -> list[st
             "; ".join(sorted({c.fix for c in failed if c.fix})) or None,
         )
     return [f"{check.name}: {check.detail}" for check in checks if check.ok is None]
+
+
+def preflight_capacity(
+    blueprint: str, *, stack: str, region: str | None, session: object = None
+) -> list[str]:
+    """`up`'s check, before the platform is built, that the account can launch the serving nodes: the
+    EC2 vCPU quota of the instance family against the blueprint's autoscaling maximum, and the
+    capacity reservations it names (active, of its instance type, in the platform's AZs, room for the
+    nodes it starts with). A definite failure raises with the fix (the quota increase command, the
+    reservation to change); a check that could not run comes back as a warning line."""
+    import boto3
+
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.aws.doctor import check_quota, platform_az_ids
+    from llmctl.infra.aws.reservations import check_reservations
+
+    resolved = resolve_region(region)
+    bp = load_blueprint(blueprint)
+    session = session or boto3.session.Session(region_name=resolved)
+    checks = [
+        check_quota(session, resolved, bp),
+        *check_reservations(session, resolved, bp, platform_az_ids(bp, stack, resolved)),
+    ]
+    failed = [check for check in checks if check.ok is False]
+    if failed:
+        raise PrerequisiteError(
+            "; ".join(f"{c.name}: {c.detail}" for c in failed),
+            "; ".join(c.fix for c in failed if c.fix) or None,
+        )
+    return [f"{check.name}: {check.detail}" for check in checks if check.ok is None]

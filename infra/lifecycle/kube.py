@@ -185,6 +185,22 @@ def readiness(kubeconfig: Path | str | None, namespace: str) -> Readiness:
     return Readiness(ready=bool(pods) and not waiting, pods=len(pods), waiting_for=waiting)
 
 
+def launch_findings(
+    kubeconfig: Path | str | None, namespace: str, *, region: str, instance_type: str
+) -> list[Any]:
+    """What Karpenter says about the namespace's pods and the cluster's NodeClaims
+    (:mod:`llmctl.infra.lifecycle.launches`); empty when kubectl cannot tell."""
+    from llmctl.infra.lifecycle.launches import findings
+
+    try:
+        pods = kubectl_json(kubeconfig, "get", "pods", "-n", namespace).get("items", [])
+        claims = kubectl_json(kubeconfig, "get", "nodeclaims.karpenter.sh").get("items", [])
+        events = kubectl_json(kubeconfig, "get", "events", "-A").get("items", [])
+    except ServingError:
+        return []
+    return findings(claims, events, pods, region=region, instance_type=instance_type)
+
+
 def wait_ready(
     kubeconfig: Path | str | None,
     namespace: str,
@@ -192,14 +208,31 @@ def wait_ready(
     timeout_s: float,
     on_wait: Callable[[str], None],
     poll_s: float = 10,
+    watch: Callable[[], list[Any]] | None = None,
+    stop_hint: str = "",
 ) -> None:
-    """Poll until the namespace's pods are Ready; say what is being waited for; ServingError on timeout."""
+    """Poll until the namespace's pods are Ready; say what is being waited for; ServingError on timeout.
+
+    `watch` (e.g. :func:`launch_findings`) adds what Karpenter says, each finding once; at a final one
+    (no instance type can hold a pod, the vCPU quota refuses the family) the wait stops at once with
+    the finding and `stop_hint` (the running cost, the `llmctl down` command) instead of the timeout."""
     deadline = time.monotonic() + timeout_s
     last = ""
+    seen: set[str] = set()
     while True:
         state = readiness(kubeconfig, namespace)
         if state.ready:
             return
+        for finding in watch() if watch is not None else []:
+            if finding.key in seen:
+                continue
+            seen.add(finding.key)
+            on_wait(f"Karpenter: {finding.text}")
+            if finding.final:
+                raise ServingError(
+                    f"the workload in namespace {namespace} cannot start: {finding.text}",
+                    "; ".join(part for part in (finding.hint, stop_hint) if part) or None,
+                )
         text = "; ".join(state.waiting_for[:2]) or f"pods in namespace {namespace}"
         if text != last:
             on_wait(text)

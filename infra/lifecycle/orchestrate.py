@@ -11,6 +11,7 @@ Every step is idempotent: a second run after a failure resumes from Pulumi's sav
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -180,14 +181,19 @@ class Lifecycle:
             w_out = self.engine.up(spec, on_event=self.progress.on_event)
         kube = self._kubeconfig(facts, kubeconfig)
         if wait and kube is not None:
-            from llmctl.infra.lifecycle.kube import wait_ready
+            from llmctl.infra.lifecycle.kube import launch_findings, wait_ready
 
+            ns = str(w_out.get("namespace") or w_config.ns)
             with self.progress.phase("readiness"):
                 wait_ready(
                     kube,
-                    str(w_out.get("namespace") or w_config.ns),
+                    ns,
                     timeout_s=wait_timeout_s,
                     on_wait=self.progress.wait,
+                    watch=functools.partial(
+                        launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
+                    ),
+                    stop_hint=_stop_hint(self.stack, cost, workload),
                 )
             starts = self._starts(kube, str(w_out.get("namespace") or w_config.ns))
         else:
@@ -449,3 +455,13 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _stop_hint(stack: str, cost: Any, workload: str | None) -> str:
+    """What a stopped wait leaves running, and the command that removes it."""
+    named = f" --workload {workload}" if workload else ""
+    hourly = cost.platform_hourly_usd + cost.serving_hourly_usd
+    return (
+        f"the platform and any nodes it launched bill about ${hourly:.2f}/h while they stay up; remove them with "
+        f"`llmctl down --stack {stack}{named} --yes`, or fix the cause and run `llmctl up` again"
+    )

@@ -12,10 +12,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.schema import Blueprint, CapacitySpec
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
-from llmctl.infra.pools import ALWAYS_POOLS, DEFAULT_EXPIRY, POOLS, PoolSpec, pool, pools_for
+from llmctl.infra.pools import (
+    ALWAYS_POOLS,
+    DEFAULT_EXPIRY,
+    POOLS,
+    PoolSpec,
+    pool,
+    pool_for_instance,
+    pools_for,
+)
 
 PROJECT = "llmctl"
 
@@ -224,6 +232,11 @@ class PlatformConfig(_Strict):
     tags: dict[str, str] = Field(
         default_factory=dict, description="User tags added to every taggable AWS resource."
     )
+    capacity_reservations: dict[str, CapacitySpec] = Field(
+        default_factory=dict,
+        description="EC2 capacity reservations per node pool (from the blueprints' `capacity`): the pool's "
+        "EC2NodeClass selects them and its NodePool allows the `reserved` capacity type.",
+    )
 
     @field_validator("cluster_name")
     @classmethod
@@ -248,6 +261,16 @@ class PlatformConfig(_Strict):
             raise ValueError(f"unknown pool(s) {', '.join(unknown)}; known: {', '.join(known)}")
         wanted = {*ALWAYS_POOLS, *values}
         return [name for name in known if name in wanted]
+
+    @model_validator(mode="after")
+    def _reserved_pools(self) -> PlatformConfig:
+        for name in self.capacity_reservations:
+            if name not in self.pools or pool(name).managed_by != "karpenter":
+                raise ValueError(
+                    f"capacity_reservations names pool {name!r}, which is not a Karpenter pool of this platform "
+                    f"(pools: {', '.join(self.pools)})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _defaults(self) -> PlatformConfig:
@@ -308,6 +331,7 @@ class PlatformConfig(_Strict):
             "region": region,
             "pools": pools,
             "instance_types": instance_types,
+            "capacity_reservations": reservations_by_pool(chosen),
         }
         data.update(overrides)
         return validate_config(data, source="platform settings")
@@ -334,6 +358,21 @@ class PlatformConfig(_Strict):
         if "region" not in data and values.get("aws:region"):
             data["region"] = values["aws:region"]
         return validate_config(data, source="Pulumi stack config")
+
+
+def reservations_by_pool(blueprints: Iterable[Blueprint]) -> dict[str, dict[str, Any]]:
+    """The blueprints' capacity reservations, merged per serving pool (terms added up; on-demand
+    fallback when any blueprint on the pool allows it)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for bp in blueprints:
+        if bp.capacity is None:
+            continue
+        name = pool_for_instance(hardware().instance(bp.compute.instance_type)).name
+        entry = merged.setdefault(name, {"reservations": [], "fallback": "none"})
+        entry["reservations"] += [t for t in bp.capacity.reservations if t not in entry["reservations"]]
+        if bp.capacity.fallback == "on-demand":
+            entry["fallback"] = "on-demand"
+    return merged
 
 
 def _json(key: str, raw: str) -> Any:

@@ -252,6 +252,22 @@ def controller_statements(
     ]
 
 
+def controller_settings(cluster_name: str, queue_name: object) -> dict[str, Any]:
+    """The chart's `settings`: the cluster, the interruption queue, and the values llmctl's allocatable
+    arithmetic assumes (VM memory overhead, reserved ENIs; `blueprints/data/karpenter.yaml`), so the
+    controller and `llmctl validate` size nodes alike. Reserved capacity (ODCRs, capacity blocks) is on."""
+    from llmctl.blueprints.allocatable import karpenter_model
+
+    model = karpenter_model().controller
+    return {
+        "clusterName": cluster_name,
+        "interruptionQueue": queue_name,
+        "vmMemoryOverheadPercent": model.vm_memory_overhead_percent,
+        "reservedENIs": str(model.reserved_enis),
+        "featureGates": {"reservedCapacity": model.reserved_capacity_gate},
+    }
+
+
 class Karpenter(pulumi.ComponentResource):
     """The Karpenter controller and the AWS resources it works with."""
 
@@ -389,7 +405,7 @@ class Karpenter(pulumi.ComponentResource):
             namespace=NAMESPACE,
             skip_crds=True,
             values={
-                "settings": {"clusterName": config.cluster_name, "interruptionQueue": self.queue_name},
+                "settings": controller_settings(config.cluster_name, self.queue_name),
                 "serviceAccount": {"name": SERVICE_ACCOUNT},
                 "nodeSelector": CORE_NODE_SELECTOR,
                 "controller": {

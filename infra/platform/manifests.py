@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmctl.blueprints.schema import CapacitySpec
 from llmctl.infra.pools import DEFAULT_EXPIRY, POOL_LABEL, PoolSpec
 
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -43,9 +44,15 @@ def template_labels(pool: PoolSpec) -> dict[str, str]:
 
 
 def nodepool_manifest(
-    pool: PoolSpec, *, limits: Mapping[str, str] | None = None, expire_after: str | None = None
+    pool: PoolSpec,
+    *,
+    limits: Mapping[str, str] | None = None,
+    expire_after: str | None = None,
+    reservations: CapacitySpec | None = None,
 ) -> dict[str, Any]:
-    """The NodePool of a Karpenter-managed pool; `expire_after` defaults to its kind's `DEFAULT_EXPIRY`."""
+    """The NodePool of a Karpenter-managed pool; `expire_after` defaults to its kind's `DEFAULT_EXPIRY`.
+    With capacity `reservations` it allows `reserved` (Karpenter fills reserved capacity first), and
+    on-demand only when the reservations' fallback is on-demand."""
     if pool.managed_by != "karpenter":
         raise ValueError(f"pool {pool.name} is not managed by Karpenter")
     return {
@@ -66,7 +73,9 @@ def nodepool_manifest(
                         {
                             "key": "karpenter.sh/capacity-type",
                             "operator": "In",
-                            "values": list(pool.capacity_types),
+                            "values": list(
+                                reservations.capacity_types if reservations else pool.capacity_types
+                            ),
                         },
                         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
@@ -94,16 +103,20 @@ def ec2nodeclass_manifest(
     node_role: str,
     ami_alias: str,
     tags: Mapping[str, str] | None = None,
+    reservations: CapacitySpec | None = None,
 ) -> dict[str, Any]:
-    """The EC2NodeClass of a Karpenter-managed pool: pinned AL2023 alias, IMDSv2, large root volume."""
+    """The EC2NodeClass of a Karpenter-managed pool: pinned AL2023 alias, IMDSv2, large root volume,
+    and the capacity reservations its nodes may launch into (`capacityReservationSelectorTerms`)."""
     if pool.managed_by != "karpenter":
         raise ValueError(f"pool {pool.name} is not managed by Karpenter")
     discovery = {"tags": {DISCOVERY_TAG: cluster_name}}
+    selected = {"capacityReservationSelectorTerms": reservations.selector_terms()} if reservations else {}
     return {
         "apiVersion": NODECLASS_API,
         "kind": "EC2NodeClass",
         "metadata": {"name": pool.name},
         "spec": {
+            **selected,
             "role": node_role,
             # AL2023 picks its Neuron or NVIDIA variant from the instance type.
             "amiSelectorTerms": [{"alias": ami_alias}],

@@ -41,6 +41,7 @@ class NodePools(pulumi.ComponentResource):
                 node_role=karpenter.node_role_name,
                 ami_alias=ami_alias,
                 tags=tags_for(config),
+                reservations=config.capacity_reservations.get(spec.name),
             )
             node_class_resource = CustomResource(
                 f"{name}-{spec.name}-nodeclass",
@@ -50,7 +51,11 @@ class NodePools(pulumi.ComponentResource):
                 spec=node_class["spec"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[karpenter.release]),
             )
-            node_pool = nodepool_manifest(spec, expire_after=config.node_expiry.for_pool(spec))
+            node_pool = nodepool_manifest(
+                spec,
+                expire_after=config.node_expiry.for_pool(spec),
+                reservations=config.capacity_reservations.get(spec.name),
+            )
             self.nodepools[spec.name] = CustomResource(
                 f"{name}-{spec.name}-nodepool",
                 api_version=node_pool["apiVersion"],

@@ -38,7 +38,11 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
             "taints": taint_dicts(spec),
             "instance_families": list(spec.families),
             "instance_types": [config.core_nodes.instance_type] if spec.managed_by == "eks-nodegroup" else [],
-            "capacity_types": list(spec.capacity_types),
+            "capacity_types": list(
+                config.capacity_reservations[spec.name].capacity_types
+                if spec.name in config.capacity_reservations
+                else spec.capacity_types
+            ),
             "managed_by": spec.managed_by,
         }
         for spec in specs

@@ -38,11 +38,16 @@ class EksTarget(KubernetesTarget):
         return resolve_region(given)
 
     def check_account(self, request: UpRequest, progress: Progress) -> None:
-        """What only the account and the chart repositories know (the pinned AMI alias per node
-        variant, the pinned chart versions): a definite failure stops `up`, a check that could not
-        run is a warning, never a pass."""
-        from llmctl.infra.aws.preflight import preflight_pins
+        """What only the account and the chart repositories know (the vCPU quota, the capacity
+        reservations, the pinned AMI alias per node variant, the pinned chart versions): a definite
+        failure stops `up` before anything is built, a check that could not run is a warning, never a
+        pass."""
+        from llmctl.infra.aws.preflight import preflight_capacity, preflight_pins
 
+        # the vCPU quota and capacity reservations first: on a fresh account the quota is the usual
+        # reason the serving nodes never come, and the platform takes about 20 minutes to build
+        for warning in preflight_capacity(request.blueprint, stack=request.stack, region=request.region):
+            progress.note(f"warn: {warning}")
         for warning in preflight_pins(request.blueprint, stack=request.stack, region=request.region):
             progress.note(f"warn: {warning}")
 

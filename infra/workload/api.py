@@ -54,16 +54,21 @@ def validate_blueprint(
 ) -> dict[str, Any]:
     """Blueprint rules (raising on failure), then the schedulability check on the platform it builds
     (or on the named pools of an existing cluster)."""
+    from llmctl.infra.workload.builders.placement import replica_sizing
     from llmctl.infra.workload.manifests import build_manifests
     from llmctl.infra.workload.schedulability import pod_templates, validate_workload
 
     blueprint = load_blueprint(ref)
     facts = platform_facts(blueprint, stack=stack, region=region, pools=pools)
     problems = validate_workload(blueprint, facts)
+    config = WorkloadConfig(blueprint=blueprint, platform=facts)
     try:
-        manifests = build_manifests(WorkloadConfig(blueprint=blueprint, platform=facts), hf_token=None)
+        manifests = build_manifests(config, hf_token=None)
+        replica = replica_sizing(config)
+        sizing: dict[str, Any] | None = replica.as_dict()
+        sizing_line: str | None = replica.line()
     except LlmctlError:
-        manifests = []  # already reported as a problem by validate_workload
+        manifests, sizing, sizing_line = [], None, None  # already reported as a problem by validate_workload
     pods = [f"{t.kind}/{t.name} ({t.where})" for m in manifests for t in pod_templates(m)]
     return {
         "blueprint": blueprint.name,
@@ -74,4 +79,7 @@ def validate_blueprint(
             for p in facts.pools
         ],
         "problems": [p.as_dict() for p in problems],
+        # one serving replica: what it requests, its need and margin, what one node offers a pod
+        "serving": sizing,
+        "serving_line": sizing_line,
     }

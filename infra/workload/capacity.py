@@ -1,13 +1,10 @@
-"""What one node can hold: allocatable resources after the daemonset reserve, and quantity parsing.
+"""What one node can hold, and quantity parsing.
 
 Shared by the builders (which size requests so a pod fits with headroom) and the schedulability
-check (which compares requests with one node), so both use the same arithmetic.
-
-The reserve models what EKS keeps for itself (kubelet/system reserved and the eviction
-threshold) plus the daemonsets every node runs (aws-node, kube-proxy, the Pod Identity agent, the
-EBS CSI node, the CloudWatch agent and Fluent Bit, the Neuron or NVIDIA device plugin and
-monitor): ``0.6 vCPU + 2% of the vCPUs`` and ``1.5 GiB + 4% of the memory``. On an m5.large that
-leaves 1.36 vCPU / 6.2 GiB; on an inf2.48xlarge 187 vCPU / 736 GiB.
+check (which compares requests with one node), so both use the same arithmetic: Karpenter's, from
+:mod:`llmctl.blueprints.allocatable` (VM overhead, kube-reserved, eviction threshold and the
+requests of the platform's DaemonSets on that instance type). On an inf2.48xlarge that leaves
+190.7 vCPU / 701.8 GiB; on an m5.xlarge 3.44 vCPU / 13.58 GiB.
 """
 
 from __future__ import annotations
@@ -16,12 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from llmctl.blueprints.allocatable import node_allocatable
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
-
-CPU_RESERVE_BASE = 0.6
-CPU_RESERVE_SHARE = 0.02
-MEMORY_RESERVE_BASE_GIB = 1.5
-MEMORY_RESERVE_SHARE = 0.04
 
 NEURON_DEVICE = "aws.amazon.com/neuron"
 NEURON_CORE = "aws.amazon.com/neuroncore"
@@ -53,14 +46,13 @@ class Allocatable:
 
 
 def allocatable(instance: Instance) -> Allocatable:
-    """Allocatable resources of one node after the system and daemonset reserve."""
+    """What one pod can request on a node: Karpenter's allocatable less the platform's DaemonSets."""
     neuron = instance.neuron_cores > 0
+    node = node_allocatable(instance)
     return Allocatable(
         instance=instance.name,
-        cpu=round(instance.vcpu - CPU_RESERVE_BASE - CPU_RESERVE_SHARE * instance.vcpu, 3),
-        memory_gib=round(
-            instance.memory_gib - MEMORY_RESERVE_BASE_GIB - MEMORY_RESERVE_SHARE * instance.memory_gib, 3
-        ),
+        cpu=node.cpu_m / 1000,
+        memory_gib=node.pod_memory_mib / 1024,
         neuron_devices=instance.accelerator_count if neuron else 0,
         neuron_cores=instance.neuron_cores,
         gpus=instance.accelerator_count if instance.accelerator == "nvidia" else 0,

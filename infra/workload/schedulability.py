@@ -8,8 +8,9 @@ groups) this checks, offline:
 1. its nodeSelector and required node affinity match the labels of some pool's nodes;
 2. its tolerations cover that pool's NoSchedule/NoExecute taints;
 3. its requests (cpu, memory, aws.amazon.com/neuron, aws.amazon.com/neuroncore, nvidia.com/gpu)
-   fit ONE node of an instance type the pool can launch, after the daemonset reserve of
-   :mod:`llmctl.infra.workload.capacity`;
+   fit ONE node of an instance type the pool can launch: Karpenter's allocatable for that type less
+   the platform's DaemonSets (:mod:`llmctl.blueprints.allocatable`, through
+   :mod:`llmctl.infra.workload.capacity`), so a pod this passes is one Karpenter can place;
 4. a pod asking for more than one Neuron device or core sets `schedulerName: my-scheduler`.
 """
 
@@ -292,7 +293,7 @@ def _check_template(template: PodTemplate, pools: list[PoolFacts], catalog: Hard
         *problems,
         problem(
             f"requests do not fit one node: {'; '.join(over)} allocatable on {instance.name} "
-            f"(pool {pool.name!r}, after the daemonset reserve)",
+            f"(pool {pool.name!r}; Karpenter's allocatable less the platform's DaemonSets)",
             "lower compute.tensor_parallel, cpus_per_replica or memory_gib_per_replica, or choose a larger "
             "instance type",
         ),

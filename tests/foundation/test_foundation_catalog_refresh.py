@@ -97,6 +97,10 @@ def test_row_from_ec2_reads_neuron_and_gpu_topology(aws_env: str) -> None:
     )
     g5 = row_from_ec2(types["g5.12xlarge"])
     assert (g5["accelerator"], g5["accelerator_count"], g5["accelerator_name"]) == ("nvidia", 4, "A10G")
+    # the ENI limits Karpenter's max pods reads agree with the shipped catalog (from upstream's vpclimits)
+    for name, row in (("inf2.48xlarge", inf2), ("g5.12xlarge", g5)):
+        shipped = hardware().instance(name)
+        assert (row["enis"], row["ipv4_per_eni"]) == (shipped.enis, shipped.ipv4_per_eni) == (15, 50)
 
 
 def test_refresh_writes_an_overlay_that_the_catalog_uses(aws_env: str, tmp_path: Path) -> None:

@@ -137,3 +137,165 @@ def test_tool_checks_report_a_missing_aws_cli(
     monkeypatch.setenv("PATH", os.pathsep.join(keep))
     check = _check(run_doctor(None, region=aws), "AWS CLI")
     assert check.ok is False and "aws eks get-token" in (check.fix or "")
+
+
+# --- capacity reservations: moto has no DescribeCapacityReservations, so EC2's replies come from
+# botocore's Stubber, which checks each request and reply against EC2's own API model -------------------
+
+RESERVED = "cr-0123456789abcdef0"
+
+
+class _ReservationSession:
+    """A boto3 session on moto whose EC2 client answers DescribeCapacityReservations from a Stubber."""
+
+    def __init__(self, region: str) -> None:
+        import boto3
+        from botocore.stub import Stubber
+
+        self.session = boto3.session.Session(region_name=region)
+        self.stubbed = self.session.client("ec2", region_name=region)
+        self.stubber = Stubber(self.stubbed)
+        self.stubber.activate()
+        self.moto_ec2 = self.session.client("ec2", region_name=region)
+
+    def client(self, name: str, region_name: str | None = None) -> Any:
+        if name != "ec2":
+            return self.session.client(name, region_name=region_name)
+        session = self
+
+        class _EC2:  # every other EC2 call goes to moto
+            def __getattr__(self, attr: str) -> Any:
+                owner = session.stubbed if attr == "describe_capacity_reservations" else session.moto_ec2
+                return getattr(owner, attr)
+
+        return _EC2()
+
+    def reply(self, expected: dict[str, Any], *reservations: dict[str, Any]) -> None:
+        self.stubber.add_response(
+            "describe_capacity_reservations", {"CapacityReservations": list(reservations)}, expected
+        )
+
+
+def _reservation(**changes: Any) -> dict[str, Any]:
+    import datetime
+
+    item = {
+        "CapacityReservationId": RESERVED,
+        "InstanceType": "p4de.24xlarge",
+        "AvailabilityZone": "us-west-2b",
+        "AvailabilityZoneId": "usw2-az1",
+        "State": "active",
+        "TotalInstanceCount": 4,
+        "AvailableInstanceCount": 4,
+        "ReservationType": "capacity-block",
+        "EndDate": datetime.datetime(2026, 12, 1, 11, 30, tzinfo=datetime.timezone.utc),
+    }
+    item.update(changes)
+    return item
+
+
+def _reserved_blueprint(tmp_path: Path, fallback: str = "none", tags: dict[str, str] | None = None) -> str:
+    import yaml
+
+    from llmctl.blueprints.catalog import load_blueprint
+
+    data = load_blueprint("llama2-70b-vllm-gpu").model_dump(mode="json")
+    data["capacity"] = {"reservations": [tags or RESERVED], "fallback": fallback}
+    path = tmp_path / "reserved.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_doctor_reports_each_reservation_and_whether_it_holds_the_blueprint(aws: str, tmp_path: Path) -> None:
+    session = _ReservationSession("us-west-2")
+    session.reply({"CapacityReservationIds": [RESERVED]}, _reservation())
+    report = run_doctor(_reserved_blueprint(tmp_path), region="us-west-2", session=session)
+    check = _check(report, "capacity reservation cr-")
+    assert check.ok is True
+    assert check.detail == (
+        "cr-0123456789abcdef0 active in us-west-2b (usw2-az1), p4de.24xlarge, 4 of 4 free "
+        "(capacity block, ends 2026-12-01T11:30:00+00:00)"
+    )
+    held = _check(report, "capacity reservations hold")
+    # four replicas of tp 4 on 8-GPU p4de.24xlarge nodes: two nodes at start
+    assert (
+        held.ok is True
+        and "4 free p4de.24xlarge in 1 usable reservation(s); the blueprint starts 2 node(s)" in held.detail
+    )
+    session.stubber.assert_no_pending_responses()
+
+
+def test_up_preflight_refuses_a_reservation_that_cannot_hold_the_blueprint(aws: str, tmp_path: Path) -> None:
+    from llmctl.errors import PrerequisiteError
+    from llmctl.infra.aws.preflight import preflight_capacity
+
+    path = _reserved_blueprint(tmp_path)
+    session = _ReservationSession("us-west-2")
+    session.reply({"CapacityReservationIds": [RESERVED]}, _reservation(AvailableInstanceCount=1))
+    with pytest.raises(PrerequisiteError) as refused:
+        preflight_capacity(path, stack="dev", region="us-west-2", session=session)
+    assert "1 free p4de.24xlarge" in refused.value.message and "starts 2 node(s)" in refused.value.message
+    assert refused.value.hint and "reserve 1 more p4de.24xlarge" in refused.value.hint
+    # the wrong instance type, a reservation not yet active, and one outside the platform's AZs
+    for changes, words in (
+        ({"InstanceType": "p5.48xlarge"}, "reserves p5.48xlarge, not p4de.24xlarge"),
+        ({"State": "scheduled"}, "is scheduled, not active"),
+        ({"AvailabilityZoneId": "usw2-az3"}, "outside the platform's AZs"),
+    ):
+        session.reply({"CapacityReservationIds": [RESERVED]}, _reservation(**changes))
+        with pytest.raises(PrerequisiteError) as refused:
+            preflight_capacity(path, stack="dev", region="us-west-2", session=session)
+        assert words in refused.value.message
+
+
+def test_on_demand_fallback_makes_a_shortfall_a_warning_and_tags_select(aws: str, tmp_path: Path) -> None:
+    from llmctl.infra.aws.preflight import preflight_capacity
+
+    path = _reserved_blueprint(tmp_path, "on-demand", {"purpose": "*", "team": "llm"})
+    session = _ReservationSession("us-west-2")
+    session.reply(
+        {"Filters": [{"Name": "tag-key", "Values": ["purpose"]}, {"Name": "tag:team", "Values": ["llm"]}]},
+        _reservation(AvailableInstanceCount=2),
+    )
+    warnings = preflight_capacity(path, stack="dev", region="us-west-2", session=session)
+    assert not any("capacity reservations hold" in w for w in warnings)  # 2 free hold the 2 starting nodes
+    session.reply(
+        {"Filters": [{"Name": "tag-key", "Values": ["purpose"]}, {"Name": "tag:team", "Values": ["llm"]}]},
+        _reservation(AvailableInstanceCount=1),
+    )
+    warnings = preflight_capacity(path, stack="dev", region="us-west-2", session=session)
+    assert any("1 free p4de.24xlarge" in w and "the rest launch on-demand" in w for w in warnings), warnings
+    # nothing matches: a definite failure, whatever the fallback
+    session.reply(
+        {"Filters": [{"Name": "tag-key", "Values": ["purpose"]}, {"Name": "tag:team", "Values": ["llm"]}]}
+    )
+    from llmctl.errors import PrerequisiteError
+
+    with pytest.raises(PrerequisiteError, match="no capacity reservation matches it"):
+        preflight_capacity(path, stack="dev", region="us-west-2", session=session)
+
+
+def test_up_preflight_refuses_a_low_vcpu_quota_with_the_increase_command(
+    aws: str, ec2_quotas: Callable[..., None]
+) -> None:
+    from llmctl.errors import PrerequisiteError
+    from llmctl.infra.aws.preflight import preflight_capacity
+
+    ec2_quotas({INF_QUOTA: 96})
+    with pytest.raises(PrerequisiteError) as refused:
+        preflight_capacity("llama2-inf2", stack="dev", region=aws)
+    assert "96 vCPUs" in refused.value.message and "needed 192" in refused.value.message
+    assert refused.value.hint and f"--quota-code {INF_QUOTA} --desired-value 192" in refused.value.hint
+    ec2_quotas({INF_QUOTA: 384})
+    assert preflight_capacity("llama2-inf2", stack="dev", region=aws) == []
+
+
+def test_eks_up_checks_the_quota_before_building_anything(aws: str, ec2_quotas: Callable[..., None]) -> None:
+    from llmctl.errors import PrerequisiteError
+    from llmctl.infra.lifecycle.progress import Progress
+    from llmctl.infra.targets.base import UpRequest
+    from llmctl.infra.targets.eks import EksTarget
+
+    ec2_quotas({INF_QUOTA: 96})
+    with pytest.raises(PrerequisiteError, match="vCPU quota"):
+        EksTarget().check_account(UpRequest(blueprint="llama2-inf2", region=aws), Progress("quiet"))

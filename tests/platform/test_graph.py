@@ -153,6 +153,13 @@ def test_karpenter_iam_queue_and_release_dependencies(all_pools_graph: Graph) ->
     settings = release.inputs["values"]["settings"]
     assert settings["clusterName"] == "llmctl-dev"
     assert settings["interruptionQueue"].startswith("llmctl-dev-karpenter-")  # unique per creation
+    # the controller computes allocatable with the settings `llmctl validate` assumes
+    from llmctl.blueprints.allocatable import karpenter_model
+
+    controller = karpenter_model().controller
+    assert settings["vmMemoryOverheadPercent"] == controller.vm_memory_overhead_percent == 0.075
+    assert settings["reservedENIs"] == str(controller.reserved_enis) == "0"
+    assert settings["featureGates"] == {"reservedCapacity": True}
     for dep in ("karpenter-controller-policy", "karpenter-pod-identity", "karpenter-interruption-policy",
                 "karpenter-node-access", "cluster-core"):  # fmt: skip
         assert graph.depends(release, graph.named(dep)), dep

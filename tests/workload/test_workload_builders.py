@@ -112,14 +112,61 @@ def test_llama2_inf2_worker_takes_12_devices_with_neuron_scheduler() -> None:
     }
 
 
-def test_worker_requests_leave_headroom_for_daemonsets() -> None:
-    requests = worker(manifests_for("llama2-inf2"))["template"]["spec"]["containers"][0]["resources"][
-        "requests"
-    ]
+def test_worker_requests_what_the_model_needs_plus_a_margin() -> None:
+    resources = worker(manifests_for("llama2-inf2"))["template"]["spec"]["containers"][0]["resources"]
+    # Llama-2-13b bf16: 26.03 GB = 24.24 GiB, two copies while loading on Neuron (48.49) + 8 GiB
+    # runtime = 56.49 GiB need, + 20 % margin (11.30) = 67.79 -> 68Gi; not the 735Gi of "the node"
+    assert resources["requests"]["memory"] == "68Gi"
+    # the limit is what one inf2.48xlarge lets a pod request (718602 MiB = 701.8 GiB), floored
+    assert resources["limits"]["memory"] == "701Gi"
+    # CPU: the node's 190.714 vCPU less 10 %
+    assert resources["requests"]["cpu"] == "171600m"
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_no_catalog_blueprint_asks_for_more_than_karpenters_allocatable(name: str) -> None:
+    from llmctl.blueprints.allocatable import node_allocatable
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.infra.workload.builders.placement import replica_sizing
     from llmctl.infra.workload.capacity import parse_quantity
 
-    assert parse_quantity(requests["cpu"]) < 192
-    assert parse_quantity(requests["memory"]) < 768 * 1024**3
+    config = config_for(name)
+    sizing = replica_sizing(config)
+    node = node_allocatable(hardware().instance(config.blueprint.compute.instance_type))
+    share_mib = node.pod_memory_mib * sizing.share
+    assert sizing.memory_request_gib * 1024 <= share_mib
+    assert sizing.memory_limit_gib * 1024 <= max(share_mib, sizing.memory_request_gib * 1024)
+    assert sizing.cpu_request * 1000 <= node.cpu_m * sizing.share
+    assert sizing.memory_margin_gib is not None and sizing.memory_margin_gib > 0, "request below the need"
+    # the rendered serving pod carries exactly these numbers
+    manifests = manifests_for(name)
+    if any(m["kind"] == "RayService" for m in manifests):
+        spec = worker(manifests)["template"]["spec"]
+    else:  # Triton / TorchServe: the Deployment whose pods take the accelerators
+        [spec] = [
+            m["spec"]["template"]["spec"]
+            for m in manifests
+            if m["kind"] == "Deployment"
+            and any(
+                k in c["resources"]["requests"]
+                for c in m["spec"]["template"]["spec"]["containers"]
+                for k in ("aws.amazon.com/neuron", "nvidia.com/gpu")
+            )
+        ]
+    requests = spec["containers"][0]["resources"]["requests"]
+    assert parse_quantity(requests["memory"]) == sizing.memory_request_gib * 1024**3
+    assert parse_quantity(requests["cpu"]) == pytest.approx(sizing.cpu_request)
+
+
+def test_validate_refuses_a_request_above_karpenters_allocatable_naming_both_numbers() -> None:
+    from llmctl.blueprints.schema import Blueprint
+    from llmctl.infra.workload.schedulability import validate_workload
+
+    data = blueprint("llama2-inf2").model_dump(mode="json")
+    data["compute"]["memory_gib_per_replica"] = 735  # what the builders asked for before Karpenter's numbers
+    [problem] = validate_workload(Blueprint.model_validate(data))
+    assert "memory 735 GiB > 701.76 GiB allocatable on inf2.48xlarge" in problem.message
+    assert "Karpenter's allocatable less the platform's DaemonSets" in problem.message
 
 
 def test_llama3_vllm_inf2_takes_one_device_on_default_scheduler() -> None:

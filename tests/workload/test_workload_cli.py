@@ -74,7 +74,21 @@ def test_validate_lists_every_problem_and_exits_non_zero(tmp_path: Path) -> None
     result = runner.invoke(app, ["validate", "-b", str(path)])
     assert result.exit_code == 2
     assert "RayService/tiny-cpu (worker group cpu)" in result.stderr
-    assert "cpu 4 > 3.32" in result.stderr and "fix:" in result.stderr
+    assert "cpu 4 > 3.44" in result.stderr and "fix:" in result.stderr
     report = json.loads(runner.invoke(app, ["validate", "-b", str(path), "--json"]).stdout)
     assert report["ok"] is False
     assert report["problems"][0]["where"] == "worker group cpu"
+
+
+def test_validate_reports_the_serving_replicas_need_margin_and_node() -> None:
+    result = runner.invoke(app, ["validate", "-b", "llama3-vllm-inf2"])
+    assert result.exit_code == 0, result.output
+    # Llama-3-8B bf16 on inf2.8xlarge: two 14.96 GiB copies + 8 GiB runtime, + 20 %; the node offers
+    # (118312 - 385) MiB = 115.2 GiB to a pod
+    assert "memory 46.0 GiB = need 37.9 GiB (weights 29.9, runtime 8.0) + margin 8.1 GiB" in result.stdout
+    assert "inf2.8xlarge offers a pod 31.114 vCPU / 115.2 GiB" in result.stdout
+    report = json.loads(runner.invoke(app, ["validate", "-b", "llama3-vllm-inf2", "--json"]).stdout)
+    serving = report["serving"]
+    assert serving["requests"]["memory_gib"] == 46.0 and serving["margin"]["memory_gib"] == 8.09
+    assert serving["need"]["total_gib"] == 37.91 and serving["node"]["memory_gib"] == 115.16
+    assert serving["limits"]["memory_gib"] == 115.0

@@ -166,7 +166,7 @@ def test_validate_sizes_requests_against_the_named_instance_type(tmp_path: Path)
     report = json.loads(result.stdout)
     assert result.exit_code == 2 and not report["ok"]
     [problem] = report["problems"]
-    assert "cpu 4 > 3.32 allocatable on m5.xlarge (pool 'cpu'" in problem["message"]
+    assert "cpu 4 > 3.44 allocatable on m5.xlarge (pool 'cpu'" in problem["message"]
 
 
 def test_bad_pools_file_is_a_clean_cli_error(tmp_path: Path) -> None:

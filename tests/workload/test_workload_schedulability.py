@@ -78,8 +78,8 @@ def test_whole_node_request_fails_because_of_the_daemonset_reserve() -> None:
         "4"  # all of m5.xlarge
     )
     [problem] = _check("tiny-cpu", manifests)
-    assert "cpu 4 > 3.32" in problem.message
-    assert "after the daemonset reserve" in problem.message
+    assert "cpu 4 > 3.44" in problem.message
+    assert "Karpenter's allocatable less the platform's DaemonSets" in problem.message
 
 
 def test_missing_scheduler_name_for_many_devices() -> None:

@@ -7,6 +7,7 @@ Pure: returns plain dicts shaped like the Kubernetes API (camelCase keys).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
@@ -24,6 +25,7 @@ from llmctl.infra.workload.capacity import (
     allocatable,
     cpu_quantity,
     memory_quantity,
+    parse_quantity,
 )
 from llmctl.infra.workload.config import PoolFacts, WorkloadConfig
 
@@ -140,27 +142,170 @@ def accelerators(config: WorkloadConfig) -> dict[str, int]:
     return {}
 
 
-def serving_resources(config: WorkloadConfig) -> Obj:
-    """Requests and limits of one serving replica: the blueprint's values, or its share of one node.
+# The CPU share a replica leaves unrequested (memory: `blueprints.sizing.host_memory`).
+CPU_MARGIN_SHARE = 0.1
 
-    The share is taken of the node's allocatable resources (after the daemonset reserve), in
-    proportion to the accelerators the replica uses, so a replica never asks for the whole node.
+
+@dataclass(frozen=True)
+class ReplicaSizing:
+    """What one serving replica requests, why, and what the node offers it (`llmctl validate` prints it)."""
+
+    instance: str
+    share: float  # the replica's share of the node (its accelerators / the node's)
+    node_cpu: float  # what a pod can request on the node (Karpenter's allocatable less DaemonSets)
+    node_memory_gib: float
+    weights_gib: float | None  # host memory for the weights while loading (None: model not in the catalog)
+    kv_cache_gib: float  # host KV cache (CPU engines only)
+    runtime_gib: float
+    memory_request_gib: float
+    memory_limit_gib: float
+    cpu_request: float
+    from_blueprint: tuple[str, ...] = ()  # the fields the blueprint set itself
+
+    @property
+    def need_gib(self) -> float | None:
+        """Host memory the model needs (weights, KV cache, runtime)."""
+        if self.weights_gib is None:
+            return None
+        return self.weights_gib + self.kv_cache_gib + self.runtime_gib
+
+    @property
+    def memory_margin_gib(self) -> float | None:
+        """Requested memory above the need (negative: below it)."""
+        need = self.need_gib
+        return None if need is None else self.memory_request_gib - need
+
+    @property
+    def cpu_margin(self) -> float:
+        """The replica's CPU share of the node left unrequested."""
+        return self.node_cpu * self.share - self.cpu_request
+
+    def as_dict(self) -> dict[str, Any]:
+        """Stable keys for `--json`."""
+
+        def gib(value: float | None) -> float | None:
+            return None if value is None else round(value, 2)
+
+        return {
+            "instance": self.instance,
+            "share": round(self.share, 4),
+            "node": {"cpu": round(self.node_cpu, 3), "memory_gib": gib(self.node_memory_gib)},
+            "need": {
+                "weights_gib": gib(self.weights_gib),
+                "kv_cache_gib": gib(self.kv_cache_gib),
+                "runtime_gib": gib(self.runtime_gib),
+                "total_gib": gib(self.need_gib),
+            },
+            "requests": {"cpu": round(self.cpu_request, 3), "memory_gib": gib(self.memory_request_gib)},
+            "limits": {"memory_gib": gib(self.memory_limit_gib)},
+            "margin": {"cpu": round(self.cpu_margin, 3), "memory_gib": gib(self.memory_margin_gib)},
+            "from_blueprint": list(self.from_blueprint),
+        }
+
+    def line(self) -> str:
+        """One line for people: the request, its parts and the margin, against what the node offers."""
+        need = self.need_gib
+        if need is None:
+            what = "model not in the catalog, so its need is unknown"
+        else:
+            parts = f"weights {self.weights_gib:.1f}"
+            if self.kv_cache_gib:
+                parts += f", KV cache {self.kv_cache_gib:.1f}"
+            parts += f", runtime {self.runtime_gib:.1f}"
+            what = f"need {need:.1f} GiB ({parts}) + margin {self.memory_margin_gib:.1f} GiB"
+        return (
+            f"memory {self.memory_request_gib:.1f} GiB = {what}; limit {self.memory_limit_gib:.1f} GiB; "
+            f"cpu {self.cpu_request:g} (margin {self.cpu_margin:.1f}); one {self.instance} offers a pod "
+            f"{self.node_cpu:g} vCPU / {self.node_memory_gib:.1f} GiB (Karpenter's allocatable less DaemonSets)"
+        )
+
+
+def _share(config: WorkloadConfig, instance: Instance) -> float:
+    extended = accelerators(config)
+    if extended.get(NEURON_DEVICE):
+        return extended[NEURON_DEVICE] / instance.accelerator_count
+    if extended.get(NVIDIA_GPU):
+        return extended[NVIDIA_GPU] / instance.accelerator_count
+    return 1.0
+
+
+def replica_sizing(config: WorkloadConfig) -> ReplicaSizing:
+    """CPU and memory of one serving replica: what the model needs plus a margin, not the whole node.
+
+    Memory request = `blueprints.sizing.host_memory` (weights held while loading, host KV cache on
+    CPU, runtime, plus a 20 % margin of at least 2 GiB); the limit is the replica's share of what Karpenter offers a pod on the
+    node, so loading and compiling may burst into the node's room. CPU request = the share of the
+    node's CPU less 10 %. Blueprint values (`cpus_per_replica`, `memory_gib_per_replica`) win; a
+    request above the node's allocatable fails `llmctl validate`, which names both numbers.
     """
+    from llmctl.blueprints.models import lookup_model
+    from llmctl.blueprints.sizing import host_memory
+    from llmctl.errors import CatalogError
+
     bp = config.blueprint
     instance = _instance(config)
     node = allocatable(instance)
-    extended = accelerators(config)
-    if extended.get(NEURON_DEVICE):
-        share = extended[NEURON_DEVICE] / instance.accelerator_count
-    elif extended.get(NVIDIA_GPU):
-        share = extended[NVIDIA_GPU] / instance.accelerator_count
-    else:
-        share = 1.0
-    cpus = bp.compute.cpus_per_replica or node.cpu * share
-    memory = bp.compute.memory_gib_per_replica or node.memory_gib * share
-    requests: Obj = {"cpu": cpu_quantity(cpus), "memory": memory_quantity(memory)}
-    limits: Obj = {"memory": requests["memory"]}
-    for name, count in extended.items():
+    share = _share(config, instance)
+    try:
+        arch = lookup_model(bp.model.architecture or bp.model.id, allow_hub=False)
+    except CatalogError:
+        arch = None
+    node_share = node.memory_gib * share
+    host = None
+    if arch is not None:
+        host = host_memory(
+            arch,
+            bp.compute.accelerator,
+            dtype=bp.model.dtype,
+            context=bp.model.max_context,
+            batch=bp.model.batch_size,
+        )
+    # no model facts: the share of the node, as before
+    request = node_share if host is None else host.request_gib
+    request = _ceil_quantity_gib(request)
+    limit = max(request, _floor_quantity_gib(node_share))
+    chosen: list[str] = []
+    if bp.compute.memory_gib_per_replica:
+        request = limit = parse_quantity(memory_quantity(bp.compute.memory_gib_per_replica)) / 1024**3
+        chosen.append("memory_gib_per_replica")
+    cpu = node.cpu * share * (1 - CPU_MARGIN_SHARE)
+    if bp.compute.cpus_per_replica:
+        cpu = bp.compute.cpus_per_replica
+        chosen.append("cpus_per_replica")
+    return ReplicaSizing(
+        instance=instance.name,
+        share=share,
+        node_cpu=node.cpu,
+        node_memory_gib=node.memory_gib,
+        weights_gib=None if host is None else host.weights_gib,
+        kv_cache_gib=0.0 if host is None else host.kv_cache_gib,
+        runtime_gib=0.0 if host is None else host.runtime_gib,
+        memory_request_gib=request,
+        memory_limit_gib=limit,
+        cpu_request=parse_quantity(cpu_quantity(cpu)),
+        from_blueprint=tuple(chosen),
+    )
+
+
+def _ceil_quantity_gib(gib: float) -> float:
+    """Round a request up to the 256 MiB / whole GiB steps `memory_quantity` writes."""
+    step = 1.0 if gib >= 16 else 0.25
+    return math.ceil(round(gib / step, 6)) * step
+
+
+def _floor_quantity_gib(gib: float) -> float:
+    return parse_quantity(memory_quantity(gib)) / 1024**3
+
+
+def serving_resources(config: WorkloadConfig) -> Obj:
+    """Requests and limits of one serving replica (see `replica_sizing`), plus its accelerators."""
+    sizing = replica_sizing(config)
+    requests: Obj = {
+        "cpu": cpu_quantity(sizing.cpu_request),
+        "memory": memory_quantity(sizing.memory_request_gib),
+    }
+    limits: Obj = {"memory": memory_quantity(sizing.memory_limit_gib)}
+    for name, count in accelerators(config).items():
         requests[name] = str(count)
         limits[name] = str(count)
     return {"requests": requests, "limits": limits}
