@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,21 @@ HERE = Path(__file__).parent
 STANDIN_BUCKET = "cache-bucket"
 
 
+def _site_dirs() -> list[str]:
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+
+
 def install(bin_dir: Path, name: str, module: str) -> Path:
     """An executable `name` in bin_dir that runs standin_engine.<module>:main with this Python."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / name
+    # `-S`: no site processing at start-up (the .pth files, the editable finder), about half of a light
+    # call's cost; the site-packages folders are on the path for yaml, and the commands that run a
+    # program call `site.main()` before importing llmctl (standin_engine/cli.py).
     script.write_text(
-        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(HERE)!r})\n"
+        f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {str(HERE)!r})\n"
+        f"sys.path.extend({_site_dirs()!r})\n"
         f"from standin_engine.{module} import main\nmain()\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -330,6 +330,9 @@ def main() -> None:
             },
         )
         if args.command in ("up", "preview", "destroy", "refresh"):
+            import site
+
+            site.main()  # started with -S (standin_support.install): the .pth files, llmctl's among them
             from .operation import operate
 
             code = operate(args)
