@@ -17,9 +17,11 @@ class EksTarget(KubernetesTarget):
     summary = "an EKS cluster llmctl builds"
     owns_platform = True
     needs = needs_table(
-        up={"pulumi", "aws"},
-        down={"pulumi", "aws"},
-        preview={"pulumi", "aws"},
+        # every tool `up` calls, checked before the plan: the kubeconfig's `aws eks get-token`
+        # for each Kubernetes resource, kubectl for readiness (and down's finalizer checks)
+        up={"pulumi", "aws", "aws-cli", "kubectl-eks"},
+        down={"pulumi", "aws", "aws-cli", "kubectl-eks"},
+        preview={"pulumi", "aws", "aws-cli"},
         status={"pulumi"},
         connect={"kubectl"},
     )
