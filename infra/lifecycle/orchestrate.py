@@ -225,7 +225,7 @@ class Lifecycle:
         `llmctl down` (in the error's hint, and as a note)."""
         from llmctl.infra.lifecycle.bill import running_bill
 
-        backend = self.engine.backend
+        backend = getattr(self.engine, "backend", None)
         bill = running_bill(
             cost,
             cluster=cluster,
@@ -235,7 +235,7 @@ class Lifecycle:
             workload=workload,
             shared=bool(others),
             serving_started=serving_started,
-            backend=None if backend.is_local else backend.url,
+            backend=None if backend is None or backend.is_local else backend.url,
         )
         self.progress.note(bill.text())
         exc.hint = f"{exc.hint}; {bill.text()}" if exc.hint else bill.text()
