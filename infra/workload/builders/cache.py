@@ -20,6 +20,7 @@ one replica compiles).
 
 from __future__ import annotations
 
+from llmctl.infra.pools import CAPACITY_TYPE_LABEL
 from llmctl.infra.workload.builders.common import (
     SERVICE_ACCOUNT,
     Obj,
@@ -41,7 +42,6 @@ MIRROR_SCRIPT = "model-mirror-script"
 MIRROR_VOLUME_GIB = 50
 #: the script's exit code for "the model does not fit the volume": the Job fails without retrying
 MIRROR_NO_ROOM = 3
-CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 
 _SCRIPT = """\
 \"\"\"Mirror a Hugging Face snapshot to S3, one file at a time and resumably; a later run that finds
