@@ -7,7 +7,7 @@ TORCH_CPU ?= torch==2.13.0
 
 STAMP := $(VENV)/.llmctl-installed
 
-.PHONY: install upstream test lint typecheck bench clean
+.PHONY: install upstream test lint typecheck bench clean neuron-chart
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,6 +46,15 @@ typecheck: install
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+
+# Where public.ecr.aws is reachable: pull the pinned Neuron chart and check the values llmctl sets
+# against its values.yaml (issue 25; record the result under upstream_files.neuron in versions.yaml).
+NEURON_CHART_DIR := build/neuron-chart
+neuron-chart: install
+	rm -rf $(NEURON_CHART_DIR) && mkdir -p $(NEURON_CHART_DIR)
+	helm pull oci://public.ecr.aws/neuron/neuron-helm-chart --untar --untardir $(NEURON_CHART_DIR) \
+		--version $$($(BIN)/python -c 'from llmctl.blueprints.versions import versions; print(versions().charts["neuron"].version)')
+	$(BIN)/python tests/conformance/neuron_chart_check.py $(NEURON_CHART_DIR)/neuron-helm-chart
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

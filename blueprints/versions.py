@@ -57,6 +57,15 @@ class Eks(_Entry):
     addons: Addons = Field(description="Managed add-ons.")
 
 
+class NewerFiles(_Entry):
+    """A chart source newer than the reference files, read to compare its keys with llmctl's."""
+
+    files_version: str = Field(description="Chart version of the newer source.")
+    repository: str = Field(description="Repository, commits and paths read.")
+    result: str = Field(description="What the comparison with the keys llmctl sets found.")
+    unconfirmed_for_pin: str = Field(description="What is still unconfirmed for the pinned version.")
+
+
 class UpstreamFiles(_Entry):
     """The upstream reference files a pinned chart is checked against, and how they differ."""
 
@@ -67,6 +76,9 @@ class UpstreamFiles(_Entry):
     keys_not_in_files: dict[str, str] = Field(
         default_factory=dict,
         description="Value key paths llmctl sets that the upstream files lack, with why they are set.",
+    )
+    newer_files: NewerFiles | None = Field(
+        None, description="A newer chart source read since (closer to the pin), and what it confirmed."
     )
 
 

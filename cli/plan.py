@@ -94,6 +94,17 @@ def _print(result: object) -> None:
         nodes[res.name] = parent.add(label)
     output.console.print(root, soft_wrap=True)
     output.console.print(f"{len(result.resources)} resources; unknown values show as <unknown>")
+    if config.vpc.existing_vpc_id:
+        subnet_tags = [
+            f"{r.inputs.get('resourceId')} {r.inputs.get('key')}={r.inputs.get('value')}"
+            for r in result.resources
+            if r.type == "aws:ec2/tag:Tag" and str(r.inputs.get("resourceId", "")).startswith("subnet-")
+        ]
+        output.console.print(
+            f"subnet tags llmctl manages (added by up, removed by down): {escape(', '.join(subnet_tags))}; "
+            "a tag already on a subnet is found by preview and up, left alone and listed there",
+            soft_wrap=True,
+        )
     for work in result.workloads:
         output.console.print(
             f"[bold]workload[/] {work.project}/{work.stack} (namespace {work.namespace}): "

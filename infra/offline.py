@@ -116,9 +116,11 @@ class OfflineMocks(pulumi_mocks.Mocks):
         offerings: dict[str, list[str]] | None = None,
         *,
         computed: bool = True,
+        subnet_tags: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.region = region
         self.offerings = offerings
+        self.subnet_tags = subnet_tags or {}  # existing subnets' tags (getSubnet); none by default
         self.computed = computed  # False: as in a preview, values the provider computes stay unknown
         prefix = {"us-west-2": "usw2", "us-east-1": "use1", "us-east-2": "use2"}.get(region, "xx")
         self.azs = azs or tuple(
@@ -202,6 +204,9 @@ class OfflineMocks(pulumi_mocks.Mocks):
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._offerings(args.args), []
+        if token == "aws:ec2/getSubnet:getSubnet":
+            subnet = str(args.args.get("id", ""))
+            return {"id": subnet, "tags": dict(self.subnet_tags.get(subnet, {}))}, []
         if token == "aws:iam/getPolicyDocument:getPolicyDocument":
             return {
                 "json": json.dumps({"Version": "2012-10-17", "Statement": args.args.get("statements", [])})

@@ -15,6 +15,8 @@ from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import CatalogError
 
 POOL_LABEL = "karpenter.sh/nodepool"
+# Karpenter labels every node it launches with its capacity type (spot, on-demand, reserved).
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ROLE_LABEL = "llmctl.dev/role"
 CORE_POOL = "core"

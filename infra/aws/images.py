@@ -10,7 +10,7 @@ digest of this code's wheel), and returns the image by digest. ``up`` finds that
 ``DescribeImages`` (``infra/workload/deploy_delivery.py``) and runs it. Destroying the workload
 stack (``down --workload``/``--blueprint``, ``stacks gc``) deletes its repository
 (:func:`delete_workload_repository`); ``down`` of the whole environment also removes any left with
-the platform (the sweep's ``ecr-repository`` row, by its ``llmctl.dev/cluster`` tag).
+the platform (the sweep's ``ecr-repository`` row, by its ``llmctl:cluster`` tag).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 from llmctl.blueprints.runtimes import runtimes
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError, ServingError
+from llmctl.infra.platform.tags import CLUSTER_TAG  # the key every stack resource carries; the sweep reads it
 
 # runtime -> (folder under serving/, key of the default base image in versions.yaml), from the registry
 RUNTIME_IMAGES: dict[str, tuple[str, str]] = {
@@ -145,13 +146,10 @@ def ecr_registry(region: str) -> tuple[str, str, str]:
     return data["proxyEndpoint"].removeprefix("https://"), user, password
 
 
-CLUSTER_TAG = "llmctl.dev/cluster"
-
-
 def ensure_repository(region: str, name: str, cluster: str) -> bool:
     """Create the stack's ECR repository when it does not exist (True when created).
 
-    Immutable tags (a version is pushed once), scan on push, and the ``llmctl.dev/cluster`` tag
+    Immutable tags (a version is pushed once), scan on push, and the ``llmctl:cluster`` tag
     the sweep deletes it by when the platform goes.
     """
     import boto3

@@ -231,3 +231,78 @@ def preflight_capacity(
             "; ".join(c.fix for c in failed if c.fix) or None,
         )
     return [f"{check.name}: {check.detail}" for check in checks if check.ok is None]
+
+
+# --- the tools `up` on EKS calls, with versions (issue 25; a section of its own) -----------------
+# The kubeconfig of an EKS cluster (pulumi_eks) authenticates with the exec plugin
+# `aws eks get-token` and apiVersion client.authentication.k8s.io/v1beta1. The AWS CLI answers with
+# that version (not v1alpha1, which kubectl 1.24+ refuses) from 1.24.0 (aws/aws-cli PR 6940, merged
+# 2022-05-11; released in 1.24.0 per aws/containers-roadmap issue 1736). The v2 line took the same
+# change in 2.7.0 (the v2 release of that week; the v2 changelog itself was not looked up).
+MIN_AWS_CLI = {1: (1, 24, 0), 2: (2, 7, 0)}
+_AWS_CLI_VERSION = re.compile(r"aws-cli/(\d+)\.(\d+)\.(\d+)")
+# kubectl is supported within one minor version of the API server, older or newer
+# (https://kubernetes.io/releases/version-skew-policy/#kubectl).
+KUBECTL_SKEW = 1
+
+
+def probe_aws_cli_version() -> Probe:
+    """The AWS CLI is on PATH and new enough for the EKS kubeconfig's `aws eks get-token`."""
+    found = probe_aws_cli()
+    if not found.ok:
+        return found
+    match = _AWS_CLI_VERSION.search(found.detail)
+    if not match:
+        return Probe(
+            "AWS CLI", False, f"cannot read the AWS CLI version from {found.detail!r}", AWS_CLI_INSTALL
+        )
+    version = tuple(int(part) for part in match.groups())
+    minimum = MIN_AWS_CLI.get(version[0], MIN_AWS_CLI[2])
+    if version < minimum:
+        shown, needed = ".".join(match.groups()), ".".join(str(p) for p in minimum)
+        return Probe(
+            "AWS CLI",
+            False,
+            f"AWS CLI {shown} is older than {needed} (its `aws eks get-token` answers with an API "
+            "version kubectl no longer accepts)",
+            f"upgrade: {AWS_CLI_INSTALL}",
+        )
+    return found
+
+
+def probe_kubectl_for(kubernetes_version: str) -> Probe:
+    """kubectl is on PATH and within the supported skew of the cluster's Kubernetes version."""
+    found = probe_kubectl()
+    hint = f"{KUBECTL_INSTALL}, version {kubernetes_version} (or one minor version either side)"
+    if not found.ok:
+        return Probe(
+            "kubectl",
+            False,
+            f"kubectl (within one minor version of the cluster's Kubernetes {kubernetes_version}) is not "
+            "installed (not on PATH)",
+            hint,
+        )
+    match = re.search(r"v(\d+)\.(\d+)\.", found.detail)
+    cluster = re.fullmatch(r"(\d+)\.(\d+)", kubernetes_version)
+    if not match or not cluster:
+        return Probe("kubectl", False, f"cannot read the kubectl version ({found.detail})", hint)
+    ours, theirs = (int(match[1]), int(match[2])), (int(cluster[1]), int(cluster[2]))
+    if ours[0] != theirs[0] or abs(ours[1] - theirs[1]) > KUBECTL_SKEW:
+        return Probe(
+            "kubectl",
+            False,
+            f"kubectl {match[1]}.{match[2]} is more than {KUBECTL_SKEW} minor version from the cluster's "
+            f"Kubernetes {kubernetes_version}",
+            hint,
+        )
+    return found
+
+
+def require_aws_cli() -> str:
+    """The AWS CLI's version line, or PrerequisiteError with the install hint."""
+    return _raise(probe_aws_cli_version())
+
+
+def require_kubectl_for(kubernetes_version: str) -> str:
+    """kubectl's version (within the skew of `kubernetes_version`), or PrerequisiteError."""
+    return _raise(probe_kubectl_for(kubernetes_version))

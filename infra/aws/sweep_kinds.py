@@ -193,7 +193,7 @@ def _list_queues(client: Any, scope: Scope) -> Iterator[Candidate]:
 
 def _list_repositories(client: Any, scope: Scope) -> Iterator[Candidate]:
     """The serving-image repositories `llmctl images build --push` creates (`llmctl/<stack>/<blueprint>`,
-    tagged `llmctl.dev/cluster`; no stack owns them, so an image can exist before the first `up`)."""
+    tagged `llmctl:cluster`; no stack owns them, so an image can exist before the first `up`)."""
     for page in client.get_paginator("describe_repositories").paginate():
         for repo in page["repositories"]:
             if repo["repositoryName"].startswith("llmctl/"):
@@ -430,7 +430,7 @@ TABLE: tuple[Kind, ...] = (
         "ecr-repository",
         "ecr",
         _list_repositories,
-        TagRule(keys=("llmctl.dev/cluster",), owner=False),
+        TagRule(keys=(CLUSTER_TAG,), owner=False),
         _delete_repository,
     ),
 )

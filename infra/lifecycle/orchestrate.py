@@ -137,6 +137,7 @@ class Lifecycle:
         cost = blueprint_cost(bp, hardware())
         changes: dict[str, dict[str, int]] = {}
         notes: list[str] = []
+        others: list[WorkloadRecord] = []
         if target == "eks":
             with self.progress.phase("plan"):
                 p_config, others = self._platform_for(record, region, reselect_azs)
@@ -153,56 +154,97 @@ class Lifecycle:
         plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost, notes)
         if confirm is not None and not confirm(plan):
             raise UserAbort("nothing was changed", None)
-        if target == "eks":
-            total = sum(n for op, n in changes.get("platform", {}).items() if op != "same")
-            with self.progress.phase("platform", total=total):
-                outputs = self.engine.up(platform_spec(self.stack, p_config), on_event=self.progress.on_event)
-            facts = PlatformFacts.from_outputs(outputs)
-            _blueprint_problems(bp, facts)
-        else:
-            facts = offline
-        w_config = WorkloadConfig(
-            blueprint=bp,
-            stack=w_stack,
-            platform=facts,
-            hf_token_present=bool(token),
-            namespace=namespace(bp.name, workload),
-        )
-        from llmctl.infra.workload.deploy_delivery import deliver
+        stage = {"serving": False}  # whether the workload step (and so its serving nodes) began
+        try:
+            if target == "eks":
+                total = sum(n for op, n in changes.get("platform", {}).items() if op != "same")
+                with self.progress.phase("platform", total=total):
+                    outputs = self.engine.up(
+                        platform_spec(self.stack, p_config), on_event=self.progress.on_event
+                    )
+                facts = PlatformFacts.from_outputs(outputs)
+                _blueprint_problems(bp, facts)
+            else:
+                facts = offline
+            w_config = WorkloadConfig(
+                blueprint=bp,
+                stack=w_stack,
+                platform=facts,
+                hf_token_present=bool(token),
+                namespace=namespace(bp.name, workload),
+            )
+            from llmctl.infra.workload.deploy_delivery import deliver
 
-        w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
-        spec = StackSpec(
-            workload_project(bp.name),
-            w_stack,
-            workload_program(w_config, token, record),
-            {"aws:region": region, **record.to_config()},
-        )
-        with self.progress.phase(f"workload {record.label()}"):
-            w_out = self.engine.up(spec, on_event=self.progress.on_event)
-        kube = self._kubeconfig(facts, kubeconfig)
-        if wait and kube is not None:
-            from llmctl.infra.lifecycle.kube import launch_findings, wait_ready
+            w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
+            spec = StackSpec(
+                workload_project(bp.name),
+                w_stack,
+                workload_program(w_config, token, record),
+                {"aws:region": region, **record.to_config()},
+            )
+            stage["serving"] = True
+            with self.progress.phase(f"workload {record.label()}"):
+                w_out = self.engine.up(spec, on_event=self.progress.on_event)
+            kube = self._kubeconfig(facts, kubeconfig)
+            if wait and kube is not None:
+                from llmctl.infra.lifecycle.kube import launch_findings, wait_ready
 
-            ns = str(w_out.get("namespace") or w_config.ns)
-            with self.progress.phase("readiness"):
-                wait_ready(
-                    kube,
-                    ns,
-                    timeout_s=wait_timeout_s,
-                    on_wait=self.progress.wait,
-                    watch=functools.partial(
-                        launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
-                    ),
-                    stop_hint=_stop_hint(self.stack, cost, workload),
+                ns = str(w_out.get("namespace") or w_config.ns)
+                with self.progress.phase("readiness"):
+                    wait_ready(
+                        kube,
+                        ns,
+                        timeout_s=wait_timeout_s,
+                        on_wait=self.progress.wait,
+                        watch=functools.partial(
+                            launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
+                        ),
+                        stop_hint=_stop_hint(self.stack, cost, workload),
+                    )
+                starts = self._starts(kube, ns)
+            else:
+                starts = []
+        except LlmctlError as exc:
+            if target == "eks":
+                self._say_the_bill(
+                    exc, bp.name, cost, offline.cluster_name, region, workload, others, stage["serving"]
                 )
-            starts = self._starts(kube, str(w_out.get("namespace") or w_config.ns))
-        else:
-            starts = []
+            raise
         endpoint = self._endpoint(bp, target, w_out, facts, kube, workload)
         from llmctl.state import save_endpoint
 
         save_endpoint(endpoint)
         return UpResult(endpoint, plan, self.progress.timeline, starts)
+
+    def _say_the_bill(
+        self,
+        exc: LlmctlError,
+        blueprint: str,
+        cost: Any,
+        cluster: str,
+        region: str,
+        workload: str | None,
+        others: list[WorkloadRecord],
+        serving_started: bool,
+    ) -> None:
+        """After a failure once nodes existed: what still runs, its cost per hour, and the exact
+        `llmctl down` (in the error's hint, and as a note)."""
+        from llmctl.infra.lifecycle.bill import running_bill
+
+        backend = getattr(self.engine, "backend", None)
+        bill = running_bill(
+            cost,
+            cluster=cluster,
+            blueprint=blueprint,
+            stack=self.stack,
+            region=region,
+            workload=workload,
+            shared=bool(others),
+            serving_started=serving_started,
+            backend=None if backend is None or backend.is_local else backend.url,
+        )
+        self.progress.note(bill.text())
+        exc.hint = f"{exc.hint}; {bill.text()}" if exc.hint else bill.text()
 
     def _platform_for(
         self, record: WorkloadRecord, region: str, reselect_azs: bool

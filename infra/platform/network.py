@@ -22,6 +22,55 @@ from llmctl.infra.platform.tags import tags_for
 
 ELB_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+# On an existing VPC's subnet: the keys of the tags this cluster added (space-separated). A tag is
+# this cluster's to manage (and remove on `down`) when it was absent, or when this marker lists it.
+MANAGED_TAGS_PREFIX = "llmctl:managed-tags/"
+
+
+@dataclass(frozen=True)
+class SubnetTag:
+    """One tag llmctl wants on an existing subnet, and what it found there."""
+
+    subnet_id: str
+    key: str
+    value: str
+    found: str | None  # the value already on the subnet, None when absent or this cluster's own
+
+    def describe(self) -> str:
+        return f"{self.subnet_id} {self.key}={self.found if self.found is not None else self.value}"
+
+
+def managed_tags_key(cluster_name: str) -> str:
+    """The marker tag listing the tags a cluster added to a subnet it does not own."""
+    return f"{MANAGED_TAGS_PREFIX}{cluster_name}"
+
+
+def subnet_tag_plan(
+    cluster_name: str, wanted: list[tuple[str, str, str]], current: dict[str, dict[str, str]]
+) -> list[SubnetTag]:
+    """Which of the wanted (subnet, key, value) tags llmctl manages and which it found.
+
+    A tag absent from the subnet, or listed in this cluster's marker, is managed (created, and
+    deleted by `down`). A tag another party set is left as it is: `down` must not remove a role tag
+    another cluster's load balancers rely on. A discovery tag naming another cluster is refused, since
+    this cluster's Karpenter could not find the subnet without changing it."""
+    plan = []
+    for subnet_id, key, value in wanted:
+        tags = current.get(subnet_id, {})
+        ours = tags.get(managed_tags_key(cluster_name), "").split()
+        found = tags.get(key)
+        if found is None or key in ours:
+            plan.append(SubnetTag(subnet_id, key, value, None))
+            continue
+        if key == DISCOVERY_TAG and found != value:
+            raise CloudError(
+                f"subnet {subnet_id} carries {DISCOVERY_TAG}={found}: another cluster's Karpenter "
+                f"discovers it, and {cluster_name}'s would need that tag changed",
+                "pass private_subnet_ids that no other cluster has tagged for Karpenter discovery; "
+                "llmctl does not change another cluster's tags",
+            )
+        plan.append(SubnetTag(subnet_id, key, value, found))
+    return plan
 
 
 @dataclass(frozen=True)
@@ -142,10 +191,13 @@ class Network(pulumi.ComponentResource):
     # everything on it (Karpenter's finalizers call EC2/IAM through the NAT). Empty for an existing
     # VPC, whose routes are not this stack's.
     routing: list[pulumi.Resource]
+    # On an existing VPC: the tags wanted on its subnets, managed or found (empty for a new VPC).
+    subnet_tags: list[SubnetTag]
 
     def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("llmctl:platform:Network", name, None, opts)
         self._config = config
+        self.subnet_tags = []
         child = pulumi.ResourceOptions(parent=self)
         if config.vpc.existing_vpc_id:
             self._existing(name, child)
@@ -189,22 +241,54 @@ class Network(pulumi.ComponentResource):
         config = self._config
         self.zones = []
         self.routing = []
-        for index, subnet_id in enumerate(config.vpc.private_subnet_ids):
-            aws.ec2.Tag(
-                f"{name}-discovery-{index}",
-                resource_id=subnet_id,
-                key=DISCOVERY_TAG,
-                value=config.cluster_name,
-                opts=child,
+        # Karpenter finds the node subnets by the discovery tag; the load balancer controller finds
+        # subnets by the role tags (as on the subnets this component creates).
+        wanted: list[tuple[str, str, str, str, int]] = [
+            (kind, subnet_id, key, value, index)
+            for kind, key, value, subnet_ids in (
+                ("discovery", DISCOVERY_TAG, config.cluster_name, config.vpc.private_subnet_ids),
+                ("internal-elb", INTERNAL_ELB_TAG, "1", config.vpc.private_subnet_ids),
+                ("elb", ELB_TAG, "1", config.vpc.public_subnet_ids),
             )
-        # The load balancer controller finds subnets by these role tags (as on the subnets this
-        # component creates); without them an NLB/ALB has no subnet to go to.
-        for kind, tag, subnet_ids in (
-            ("internal-elb", INTERNAL_ELB_TAG, config.vpc.private_subnet_ids),
-            ("elb", ELB_TAG, config.vpc.public_subnet_ids),
-        ):
-            for index, subnet_id in enumerate(subnet_ids):
-                aws.ec2.Tag(f"{name}-{kind}-{index}", resource_id=subnet_id, key=tag, value="1", opts=child)
+            for index, subnet_id in enumerate(subnet_ids)
+        ]
+        invoke = pulumi.InvokeOptions(parent=self)
+        current = {
+            subnet_id: dict(aws.ec2.get_subnet(id=subnet_id, opts=invoke).tags or {})
+            for subnet_id in dict.fromkeys(w[1] for w in wanted)
+        }
+        plan = subnet_tag_plan(config.cluster_name, [(w[1], w[2], w[3]) for w in wanted], current)
+        self.subnet_tags = plan
+        markers: dict[str, aws.ec2.Tag] = {}
+        for (kind, subnet_id, key, value, index), tag in zip(wanted, plan, strict=True):
+            if tag.found is not None:
+                continue
+            if subnet_id not in markers:
+                keys = " ".join(t.key for t in plan if t.subnet_id == subnet_id and t.found is None)
+                # created first, deleted last: a tag it lists stays ours even after an interrupted run
+                markers[subnet_id] = aws.ec2.Tag(
+                    f"{name}-managed-tags-{subnet_id}",
+                    resource_id=subnet_id,
+                    key=managed_tags_key(config.cluster_name),
+                    value=keys,
+                    opts=child,
+                )
+            aws.ec2.Tag(
+                f"{name}-{kind}-{index}",
+                resource_id=subnet_id,
+                key=key,
+                value=value,
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=[markers[subnet_id]])
+                ),
+            )
+        managed = [t.describe() for t in plan if t.found is None]
+        found = [t.describe() for t in plan if t.found is not None]
+        pulumi.log.info(
+            f"subnet tags: llmctl manages {', '.join(managed) or 'none'}; "
+            f"found and left alone: {', '.join(found) or 'none'}",
+            resource=self,
+        )
         self.vpc_id = pulumi.Output.from_input(config.vpc.existing_vpc_id or "")
         self.control_plane_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))
         self.node_subnet_ids = pulumi.Output.from_input(list(config.vpc.private_subnet_ids))

@@ -4,6 +4,7 @@ from neuron-monitor / DCGM when enabled) and metrics-server, both as EKS managed
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -40,17 +41,26 @@ def cloudwatch_configuration(neuron_metrics: bool) -> str:
 
 
 class Observability(pulumi.ComponentResource):
-    """CloudWatch observability and metrics-server add-ons (each behind a toggle)."""
+    """CloudWatch observability and metrics-server add-ons (each behind a toggle).
+
+    Both add-ons create Services, which the load balancer controller's webhook must admit: `after`
+    carries the controller's release, so they wait for it on create and go before it on destroy."""
 
     addons: list[aws.eks.Addon]
 
     def __init__(
-        self, name: str, config: PlatformConfig, cluster: Cluster, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        config: PlatformConfig,
+        cluster: Cluster,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        after: Sequence[pulumi.Resource] = (),
     ) -> None:
         super().__init__("llmctl:platform:Observability", name, None, opts)
         tags = tags_for(config)
         self.addons = []
-        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=cluster.ready)
+        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[*cluster.ready, *after])
         if config.observability.cloudwatch:
             role = aws.iam.Role(
                 f"{name}-cloudwatch-role",

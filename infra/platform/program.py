@@ -84,8 +84,9 @@ def build_platform(config: PlatformConfig) -> None:
     ingress = Ingress("ingress", config, cluster, network, opts=on_both)
     # The load balancer controller registers a mutating webhook for every new Service; until its
     # pods are ready, creating a Service fails ("no endpoints available for service
-    # aws-load-balancer-webhook-service"). The charts that create Services therefore wait for the
-    # controller's release (and, on destroy, go before it).
+    # aws-load-balancer-webhook-service"; aws-load-balancer-controller issue 4140). The charts and
+    # EKS add-ons that create Services therefore wait for the controller's release (and, on
+    # destroy, go before it): Neuron, NVIDIA, KubeRay, CloudWatch observability, metrics-server.
     after_lbc = [*cluster.ready, ingress.release]
     karpenter = Karpenter("karpenter", config, cluster, after=[ingress.release], opts=on_both)
     NodePools("nodepools", config, karpenter, opts=on_k8s)
@@ -95,7 +96,7 @@ def build_platform(config: PlatformConfig) -> None:
     if "nvidia" in accelerators:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
     KubeRay("kuberay", after=after_lbc, opts=on_k8s)
-    Observability("observability", config, cluster, opts=on_aws)
+    Observability("observability", config, cluster, opts=on_aws, after=[ingress.release])
     cache = Cache("cache", config, opts=on_aws)
 
     pulumi.export("cluster_name", config.cluster_name)

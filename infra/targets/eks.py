@@ -17,9 +17,13 @@ class EksTarget(KubernetesTarget):
     summary = "an EKS cluster llmctl builds"
     owns_platform = True
     needs = needs_table(
-        up={"pulumi", "aws"},
-        down={"pulumi", "aws"},
-        preview={"pulumi", "aws"},
+        # every tool `up` calls, checked before the plan: the kubeconfig's `aws eks get-token`
+        # for each Kubernetes resource, kubectl (within the cluster's version skew) for readiness;
+        # `down` needs kubectl for its finalizer checks, at any version, so that it never stands
+        # between a user and the end of the bill
+        up={"pulumi", "aws", "aws-cli", "kubectl-eks"},
+        down={"pulumi", "aws", "aws-cli", "kubectl"},
+        preview={"pulumi", "aws", "aws-cli"},
         status={"pulumi"},
         connect={"kubectl"},
     )

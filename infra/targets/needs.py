@@ -14,9 +14,9 @@ from typing import Literal
 
 from llmctl.errors import LlmctlError, PrerequisiteError
 
-Need = Literal["pulumi", "kubectl", "kubeconfig", "ray", "aws"]
+Need = Literal["pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws"]
 # The order checks run (and problems are listed) in.
-NEED_ORDER: tuple[Need, ...] = ("pulumi", "kubectl", "kubeconfig", "ray", "aws")
+NEED_ORDER: tuple[Need, ...] = ("pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,21 @@ def _kubectl(_: NeedContext) -> str:
     return require_kubectl()
 
 
+def _kubectl_eks(_: NeedContext) -> str:
+    # readiness, status and down's finalizer checks call kubectl against the pinned EKS version
+    from llmctl.blueprints.versions import versions
+    from llmctl.infra.aws.preflight import require_kubectl_for
+
+    return require_kubectl_for(versions().eks.kubernetes_version.value)
+
+
+def _aws_cli(_: NeedContext) -> str:
+    # the EKS kubeconfig authenticates through `aws eks get-token` (every Kubernetes resource, kubectl)
+    from llmctl.infra.aws.preflight import require_aws_cli
+
+    return require_aws_cli()
+
+
 def _aws(ctx: NeedContext) -> str:
     from llmctl.infra.aws.preflight import require_aws
 
@@ -75,6 +90,8 @@ def _aws(ctx: NeedContext) -> str:
 CHECKS: dict[Need, Callable[[NeedContext], str]] = {
     "pulumi": _pulumi,
     "kubectl": _kubectl,
+    "kubectl-eks": _kubectl_eks,
+    "aws-cli": _aws_cli,
     "kubeconfig": lambda ctx: require_kubeconfig(ctx.kubeconfig),
     "ray": lambda _: require_ray(),
     "aws": _aws,

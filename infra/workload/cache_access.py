@@ -2,7 +2,9 @@
 
 An IAM role trusted by `pods.eks.amazonaws.com`, allowed to read and write the platform's cache
 bucket (weights mirror and Neuron compile cache), associated with the workload's
-`llmctl-serving` service account.
+`llmctl-serving` service account. Its ARNs use the account's partition (as the load balancer
+controller's policy does) and its taggable resources carry the same `llmctl:stack` and
+`llmctl:cluster` tags as the platform's, which the sweep and the leftover check read.
 """
 
 from __future__ import annotations
@@ -10,6 +12,23 @@ from __future__ import annotations
 import json
 
 import pulumi
+
+from llmctl.infra.platform.tags import standard_tags
+
+WORKLOAD_TAG = "llmctl:workload"
+
+
+def s3_statements(partition: str, bucket: str) -> list[dict[str, object]]:
+    """Read and write the cache bucket, in the account's ARN partition."""
+    arn = f"arn:{partition}:s3:::{bucket}"
+    return [
+        {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [arn]},
+        {
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Resource": [f"{arn}/*"],
+        },
+    ]
 
 
 class CacheAccess(pulumi.ComponentResource):
@@ -22,6 +41,7 @@ class CacheAccess(pulumi.ComponentResource):
         name: str,
         *,
         cluster_name: str,
+        stack: str,
         namespace: str,
         service_account: str,
         bucket: str,
@@ -41,30 +61,20 @@ class CacheAccess(pulumi.ComponentResource):
                 }
             ],
         }
-        role = aws.iam.Role(
-            f"{name}-role",
-            assume_role_policy=json.dumps(trust),
-            tags={"llmctl.dev/workload": namespace, "llmctl.dev/cluster": cluster_name},
-            opts=child,
+        tags = standard_tags(stack, cluster_name, extra={WORKLOAD_TAG: namespace})
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(trust), tags=tags, opts=child)
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+        policy = partition.apply(
+            lambda value: json.dumps({"Version": "2012-10-17", "Statement": s3_statements(value, bucket)})
         )
-        policy = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [f"arn:aws:s3:::{bucket}"]},
-                {
-                    "Effect": "Allow",
-                    "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                    "Resource": [f"arn:aws:s3:::{bucket}/*"],
-                },
-            ],
-        }
-        aws.iam.RolePolicy(f"{name}-s3", role=role.id, policy=json.dumps(policy), opts=child)
+        aws.iam.RolePolicy(f"{name}-s3", role=role.id, policy=policy, opts=child)
         aws.eks.PodIdentityAssociation(
             f"{name}-association",
             cluster_name=cluster_name,
             namespace=namespace,
             service_account=service_account,
             role_arn=role.arn,
+            tags=tags,
             opts=child,
         )
         self.role_arn = role.arn

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError
-from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL, PoolSpec
+from llmctl.infra.pools import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, POOL_LABEL, PoolSpec
 from llmctl.infra.targets.names import ClusterTarget
 
 Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
@@ -90,6 +90,16 @@ class PoolFacts(_Strict):
         if instance_type:
             labels[INSTANCE_TYPE_LABEL] = instance_type
         return labels
+
+    def node_label_sets(self, instance_type: str | None = None) -> list[dict[str, str]]:
+        """The label sets a node of this pool can have: a Karpenter node also carries its capacity
+        type, one of the pool's (either of spot and on-demand when the pool does not say)."""
+        labels = self.node_labels(instance_type)
+        if self.managed_by != "karpenter":
+            return [labels]
+        return [
+            {**labels, CAPACITY_TYPE_LABEL: kind} for kind in self.capacity_types or ("spot", "on-demand")
+        ]
 
     def launches(self, instance_type: str, family: str) -> bool:
         """Whether a node of this pool can be of this instance type."""

@@ -39,6 +39,7 @@ from llmctl.infra.workload.delivery import (
     CONFIGMAP_LIMIT,
     DELIVERY_ENV,
     configmap_delivery,
+    configmap_size,
     fixed_image,
     image_tag,
     wheel_key,
@@ -224,11 +225,11 @@ def kept_wheel() -> tuple[Path, str]:
 def configmap_wheel(config: WorkloadConfig) -> Delivery:
     """An existing cluster without an image: the wheel for a ConfigMap, refused when too large."""
     wheel, digest = kept_wheel()
-    size = wheel.stat().st_size
+    size = configmap_size(config, wheel, digest)
     if size > CONFIGMAP_LIMIT:
         raise LlmctlError(
-            f"the llmctl wheel is {size // 1024} KiB, over the {CONFIGMAP_LIMIT // 1024} KiB a ConfigMap "
-            "can safely carry",
+            f"the llmctl wheel is {wheel.stat().st_size // 1024} KiB, {size // 1024} KiB as a ConfigMap "
+            f"(base64 and metadata), over the {CONFIGMAP_LIMIT // 1024} KiB a Kubernetes object can carry",
             f"push an image (llmctl images build --push -b {config.blueprint.name} "
             f"{_stack_flags(config.stack)} --region REGION) and set it as the blueprint's image.serving_image",
         )

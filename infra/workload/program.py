@@ -46,6 +46,7 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
                 CacheAccess(
                     "cache-access",
                     cluster_name=config.platform.cluster_name,
+                    stack=config.stack,
                     namespace=config.ns,
                     service_account=SERVICE_ACCOUNT,
                     bucket=bucket,

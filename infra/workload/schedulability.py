@@ -241,7 +241,11 @@ def _check_template(template: PodTemplate, pools: list[PoolFacts], catalog: Hard
             )
         )
     candidates = _candidates(pools, catalog)
-    matching = [(p, i) for p, i in candidates if selector_matches(spec, p.node_labels(i.name if i else None))]
+    matching = [
+        (p, i)
+        for p, i in candidates
+        if any(selector_matches(spec, labels) for labels in p.node_label_sets(i.name if i else None))
+    ]
     if not matching:
         selector = ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items()) or "(none)"
         return [

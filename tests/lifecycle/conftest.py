@@ -99,6 +99,7 @@ def engine(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> Stan
     bin_dir = tmp_path / "standin-bin"
     install(bin_dir, "pulumi", "cli")
     install(bin_dir, "kubectl", "kubectl")
+    install(bin_dir, "aws", "aws_cli")  # `up`'s preflight asks for its version
     data = tmp_path / "standin"
     data.mkdir()
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")

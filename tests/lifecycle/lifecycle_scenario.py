@@ -203,12 +203,12 @@ def add_repositories(region: str, sc: Scenario) -> None:
     """Serving-image repositories `llmctl images build --push` made for this cluster, and look-alikes."""
     ecr = boto3.client("ecr", region_name=region)
     repos = {
-        "llmctl/dev/tiny-cpu": (True, {"llmctl.dev/cluster": CLUSTER}),
-        "llmctl/dev/llama2-inf2": (True, {"llmctl.dev/cluster": CLUSTER}),
-        "llmctl/prod/tiny-cpu": (False, {"llmctl.dev/cluster": OTHER}),
-        "llmctl/dev-2/tiny-cpu": (False, {"llmctl.dev/cluster": f"{CLUSTER}-2"}),
+        "llmctl/dev/tiny-cpu": (True, {"llmctl:cluster": CLUSTER}),
+        "llmctl/dev/llama2-inf2": (True, {"llmctl:cluster": CLUSTER}),
+        "llmctl/prod/tiny-cpu": (False, {"llmctl:cluster": OTHER}),
+        "llmctl/dev-2/tiny-cpu": (False, {"llmctl:cluster": f"{CLUSTER}-2"}),
         "llmctl/dev/untagged": (False, {}),
-        "team/llmctl-dev": (False, {"llmctl.dev/cluster": CLUSTER}),  # not an llmctl repository name
+        "team/llmctl-dev": (False, {"llmctl:cluster": CLUSTER}),  # not an llmctl repository name
     }
     for name, (mine, tags) in repos.items():
         ecr.create_repository(repositoryName=name, tags=[{"Key": k, "Value": v} for k, v in tags.items()])

@@ -62,6 +62,34 @@ def test_up_failing_midway_then_down_destroys_everything_it_made(engine: Standin
     assert code == 0 and json.loads(out) == []
 
 
+def test_a_failed_up_says_what_still_runs_its_cost_per_hour_and_the_exact_down(
+    engine: StandinEngine, aws: str
+) -> None:
+    # issue 25, item 6: after a failure once nodes exist, the bill is not silent
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.blueprints.pricing import blueprint_cost
+
+    cost = blueprint_cost(load_blueprint("tiny-cpu"), hardware())
+    down = f"`llmctl down --stack dev --region {aws}`"
+    eks_cluster(aws)
+    engine.control(fail={"nodepools-default-nodepool": "creating NodePool default: webhook unavailable"})
+    code, _out, err = up()
+    assert code == 5 and "webhook unavailable" in err, err
+    hint = err[err.index("hint:") :]
+    assert f"still running: cluster {CLUSTER} (control plane, NAT, core nodes), about " in hint
+    assert f"${cost.platform_hourly_usd:.2f}/h until removed; stop it with {down}" in hint
+    assert "serving nodes" not in hint  # the workload never started
+    engine.control(fail={"tiny-cpu/tiny-cpu": "creating RayService: admission webhook denied"})
+    code, _out, err = up()
+    assert code == 5 and "admission webhook denied" in err, err
+    hint = err[err.index("hint:") :]
+    serving = f"up to {cost.nodes_max} x {cost.instance_type} serving nodes"
+    total = cost.platform_hourly_usd + cost.serving_hourly_max_usd
+    assert f"(control plane, NAT, core nodes) and {serving}, about ${total:.2f}/h" in hint, hint
+    assert down in hint
+
+
 def test_down_refuses_when_the_cluster_exists_but_cannot_be_reached_then_force_drops_with_explanation(
     engine: StandinEngine, aws: str
 ) -> None:

@@ -325,6 +325,14 @@ def broken_lb_controller() -> list[Violation]:
     return check_order(session(BP, platform=graph))
 
 
+def broken_service_addons() -> list[Violation]:
+    # as before the fix (issue 25, item 1): the add-ons wait for the cluster only
+    graph = platform_graph(BP)
+    for addon in ("observability-amazon-cloudwatch-observability", "observability-metrics-server"):
+        graph = cut(graph, addon, "ingress-lbc")
+    return check_order(session(BP, platform=graph))
+
+
 def broken_device_plugins() -> list[Violation]:
     graph = cut(platform_graph(BP), "neuron-release")
     return check_order(session(BP, platform=graph))
@@ -370,6 +378,14 @@ BROKEN: dict[str, tuple[Callable[[], list[Violation]], tuple[str, ...]]] = {
     "lb-controller-outlives-load-balancers": (
         broken_lb_controller,
         ("IngressClassParams ingress-internal-params", "Release ingress-lbc", "Role ingress-lbc-role"),
+    ),
+    "service-addons-after-lb-controller": (
+        broken_service_addons,
+        (
+            "Addon observability-amazon-cloudwatch-observability",
+            "Addon observability-metrics-server",
+            "Release ingress-lbc",
+        ),
     ),
     "device-plugins-need-the-cluster": (
         broken_device_plugins,

@@ -68,7 +68,7 @@ def test_push_before_the_first_up_creates_the_repository(aws: str, docker: Path)
     [repo] = ecr.describe_repositories(repositoryNames=["llmctl/qa/tiny-cpu"])["repositories"]
     assert repo["imageTagMutability"] == "IMMUTABLE" and repo["imageScanningConfiguration"]["scanOnPush"]
     tags = ecr.list_tags_for_resource(resourceArn=repo["repositoryArn"])["tags"]
-    assert tags == [{"Key": "llmctl.dev/cluster", "Value": "llmctl-qa"}]  # what the sweep removes it by
+    assert tags == [{"Key": "llmctl:cluster", "Value": "llmctl-qa"}]  # what the sweep removes it by
     assert [c["args"][0] for c in calls(docker)] == ["info", "login", "buildx"]
     again = CliRunner().invoke(app, args)  # the repository exists now: reused, not created twice
     assert again.exit_code == 0, again.output
@@ -87,7 +87,7 @@ def test_a_named_workload_pushes_to_its_own_repository_tagged_with_the_environme
     ecr = boto3.client("ecr", region_name=aws)
     [repo] = ecr.describe_repositories(repositoryNames=["llmctl/ci.pr-42/tiny-cpu"])["repositories"]
     tags = ecr.list_tags_for_resource(resourceArn=repo["repositoryArn"])["tags"]
-    assert tags == [{"Key": "llmctl.dev/cluster", "Value": "llmctl-ci"}]
+    assert tags == [{"Key": "llmctl:cluster", "Value": "llmctl-ci"}]
 
 
 def test_up_can_build_and_push_first_when_asked(

@@ -23,6 +23,8 @@ runner = CliRunner()
 MISSING = {
     "pulumi": "pulumi CLI is not installed",
     "kubectl": "kubectl is not installed",
+    "kubectl-eks": "kubectl (within one minor version of the cluster's Kubernetes",
+    "aws-cli": "the AWS CLI is not installed",
     "kubeconfig": "--target kubeconfig needs --kubeconfig FILE",
     "ray": "Ray is not installed",
     "aws": "no AWS credentials",
@@ -116,3 +118,63 @@ def test_connect_checks_what_any_target_needs_then_asks_the_recorded_target() ->
     connection = get_target(local.target).connect(local, 8000)
     assert connection.lines == ["local target: already at http://127.0.0.1:9/v1"]
     assert not connection.forwarding
+
+
+# ---- issue 25, item 5: every tool `up` on EKS calls is checked, with versions, before the plan ----
+
+
+def fake_tool(bin_dir: Path, name: str, output: str) -> None:
+    """A `name` on PATH that prints `output` (a version line) for any call."""
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / name
+    tool.write_text(f"#!/bin/sh\necho '{output}'\n")  # echo: a shell builtin, PATH has only this folder
+    tool.chmod(0o755)
+
+
+def test_eks_up_lists_every_missing_tool_at_once_before_any_plan(nothing_installed: None) -> None:
+    result = runner.invoke(app, ["up", "-b", "tiny-cpu", "--yes"])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.count("missing prerequisites") == 1
+    for need in ("pulumi", "aws-cli", "kubectl-eks", "aws"):
+        assert MISSING[need] in result.stderr, need
+    # the fix of each is in the one hint
+    assert "get.pulumi.com" in result.stderr and "getting-started-install" in result.stderr
+    assert "kubernetes.io/docs/tasks/tools" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("aws_cli", "kubectl", "refused"),
+    [
+        (
+            "aws-cli/1.23.5 Python/3.8.10 Linux/5.15 botocore/1.25.5",
+            "v1.35.2",
+            "AWS CLI 1.23.5 is older than 1.24.0",
+        ),
+        ("aws-cli/2.6.3 Python/3.9.12 Linux/5.15 exe/x86_64", "v1.35.2", "AWS CLI 2.6.3 is older than 2.7.0"),
+        ("aws-cli/2.31.0 Python/3.13.7 Linux/6.8 exe/x86_64", "v1.32.4", "kubectl 1.32 is more than 1 minor"),
+    ],
+)
+def test_eks_up_refuses_tools_too_old_for_the_cluster(
+    aws_cli: str, kubectl: str, refused: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.infra.aws.preflight import require_aws_cli, require_kubectl_for
+
+    bin_dir = tmp_path / "tools"
+    fake_tool(bin_dir, "aws", aws_cli)
+    fake_tool(bin_dir, "kubectl", f'{{"clientVersion": {{"gitVersion": "{kubectl}"}}}}')
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(LlmctlError) as info:
+        require_aws_cli()
+        require_kubectl_for("1.35")
+    assert refused in info.value.message and info.value.hint
+
+
+def test_eks_up_accepts_current_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmctl.infra.aws.preflight import require_aws_cli, require_kubectl_for
+
+    bin_dir = tmp_path / "tools"
+    fake_tool(bin_dir, "aws", "aws-cli/1.45.11 Python/3.11.7 Linux/6.18 botocore/1.43.11")
+    fake_tool(bin_dir, "kubectl", '{"clientVersion": {"gitVersion": "v1.34.1"}}')
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert require_aws_cli().startswith("aws-cli/1.45.11")
+    assert require_kubectl_for("1.35").startswith("kubectl v1.34.1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -110,50 +111,155 @@ def test_ray_vllm_hands_the_mirror_to_ray_serve_llm(monkeypatch: pytest.MonkeyPa
     assert llm_config(bp, {"model_source": "/weights"})["model_loading_config"]["model_source"] == "/weights"
 
 
-def test_the_workloads_mirror_job_script_writes_what_the_serving_pods_read(
-    tiny_model: Path, aws: dict[str, str], tmp_path: Path
-) -> None:
-    """The Job's own script (from the rendered ConfigMap, with the Job's env) against moto S3; the
-    Hugging Face Hub is the boundary: offline, the snapshot is already in the Job's work dir."""
-    import os
-    import shutil
-    import subprocess
+BUCKET = "llmctl-dev-us-west-2-cache"
 
-    from llmctl.infra.workload.builders.cache import cache_env, mirror_objects
+
+def mirror_job(tmp_path: Path) -> tuple[Any, dict[str, Any], Path]:
+    """(config, the Job, its script written out) for tiny-cpu with the mirror on."""
+    from llmctl.infra.workload.builders.cache import mirror_objects
     from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
     tiny = load_blueprint("tiny-cpu")
     bp = tiny.model_copy(update={"caches": tiny.caches.model_copy(update={"model_mirror": True})})
-    facts = PlatformFacts.for_blueprint(bp).model_copy(update={"cache_bucket": "llmctl-dev-us-west-2-cache"})
+    facts = PlatformFacts.for_blueprint(bp).model_copy(update={"cache_bucket": BUCKET})
     config = WorkloadConfig(blueprint=bp, platform=facts)
     script_map, job = mirror_objects(config)
-    container = job["spec"]["template"]["spec"]["containers"][0]
     script = tmp_path / "mirror.py"
     script.write_text(script_map["data"]["mirror.py"])
-    boto3.client("s3").create_bucket(
-        Bucket="llmctl-dev-us-west-2-cache", CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
-    )
-    work = tmp_path / "work-model"
-    shutil.copytree(tiny_model, work)
-    env = {
+    return config, job, script
+
+
+def run_job(job: dict[str, Any], script: Path, work: Path, hub_url: str, **env: str) -> Any:
+    """The Job's script as its container runs it (its env), against moto S3 and the fake Hub."""
+    import os
+    import subprocess
+
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    full = {
         **os.environ,
         **{e["name"]: e["value"] for e in container["env"] if "value" in e},
         "MIRROR_DIR": str(work),
-        "HF_HUB_OFFLINE": "1",
+        "HF_ENDPOINT": hub_url,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HOME": str(work.parent / "hf-home"),
         "PIP_NO_INDEX": "1",
+        **env,
     }
-    first = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, check=False
+    full.pop("HF_HUB_OFFLINE", None)
+    return subprocess.run(
+        [sys.executable, str(script)], env=full, capture_output=True, text=True, check=False
     )
-    assert first.returncode == 0, first.stderr
-    [uri] = [e["value"] for e in cache_env(config) if e["name"] == "LLMCTL_MODEL_URI"]
-    assert f"mirrored to {uri}" in first.stdout
-    local = Path(sync_model(uri))  # what a serving pod does with the URI it is given
-    expected = {p.relative_to(tiny_model) for p in tiny_model.rglob("*") if p.is_file()}
-    assert {p.relative_to(local) for p in local.rglob("*") if p.is_file()} == expected | {
-        Path(COMPLETE_MARKER)
-    }
-    again = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, check=False
+
+
+def test_the_workloads_mirror_job_script_writes_what_the_serving_pods_read(
+    tiny_model: Path, aws: dict[str, str], tmp_path: Path
+) -> None:
+    """The Job's own script (from the rendered ConfigMap, with the Job's env) against moto S3 and a
+    stand-in Hugging Face Hub (tests/serving/fake_hub.py)."""
+    from fake_hub import FakeHub, serve
+
+    from llmctl.infra.workload.builders.cache import cache_env
+
+    config, job, script = mirror_job(tmp_path)
+    boto3.client("s3").create_bucket(
+        Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
     )
+    hub = FakeHub(config.blueprint.model.id, tiny_model)
+    with serve(hub) as url:
+        first = run_job(job, script, tmp_path / "work", url)
+        assert first.returncode == 0, first.stderr
+        [uri] = [e["value"] for e in cache_env(config) if e["name"] == "LLMCTL_MODEL_URI"]
+        assert f"mirrored to {uri}" in first.stdout
+        local = Path(sync_model(uri))  # what a serving pod does with the URI it is given
+        expected = {p.relative_to(tiny_model) for p in tiny_model.rglob("*") if p.is_file()}
+        assert {p.relative_to(local) for p in local.rglob("*") if p.is_file()} == expected | {
+            Path(COMPLETE_MARKER)
+        }
+        assert not [p for p in (tmp_path / "work").rglob("*") if p.is_file() and ".cache" not in p.parts]
+        again = run_job(job, script, tmp_path / "work", url)
     assert again.returncode == 0 and f"already mirrored: {uri}" in again.stdout
+    assert set(hub.gets) == {str(p) for p in expected} and set(hub.gets.values()) == {1}
+
+
+def test_an_interrupted_mirror_resumes_copying_only_what_is_missing_or_damaged(
+    tiny_model: Path, aws: dict[str, str], tmp_path: Path
+) -> None:
+    # issue 25, item 3: a new pod (an empty volume) after an interruption does not start from zero
+    from fake_hub import FakeHub, serve
+
+    config, job, script = mirror_job(tmp_path)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    hub = FakeHub(config.blueprint.model.id, tiny_model)
+    prefix = f"models/{config.blueprint.model.id}/{config.blueprint.model.revision}"
+    with serve(hub) as url:
+        assert run_job(job, script, tmp_path / "work-1", url).returncode == 0
+        # as if the first pod died before its last two files and the marker: one object missing,
+        # one left with the wrong content (same size), no marker
+        names = sorted(hub.gets)
+        missing, damaged = names[0], names[1]
+        s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/{missing}")
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{damaged}", Body=b"\0" * len(hub.files[damaged]))
+        s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/{COMPLETE_MARKER}")
+        hub.gets.clear()
+        second = run_job(job, script, tmp_path / "work-2", url)
+    assert second.returncode == 0, second.stderr
+    assert sorted(hub.gets) == sorted([missing, damaged])
+    assert f"2 of {len(names)} files to copy ({len(names) - 2} already in S3" in second.stdout
+    body = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/{damaged}")["Body"].read()
+    assert body == hub.files[damaged]
+
+
+def test_formats_no_runtime_loads_are_left_out_and_a_model_that_does_not_fit_is_refused_with_numbers(
+    tiny_model: Path, aws: dict[str, str], tmp_path: Path
+) -> None:
+    from fake_hub import FakeHub, serve
+
+    from llmctl.infra.workload.builders.cache import MIRROR_NO_ROOM
+
+    config, job, script = mirror_job(tmp_path)
+    boto3.client("s3").create_bucket(
+        Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+    )
+    gib = 1024**3
+    # a repository with every format present: PyTorch pickles beside the safetensors, the original
+    # checkpoint, GGUF and ONNX exports (listed with sizes only; none may be downloaded)
+    extra = {
+        "pytorch_model-00001-of-00002.bin": 10 * gib,
+        "pytorch_model-00002-of-00002.bin": 10 * gib,
+        "original/consolidated.00.pth": 16 * gib,
+        "model-q4.gguf": 4 * gib,
+        "onnx/model.onnx": 2 * gib,
+    }
+    hub = FakeHub(config.blueprint.model.id, tiny_model, extra)
+    with serve(hub) as url:
+        fits = run_job(job, script, tmp_path / "work-1", url)
+        assert fits.returncode == 0, fits.stderr
+        left_out = "left out, not loaded: model-q4.gguf, onnx/model.onnx, original/consolidated.00.pth, "
+        assert left_out + "pytorch_model-00001-of-00002.bin, pytorch_model-00002-of-00002.bin)" in fits.stdout
+        assert not set(hub.gets) & set(extra)
+    import runpy
+
+    module = runpy.run_path(str(script), run_name="mirror")
+    names = [*extra, "model.safetensors", "config.json", ".gitattributes"]
+    assert module["select"](names) == ["config.json", "model.safetensors"]
+    assert module["select"]([n for n in names if n != "model.safetensors"]) == [
+        "config.json",
+        "pytorch_model-00001-of-00002.bin",
+        "pytorch_model-00002-of-00002.bin",
+    ]
+    sizes = {**extra, "config.json": 1000}
+    refusal = module["fits"](sizes, ["config.json", *list(extra)[:2]], list(extra)[:2], 8 * gib)
+    assert refusal == (
+        "the model does not fit the mirror volume: its largest file is 10.0 GiB, the volume 8.0 GiB "
+        "(the repository holds 42.0 GiB in 6 files; the 3 files a runtime loads hold 20.0 GiB)"
+    )
+    # the Job itself refuses before downloading anything, with the exit code it does not retry
+    s3 = boto3.client("s3")
+    for obj in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        s3.delete_object(Bucket=BUCKET, Key=obj["Key"])
+    small = FakeHub(config.blueprint.model.id, tiny_model)
+    with serve(small) as url:
+        refused = run_job(job, script, tmp_path / "work-2", url, MIRROR_VOLUME_BYTES="1000")
+    assert refused.returncode == MIRROR_NO_ROOM, refused.stderr
+    assert "does not fit the mirror volume" in refused.stderr and not small.gets

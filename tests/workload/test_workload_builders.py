@@ -377,3 +377,33 @@ def test_ray_vllm_on_neuron_installs_the_ray_pinned_for_its_vllm() -> None:
         assert "ray[serve]==2.53.0" in args and "pyarrow==" in args and "ray[serve]==2.58.0" not in args
     gpu = find(manifests_for("llama2-70b-vllm-gpu"), "RayService")["spec"]["rayClusterConfig"]
     assert gpu["rayVersion"] == versions().python["ray"].value
+
+
+@pytest.mark.parametrize("name", ["llama2-inf2", "llama2-70b-vllm-gpu"])
+def test_the_mirror_job_runs_on_demand_undisrupted_with_a_sized_volume_and_no_retry_when_too_big(
+    name: str,
+) -> None:
+    # issue 25, item 3: the `default` pool offers spot and consolidates after a minute
+    from llmctl.infra.workload.builders.cache import MIRROR_NO_ROOM, MIRROR_VOLUME_GIB
+
+    job = find(manifests_for(name), "Job", "model-mirror")
+    template = job["spec"]["template"]
+    spec = template["spec"]
+    assert spec["nodeSelector"] == {
+        "karpenter.sh/nodepool": "default",
+        "karpenter.sh/capacity-type": "on-demand",
+    }
+    assert template["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    [work] = [v for v in spec["volumes"] if v["name"] == "work"]
+    assert work == {"name": "work", "emptyDir": {"sizeLimit": f"{MIRROR_VOLUME_GIB}Gi"}}
+    [container] = spec["containers"]
+    assert container["resources"]["requests"]["ephemeral-storage"] == f"{MIRROR_VOLUME_GIB}Gi"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["MIRROR_VOLUME_BYTES"] == str(MIRROR_VOLUME_GIB * 1024**3)
+    assert spec["restartPolicy"] == "Never"
+    assert job["spec"]["podFailurePolicy"]["rules"] == [
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": "mirror", "operator": "In", "values": [MIRROR_NO_ROOM]},
+        }
+    ]

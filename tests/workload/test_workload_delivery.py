@@ -295,14 +295,30 @@ def test_a_wheel_too_large_for_a_configmap_is_refused_in_one_line(
 
     config = on_existing_cluster(config_for("tiny-cpu"))
     big = tmp_path / wheel_file()
-    big.write_bytes(b"x" * (CONFIGMAP_LIMIT + 1))
+    # 800 KiB passed the old raw-size check (900 KiB); base64 makes it 1067 KiB on the wire
+    big.write_bytes(b"x" * (800 * 1024))
     monkeypatch.setattr(deploy_delivery, "kept_wheel", lambda: (big, "ef" * 32))
     with pytest.raises(LlmctlError) as error:
         deploy_delivery.decide(config)
-    assert "\n" not in error.value.message and "900 KiB" in error.value.message
+    assert "\n" not in error.value.message
+    assert "800 KiB, 1067 KiB as a ConfigMap" in error.value.message and "1024 KiB" in error.value.message
     assert error.value.hint and "llmctl images build --push -b tiny-cpu" in error.value.hint
-    big.write_bytes(b"x" * CONFIGMAP_LIMIT)  # at the limit: delivered
+    big.write_bytes(b"x" * (700 * 1024))  # 933 KiB encoded, with metadata still under 1 MiB: delivered
     assert deploy_delivery.decide(config).mode == "configmap"
+
+
+def test_the_configmap_size_is_the_rendered_object_with_the_wheel_base64_encoded(tmp_path: Path) -> None:
+    import json
+
+    from llmctl.infra.workload.delivery import app_objects, configmap_delivery, configmap_size
+
+    config = on_existing_cluster(config_for("tiny-cpu"))
+    wheel = tmp_path / wheel_file()
+    wheel.write_bytes(bytes(range(256)) * 3000)  # 768000 bytes: 1024000 in base64
+    size = configmap_size(config, wheel, "ab" * 32)
+    [obj] = app_objects(config.model_copy(update={"delivery": configmap_delivery(config, wheel, "ab" * 32)}))
+    assert size == len(json.dumps(obj, separators=(",", ":")).encode())
+    assert 1024000 < size < 1024000 + 2048 and size <= CONFIGMAP_LIMIT == 1024 * 1024
 
 
 def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(

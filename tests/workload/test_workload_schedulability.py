@@ -199,3 +199,22 @@ def test_an_api_key_is_refused_exactly_where_the_registry_says_the_app_cannot_ch
     assert bool(refused) == (not checks)
     if refused:
         assert refused[0].message == f"{bp.runtime} cannot check an API key, so the endpoint would be open"
+
+
+def test_a_capacity_type_selector_matches_only_pools_that_launch_that_capacity() -> None:
+    # the model-mirror Job asks for karpenter.sh/capacity-type: on-demand (issue 25, item 3)
+    job = find(manifests_for("llama2-inf2"), "Job", "model-mirror")
+    [template] = pod_templates(job)
+    spec = template.spec
+    assert spec["nodeSelector"]["karpenter.sh/capacity-type"] == "on-demand"
+    spot_only = PoolFacts(name="default", capacity_types=["spot"], instance_families=["m5"])
+    both = spot_only.model_copy(update={"capacity_types": ["spot", "on-demand"]})
+    unsaid = spot_only.model_copy(update={"capacity_types": []})
+    assert not any(selector_matches(spec, labels) for labels in spot_only.node_label_sets())
+    assert [selector_matches(spec, labels) for labels in both.node_label_sets()] == [False, True]
+    assert any(selector_matches(spec, labels) for labels in unsaid.node_label_sets())
+    problems = check_schedulable([job], [spot_only], hardware())
+    assert [p.message.split(";")[0] for p in problems] == [
+        "nodeSelector/affinity karpenter.sh/nodepool=default, karpenter.sh/capacity-type=on-demand matches no "
+        "node of any pool"
+    ]

@@ -20,6 +20,7 @@ one replica compiles).
 
 from __future__ import annotations
 
+from llmctl.infra.pools import CAPACITY_TYPE_LABEL
 from llmctl.infra.workload.builders.common import (
     SERVICE_ACCOUNT,
     Obj,
@@ -29,45 +30,138 @@ from llmctl.infra.workload.builders.common import (
     serving_image,
     token_env,
 )
-from llmctl.infra.workload.builders.placement import cpu_pool, scheduling
+from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
 
 MIRROR_JOB = "model-mirror"
 MIRROR_SCRIPT = "model-mirror-script"
+#: the Job's work volume: it holds one file at a time (the largest shard of a catalog model is
+#: about 10 GiB), requested as ephemeral storage so the pod lands on a node with that much disk
+MIRROR_VOLUME_GIB = 50
+#: the script's exit code for "the model does not fit the volume": the Job fails without retrying
+MIRROR_NO_ROOM = 3
 
-_SCRIPT = '''\
-"""Mirror a Hugging Face snapshot to S3 once; later runs see the marker and exit."""
+_SCRIPT = """\
+\"\"\"Mirror a Hugging Face snapshot to S3, one file at a time and resumably; a later run that finds
+the marker exits. Each object carries its SHA-256 and git blob id, so a restarted Job (after an
+interruption, on a new node with an empty volume) skips what is already there intact.\"\"\"
+import fnmatch
+import hashlib
 import os
 import subprocess
 import sys
 
-subprocess.run([sys.executable, "-m", "pip", "install", "-q", "huggingface_hub", "boto3"], check=False)
-import boto3  # noqa: E402
-from huggingface_hub import snapshot_download  # noqa: E402
+# Formats no llmctl runtime loads (the original Meta checkpoints, GGUF, ONNX, TensorFlow, Flax, ...);
+# PyTorch pickles only when the repository has no safetensors (which every runtime prefers).
+NOT_LOADED = [
+    "original/*", "*.pth", "*.gguf", "*.onnx", "*.onnx_data", "onnx/*", "*.h5", "*.msgpack",
+    "*.ckpt", "*.tflite", "*.ot", "*.mlmodel", "coreml/*", "tf_model*", "flax_model*", "rust_model*",
+]
+PICKLES = ["*.bin", "*.pt"]
+NO_ROOM = 3  # exit code for "does not fit": the Job's podFailurePolicy fails it without retrying
+GIB = 1024 ** 3
 
-bucket, prefix = os.environ["MIRROR_BUCKET"], os.environ["MIRROR_PREFIX"].rstrip("/")
-marker = prefix + "/" + os.environ["MIRROR_MARKER"]
-s3 = boto3.client("s3")
-if s3.list_objects_v2(Bucket=bucket, Prefix=marker).get("KeyCount"):
-    print("already mirrored: s3://%s/%s" % (bucket, prefix))
-    sys.exit(0)
-local = snapshot_download(
-    os.environ["MODEL_ID"], revision=os.environ.get("MODEL_REVISION", "main"),
-    token=os.environ.get("HF_TOKEN") or None, local_dir=os.environ.get("MIRROR_DIR", "/work/model"),
-    ignore_patterns=["*.pth", "original/*"],
-)
-for root, _dirs, files in os.walk(local):
-    for name in files:
-        path = os.path.join(root, name)
-        rel = os.path.relpath(path, local)
-        if rel.startswith(".cache"):
-            continue
-        s3.upload_file(path, bucket, prefix + "/" + rel)
-s3.put_object(Bucket=bucket, Key=marker, Body=b"ok")
-print("mirrored to s3://%s/%s" % (bucket, prefix))
-'''
+
+def select(names):
+    \"\"\"The files a runtime loads, from the repository's file names.\"\"\"
+    kept = [n for n in names if not n.startswith(".") and not any(fnmatch.fnmatch(n, p) for p in NOT_LOADED)]
+    if any(n.endswith(".safetensors") for n in kept):
+        kept = [n for n in kept if not any(fnmatch.fnmatch(n, p) for p in PICKLES)]
+    return sorted(kept)
+
+
+def fits(sizes, chosen, todo, volume):
+    \"\"\"None when the largest file still to copy fits the volume (files are copied one at a time),
+    else the refusal with the numbers.\"\"\"
+    largest = max((sizes[n] for n in todo), default=0)
+    if largest <= volume:
+        return None
+    total = sum(sizes.values())
+    return (
+        "the model does not fit the mirror volume: its largest file is %.1f GiB, the volume %.1f GiB "
+        "(the repository holds %.1f GiB in %d files; the %d files a runtime loads hold %.1f GiB)"
+        % (largest / GIB, volume / GIB, total / GIB, len(sizes), len(chosen), sum(sizes[n] for n in chosen) / GIB)
+    )
+
+
+def digests(path):
+    \"\"\"(SHA-256, git blob SHA-1) of a file, in one pass.\"\"\"
+    sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\\0" % os.path.getsize(path))
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            sha256.update(chunk)
+            blob.update(chunk)
+    return sha256.hexdigest(), blob.hexdigest()
+
+
+def expected(sibling):
+    \"\"\"What the Hub says the file is: size, and its SHA-256 (LFS) or git blob id.\"\"\"
+    lfs = getattr(sibling, "lfs", None)
+    sha256 = (lfs.get("sha256") if isinstance(lfs, dict) else getattr(lfs, "sha256", None)) if lfs else None
+    return sibling.size, sha256, sibling.blob_id
+
+
+def intact(s3, bucket, key, want):
+    \"\"\"Whether the object is there with the right size and checksum.\"\"\"
+    from botocore.exceptions import ClientError
+
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except ClientError:
+        return False
+    size, sha256, blob = want
+    meta = head.get("Metadata") or {}
+    if head.get("ContentLength") != size:
+        return False
+    return meta.get("sha256") == sha256 if sha256 else meta.get("git-blob") == blob
+
+
+def main():
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "huggingface_hub", "boto3"], check=False)
+    import boto3
+    from huggingface_hub import HfApi, hf_hub_download
+
+    bucket, prefix = os.environ["MIRROR_BUCKET"], os.environ["MIRROR_PREFIX"].rstrip("/")
+    marker = prefix + "/" + os.environ["MIRROR_MARKER"]
+    model, revision = os.environ["MODEL_ID"], os.environ.get("MODEL_REVISION", "main")
+    token = os.environ.get("HF_TOKEN") or None
+    work = os.environ.get("MIRROR_DIR", "/work/model")
+    volume = int(os.environ.get("MIRROR_VOLUME_BYTES", "0")) or None
+    s3 = boto3.client("s3")
+    if s3.list_objects_v2(Bucket=bucket, Prefix=marker).get("KeyCount"):
+        print("already mirrored: s3://%s/%s" % (bucket, prefix))
+        return 0
+    info = HfApi().model_info(model, revision=revision, token=token, files_metadata=True)
+    siblings = {s.rfilename: s for s in info.siblings}
+    sizes = {name: s.size or 0 for name, s in siblings.items()}
+    chosen = select(sizes)
+    todo = [n for n in chosen if not intact(s3, bucket, prefix + "/" + n, expected(siblings[n]))]
+    print("%d of %d files to copy (%d already in S3; left out, not loaded: %s)" % (
+        len(todo), len(chosen), len(chosen) - len(todo), ", ".join(sorted(set(sizes) - set(chosen))) or "none"))
+    problem = fits(sizes, chosen, todo, volume) if volume else None
+    if problem:
+        print(problem, file=sys.stderr)
+        return NO_ROOM
+    for name in todo:
+        path = hf_hub_download(model, name, revision=revision, token=token, local_dir=work)
+        sha256, blob = digests(path)
+        size, want_sha256, want_blob = expected(siblings[name])
+        if os.path.getsize(path) != size or (want_sha256 or want_blob) not in (sha256, blob):
+            print("downloaded %s does not match the Hub's size or checksum" % name, file=sys.stderr)
+            return 1
+        s3.upload_file(path, bucket, prefix + "/" + name, ExtraArgs={"Metadata": {"sha256": sha256, "git-blob": blob}})
+        os.remove(path)  # one file on the volume at a time
+        print("copied %s (%d bytes)" % (name, size))
+    s3.put_object(Bucket=bucket, Key=marker, Body=b"ok")
+    print("mirrored to s3://%s/%s" % (bucket, prefix))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
 
 
 def model_prefix(config: WorkloadConfig) -> str:
@@ -118,19 +212,32 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
         {"name": "MODEL_REVISION", "value": model.revision},
         {"name": "AWS_REGION", "value": config.platform.region},
         {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
+        {"name": "MIRROR_VOLUME_BYTES", "value": str(MIRROR_VOLUME_GIB * 1024**3)},
         *token_env(config),
     ]
+    pool = cpu_pool(config)
+    placement = scheduling(pool)
+    annotations: dict[str, str] = {}
+    if pool.managed_by == "karpenter":
+        # a download of up to an hour: on-demand capacity (the pool also offers spot), and Karpenter
+        # does not consolidate the node away while the pod runs
+        placement["nodeSelector"][CAPACITY_TYPE_LABEL] = "on-demand"
+        annotations[DO_NOT_DISRUPT] = "true"
     pod_spec: Obj = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "restartPolicy": "OnFailure",
-        **scheduling(cpu_pool(config)),
+        # Never: a failed pod is replaced by a new one (podFailurePolicy needs it); the copy resumes
+        "restartPolicy": "Never",
+        **placement,
         "containers": [
             {
                 "name": "mirror",
                 "image": image,
                 "command": ["python3", "/opt/llmctl/mirror/mirror.py"],
                 "env": env,
-                "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "4Gi", "ephemeral-storage": f"{MIRROR_VOLUME_GIB}Gi"},
+                    "limits": {"memory": "4Gi"},
+                },
                 "volumeMounts": [
                     {"name": "script", "mountPath": "/opt/llmctl/mirror", "readOnly": True},
                     {"name": "work", "mountPath": "/work"},
@@ -139,7 +246,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
         ],
         "volumes": [
             {"name": "script", "configMap": {"name": MIRROR_SCRIPT, "items": items}},
-            {"name": "work", "emptyDir": {}},
+            {"name": "work", "emptyDir": {"sizeLimit": f"{MIRROR_VOLUME_GIB}Gi"}},
         ],
     }
     job = {
@@ -148,8 +255,23 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
         "metadata": metadata(config, MIRROR_JOB, "cache", readiness(config)),
         "spec": {
             "backoffLimit": 3,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": "mirror",
+                            "operator": "In",
+                            "values": [MIRROR_NO_ROOM],
+                        },
+                    }
+                ]
+            },
             "template": {
-                "metadata": {"labels": metadata(config, MIRROR_JOB, "cache")["labels"]},
+                "metadata": {
+                    "labels": metadata(config, MIRROR_JOB, "cache")["labels"],
+                    **({"annotations": annotations} if annotations else {}),
+                },
                 "spec": pod_spec,
             },
         },
