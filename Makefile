@@ -7,7 +7,7 @@ TORCH_CPU ?= torch==2.13.0
 
 STAMP := $(VENV)/.llmctl-installed
 
-.PHONY: install test lint typecheck bench clean
+.PHONY: install test lint typecheck bench clean locks check-locks
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,6 +35,15 @@ typecheck: install
 	cp -r llmctl/. build/typecheck/llmctl/
 	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" build/typecheck/llmctl/$$d; done
 	cd build/typecheck && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p llmctl
+
+# One lock per runtime and base image (serving/locks/locks.yaml), resolved with uv for the image's
+# Python and platform, with hashes, constrained by what the image ships. Needs the package index.
+locks: install
+	$(BIN)/python -m llmctl.serving.lock_compile write
+
+# Re-resolve every committed lock against the live index (what tests/serving/test_locks.py does).
+check-locks: install
+	$(BIN)/python -m llmctl.serving.lock_compile check
 
 bench: install
 	$(BIN)/python benchmarks/run.py

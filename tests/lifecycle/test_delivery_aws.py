@@ -32,6 +32,8 @@ from llmctl.infra.workload.deploy_delivery import (
     serving_code_tag,
     upload_wheel,
 )
+from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.serving.lockfiles import locks
 
 REPO = "llmctl/dev/tiny-cpu"
 REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
@@ -239,8 +241,10 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     engine: Any, aws: str
 ) -> None:
     stream = io.StringIO()
-    lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
     s3 = boto3.client("s3", region_name=aws)
+    # the ray-cpu lock's wheelhouse is complete in the bucket (conftest: its lock is there): `up` reuses it
+    house = wheelhouse_key(locks().locks["ray-cpu"])
+    lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
     delivery = engine.outputs("llmctl-tiny-cpu", "dev")["delivery"]
     assert delivery["mode"] == "wheel" and delivery["decided"] is True
     key = delivery["wheel_uri"].removeprefix(f"s3://{STANDIN_BUCKET}/")
@@ -259,16 +263,19 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
         .get("spec", {})
         .get("initContainers", [])
     ]
-    assert [c["command"][-2] for c in fetches if c["name"] == FETCH_CONTAINER] == [delivery["wheel_uri"]]
+    [script] = [c["command"][2] for c in fetches if c["name"] == FETCH_CONTAINER]
+    assert f"aws s3 cp --only-show-errors {delivery['wheel_uri']} " in script
+    assert f"--recursive s3://{STANDIN_BUCKET}/{house}/ " in script
     assert any(u.endswith("::cache-access-association") for u in resources)  # the pods' way to the bucket
     printed = stream.getvalue()
     assert f"serving code: wheel {delivery['wheel_uri']} (ECR has no {REPO}:{code_tag()}" in printed
+    assert f"reusing s3://{STANDIN_BUCKET}/{house}/ (the ray-cpu lock's wheels" in printed
 
     # `preview` reaches the same decision without uploading: the workload is unchanged
     s3.delete_object(Bucket=STANDIN_BUCKET, Key=key)
     report = lifecycle().preview("tiny-cpu", region=aws)
     assert set(report.stacks["llmctl-tiny-cpu"].changes) == {"same"}
-    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == 0
+    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == len(locks().locks)  # the locks only
     s3.upload_file(str(build_wheel(engine.root / "wheel")), STANDIN_BUCKET, key)
 
     # `llmctl images build --push` then the next `up`: the image, by digest, and no wheel fetch
