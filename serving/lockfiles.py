@@ -102,6 +102,7 @@ def lock_for(runtime: str, image: str) -> LockSpec:
     from llmctl.blueprints.versions import versions
 
     pinned = versions().images
+    image = image.split("@", 1)[0]  # the same image pinned by digest
     for spec in locks().locks.values():
         if spec.runtime == runtime and spec.image in pinned and pinned[spec.image].image == image:
             return spec

@@ -215,12 +215,12 @@ def wheelhouse_uri(config: WorkloadConfig) -> str:
 
 def fetch_container(config: WorkloadConfig) -> Obj:
     """The init container that copies the wheel from S3 with the pod's Pod Identity."""
-    from llmctl.blueprints.versions import versions
+    from llmctl.blueprints.versions import by_digest, versions
 
     delivery = delivery_of(config)
     return {
         "name": FETCH_CONTAINER,
-        "image": versions().images["aws_cli"].image,
+        "image": by_digest(versions().images["aws_cli"].image),
         # the wheel, then the runtime lock's wheelhouse (everything the serving container installs)
         "command": [
             "/bin/sh",

@@ -32,7 +32,7 @@ from llmctl.infra.workload.deploy_delivery import (
     serving_code_tag,
     upload_wheel,
 )
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
 from llmctl.serving.lockfiles import locks
 
 REPO = "llmctl/dev/tiny-cpu"
@@ -54,9 +54,14 @@ def config(region: str) -> WorkloadConfig:
     return WorkloadConfig(blueprint=bp, platform=facts)
 
 
-def bucket(region: str) -> Any:
+def bucket(region: str, *, wheelhouse: bool = False) -> Any:
+    """The cache bucket; with `wheelhouse`, holding tiny-cpu's complete wheelhouse (its lock, which
+    goes last), so a wheel delivery reuses it (tests/serving/test_wheelhouse.py builds a real one)."""
     s3 = boto3.client("s3", region_name=region)
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": region})
+    if wheelhouse:
+        spec = locks().locks["ray-cpu"]
+        s3.put_object(Bucket=BUCKET, Key=f"{wheelhouse_key(spec)}/{LOCK_FILE}", Body=spec.path.read_bytes())
     return s3
 
 
@@ -104,7 +109,7 @@ def test_changed_code_without_a_version_bump_does_not_run_the_old_image(
 ) -> None:
     from llmctl.infra.workload import deploy_delivery
 
-    s3 = bucket(aws)
+    s3 = bucket(aws, wheelhouse=True)
     push(aws, REPO, code_tag())  # `images build --push` of the code as it was
     changed = tmp_path / "changed" / wheel.name  # then the code changes, same version
     changed.parent.mkdir()
@@ -132,7 +137,7 @@ def test_changed_code_without_a_version_bump_does_not_run_the_old_image(
 
 @pytest.mark.parametrize("other_tag", [False, True], ids=["no-repository", "other-tag"])
 def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag: bool) -> None:
-    s3 = bucket(aws)
+    s3 = bucket(aws, wheelhouse=True)
     if other_tag:
         push(aws, REPO, "0.0.1")
     notes: list[str] = []
@@ -144,11 +149,15 @@ def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag:
     assert chosen.wheel_uri is not None and chosen.wheel_uri.startswith(f"s3://{BUCKET}/llmctl/wheels/")
     key = chosen.wheel_uri.removeprefix(f"s3://{BUCKET}/")
     assert s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0
-    assert notes == [f"    uploaded {chosen.wheel_uri}"]
+    house = wheelhouse_key(locks().locks["ray-cpu"])
+    assert notes == [
+        f"    uploaded {chosen.wheel_uri}",
+        f"    reusing s3://{BUCKET}/{house}/ (the ray-cpu lock's wheels: the pods install with no index)",
+    ]
 
 
 def test_forcing_a_delivery(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    bucket(aws)
+    bucket(aws, wheelhouse=True)
     monkeypatch.setenv(DELIVERY_ENV, "image")
     with pytest.raises(
         LlmctlError, match="LLMCTL_DELIVERY=image but ECR has no llmctl/dev/tiny-cpu"

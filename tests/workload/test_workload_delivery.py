@@ -5,6 +5,7 @@ every runtime fetches (EKS) or mounts from a ConfigMap (existing clusters) and i
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import shlex
 from importlib import metadata
@@ -357,3 +358,27 @@ def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
     assert wheel.name == wheel_file() and wheel.stat().st_size < CONFIGMAP_LIMIT
     assert delivery.wheel_digest == content_digest(wheel)
     assert wheel.parent == tmp_path / "state" / "wheels" / content_digest(wheel)
+
+
+@pytest.mark.parametrize("target", ["eks", "kubeconfig"])
+def test_with_recorded_digests_every_rendered_pod_names_its_image_by_digest(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """versions.yaml `digest:` (what `llmctl doctor` prints for a tag it checked) pins every container
+    and init container of every catalog blueprint to `image@sha256:...`; none is recorded today."""
+    from llmctl.blueprints import versions as versions_module
+
+    real = versions_module.versions()
+    assert not [key for key, image in real.images.items() if image.digest]  # no digest invented
+    recorded = {
+        key: image.model_copy(update={"digest": "sha256:" + hashlib.sha256(key.encode()).hexdigest()})
+        for key, image in real.images.items()
+    }
+    monkeypatch.setattr(versions_module, "versions", lambda: real.model_copy(update={"images": recorded}))
+    for name in CATALOG:
+        config = config_for(name) if target == "eks" else on_existing_cluster(config_for(name))
+        for spec in pod_specs(build_manifests(config, hf_token=None)):
+            for container in [*spec["containers"], *spec.get("initContainers", [])]:
+                image = container["image"]
+                pinned = next(i for i in recorded.values() if image.startswith(i.image))
+                assert image == f"{pinned.image}@{pinned.digest}", f"{name}: {image}"
