@@ -7,13 +7,18 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   (pushed by `llmctl images build --push`).
 - **wheel** (EKS, no image found): `up` builds a wheel of this llmctl and uploads it to the
   platform's cache bucket under a content-addressed key (`deploy_delivery.py`). Each serving pod
-  gets an init container (the pinned AWS CLI image) that copies the wheel into an emptyDir with the
-  pod's Pod Identity; the serving container then installs the runtime's pinned requirements (the
-  same file its Dockerfile installs) and the local wheel with `--no-deps`, and starts.
+  gets an init container (the pinned AWS CLI image) that copies the wheel and the runtime lock's
+  wheelhouse (`wheelhouse.py`) into an emptyDir with the pod's Pod Identity; the serving container
+  then installs the runtime's lock (the file its Dockerfile installs) from that wheelhouse with
+  `--no-index --require-hashes`, and the local wheel with `--no-deps`, and starts.
 - **configmap** (an existing cluster, `--target kubeconfig`, no image): `up` builds the same wheel
   and the workload stack puts it in a ConfigMap (`binaryData`, named after the wheel's content digest
-  so new code rolls the pods), mounted read-only into each serving pod; the container installs the
-  runtime's pinned requirements and the mounted wheel with `--no-deps`, as in wheel mode.
+  so new code rolls the pods) with the runtime's lock, mounted read-only into each serving pod; the
+  container installs the lock from the package index (hash-checked: a wheelhouse does not fit a
+  ConfigMap) and the mounted wheel with `--no-deps`.
+
+On an externally managed image (PEP 668) the installs go into a `--system-site-packages` venv that
+is put first on PATH (:func:`venv_step`).
 
 The app itself is never installed from a package index (by its distribution name `llmctl-eks`,
 which this project does not publish, or by `llmctl`, which belongs to another project on PyPI). Without a decision from `up` (render, validate,
