@@ -55,12 +55,12 @@ def test_the_check_reports_a_lock_that_drifted_from_its_requirements(tmp_path: P
     assert problems and "pyyaml" in problems[0].lower() and "make locks" in problems[0]
 
 
-def test_an_unreachable_index_fails_the_check_in_plain_words(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_index_fails_the_check_in_plain_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(lock_compile, "PYPI", "http://127.0.0.1:9")
     monkeypatch.setenv("UV_HTTP_RETRIES", "0")
-    monkeypatch.setenv(
-        "UV_CACHE_DIR", "/nonexistent-llmctl-uv-cache"
-    )  # nothing cached: the index must answer
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))  # nothing cached: the index must answer
     problems = lock_compile.check_lock(locks().locks["triton-vllm"])
     assert len(problems) == 1
     assert "could not reach the package index http://127.0.0.1:9" in problems[0]
