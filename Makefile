@@ -7,7 +7,7 @@ TORCH_CPU ?= torch==2.13.0
 
 STAMP := $(VENV)/.llmctl-installed
 
-.PHONY: install upstream test lint typecheck bench clean neuron-chart
+.PHONY: install upstream registry test lint typecheck bench clean neuron-chart locks check-locks
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,7 +29,15 @@ upstream: install
 # On every core (pytest-xdist); the tests that start Ray or a local server are grouped on one worker
 # (`xdist_group("ray")`), and each run's wall time and slowest tests go to benchmarks/results/suite.json.
 TEST_WORKERS ?= auto
-test: install upstream
+# The image-registry tests (tests/lifecycle/test_image_checks.py) start a real registry server:
+# Debian's docker-registry package (the CNCF distribution registry), installed here when missing.
+registry:
+	@test -x /usr/bin/docker-registry || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null; \
+	  else echo "make test needs Debian's docker-registry: sudo apt-get install -y docker-registry" >&2; exit 1; fi; }
+
+test: install upstream registry
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report benchmarks/results/suite.json
 
 lint: install typecheck
@@ -43,6 +51,15 @@ typecheck: install
 	cp -r llmctl/. build/typecheck/llmctl/
 	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" build/typecheck/llmctl/$$d; done
 	cd build/typecheck && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p llmctl
+
+# One lock per runtime and base image (serving/locks/locks.yaml), resolved with uv for the image's
+# Python and platform, with hashes, constrained by what the image ships. Needs the package index.
+locks: install
+	$(BIN)/python -m llmctl.serving.lock_compile write
+
+# Re-resolve every committed lock against the live index (what tests/serving/test_locks.py does).
+check-locks: install
+	$(BIN)/python -m llmctl.serving.lock_compile check
 
 bench: install
 	$(BIN)/python benchmarks/run.py

@@ -39,6 +39,11 @@ class Image(_Entry):
     cuda: str | None = Field(None, description="CUDA inside.")
     vllm: str | None = Field(None, description="vLLM inside.")
     ray: str | None = Field(None, description="Ray inside.")
+    digest: str | None = Field(
+        None,
+        description="sha256 digest the tag named when it was checked in its registry (`llmctl doctor` "
+        "prints it); None until recorded, which the registry check reports as not checked.",
+    )
     source: str = Field(description="Where the tag was checked.")
     note: str | None = Field(None, description="Caveats.")
 
@@ -103,3 +108,12 @@ class Versions(_Entry):
 def versions() -> Versions:
     """The pinned versions shipped with this llmctl."""
     return Versions.model_validate(load_yaml("data", "versions.yaml"))
+
+
+def by_digest(image: str) -> str:
+    """`image@sha256:...` when versions.yaml records the digest of this pinned image (a moved tag then
+    cannot change what runs), else `image` as is (`llmctl doctor` reports that digest unchecked)."""
+    for entry in versions().images.values():
+        if entry.image == image and entry.digest:
+            return f"{image}@{entry.digest}"
+    return image

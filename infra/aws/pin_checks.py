@@ -6,6 +6,8 @@
   `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<variant>/amazon-eks-node-al2023-<arch>-<variant>-<k8s>-<version>/image_id`
   (karpenter-provider-aws pkg/providers/amifamily/al2023.go); a missing parameter means nodes of
   that kind never launch.
+- Each pinned image tag exists for linux/amd64 and names the digest versions.yaml records
+  (`image_checks.py`, the OCI distribution manifest API).
 - Each pinned chart version exists in its repository: the OCI distribution tags list
   (`GET /v2/<name>/tags/list`, with the registry's anonymous bearer token when it asks for one)
   for `oci://` repositories, `index.yaml` for HTTP Helm repositories.
@@ -226,12 +228,13 @@ def platform_pins(
 def pin_checks(
     blueprint: Any, *, stack: str, region: str, session: Any | None, client: Any = None
 ) -> list[Check]:
-    """AMI alias checks (when `session` can call AWS) and chart version checks."""
+    """AMI alias checks (when `session` can call AWS), chart version and image checks."""
     from llmctl.blueprints.versions import versions
+    from llmctl.infra.aws.image_checks import check_images, image_pins
 
     kubernetes_version, variants, charts = platform_pins(blueprint, stack=stack, region=region)
     alias = versions().ami["al2023_alias"].value
     checks = []
     if session is not None:
         checks = [check_ami_alias(session, region, kubernetes_version, alias, v) for v in variants]
-    return [*checks, *check_charts(charts, client)]
+    return [*checks, *check_charts(charts, client), *check_images(image_pins(blueprint), client)]

@@ -7,13 +7,18 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   (pushed by `llmctl images build --push`).
 - **wheel** (EKS, no image found): `up` builds a wheel of this llmctl and uploads it to the
   platform's cache bucket under a content-addressed key (`deploy_delivery.py`). Each serving pod
-  gets an init container (the pinned AWS CLI image) that copies the wheel into an emptyDir with the
-  pod's Pod Identity; the serving container then installs the runtime's pinned requirements (the
-  same file its Dockerfile installs) and the local wheel with `--no-deps`, and starts.
+  gets an init container (the pinned AWS CLI image) that copies the wheel and the runtime lock's
+  wheelhouse (`wheelhouse.py`) into an emptyDir with the pod's Pod Identity; the serving container
+  then installs the runtime's lock (the file its Dockerfile installs) from that wheelhouse with
+  `--no-index --require-hashes`, and the local wheel with `--no-deps`, and starts.
 - **configmap** (an existing cluster, `--target kubeconfig`, no image): `up` builds the same wheel
   and the workload stack puts it in a ConfigMap (`binaryData`, named after the wheel's content digest
-  so new code rolls the pods), mounted read-only into each serving pod; the container installs the
-  runtime's pinned requirements and the mounted wheel with `--no-deps`, as in wheel mode.
+  so new code rolls the pods) with the runtime's lock, mounted read-only into each serving pod; the
+  container installs the lock from the package index (hash-checked: a wheelhouse does not fit a
+  ConfigMap) and the mounted wheel with `--no-deps`.
+
+On an externally managed image (PEP 668) the installs go into a `--system-site-packages` venv that
+is put first on PATH (:func:`venv_step`).
 
 The app itself is never installed from a package index (by its distribution name `llmctl-eks`,
 which this project does not publish, or by `llmctl`, which belongs to another project on PyPI). Without a decision from `up` (render, validate,
@@ -28,6 +33,7 @@ from typing import Any
 
 from llmctl import DISTRIBUTION, __version__
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
+from llmctl.serving.lockfiles import LockSpec
 
 Obj = dict[str, Any]
 
@@ -127,58 +133,111 @@ def delivery_of(config: WorkloadConfig) -> Delivery:
 
 # --- pod pieces ------------------------------------------------------------------------------------
 
-
-def _requirements_file(config: WorkloadConfig, image: str) -> Path:
-    """The runtime's requirements file, chosen as `serving/image.sh requirements` chooses it."""
-    import llmctl.serving
-    from llmctl.blueprints.runtimes import runtime
-
-    folder = Path(llmctl.serving.__file__).parent / runtime(config.blueprint.runtime).package
-    neuron = folder / "requirements-neuron.txt"
-    return neuron if "neuron" in image and neuron.is_file() else folder / "requirements.txt"
+#: where the wheelhouse lands in the pod (wheel mode), beside the llmctl wheel
+WHEELHOUSE_DIR = f"{APP_DIR}/wheelhouse"
+#: the lock inside the ConfigMap (configmap mode) and inside a wheelhouse
+LOCK_FILE = "requirements.txt"
+#: the virtual environment made on an externally managed image (PEP 668), seeing the image's packages
+VENV_DIR = "/opt/llmctl/venv"
 
 
-def runtime_requirements(config: WorkloadConfig, image: str) -> list[str]:
-    """pip arguments for what the runtime's Dockerfile adds to `image` (options, then pinned lines)."""
-    options: list[str] = []
-    pinned: list[str] = []
-    for raw in _requirements_file(config, image).read_text().splitlines():
+def runtime_lock(config: WorkloadConfig, image: str) -> LockSpec:
+    """The lock the runtime's pods install on `image` (refused, with the fix, when none was resolved)."""
+    from llmctl.serving.lockfiles import lock_for
+
+    return lock_for(config.blueprint.runtime, image)
+
+
+def locked_names(config: WorkloadConfig, image: str) -> set[str]:
+    """The projects the runtime's lock installs on `image` (normalised names)."""
+    from llmctl.serving.lockfiles import parse_lock
+
+    return set(parse_lock(runtime_lock(config, image).path.read_text(encoding="utf-8")))
+
+
+def outside_lock_args(spec: LockSpec) -> list[str]:
+    """pip arguments for what the lock leaves out (`<lock>.outside.txt`: an index option and pins)."""
+    if not spec.outside_lock:
+        return []
+    args: list[str] = []
+    for raw in spec.outside_path.read_text(encoding="utf-8").splitlines():
         line = raw.split("#", 1)[0].strip()
-        if line.startswith("-"):
-            options.extend(shlex.split(line))
-        elif line:
-            pinned.append(line)
-    return [*options, *pinned]
+        args.extend(shlex.split(line) if line.startswith("-") else [line] if line else [])
+    return args
 
 
 def pip_install(args: list[str]) -> str:
-    """One `pip install` shell command."""
-    return "pip install --no-cache-dir -q " + " ".join(shlex.quote(a) for a in args)
+    """One `python3 -m pip install` shell command (the interpreter first on PATH: the venv's when made)."""
+    return "python3 -m pip install --no-cache-dir -q " + " ".join(shlex.quote(a) for a in args)
+
+
+def venv_step() -> str:
+    """Shell: on an externally managed interpreter (PEP 668: an EXTERNALLY-MANAGED file in its stdlib
+    folder, where pip looks: pypa/pip src/pip/_internal/utils/misc.py `check_externally_managed`), make
+    a venv that sees the image's packages and put it first on PATH. `--without-pip`: the image's own pip
+    (a system package) runs inside it, so images without python3-venv's ensurepip work too."""
+    stdlib = "$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))')"
+    return (
+        f'if [ -f "{stdlib}/EXTERNALLY-MANAGED" ]; then '
+        f"python3 -m venv --without-pip --system-site-packages {VENV_DIR} && "
+        f'export PATH="{VENV_DIR}/bin:$PATH"; fi'
+    )
 
 
 def install_script(config: WorkloadConfig, image: str, extra: list[str] | None = None) -> str:
-    """Shell that installs the runtime's requirements (plus `extra`), then the app without deps."""
+    """Shell that installs the runtime's lock, then the app without dependencies, with no index
+    (wheel mode: from the wheelhouse the init container copied); configmap mode installs the lock
+    from the index, hash-checked (the wheelhouse does not fit a ConfigMap).
+
+    `extra` must be empty: a package outside the lock cannot be installed without an index.
+    """
+    from llmctl.errors import LlmctlError
+
+    if extra:
+        raise LlmctlError(
+            f"the {config.blueprint.runtime} pods would install {' '.join(extra)} outside their lock",
+            "add it to the runtime's requirements file and run `make locks`",
+        )
     delivery = delivery_of(config)
+    spec = runtime_lock(config, image)
     app = f"{APP_DIR}/{delivery.wheel_file or wheel_file()}"
-    requirements = [*(extra or []), *runtime_requirements(config, image)]
-    return f"{pip_install(requirements)} && {pip_install(['--no-deps', app])}"
+    steps = [venv_step()]
+    outside = outside_lock_args(spec)
+    if outside:
+        steps.append(pip_install(outside))
+    if delivery.mode == "wheel":
+        where = ["--no-index", "--find-links", WHEELHOUSE_DIR]
+        steps.append(pip_install([*where, "--require-hashes", "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
+    else:
+        steps.append(pip_install(["--require-hashes", "-r", f"{APP_DIR}/{LOCK_FILE}"]))
+    steps.append(pip_install(["--no-index", "--no-deps", app]))
+    return " && ".join(steps)
+
+
+def wheelhouse_uri(config: WorkloadConfig) -> str:
+    """s3:// prefix of the runtime lock's wheelhouse, in the bucket the wheel is in (wheel mode)."""
+    from llmctl.infra.workload.wheelhouse import wheelhouse_key
+
+    delivery = delivery_of(config)
+    bucket = str(delivery.wheel_uri).removeprefix("s3://").split("/", 1)[0]
+    return f"s3://{bucket}/{wheelhouse_key(runtime_lock(config, delivery.image))}/"
 
 
 def fetch_container(config: WorkloadConfig) -> Obj:
     """The init container that copies the wheel from S3 with the pod's Pod Identity."""
-    from llmctl.blueprints.versions import versions
+    from llmctl.blueprints.versions import by_digest, versions
 
     delivery = delivery_of(config)
     return {
         "name": FETCH_CONTAINER,
-        "image": versions().images["aws_cli"].image,
+        "image": by_digest(versions().images["aws_cli"].image),
+        # the wheel, then the runtime lock's wheelhouse (everything the serving container installs)
         "command": [
-            "aws",
-            "s3",
-            "cp",
-            "--only-show-errors",
-            str(delivery.wheel_uri),
-            f"{APP_DIR}/{delivery.wheel_file}",
+            "/bin/sh",
+            "-c",
+            f"aws s3 cp --only-show-errors {shlex.quote(str(delivery.wheel_uri))} "
+            f"{shlex.quote(f'{APP_DIR}/{delivery.wheel_file}')} && aws s3 cp --only-show-errors --recursive "
+            f"{shlex.quote(wheelhouse_uri(config))} {WHEELHOUSE_DIR}/",
         ],
         "env": [{"name": "AWS_REGION", "value": config.platform.region}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
@@ -221,6 +280,8 @@ def app_objects(config: WorkloadConfig) -> list[Obj]:
     data = base64.b64encode(Path(delivery.wheel_path).read_bytes()).decode() if delivery.wheel_path else ""
     digest = delivery.wheel_digest or PLANNED_DIGEST
     meta = metadata(config, configmap_name(digest), "app", {"llmctl.dev/wheel-sha256": digest})
+    # the runtime's lock beside the wheel (the wheel carries it too, so the digest covers it)
+    lock = runtime_lock(config, delivery.image).path.read_text(encoding="utf-8")
     return [
         {
             "apiVersion": "v1",
@@ -228,6 +289,7 @@ def app_objects(config: WorkloadConfig) -> list[Obj]:
             "metadata": meta,
             "immutable": True,
             "binaryData": {delivery.wheel_file or wheel_file(): data},
+            "data": {LOCK_FILE: lock},
         }
     ]
 

@@ -9,7 +9,9 @@ workload stack runs (see `delivery.py` for the three deliveries and the pod piec
 3. Otherwise a wheel of this llmctl: built from the source checkout (`pip wheel --no-deps
    --no-build-isolation`, no network) or re-packed from the installed distribution (`wheel pack`),
    uploaded to the platform's cache bucket under `llmctl/wheels/<sha256 of its contents>/<file>`
-   (skipped when that key exists), and fetched by the pods with their Pod Identity. On an existing
+   (skipped when that key exists), and fetched by the pods with their Pod Identity, with the
+   wheelhouse of the runtime's lock (`wheelhouse.py`, uploaded once per lock under
+   `llmctl/wheelhouse/<sha256 of the lock>/`): the pods install with no package index. On an existing
 cluster (`--target kubeconfig`) the same wheel, kept under the state folder by its digest, goes into
 a ConfigMap instead (refused, before any change, when it is over `CONFIGMAP_LIMIT`).
 
@@ -318,6 +320,7 @@ def _decide_on_eks(
     if upload:
         key, uploaded = upload_wheel(region, bucket, wheel)
         note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
+        upload_lock_wheelhouse(config, bucket, note)
     else:
         key = wheel_key(digest, wheel.name)
     return Delivery(
@@ -328,6 +331,20 @@ def _decide_on_eks(
         f"(faster repeat deploys: {push})",
         decided=upload,
     )
+
+
+def upload_lock_wheelhouse(config: WorkloadConfig, bucket: str, note: Callable[[str], None]) -> str:
+    """The runtime lock's wheelhouse in the cache bucket (downloaded and uploaded once per lock)."""
+    from llmctl.infra.workload.wheelhouse import upload_wheelhouse
+    from llmctl.serving.lockfiles import lock_for
+
+    spec = lock_for(config.blueprint.runtime, config.blueprint.image.base)
+    prefix, uploaded = upload_wheelhouse(config.platform.region, bucket, spec)
+    what = "uploaded" if uploaded else "reusing"
+    note(
+        f"    {what} s3://{bucket}/{prefix}/ (the {spec.name} lock's wheels: the pods install with no index)"
+    )
+    return prefix
 
 
 def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True) -> WorkloadConfig:

@@ -2,9 +2,9 @@
 the Ray pinned as ``python.ray_neuron_vllm`` (the newest whose Serve LLM supports the Neuron
 container's vLLM 0.13), from ``requirements-neuron.txt``.
 
-The Dockerfile installs that file when its base is a Neuron container; the workload's base-image
-mode (no built image) installs the same lines at pod start and sets the RayCluster's
-``rayVersion`` from :func:`neuron_ray_version`. Nothing here imports Ray.
+`make locks` resolves that file into the ``ray-vllm-neuron`` lock (serving/locks/), which the
+Dockerfile installs when its base is a Neuron container and the workload's base-image mode (no
+built image) installs at pod start; the RayCluster's ``rayVersion`` comes from :func:`neuron_ray_version`. Nothing here imports Ray.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ import pytest
 from lifecycle_support import seed_ami_parameters
 from standin_support import STANDIN_BUCKET, StandinEngine, install
 
+from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
+from llmctl.serving.lockfiles import locks
+
 HERE = Path(__file__).parent
 REGION = "us-west-2"
 
@@ -47,9 +50,14 @@ def serving_code_account(request: pytest.FixtureRequest) -> None:
     if "engine" not in request.fixturenames or "no_aws" in request.fixturenames:
         return
     region = request.getfixturevalue("aws")
-    boto3.client("s3", region_name=region).create_bucket(
-        Bucket=STANDIN_BUCKET, CreateBucketConfiguration={"LocationConstraint": region}
-    )
+    s3 = boto3.client("s3", region_name=region)
+    s3.create_bucket(Bucket=STANDIN_BUCKET, CreateBucketConfiguration={"LocationConstraint": region})
+    # every runtime lock's wheelhouse is already there (a prefix with its lock is complete, so `up`
+    # reuses it instead of downloading the wheels; tests/serving/test_wheelhouse.py builds a real one)
+    for spec in locks().locks.values():
+        s3.put_object(
+            Bucket=STANDIN_BUCKET, Key=f"{wheelhouse_key(spec)}/{LOCK_FILE}", Body=spec.path.read_bytes()
+        )
 
 
 @pytest.fixture

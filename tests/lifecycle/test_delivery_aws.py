@@ -32,6 +32,8 @@ from llmctl.infra.workload.deploy_delivery import (
     serving_code_tag,
     upload_wheel,
 )
+from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
+from llmctl.serving.lockfiles import locks
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker
 pytestmark = pytest.mark.xdist_group("test_delivery_aws")
@@ -55,9 +57,14 @@ def config(region: str) -> WorkloadConfig:
     return WorkloadConfig(blueprint=bp, platform=facts)
 
 
-def bucket(region: str) -> Any:
+def bucket(region: str, *, wheelhouse: bool = False) -> Any:
+    """The cache bucket; with `wheelhouse`, holding tiny-cpu's complete wheelhouse (its lock, which
+    goes last), so a wheel delivery reuses it (tests/serving/test_wheelhouse.py builds a real one)."""
     s3 = boto3.client("s3", region_name=region)
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": region})
+    if wheelhouse:
+        spec = locks().locks["ray-cpu"]
+        s3.put_object(Bucket=BUCKET, Key=f"{wheelhouse_key(spec)}/{LOCK_FILE}", Body=spec.path.read_bytes())
     return s3
 
 
@@ -105,7 +112,7 @@ def test_changed_code_without_a_version_bump_does_not_run_the_old_image(
 ) -> None:
     from llmctl.infra.workload import deploy_delivery
 
-    s3 = bucket(aws)
+    s3 = bucket(aws, wheelhouse=True)
     push(aws, REPO, code_tag())  # `images build --push` of the code as it was
     changed = tmp_path / "changed" / wheel.name  # then the code changes, same version
     changed.parent.mkdir()
@@ -133,7 +140,7 @@ def test_changed_code_without_a_version_bump_does_not_run_the_old_image(
 
 @pytest.mark.parametrize("other_tag", [False, True], ids=["no-repository", "other-tag"])
 def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag: bool) -> None:
-    s3 = bucket(aws)
+    s3 = bucket(aws, wheelhouse=True)
     if other_tag:
         push(aws, REPO, "0.0.1")
     notes: list[str] = []
@@ -145,11 +152,15 @@ def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag:
     assert chosen.wheel_uri is not None and chosen.wheel_uri.startswith(f"s3://{BUCKET}/llmctl/wheels/")
     key = chosen.wheel_uri.removeprefix(f"s3://{BUCKET}/")
     assert s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0
-    assert notes == [f"    uploaded {chosen.wheel_uri}"]
+    house = wheelhouse_key(locks().locks["ray-cpu"])
+    assert notes == [
+        f"    uploaded {chosen.wheel_uri}",
+        f"    reusing s3://{BUCKET}/{house}/ (the ray-cpu lock's wheels: the pods install with no index)",
+    ]
 
 
 def test_forcing_a_delivery(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    bucket(aws)
+    bucket(aws, wheelhouse=True)
     monkeypatch.setenv(DELIVERY_ENV, "image")
     with pytest.raises(
         LlmctlError, match="LLMCTL_DELIVERY=image but ECR has no llmctl/dev/tiny-cpu"
@@ -242,8 +253,10 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     engine: Any, aws: str
 ) -> None:
     stream = io.StringIO()
-    lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
     s3 = boto3.client("s3", region_name=aws)
+    # the ray-cpu lock's wheelhouse is complete in the bucket (conftest: its lock is there): `up` reuses it
+    house = wheelhouse_key(locks().locks["ray-cpu"])
+    lifecycle(Progress("plain", stream)).up("tiny-cpu", region=aws, wait=False)
     delivery = engine.outputs("llmctl-tiny-cpu", "dev")["delivery"]
     assert delivery["mode"] == "wheel" and delivery["decided"] is True
     key = delivery["wheel_uri"].removeprefix(f"s3://{STANDIN_BUCKET}/")
@@ -262,16 +275,19 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
         .get("spec", {})
         .get("initContainers", [])
     ]
-    assert [c["command"][-2] for c in fetches if c["name"] == FETCH_CONTAINER] == [delivery["wheel_uri"]]
+    [script] = [c["command"][2] for c in fetches if c["name"] == FETCH_CONTAINER]
+    assert f"aws s3 cp --only-show-errors {delivery['wheel_uri']} " in script
+    assert f"--recursive s3://{STANDIN_BUCKET}/{house}/ " in script
     assert any(u.endswith("::cache-access-association") for u in resources)  # the pods' way to the bucket
     printed = stream.getvalue()
     assert f"serving code: wheel {delivery['wheel_uri']} (ECR has no {REPO}:{code_tag()}" in printed
+    assert f"reusing s3://{STANDIN_BUCKET}/{house}/ (the ray-cpu lock's wheels" in printed
 
     # `preview` reaches the same decision without uploading: the workload is unchanged
     s3.delete_object(Bucket=STANDIN_BUCKET, Key=key)
     report = lifecycle().preview("tiny-cpu", region=aws)
     assert set(report.stacks["llmctl-tiny-cpu"].changes) == {"same"}
-    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == 0
+    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == len(locks().locks)  # the locks only
     s3.upload_file(str(build_wheel(engine.root / "wheel")), STANDIN_BUCKET, key)
 
     # `llmctl images build --push` then the next `up`: the image, by digest, and no wheel fetch

@@ -44,7 +44,9 @@ def _run(container: dict[str, Any], tmp: Path, extra_env: dict[str, str]) -> dic
     bin_dir.mkdir()
     calls.mkdir()
     for python in ("python", "python3"):
-        (bin_dir / python).write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+        # `python3 -m pip ...` is recorded as a pip call (appended: the lock, then the app)
+        pip = f'if [ "$1 $2" = "-m pip" ]; then shift 2; printf "%s\\n" "$@" >> {calls / "pip"}; exit 0; fi\n'
+        (bin_dir / python).write_text(f'#!/bin/sh\n{pip}exec {sys.executable} "$@"\n')
     for tool in STANDINS:
         (bin_dir / tool).write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {calls / tool}\n')
     for path in bin_dir.iterdir():

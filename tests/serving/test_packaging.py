@@ -104,24 +104,51 @@ IMAGE_SCRIPT = source_root() / "serving" / "image.sh"
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_dockerfiles_run_the_shared_steps_from_serving_image_sh(dockerfile: Path) -> None:
+    from llmctl.serving.lockfiles import locks
+
     lines = dockerfile.read_text().splitlines()
-    copy = next(line for line in lines if line.startswith("COPY "))
-    assert copy.startswith(f"COPY serving/{dockerfile.parent.name}/requirements.txt ")
-    assert copy.endswith(" serving/image.sh /tmp/llmctl/")
+    copy_locks, copy_script = [line for line in lines if line.startswith("COPY ")]
+    # the runtime's locks (serving/locks/locks.yaml), and what a lock leaves out, nothing else
+    folder = dockerfile.parent.name
+    wanted = [
+        path
+        for spec in locks().locks.values()
+        if spec.requirements.startswith(f"{folder}/")
+        for path in (spec.path, *([spec.outside_path] if spec.outside_lock else []))
+    ]
+    *sources, dest = copy_locks.split()[1:]
+    assert wanted and sorted(sources) == sorted(f"serving/locks/{p.name}" for p in wanted)
+    assert dest == "/tmp/llmctl/locks/"
+    assert copy_script == "COPY serving/image.sh /tmp/llmctl/"
     assert "RUN sh /tmp/llmctl/image.sh requirements" in lines
     assert "RUN --mount=type=bind,target=/tmp/src sh /tmp/llmctl/image.sh app /tmp/src" in lines
     # the steps live in the script only: no Dockerfile installs anything itself
     assert not [line for line in lines if "pip install" in line]
 
 
-def _image_step(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    _stand_in_docker(tmp_path / "bin", "")  # makes the folder; pip is the command recorded
-    pip = tmp_path / "bin" / "pip"
+def _image_step(tmp_path: Path, *args: str, managed: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run serving/image.sh as a Dockerfile does (copied with one lock beside it), with `python3`
+    a stand-in that records `-m pip` and `-m venv` and reports a stdlib folder (with PEP 668's
+    EXTERNALLY-MANAGED file when `managed`)."""
+    stage = tmp_path / "stage"
+    (stage / "locks").mkdir(parents=True, exist_ok=True)
+    shutil.copy(IMAGE_SCRIPT, stage)
+    (stage / "locks" / "ray-cpu.txt").write_text("x==1 --hash=sha256:" + "0" * 64 + "\n")
+    (stage / "locks" / "ray-cpu.outside.txt").write_text("torch==2.13.0\n")
+    stdlib = tmp_path / "stdlib"
+    stdlib.mkdir(exist_ok=True)
+    if managed:
+        (stdlib / "EXTERNALLY-MANAGED").write_text("[externally-managed]\n")
+    _stand_in_docker(tmp_path / "bin", "")  # makes the folder
+    python = tmp_path / "bin" / "python3"
     # records its arguments, then what the directory it installs from holds
-    pip.write_text('#!/bin/sh\necho "$@"\nfor last; do :; done\n[ -d "$last" ] && ls "$last"\nexit 0\n')
-    pip.chmod(0o755)
+    python.write_text(
+        f'#!/bin/sh\nif [ "$1" = "-c" ]; then echo {stdlib}; exit 0; fi\n'
+        'echo "$@ PATH=${PATH%%:*}"\nfor last; do :; done\n[ -d "$last" ] && ls "$last"\nexit 0\n'
+    )
+    python.chmod(0o755)
     return subprocess.run(
-        ["sh", str(IMAGE_SCRIPT), *args],
+        ["sh", str(stage / "image.sh"), *args],
         env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
@@ -137,13 +164,37 @@ def test_the_shared_image_steps(tmp_path: Path) -> None:
     context.chmod(0o755)
     assert app.returncode == 0, app.stderr
     recorded, listing = app.stdout.splitlines()[0].split(), app.stdout.splitlines()[1:]
-    assert recorded[:-1] == ["install", "--no-cache-dir", "--disable-pip-version-check", "--no-deps"]
-    assert recorded[-1] != str(context) and listing == ["pyproject.toml"]
-    assert not Path(recorded[-1]).exists()  # the copy is removed after the install
-    requirements = _image_step(tmp_path, "requirements")
-    assert requirements.stdout.split()[-2:] == ["-r", str(IMAGE_SCRIPT.parent / "requirements.txt")]
+    assert recorded[:6] == [
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--no-deps",
+    ]
+    assert recorded[6] != str(context) and listing == ["pyproject.toml"]
+    assert not Path(recorded[6]).exists()  # the copy is removed after the install
+    requirements = _image_step(tmp_path, "requirements").stdout.splitlines()
+    locks = tmp_path / "stage" / "locks"
+    assert [line.split(" PATH=")[0].split()[-2:] for line in requirements] == [
+        ["-r", f"{locks}/ray-cpu.outside.txt"],  # what the lock leaves out, first
+        ["-r", f"{locks}/ray-cpu.txt"],
+    ]
+    assert "--require-hashes" in requirements[1] and f"PATH={tmp_path / 'bin'}" in requirements[1]
     wrong = _image_step(tmp_path, "compile")
     assert wrong.returncode == 2 and "usage: image.sh" in wrong.stderr
+
+
+def test_an_externally_managed_base_gets_a_venv_that_sees_its_packages(tmp_path: Path) -> None:
+    """PEP 668: pip refuses the system interpreter of an Ubuntu 24.04 image; the lock goes into a
+    venv with --system-site-packages, which the Dockerfiles put first on PATH."""
+    steps = _image_step(tmp_path, "requirements", managed=True).stdout.splitlines()
+    assert steps[0] == "-m venv --without-pip --system-site-packages /opt/llmctl/venv PATH=" + str(
+        tmp_path / "bin"
+    )
+    assert all(line.endswith("PATH=/opt/llmctl/venv/bin") for line in steps[1:])
+    for dockerfile in DOCKERFILES:
+        assert "ENV PATH=/opt/llmctl/venv/bin:$PATH " in dockerfile.read_text(), dockerfile
 
 
 def test_the_docker_build_context_keeps_every_package_folder() -> None:

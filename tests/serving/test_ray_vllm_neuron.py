@@ -16,7 +16,7 @@ from llmctl.blueprints.versions import versions
 from llmctl.errors import ServingError
 from llmctl.infra.aws.images import default_base, source_root
 from llmctl.serving.ray_vllm.app import check_neuron_ray
-from llmctl.serving.ray_vllm.image import NEURON_REQUIREMENTS, neuron_ray_version, neuron_requirements
+from llmctl.serving.ray_vllm.image import neuron_ray_version, neuron_requirements
 
 DOCKERFILE = source_root() / "serving" / "ray_vllm" / "Dockerfile"
 
@@ -33,38 +33,47 @@ def test_the_neuron_requirements_pin_the_versions_yaml_ray_and_add_pyarrow() -> 
 
 
 def _install_step(base_image: str, tmp_path: Path) -> str:
-    """Run the Dockerfile's requirements step (COPY, then serving/image.sh) with `pip` recorded instead of run."""
+    """Run the Dockerfile's requirements step (its COPYs, then serving/image.sh) with `python3 -m pip`
+    recorded instead of run; returns the last install's arguments."""
     lines = DOCKERFILE.read_text().replace("\\\n", " ").splitlines()
-    *sources, dest = next(line for line in lines if line.startswith("COPY serving/ray_vllm/")).split()[1:]
     stage = tmp_path / "stage"
-    stage.mkdir(parents=True)
-    for source in sources:
-        shutil.copy(source_root() / source, stage)
+    for line in lines:
+        if line.startswith("COPY "):
+            *sources, dest = line.split()[1:]
+            target = stage / dest.removeprefix("/tmp/llmctl/")
+            target.mkdir(parents=True, exist_ok=True)
+            for source in sources:
+                shutil.copy(source_root() / source, target)
     step = next(line[4:] for line in lines if line.startswith("RUN ") and "image.sh requirements" in line)
-    fake = tmp_path / "pip"
-    fake.write_text('#!/bin/sh\necho "$@"\n')
+    (tmp_path / "stdlib").mkdir()
+    fake = tmp_path / "python3"
+    fake.write_text(
+        f'#!/bin/sh\nif [ "$1" = "-c" ]; then echo {tmp_path / "stdlib"}; exit 0; fi\nshift 2\necho "$@"\n'
+    )
     fake.chmod(0o755)
     done = subprocess.run(
-        ["sh", "-c", step.replace(dest, f"{stage}/")],
+        ["sh", "-c", step.replace("/tmp/llmctl/", f"{stage}/")],
         env={"PATH": f"{tmp_path}:/usr/bin:/bin", "BASE_IMAGE": base_image},
         capture_output=True,
         text=True,
         check=True,
     )
-    return done.stdout.strip().replace(f"{stage}/", dest)
+    return done.stdout.strip().splitlines()[-1].replace(f"{stage}/", "/tmp/llmctl/")
 
 
-def test_the_dockerfile_installs_the_neuron_requirements_on_the_neuron_base(tmp_path: Path) -> None:
+def test_the_dockerfile_installs_the_neuron_lock_on_the_neuron_base(tmp_path: Path) -> None:
     neuron_base = versions().images["neuron_vllm_inf2"].image
     assert load_blueprint("llama3-vllm-inf2").image.base == neuron_base
-    assert _install_step(neuron_base, tmp_path / "neuron").endswith("-r /tmp/llmctl/requirements-neuron.txt")
+    assert _install_step(neuron_base, tmp_path / "neuron").endswith(
+        "--require-hashes -r /tmp/llmctl/locks/ray-vllm-neuron.txt"
+    )
     assert _install_step(default_base("ray-vllm"), tmp_path / "gpu").endswith(
-        "-r /tmp/llmctl/requirements.txt"
+        "--require-hashes -r /tmp/llmctl/locks/ray-vllm-gpu.txt"
     )
     copied = next(
-        line for line in DOCKERFILE.read_text().splitlines() if line.startswith("COPY serving/ray_vllm/")
+        line for line in DOCKERFILE.read_text().splitlines() if line.startswith("COPY serving/locks/")
     )
-    assert f"serving/ray_vllm/{NEURON_REQUIREMENTS.name}" in copied
+    assert "serving/locks/ray-vllm-neuron.txt" in copied and "serving/locks/ray-vllm-gpu.txt" in copied
 
 
 def test_a_ray_other_than_the_pinned_one_fails_fast_on_neuron(monkeypatch: pytest.MonkeyPatch) -> None:

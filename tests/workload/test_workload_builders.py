@@ -374,7 +374,11 @@ def test_ray_vllm_on_neuron_installs_the_ray_pinned_for_its_vllm() -> None:
         cluster["workerGroupSpecs"][0]["template"]["spec"],
     ):
         args = spec["containers"][0]["args"][0]
-        assert "ray[serve]==2.53.0" in args and "pyarrow==" in args and "ray[serve]==2.58.0" not in args
+        assert "--require-hashes -r /opt/llmctl/app/wheelhouse/requirements.txt" in args
+    from llmctl.serving.lockfiles import locks, parse_lock
+
+    locked = parse_lock(locks().locks["ray-vllm-neuron"].path.read_text())
+    assert locked["ray"][0] == "2.53.0" and "pyarrow" in locked
     gpu = find(manifests_for("llama2-70b-vllm-gpu"), "RayService")["spec"]["rayClusterConfig"]
     assert gpu["rayVersion"] == versions().python["ray"].value
 

@@ -5,6 +5,7 @@ every runtime fetches (EKS) or mounts from a ConfigMap (existing clusters) and i
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import shlex
 from importlib import metadata
@@ -26,14 +27,18 @@ from llmctl.infra.workload.delivery import (
     APP_VOLUME,
     CONFIGMAP_LIMIT,
     FETCH_CONTAINER,
+    LOCK_FILE,
+    WHEELHOUSE_DIR,
     configmap_delivery,
     configmap_name,
     planned_delivery,
+    runtime_lock,
     wheel_file,
 )
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.program import build_workload
 from llmctl.infra.workload.render import render_yaml
+from llmctl.infra.workload.wheelhouse import wheelhouse_key
 
 ROOT = Path(__file__).resolve().parents[2]
 # our app under any name it could have on an index: `llmctl`, the distribution, their spellings
@@ -134,9 +139,16 @@ def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
     manifests = build_manifests(config, hf_token=None)
     specs = serving_specs(manifests)
     assert specs, name
+    bucket = delivery.wheel_uri.removeprefix("s3://").split("/", 1)[0]
+    house = f"s3://{bucket}/{wheelhouse_key(runtime_lock(config, delivery.image))}/"
     for spec in specs:
         [fetch] = [c for c in spec["initContainers"] if c["name"] == FETCH_CONTAINER]
-        assert fetch["command"][:3] == ["aws", "s3", "cp"] and delivery.wheel_uri in fetch["command"]
+        assert fetch["command"][:2] == ["/bin/sh", "-c"]
+        copies = [shlex.split(step) for step in fetch["command"][2].split(" && ")]
+        assert copies == [
+            ["aws", "s3", "cp", "--only-show-errors", delivery.wheel_uri, f"{APP_DIR}/{wheel_file()}"],
+            ["aws", "s3", "cp", "--only-show-errors", "--recursive", house, f"{WHEELHOUSE_DIR}/"],
+        ]
         assert fetch["image"].startswith("public.ecr.aws/aws-cli/aws-cli:2.")
         assert {"name": APP_VOLUME, "emptyDir": {}} in spec["volumes"]
         for container in spec["containers"]:
@@ -144,7 +156,11 @@ def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
                 continue
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
             script = " ".join([*container.get("command", []), *container.get("args", [])])
-            assert f"pip install --no-cache-dir -q --no-deps {APP_DIR}/{wheel_file()}" in script
+            assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
+            lock = (
+                f"--no-index --find-links {WHEELHOUSE_DIR} --require-hashes -r {WHEELHOUSE_DIR}/{LOCK_FILE}"
+            )
+            assert f"pip install --no-cache-dir -q {lock}" in script
         assert spec["serviceAccountName"] == "llmctl-serving"  # the one with the Pod Identity
 
 
@@ -159,6 +175,7 @@ def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_whee
     ]
     assert app["metadata"]["namespace"] == config.ns and app["immutable"] is True
     assert list(app["binaryData"]) == [wheel_file()]
+    assert app["data"] == {LOCK_FILE: runtime_lock(config, delivery.image).path.read_text()}
     specs = serving_specs(manifests)
     assert specs, name
     for spec in specs:
@@ -169,7 +186,9 @@ def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_whee
                 continue
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
             script = " ".join([*container.get("command", []), *container.get("args", [])])
-            assert f"pip install --no-cache-dir -q --no-deps {APP_DIR}/{wheel_file()}" in script
+            assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
+            # the lock from the ConfigMap, hash-checked, from the index: a wheelhouse does not fit
+            assert f"pip install --no-cache-dir -q --require-hashes -r {APP_DIR}/{LOCK_FILE}" in script
 
 
 @pytest.mark.parametrize("target", ["eks", "kubeconfig"])
@@ -212,8 +231,30 @@ def test_every_runtime_installs_its_dockerfile_requirements_before_the_wheel(
     installs = pip_installs(build_manifests(config, hf_token=None))
     app = [i for i, args in enumerate(installs) if f"{APP_DIR}/{wheel_file()}" in args]
     assert app and all(i > 0 and "--no-deps" in installs[i] for i in app)
-    requirements = installs[app[0] - 1]
-    assert any(PINNED.match(arg) for arg in requirements)  # the runtime's pinned layer, as its image has
+    lock = installs[app[0] - 1]
+    assert "--require-hashes" in lock and lock[-2:][0] == "-r"  # the runtime's lock, as its image has
+    assert lock[-1] == f"{WHEELHOUSE_DIR if target == 'eks' else APP_DIR}/{LOCK_FILE}"
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_no_serving_container_on_eks_reaches_a_package_index_but_the_cpu_torch(name: str) -> None:
+    """Wheel delivery: every install is --no-index; only ray-cpu's CPU torch (outside its lock, served
+    by no index the locks resolve against) names an index, as its lock's outside file says."""
+    config = config_for(name)
+    for spec in serving_specs(build_manifests(config, hf_token=None)):
+        installs = pip_installs([c for c in spec["containers"] if c["name"] != "autoscaler"])
+        assert installs, name
+        for args in installs:
+            if "--no-index" in args:
+                continue
+            assert blueprint(name).runtime == "ray-cpu", f"{name}: pip install {' '.join(args)}"
+            assert args == [
+                "--no-cache-dir",
+                "-q",
+                "--extra-index-url",
+                "https://download.pytorch.org/whl/cpu",
+                "torch==2.13.0",
+            ]
 
 
 def test_an_image_found_by_up_replaces_the_wheel_everywhere() -> None:
@@ -333,3 +374,27 @@ def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
     assert wheel.name == wheel_file() and wheel.stat().st_size < CONFIGMAP_LIMIT
     assert delivery.wheel_digest == content_digest(wheel)
     assert wheel.parent == tmp_path / "state" / "wheels" / content_digest(wheel)
+
+
+@pytest.mark.parametrize("target", ["eks", "kubeconfig"])
+def test_with_recorded_digests_every_rendered_pod_names_its_image_by_digest(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """versions.yaml `digest:` (what `llmctl doctor` prints for a tag it checked) pins every container
+    and init container of every catalog blueprint to `image@sha256:...`; none is recorded today."""
+    from llmctl.blueprints import versions as versions_module
+
+    real = versions_module.versions()
+    assert not [key for key, image in real.images.items() if image.digest]  # no digest invented
+    recorded = {
+        key: image.model_copy(update={"digest": "sha256:" + hashlib.sha256(key.encode()).hexdigest()})
+        for key, image in real.images.items()
+    }
+    monkeypatch.setattr(versions_module, "versions", lambda: real.model_copy(update={"images": recorded}))
+    for name in CATALOG:
+        config = config_for(name) if target == "eks" else on_existing_cluster(config_for(name))
+        for spec in pod_specs(build_manifests(config, hf_token=None)):
+            for container in [*spec["containers"], *spec.get("initContainers", [])]:
+                image = container["image"]
+                pinned = next(i for i in recorded.values() if image.startswith(i.image))
+                assert image == f"{pinned.image}@{pinned.digest}", f"{name}: {image}"

@@ -130,10 +130,11 @@ def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
     it, else the blueprint's pinned upstream `image.base` with the app delivered as a wheel (EKS) or
     a package (existing clusters). Offline, :func:`delivery.planned_delivery` gives the plan.
     """
+    from llmctl.blueprints.versions import by_digest
     from llmctl.infra.workload.delivery import delivery_of
 
     chosen = delivery_of(config)
-    return chosen.image, chosen.baked
+    return by_digest(chosen.image), chosen.baked
 
 
 def start_module_command(config: WorkloadConfig, module: str, *, python: str, baked: bool) -> list[str]:

@@ -92,11 +92,11 @@ def ray_pins(config: WorkloadConfig) -> RayPins:
 
 
 def _start_command(config: WorkloadConfig, image: str, pins: RayPins) -> Obj:
-    """Container command without a built image: install the runtime's requirements (and Ray if the
-    base and the requirements lack it) and the delivered app, then start Ray."""
-    from llmctl.infra.workload.delivery import install_script, runtime_requirements
+    """Container command without a built image: install the runtime's lock (which must carry Ray when
+    the base lacks it) and the delivered app, then start Ray."""
+    from llmctl.infra.workload.delivery import install_script, locked_names
 
-    has_ray = any(r.split("[")[0].split("=")[0] == "ray" for r in runtime_requirements(config, image))
+    has_ray = "ray" in locked_names(config, image)
     extra = [] if has_ray or image.startswith(("rayproject/", "docker.io/rayproject/")) else pins[1]
     install = install_script(config, image, extra)
     # as KubeRay's own command does: raise the open-file limit; then run its command in a shell that

@@ -7,7 +7,7 @@ pinned in `blueprints/data/versions.yaml`.
 
 from __future__ import annotations
 
-from llmctl.blueprints.versions import versions
+from llmctl.blueprints.versions import by_digest, versions
 from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -67,7 +67,7 @@ def open_webui(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
     ]
     container: Obj = {
         "name": "open-webui",
-        "image": versions().images["open_webui"].image,
+        "image": by_digest(versions().images["open_webui"].image),
         "ports": [{"name": "http", "containerPort": OPEN_WEBUI_PORT}],
         "env": env,
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "2Gi"}},
@@ -90,7 +90,7 @@ def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
     gradio_version = versions().python["gradio"].value
     container: Obj = {
         "name": "gradio",
-        "image": versions().images["gradio"].image,
+        "image": by_digest(versions().images["gradio"].image),
         "command": [
             "/bin/sh",
             "-c",
