@@ -45,12 +45,12 @@ PLANNED_DIGEST = "planned"
 APP_DIR = "/opt/llmctl/app"
 APP_VOLUME = "llmctl-app"
 FETCH_CONTAINER = "fetch-llmctl"
-#: ConfigMap delivery: the whole object as sent to the API server (JSON, the wheel base64-encoded in
-#: `binaryData`, with its metadata) must stay within 1 MiB. The API server's own rule
-#: (kubernetes/kubernetes pkg/apis/core/validation/validation.go, ValidateConfigMap) sums the
-#: *decoded* data against core.MaxSecretSize, 1 MiB; measuring the encoded object against the same
-#: 1 MiB keeps the wheel at about 3/4 of that, so the stored object (plus managedFields) stays far
-#: below etcd's request limit too.
+#: ConfigMap delivery: the API server refuses a ConfigMap whose values add up to more than 1 MiB
+#: (kubernetes/kubernetes pkg/apis/core/validation/validation.go, ValidateConfigMap: the lengths of
+#: every `data` string and every *decoded* `binaryData` value, against core.MaxSecretSize). That sum
+#: is what `configmap_size` counts: the wheel's bytes plus the runtime lock beside it. base64 and the
+#: metadata count only on the wire (JSON), where the request limit is 3 MiB, and in etcd the object is
+#: stored in protobuf, binary as decoded.
 CONFIGMAP_LIMIT = 1024 * 1024
 CONFIGMAP_PREFIX = "llmctl-app"
 #: `up`'s choice: auto (default), image (the ECR image must exist) or wheel (skip the ECR check)
@@ -295,13 +295,14 @@ def app_objects(config: WorkloadConfig) -> list[Obj]:
 
 
 def configmap_size(config: WorkloadConfig, wheel: Path, digest: str) -> int:
-    """Bytes of the ConfigMap object carrying `wheel` as JSON on the wire (compared with
-    `CONFIGMAP_LIMIT`)."""
-    import json
+    """Bytes of the ConfigMap carrying `wheel` as the API server counts them (compared with
+    `CONFIGMAP_LIMIT`): every `data` value's length plus every `binaryData` value decoded."""
+    import base64
 
     with_wheel = config.model_copy(update={"delivery": configmap_delivery(config, wheel, digest)})
     [obj] = app_objects(with_wheel)
-    return len(json.dumps(obj, separators=(",", ":")).encode())
+    data = sum(len(value.encode()) for value in obj.get("data", {}).values())
+    return data + sum(len(base64.b64decode(value)) for value in obj.get("binaryData", {}).values())
 
 
 def needs_bucket_access(config: WorkloadConfig) -> bool:

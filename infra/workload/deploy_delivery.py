@@ -230,8 +230,8 @@ def configmap_wheel(config: WorkloadConfig) -> Delivery:
     size = configmap_size(config, wheel, digest)
     if size > CONFIGMAP_LIMIT:
         raise LlmctlError(
-            f"the llmctl wheel is {wheel.stat().st_size // 1024} KiB, {size // 1024} KiB as a ConfigMap "
-            f"(base64 and metadata), over the {CONFIGMAP_LIMIT // 1024} KiB a Kubernetes object can carry",
+            f"the llmctl wheel is {wheel.stat().st_size // 1024} KiB, {size // 1024} KiB of ConfigMap data "
+            f"with the runtime's lock, over the {CONFIGMAP_LIMIT // 1024} KiB the API server accepts",
             f"push an image (llmctl images build --push -b {config.blueprint.name} "
             f"{_stack_flags(config.stack)} --region REGION) and set it as the blueprint's image.serving_image",
         )

@@ -7,13 +7,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from lifecycle_support import seed_ami_parameters
+from lifecycle_support import seed_ami_parameters, seed_cache_bucket
 from standin_support import STANDIN_BUCKET, StandinEngine, install
-
-from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
-from llmctl.serving.lockfiles import locks
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -50,14 +46,7 @@ def serving_code_account(request: pytest.FixtureRequest) -> None:
     if "engine" not in request.fixturenames or "no_aws" in request.fixturenames:
         return
     region = request.getfixturevalue("aws")
-    s3 = boto3.client("s3", region_name=region)
-    s3.create_bucket(Bucket=STANDIN_BUCKET, CreateBucketConfiguration={"LocationConstraint": region})
-    # every runtime lock's wheelhouse is already there (a prefix with its lock is complete, so `up`
-    # reuses it instead of downloading the wheels; tests/serving/test_wheelhouse.py builds a real one)
-    for spec in locks().locks.values():
-        s3.put_object(
-            Bucket=STANDIN_BUCKET, Key=f"{wheelhouse_key(spec)}/{LOCK_FILE}", Body=spec.path.read_bytes()
-        )
+    seed_cache_bucket(STANDIN_BUCKET, region)
 
 
 @pytest.fixture

@@ -5,10 +5,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import boto3
+
 from llmctl.infra.lifecycle.backend import resolve_backend
 from llmctl.infra.lifecycle.engine import Engine
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
+from llmctl.serving.lockfiles import locks
 
 
 def lifecycle(progress: Progress | None = None, stack: str = "dev") -> Lifecycle:
@@ -109,3 +113,13 @@ def push(region: str, repository: str, tag: str) -> str:
         repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
     )["image"]
     return str(image["imageId"]["imageDigest"])
+
+
+def seed_cache_bucket(bucket: str, region: str) -> None:
+    """A platform's cache bucket in which every runtime lock's wheelhouse is already there (a prefix
+    with its lock is complete, so `up` reuses it instead of downloading the wheels, which needs the
+    package index; tests/serving/test_wheelhouse.py builds a real one)."""
+    s3 = boto3.client("s3", region_name=region)
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
+    for spec in locks().locks.values():
+        s3.put_object(Bucket=bucket, Key=f"{wheelhouse_key(spec)}/{LOCK_FILE}", Body=spec.path.read_bytes())

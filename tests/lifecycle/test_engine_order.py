@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
-from lifecycle_support import code_tag, lifecycle, push
+from lifecycle_support import code_tag, lifecycle, push, seed_cache_bucket
 from standin_support import StandinEngine, kube_objects
 
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
@@ -220,9 +220,7 @@ def test_catalog_blueprint_with_an_ecr_registry_pods_use_only_images_an_earlier_
     name: str, pushed: bool, aws: str
 ) -> None:
     config = registry_config(name)
-    boto3.client("s3", region_name=aws).create_bucket(
-        Bucket=CACHE_BUCKET, CreateBucketConfiguration={"LocationConstraint": aws}
-    )
+    seed_cache_bucket(CACHE_BUCKET, aws)
     repository = repository_name(config.stack, name)
     digest = push(aws, repository, code_tag()) if pushed else None
     # the offline plan (no decision yet) names no ECR image: the registry alone makes none exist

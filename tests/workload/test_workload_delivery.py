@@ -329,27 +329,41 @@ def test_the_configmap_carries_the_built_wheel_and_is_named_by_its_digest(tmp_pa
     assert names[0] != names[1]
 
 
+def _lock_bytes(config: WorkloadConfig) -> int:
+    from llmctl.infra.workload.delivery import runtime_lock
+
+    return len(runtime_lock(config, config.blueprint.image.base).path.read_text(encoding="utf-8").encode())
+
+
 def test_a_wheel_too_large_for_a_configmap_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from llmctl.infra.workload import deploy_delivery
 
-    config = on_existing_cluster(config_for("tiny-cpu"))
+    config = on_existing_cluster(config_for("llama2-inf2"))
+    lock = _lock_bytes(config)  # the ray-neuronx lock (about 195 KiB) rides beside the wheel
     big = tmp_path / wheel_file()
-    # 800 KiB passed the old raw-size check (900 KiB); base64 makes it 1067 KiB on the wire
-    big.write_bytes(b"x" * (800 * 1024))
+    # 850 KiB passed the old raw-size check (900 KiB); with the lock the data exceed 1 MiB
+    big.write_bytes(b"x" * (850 * 1024))
     monkeypatch.setattr(deploy_delivery, "kept_wheel", lambda: (big, "ef" * 32))
     with pytest.raises(LlmctlError) as error:
         deploy_delivery.decide(config)
     assert "\n" not in error.value.message
-    assert "800 KiB, 1067 KiB as a ConfigMap" in error.value.message and "1024 KiB" in error.value.message
-    assert error.value.hint and "llmctl images build --push -b tiny-cpu" in error.value.hint
-    big.write_bytes(b"x" * (700 * 1024))  # 933 KiB encoded, with metadata still under 1 MiB: delivered
+    total = (850 * 1024 + lock) // 1024
+    assert total > 1024 and f"850 KiB, {total} KiB of ConfigMap data" in error.value.message
+    assert "1024 KiB" in error.value.message
+    assert error.value.hint and "llmctl images build --push -b llama2-inf2" in error.value.hint
+    big.write_bytes(b"x" * (CONFIGMAP_LIMIT - lock))  # exactly the API server's limit: delivered
     assert deploy_delivery.decide(config).mode == "configmap"
+    big.write_bytes(b"x" * (CONFIGMAP_LIMIT - lock + 1))  # one byte over: refused
+    with pytest.raises(LlmctlError):
+        deploy_delivery.decide(config)
 
 
-def test_the_configmap_size_is_the_rendered_object_with_the_wheel_base64_encoded(tmp_path: Path) -> None:
-    import json
+def test_the_configmap_size_is_what_the_api_server_counts(tmp_path: Path) -> None:
+    """ValidateConfigMap sums every data value and every decoded binaryData value: the wheel's own
+    bytes plus the lock, not the base64 text or the metadata."""
+    import base64
 
     from llmctl.infra.workload.delivery import app_objects, configmap_delivery, configmap_size
 
@@ -358,8 +372,9 @@ def test_the_configmap_size_is_the_rendered_object_with_the_wheel_base64_encoded
     wheel.write_bytes(bytes(range(256)) * 3000)  # 768000 bytes: 1024000 in base64
     size = configmap_size(config, wheel, "ab" * 32)
     [obj] = app_objects(config.model_copy(update={"delivery": configmap_delivery(config, wheel, "ab" * 32)}))
-    assert size == len(json.dumps(obj, separators=(",", ":")).encode())
-    assert 1024000 < size < 1024000 + 2048 and size <= CONFIGMAP_LIMIT == 1024 * 1024
+    [encoded] = obj["binaryData"].values()
+    assert base64.b64decode(encoded) == wheel.read_bytes()
+    assert size == 768000 + _lock_bytes(config) == 768000 + len(obj["data"]["requirements.txt"].encode())
 
 
 def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(

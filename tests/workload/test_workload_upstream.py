@@ -30,9 +30,13 @@ def _run_start(tmp_path: Path, group: dict[str, object], pip_exit: int) -> subpr
     container = group["template"]["spec"]["containers"][0]  # type: ignore[index]
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    pip = bindir / "pip"
-    pip.write_text(f"#!/bin/sh\nexit {pip_exit}\n")
-    pip.chmod(pip.stat().st_mode | stat.S_IEXEC)
+    # the container installs with `python3 -m pip` (the lock from the wheelhouse, then the wheel): a
+    # stand-in python3 answers those with pip_exit and runs everything else with this interpreter
+    python3 = bindir / "python3"
+    python3.write_text(
+        f'#!/bin/sh\nif [ "$1" = "-m" ] && [ "$2" = "pip" ]; then exit {pip_exit}; fi\nexec {sys.executable} "$@"\n'
+    )
+    python3.chmod(python3.stat().st_mode | stat.S_IEXEC)
     show_args = f"{sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"
     env = {
         "PATH": f"{bindir}:{os.environ['PATH']}",
