@@ -38,7 +38,7 @@ registry:
 	  else echo "make test needs Debian's docker-registry: sudo apt-get install -y docker-registry" >&2; exit 1; fi; }
 
 test: install upstream registry
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report benchmarks/results/suite.json
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report=benchmarks/results/suite.json
 
 lint: install typecheck
 	$(BIN)/ruff check .

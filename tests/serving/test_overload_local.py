@@ -34,6 +34,9 @@ STACK = "overload"
 def _blueprint() -> Blueprint:
     data = load_blueprint("tiny-cpu").model_dump(mode="json")
     data["serving"].update({"max_concurrent_requests": SLOTS, "max_queued_requests": QUEUE})
+    # one replica: the slots, queue and token counters asserted here are that replica's (tiny-cpu may
+    # scale to 2 under this load, and /metrics then shows only the replica that answered it)
+    data["scaling"].update({"replicas": 1, "min_replicas": 1, "max_replicas": 1})
     return Blueprint.model_validate(data)
 
 
