@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from llmctl.errors import CloudError, PrerequisiteError
+from llmctl.infra.aws.session import new_session
 
 # The oldest pulumi CLI llmctl works with: `destroy`/`refresh` of an inline program need 3.181
 # (`--client`; the Automation API raises InvalidVersionError below it), though it accepts >= 3.1.
@@ -186,13 +187,12 @@ def preflight_pins(blueprint: str, *, stack: str, region: str | None) -> list[st
     resolves for the cluster's Kubernetes version in every variant the blueprint's nodes need, and
     every pinned chart version is published. A definite failure raises; checks that could not run
     come back as warning lines (never as a pass)."""
-    import boto3
 
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.infra.aws.pin_checks import pin_checks
 
     resolved = resolve_region(region)
-    session = boto3.session.Session(region_name=resolved)
+    session = new_session(resolved)
     checks = pin_checks(load_blueprint(blueprint), stack=stack, region=resolved, session=session)
     failed = [check for check in checks if check.ok is False]
     if failed:
@@ -211,15 +211,13 @@ def preflight_capacity(
     capacity reservations it names (active, of its instance type, in the platform's AZs, room for the
     nodes it starts with). A definite failure raises with the fix (the quota increase command, the
     reservation to change); a check that could not run comes back as a warning line."""
-    import boto3
-
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.infra.aws.doctor import check_quota, platform_az_ids
     from llmctl.infra.aws.reservations import check_reservations
 
     resolved = resolve_region(region)
     bp = load_blueprint(blueprint)
-    session = session or boto3.session.Session(region_name=resolved)
+    session = session or new_session(resolved)
     checks = [
         check_quota(session, resolved, bp),
         *check_reservations(session, resolved, bp, platform_az_ids(bp, stack, resolved)),
