@@ -172,6 +172,10 @@ def start_local(
     log = record_path.with_suffix(".log")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray's proxy binds with SO_REUSEPORT by default, so a second local server started on the same
+    # port at the same moment would share it and get half of the other's requests; without it, the
+    # second bind fails
+    env["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "0"
     if key:
         env[API_KEY_ENV] = key
     say(f"starting Ray Serve on 127.0.0.1:{port} (log: {log})")

@@ -9,6 +9,20 @@ import pytest
 pytest_plugins = ["suite_report"]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse to run when ``--dist loadgroup`` does not group: a module-scoped server (Ray, moto)
+    split over two workers makes two of them, and two local Ray servers share a port."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    ungrouped = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"pytest-xdist's --dist loadgroup did not group {len(ungrouped)} tests (first: {ungrouped[0]}); "
+            "this pytest and pytest-xdist do not work together: install the versions pyproject.toml pins"
+        )
+
+
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     """One moto server (real HTTP, real AWS API shapes) on 127.0.0.1 at a free port for the session.

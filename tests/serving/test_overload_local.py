@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -65,6 +67,14 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
+async def _expect_ok(response: httpx.Response, server: Endpoint) -> None:
+    """A non-200 fails with what the server said and the end of its log (the cause of a 503)."""
+    if response.status_code != 200:
+        body = (await response.aread()).decode(errors="replace")[:500]
+        log = Path(server.extra["log"]).read_text(errors="replace").splitlines()[-80:]
+        raise AssertionError(f"HTTP {response.status_code}: {body}\n--- server log ---\n" + "\n".join(log))
+
+
 def _chat(tokens: int, stream: bool = False) -> dict[str, Any]:
     return {
         "model": "tiny",
@@ -73,6 +83,18 @@ def _chat(tokens: int, stream: bool = False) -> dict[str, Any]:
         "temperature": 0,
         "stream": stream,
     }
+
+
+def test_the_servers_port_is_its_own(server: Endpoint) -> None:
+    # Ray's proxy would bind with SO_REUSEPORT, and a second server on the same port would then take
+    # half of this one's connections; serving/local.py turns that off, so the second bind fails
+    port = urlparse(server.base_url).port
+    assert port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        with pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))
 
 
 def test_a_ten_megabyte_body_is_refused_fast(server: Endpoint) -> None:
@@ -126,7 +148,7 @@ def test_dropped_streams_free_their_slots_and_stop_generating(server: Endpoint) 
         async with client.stream(
             "POST", f"{server.base_url}/chat/completions", json=_chat(tokens, True)
         ) as r:
-            assert r.status_code == 200
+            await _expect_ok(r, server)
             lines = 0
             async for line in r.aiter_lines():
                 lines += bool(line)
@@ -163,7 +185,7 @@ def test_sigterm_during_streams_ends_every_stream_cleanly(server: Endpoint) -> N
     async def one(client: httpx.AsyncClient, counter: list[int]) -> list[str]:
         lines: list[str] = []
         async with client.stream("POST", f"{server.base_url}/chat/completions", json=_chat(64, True)) as r:
-            assert r.status_code == 200
+            await _expect_ok(r, server)
             async for line in r.aiter_lines():
                 if not lines:
                     counter[0] += 1
