@@ -2,8 +2,15 @@
 
 The client reads the raw SSE byte stream and takes ``time.perf_counter()`` as soon as a read
 returns; every event completed by that read gets that arrival time (they did arrive together).
-Content deltas, the server's ``usage`` and any error are stored on a :class:`RequestRecord`, which
-is filled in place so that a request that times out or is cancelled keeps what it received.
+While the stream runs, the hot path only stamps and keeps the bytes: parsing the events (JSON) is
+deferred to :func:`parse_stream`, which the load generator calls after the measured window, so
+that no stream's parsing delays another stream's arrival stamps. Content deltas, the server's
+``usage`` and any error are then stored on the :class:`RequestRecord`, which is filled in place so
+that a request that times out or is cancelled keeps what it received.
+
+Latencies count from ``record.sent``: the moment the request's last byte was handed to the socket
+(aiohttp writes headers and a small body in one write, with TCP_NODELAY). The connect time of a new
+connection and the client's own preparation before the write are recorded apart.
 
 The streaming requests use aiohttp, whose HTTP parser is written in C: profiled at concurrency 64
 against the fake server, httpx's pure-Python stack (httpcore + h11) took about three times the CPU
@@ -39,6 +46,9 @@ class RequestRecord:
     scheduled: float | None = None
     issued: float = 0.0
     start: float = 0.0
+    connected: float | None = None
+    written: float | None = None
+    first_byte: float | None = None
     end: float | None = None
     chunk_times: list[float] = field(default_factory=list)
     chunk_texts: list[str] = field(default_factory=list)
@@ -49,10 +59,21 @@ class RequestRecord:
     error_type: str | None = None
     error: str | None = None
     http_status: int | None = None
+    raw: list[tuple[float, bytes]] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def sent(self) -> float:
+        """Where latencies count from: the request fully written, else when it went to the network."""
+        return self.start if self.written is None else self.written
+
+    @property
+    def connect_s(self) -> float | None:
+        """The TCP connect of a new connection (None when a pooled connection was reused)."""
+        return None if self.connected is None else self.connected - self.start
 
     def fail(self, error_type: str, message: str) -> None:
         if self.end is None:
@@ -156,6 +177,8 @@ def make_session() -> aiohttp.ClientSession:
     trace = aiohttp.TraceConfig()
     trace.on_connection_create_start.append(_on_wire)
     trace.on_connection_reuseconn.append(_on_wire)
+    trace.on_connection_create_end.append(_on_connected)
+    trace.on_request_chunk_sent.append(_on_written)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     return aiohttp.ClientSession(
         connector=connector,
@@ -170,6 +193,20 @@ async def _on_wire(session: aiohttp.ClientSession, context: SimpleNamespace, par
         record.start = time.perf_counter()
 
 
+async def _on_connected(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:
+    record = context.trace_request_ctx
+    if isinstance(record, RequestRecord):
+        record.connected = time.perf_counter()
+
+
+async def _on_written(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:
+    # aiohttp awaits this right before the write of the chunk (headers and body together for a
+    # small body), with no await in between: the stamp is the moment the request goes out
+    record = context.trace_request_ctx
+    if isinstance(record, RequestRecord):
+        record.written = time.perf_counter()
+
+
 def request_headers(api_key: str | None) -> dict[str, str]:
     """The headers of every streamed request (built once per run)."""
     return {"Accept": "text/event-stream", "Content-Type": "application/json", **auth_headers(api_key)}
@@ -182,9 +219,11 @@ async def stream_request(
     headers: dict[str, str],
     *,
     timeout: float = 120.0,
+    parse: bool = True,
 ) -> RequestRecord:
     """Send one request (``body`` is the JSON bytes) and fill ``record``; never raises for a failed
-    request (except cancellation).
+    request (except cancellation). ``parse=False`` leaves the events unparsed (status
+    ``"received"``) for a later :func:`parse_stream`.
 
     A request that exceeds ``timeout`` seconds (from sending to the end of the stream) is recorded
     as ``error_type='timeout'`` with whatever chunks arrived before.
@@ -192,12 +231,16 @@ async def stream_request(
     ``record.issued`` is when the client began the request; ``record.start`` is when it went to the
     network: the start of the TCP connect when a new connection is needed, else the moment a pooled
     connection was taken for it (right before its headers are written), from aiohttp's trace
-    hooks. Latencies count from ``start``; the client's own preparation time, ``start - issued``,
-    is reported separately.
+    hooks. ``record.written`` is when its last byte was handed to the socket; latencies count from
+    there (``record.sent``), and the client's own preparation time is reported separately.
     """
     record.issued = record.start = time.perf_counter()
     try:
-        await asyncio.wait_for(_stream(session, record, body, headers), timeout)
+        try:
+            await asyncio.wait_for(_stream(session, record, body, headers), timeout)
+        finally:
+            if parse:
+                parse_stream(record)
     except asyncio.TimeoutError:
         record.fail("timeout", f"no complete answer within {timeout:g} s")
     except asyncio.CancelledError:
@@ -226,11 +269,39 @@ async def _stream(
 
 
 async def _read(response: aiohttp.ClientResponse, record: RequestRecord) -> None:
-    times, texts = record.chunk_times, record.chunk_texts
-    buffer = b""
-    done = False
+    # the hot path: a stamp and the bytes, nothing else (see the module docstring)
+    raw = record.raw
+    record.first_byte = time.perf_counter()
     async for data in response.content.iter_any():
         now = time.perf_counter()
+        raw.append((now, data))
+        if b"[DONE]" in data:
+            record.end = now
+        elif b'"error"' in data and _parse(record, final=False):
+            return  # an error event: the server ends the stream, the client stops reading
+    if record.end is None:
+        record.end = time.perf_counter()
+    record.status = "received"
+
+
+def parse_stream(record: RequestRecord) -> None:
+    """Turn the bytes a request received into its chunks, usage, finish reason and status."""
+    if record.raw or record.status == "received":
+        _parse(record, final=True)
+    record.raw = []
+
+
+def _parse(record: RequestRecord, *, final: bool) -> bool:
+    """Parse ``record.raw`` from the start; True when it holds an error (the record then failed).
+
+    ``final``: the stream is over, so the status is decided (a failure already recorded, such as a
+    timeout, stays).
+    """
+    times: list[float] = []
+    texts: list[str] = []
+    buffer = b""
+    done = False
+    for now, data in record.raw:
         buffer += data
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
@@ -250,13 +321,13 @@ async def _read(response: aiohttp.ClientResponse, record: RequestRecord) -> None
                 try:
                     chunk = json.loads(payload)
                 except ValueError:
-                    record.fail("bad_event", payload[:200].decode(errors="replace"))
-                    return
+                    _failed(record, times, texts, now, "bad_event", payload[:200].decode(errors="replace"))
+                    return True
                 if "error" in chunk:
                     err = chunk["error"]
                     message = err.get("message", str(err)) if isinstance(err, dict) else str(err)
-                    record.fail("stream_error", str(message))
-                    return
+                    _failed(record, times, texts, now, "stream_error", str(message))
+                    return True
                 for choice in chunk.get("choices") or ():
                     delta = choice.get("delta") or {}
                     content = delta.get("content") or choice.get("text")
@@ -269,11 +340,28 @@ async def _read(response: aiohttp.ClientResponse, record: RequestRecord) -> None
                 if usage:
                     record.usage_prompt_tokens = usage.get("prompt_tokens")
                     record.usage_completion_tokens = usage.get("completion_tokens")
-    if record.end is None:
-        record.end = time.perf_counter()
+    _keep(record, times, texts)
+    if not final or record.status != "received":
+        return False
     if not done and record.finish_reason is None:
         record.fail("incomplete_stream", "the stream ended without [DONE] or a finish_reason")
     elif not texts:
         record.fail("empty_response", "the server streamed no content")
     else:
         record.status = "ok"
+    return False
+
+
+def _keep(record: RequestRecord, times: list[float], texts: list[str]) -> None:
+    record.chunk_times[:] = times
+    record.chunk_texts[:] = texts
+
+
+def _failed(
+    record: RequestRecord, times: list[float], texts: list[str], when: float, error_type: str, message: str
+) -> None:
+    """An error event or a broken one at ``when``: what came before it is kept."""
+    _keep(record, times, texts)
+    if record.status in ("pending", "received"):
+        record.end = when
+        record.fail(error_type, message)

@@ -38,6 +38,7 @@ from llmctl.serving.bench.client import (
     auth_headers,
     chat_body,
     make_session,
+    parse_stream,
     request_headers,
     stream_request,
 )
@@ -190,13 +191,19 @@ class _Run:
         progress = self.progress
         progress.started += 1
         try:
+            # parsed after the window (parse_stream): no stream's parsing delays another's stamps
             await stream_request(
-                self.session, record, json.dumps(body).encode(), self.headers, timeout=plan.timeout
+                self.session,
+                record,
+                json.dumps(body).encode(),
+                self.headers,
+                timeout=plan.timeout,
+                parse=False,
             )
         finally:
             if record.status == "pending":
                 record.fail("cancelled", "stopped before the answer completed")
-            if record.ok:
+            if record.status == "received":
                 progress.completed += 1
             else:
                 progress.failed += 1
@@ -331,6 +338,8 @@ async def run_load(
         # the window closes when its last request ends (or when it was stopped, if none did)
         t_end = max((r.end for r in run.records if r.end is not None), default=t_end)
     finally:
+        for record in (*run.warmup_records, *run.records):
+            parse_stream(record)
         for task in (ticker, lag_task):
             if task is not None:
                 task.cancel()

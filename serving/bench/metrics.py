@@ -19,14 +19,15 @@ from llmctl.serving.bench.loadgen import LoadResult
 from llmctl.serving.bench.tokens import APPROX_NOTE, Tokenizer
 
 DEFINITIONS: dict[str, str] = {
-    "ttft_s": "time to first token: from sending the request to the arrival of the first chunk "
-    "that carries content (a role-only first chunk does not count)",
+    "ttft_s": "time to first token: from the moment the request was written to the socket (its last "
+    "byte) to the arrival of the first chunk that carries content (a role-only first chunk does not "
+    "count); a new connection's connect time is connect_s, the client's preparation send_delay_s",
     "tpot_s": "time per output token, one value per request: (e2e - ttft) / (output_tokens - 1); "
     "requests with fewer than 2 output tokens have none",
     "itl_s": "inter-token latency: each gap between consecutive content chunks divided by the number "
     "of tokens in the later chunk, one sample per token, pooled over all requests",
     "inter_chunk_gap_s": "raw gap between consecutive content chunks, pooled over all requests",
-    "e2e_s": "end-to-end latency: from sending the request to the end of its stream ([DONE])",
+    "e2e_s": "end-to-end latency: from the moment the request was written to the end of its stream ([DONE])",
     "request_output_throughput_tok_s": "output tokens / e2e, one value per request",
     "e2e_per_output_token_s": "e2e / output tokens per request, TTFT included: what llmperf calls "
     "inter_token_latency_s (the summary's results_inter_token_latency_s_* are its statistics)",
@@ -42,8 +43,11 @@ DEFINITIONS: dict[str, str] = {
     "achieved_rate_rps": "(requests started - 1) / (last start - first start): the rate at which the "
     "load generator really sent requests (compare with the requested rate)",
     "start_lag_s": "open loop: actual start - scheduled start of each request",
-    "send_delay_s": "client-side time from beginning a request to its first byte on the network "
-    "(latencies count from that byte; a large value means the load generator is the bottleneck)",
+    "send_delay_s": "client-side time from beginning a request to its last byte written to the socket, "
+    "connect time included (latencies count from that write; a large value means the load generator "
+    "is the bottleneck)",
+    "connect_s": "TCP connect time of the requests that opened a new connection (the others reuse one "
+    "of the connections opened before the window)",
     "error_rate": "failed requests (HTTP errors, stream errors, timeouts, cancelled) / started requests",
     "rejected_by_status": "failed requests answered with an HTTP error status, by status code (413 too "
     "large, 429 shed by a full queue, 503 draining or unavailable)",
@@ -149,8 +153,9 @@ def request_metrics(
         in_tokens, in_source = int(record.usage_prompt_tokens), "usage"
     else:
         in_tokens, in_source = record.input_tokens_sent, "tokenizer"
-    ttft = record.chunk_times[0] - record.start if record.chunk_times else None
-    e2e = record.end - record.start if record.ok and record.end is not None else None
+    sent = record.sent
+    ttft = record.chunk_times[0] - sent if record.chunk_times else None
+    e2e = record.end - sent if record.ok and record.end is not None else None
     tpot = (
         (e2e - ttft) / (out_tokens - 1) if e2e is not None and ttft is not None and out_tokens > 1 else None
     )
@@ -170,7 +175,10 @@ def request_metrics(
         "start_s": record.start - t0,
         "end_s": None if record.end is None else record.end - t0,
         "start_lag_s": None if record.scheduled is None else record.start - record.scheduled,
-        "send_delay_s": record.start - record.issued,
+        "send_delay_s": sent - record.issued,
+        "connect_s": record.connect_s,
+        "written_s": None if record.written is None else record.written - t0,
+        "first_byte_s": None if record.first_byte is None else record.first_byte - t0,
         "ttft_s": ttft,
         "tpot_s": tpot,
         "e2e_s": e2e,
@@ -234,6 +242,7 @@ def summarize(
         "request_output_throughput_tok_s": describe(col("request_output_throughput_tok_s")),
         "e2e_per_output_token_s": describe(col("e2e_per_output_token_s")),
         "send_delay_s": describe([row["send_delay_s"] for row in rows]),
+        "connect_s": describe([row["connect_s"] for row in rows if row["connect_s"] is not None]),
         "input_tokens": describe([float(row["input_tokens"]) for row in done]),
         "output_tokens": describe([float(row["output_tokens"]) for row in done]),
     }

@@ -60,6 +60,10 @@ def _events(record: RequestRecord, t0: float) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = [
         {"req": record.index, "event": "start", "t": record.start - t0, "warmup": record.warmup}
     ]
+    for name in ("connected", "written", "first_byte"):  # the new connection, request out, headers in
+        when = getattr(record, name)
+        if when is not None:
+            events.append({"req": record.index, "event": name, "t": when - t0})
     for when, text in zip(record.chunk_times, record.chunk_texts, strict=True):
         events.append({"req": record.index, "event": "chunk", "t": when - t0, "text": text})
     events.append(

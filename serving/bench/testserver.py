@@ -132,7 +132,9 @@ class FakeOpenAI:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        started = time.monotonic()
+        # when the request's last bytes came off the socket (the protocol's stamp, before this
+        # task got its turn on a busy loop), else now
+        started = scope.get("state", {}).get("read_at") or time.monotonic()
         path: str = scope["path"].rstrip("/")
         method: str = scope["method"]
         if method == "GET" and path in ("/v1/models", "/models"):
@@ -288,7 +290,7 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
     config = uvicorn.Config(
         FakeOpenAI(timing),
         loop="none",
-        http="httptools" if _has("httptools") else "h11",
+        http=_stamping_protocol() if _has("httptools") else "h11",
         log_level="critical",  # stalled streams are cancelled at shutdown; not an error
         access_log=False,
         backlog=1024,
@@ -302,6 +304,29 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
         loop.run_until_complete(uvicorn.Server(config).serve(sockets=[sock]))
     finally:
         loop.close()
+
+
+def _stamping_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol, stamping when each request's last bytes were read.
+
+    The app's own clock starts only when its task runs; with 64 requests arriving in one burst the
+    last one waits for the other 63, and that wait is the server's, not the client's. The stamp
+    goes to ``scope["state"]["read_at"]`` (``time.monotonic()``).
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class StampingProtocol(HttpToolsProtocol):
+        _arrived = 0.0
+
+        def data_received(self, data: bytes) -> None:
+            self._arrived = time.monotonic()
+            super().data_received(data)
+
+        def on_message_complete(self) -> None:
+            self.scope["state"]["read_at"] = self._arrived
+            super().on_message_complete()
+
+    return StampingProtocol
 
 
 def _has(module: str) -> bool:

@@ -128,3 +128,30 @@ def test_open_loop_keeps_the_schedule_and_reports_the_achieved_rate(fake: Any, r
     # a request never starts before its time (a timer may fire up to 1 ms early), and not 2 s late
     lags = [row["start_lag_s"] for row in rows]
     assert min(lags) >= -0.001 and max(lags) <= UPPER_SLACK
+
+
+def test_each_request_is_stamped_in_causal_order_and_never_measured_below_the_servers_own_time(
+    fake: Any, run_plan: Any, make_prompts: Any
+) -> None:
+    from llmctl.serving.bench.testserver import timeline
+
+    url = fake(ttft=TTFT, tpot=TPOT)
+    plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=8, requests=24, warmup=2)
+    result = run_plan(plan, make_prompts(mean_out=12, std_out=0))
+    for record in result.records:
+        assert record.ok and not record.raw  # parsed after the window, the bytes let go
+        assert record.written is not None and record.first_byte is not None
+        assert record.issued <= record.start <= record.written == record.sent <= record.first_byte
+        assert record.first_byte <= record.chunk_times[0] <= record.end  # type: ignore[operator]
+        # every slot's connection was opened before the window: no request pays a connect
+        assert record.connected is None and record.connect_s is None
+    streams = [s for s in timeline(url) if s[0] >= result.t0]
+    assert len(streams) == 24
+    # the server reads a request only after the client wrote it, and the client sees a chunk only
+    # after the server wrote it: the tool's TTFT is never below the server's own
+    assert min(read for read, *_ in streams) >= min(r.written for r in result.records)  # type: ignore[type-var]
+    tool = sorted(r.chunk_times[0] - r.sent for r in result.records)
+    truth = sorted(first - read for read, first, _end, _n in streams)
+    assert all(t >= s - 1e-6 for t, s in zip(tool, truth, strict=True))
+    _summary, rows = summarize(result, ApproxTokenizer())
+    assert all(row["connect_s"] is None and row["written_s"] is not None for row in rows)
