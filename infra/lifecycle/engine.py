@@ -84,8 +84,27 @@ class _Interrupted(Exception):
     pass
 
 
-def _make_command(on_interrupt: Callable[[int], None]) -> Any:
-    """A PulumiCommand whose processes run in their own session and get SIGINT forwarded once."""
+class _Running:
+    """The pulumi process of the current command, and whether llmctl asked the operation to stop."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+        self.stopping = False
+        self.lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Stop the operation as a Ctrl-C would: SIGINT to the running process (Pulumi then ends the
+        update cleanly and saves its state); the commands after it are not started."""
+        with self.lock:
+            self.stopping = True
+            if self.proc is not None and self.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.send_signal(signal.SIGINT)
+
+
+def _make_command(on_interrupt: Callable[[int], None], running: _Running) -> Any:
+    """A PulumiCommand whose processes run in their own session and get SIGINT forwarded once
+    (from the terminal's Ctrl-C, or from :meth:`Engine.stop`)."""
     from pulumi.automation import PulumiCommand
     from pulumi.automation._cmd import CommandResult
     from pulumi.automation.errors import create_command_error
@@ -101,16 +120,20 @@ def _make_command(on_interrupt: Callable[[int], None]) -> Any:
         ) -> Any:
             argv = [self.command, *(["--non-interactive"] if "--non-interactive" not in args else []), *args]
             env = {**os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                start_new_session=True,
-            )
+            with running.lock:
+                if running.stopping:
+                    raise _Interrupted(f"stopped before `pulumi {' '.join(args[:2])}`")
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    encoding="utf-8",
+                    start_new_session=True,
+                )
+                running.proc = proc
             out: list[str] = []
             err: list[str] = []
 
@@ -140,8 +163,11 @@ def _make_command(on_interrupt: Callable[[int], None]) -> Any:
                         proc.send_signal(signal.SIGINT)
             for reader in readers:
                 reader.join()
+            with running.lock:
+                running.proc = None
+                stopped = running.stopping
             result = CommandResult(stdout="\n".join(out), stderr="\n".join(err), code=code)
-            if interrupts:
+            if interrupts or (stopped and code != 0):
                 raise _Interrupted(str(result))
             if code != 0:
                 raise create_command_error(result)
@@ -238,6 +264,7 @@ class Engine:
         self.backend = backend
         self.on_interrupt = on_interrupt or (lambda _count: None)
         self._command: Any = None
+        self._running = _Running()
         # Stack outputs read during this command, by (project, stack). Only up and destroy change them,
         # and both go through this object: up stores what it returned, destroy forgets. Each read
         # otherwise costs three pulumi runs (workspace version check, stack select, stack output).
@@ -259,7 +286,7 @@ class Engine:
 
     def _pulumi_command(self) -> Any:
         if self._command is None:
-            self._command = _make_command(self.on_interrupt)(skip_version_check=False)
+            self._command = _make_command(self.on_interrupt, self._running)(skip_version_check=False)
         return self._command
 
     def _workspace_options(self, spec: StackSpec) -> Any:
@@ -293,8 +320,13 @@ class Engine:
             stack.set_all_config({key: auto.ConfigValue(value=value) for key, value in spec.config.items()})
         return stack
 
+    def stop(self) -> None:
+        """Stop the running operation from another thread (as Ctrl-C would); it then raises."""
+        self._running.stop()
+
     def up(self, spec: StackSpec, on_event: OnEvent | None = None) -> dict[str, Any]:
         """Create or update the stack; returns its outputs as plain values."""
+        self._running.stopping = False
         key = (spec.project, spec.stack)
         self._outputs.pop(key, None)
         with self._translated(spec):

@@ -216,23 +216,17 @@ def wait_ready(
     `watch` (e.g. :func:`launch_findings`) adds what Karpenter says, each finding once; at a final one
     (no instance type can hold a pod, the vCPU quota refuses the family) the wait stops at once with
     the finding and `stop_hint` (the running cost, the `llmctl down` command) instead of the timeout."""
+    from llmctl.infra.lifecycle.launches import LaunchWatch
+
     deadline = time.monotonic() + timeout_s
     last = ""
-    seen: set[str] = set()
+    launches = LaunchWatch(watch, namespace, on_wait, stop_hint) if watch is not None else None
     while True:
         state = readiness(kubeconfig, namespace)
         if state.ready:
             return
-        for finding in watch() if watch is not None else []:
-            if finding.key in seen:
-                continue
-            seen.add(finding.key)
-            on_wait(f"Karpenter: {finding.text}")
-            if finding.final:
-                raise ServingError(
-                    f"the workload in namespace {namespace} cannot start: {finding.text}",
-                    "; ".join(part for part in (finding.hint, stop_hint) if part) or None,
-                )
+        if launches is not None and launches.check() is not None:
+            raise launches.error()
         text = "; ".join(state.waiting_for[:2]) or f"pods in namespace {namespace}"
         if text != last:
             on_wait(text)

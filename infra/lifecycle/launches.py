@@ -10,10 +10,15 @@ quota refuses the family): `up` prints every new one and stops waiting at a fina
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from llmctl.errors import ServingError
 
 # "Failed to schedule pod, no instance type has enough resources, requirements=..., resources={...}"
 # (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/nodeclaim.go InstanceTypeFilterError,
@@ -203,3 +208,73 @@ def findings(
     for item in found:
         unique.setdefault(item.key, item)
     return list(unique.values())
+
+
+class LaunchWatch:
+    """What Karpenter says about one workload, each finding said once; the first final one is kept.
+
+    ``check`` runs one poll (the readiness wait calls it between its own polls); ``in_background``
+    polls on a thread while something else waits, such as the workload stack's update, in which
+    Pulumi awaits the serving objects for up to hours: a final finding there calls ``on_final``
+    (which stops the update) instead of waiting out Pulumi's timeout.
+    """
+
+    def __init__(
+        self,
+        poll: Callable[[], list[Finding]],
+        namespace: str,
+        say: Callable[[str], None],
+        stop_hint: str = "",
+    ) -> None:
+        self.poll = poll
+        self.namespace = namespace
+        self.say = say
+        self.stop_hint = stop_hint
+        self.seen: set[str] = set()
+        self.final: Finding | None = None
+        self._lock = threading.Lock()
+
+    def check(self) -> Finding | None:
+        """One poll: say each new finding; returns the final one once there is one."""
+        found = self.poll()
+        with self._lock:
+            for finding in found:
+                if finding.key in self.seen:
+                    continue
+                self.seen.add(finding.key)
+                self.say(f"Karpenter: {finding.text}")
+                if finding.final and self.final is None:
+                    self.final = finding
+            return self.final
+
+    def error(self) -> ServingError:
+        """The stop: the finding, what to do about it, and what still runs (``stop_hint``)."""
+        assert self.final is not None
+        return ServingError(
+            f"the workload in namespace {self.namespace} cannot start: {self.final.text}",
+            "; ".join(part for part in (self.final.hint, self.stop_hint) if part) or None,
+        )
+
+    @contextlib.contextmanager
+    def in_background(self, on_final: Callable[[], None], poll_s: float = 20) -> Iterator[None]:
+        """Poll every ``poll_s`` seconds while the body runs; at a final finding call ``on_final`` once."""
+        done = threading.Event()
+
+        def loop() -> None:
+            while not done.is_set():
+                try:
+                    final = self.check()
+                except Exception:  # a failed poll only skips this round; the wait goes on
+                    final = None
+                if final is not None:
+                    on_final()
+                    return
+                done.wait(poll_s)
+
+        thread = threading.Thread(target=loop, name="llmctl-launch-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=60)

@@ -31,6 +31,9 @@ from llmctl.infra.targets.names import ClusterTarget
 from llmctl.infra.workload.hf_token import hf_token, require_hf_token
 from llmctl.state import Endpoint
 
+# how often `up` asks Karpenter about the workload's nodes while the workload stack updates
+LAUNCH_POLL_S = 20.0
+
 
 def _blueprint_problems(bp: Any, facts: Any) -> None:
     from llmctl.infra.workload.schedulability import validate_workload
@@ -183,9 +186,9 @@ class Lifecycle:
                 {"aws:region": region, **record.to_config()},
             )
             stage["serving"] = True
-            with self.progress.phase(f"workload {record.label()}"):
-                w_out = self.engine.up(spec, on_event=self.progress.on_event)
             kube = self._kubeconfig(facts, kubeconfig)
+            with self.progress.phase(f"workload {record.label()}"):
+                w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload)
             if wait and kube is not None:
                 from llmctl.infra.lifecycle.kube import launch_findings, wait_ready
 
@@ -263,6 +266,40 @@ class Lifecycle:
         except LlmctlError as exc:
             self.progress.note(f"no start timeline: {exc.message}")
             return []
+
+    def _workload_up(
+        self,
+        spec: StackSpec,
+        kube: Path | None,
+        ns: str,
+        region: str,
+        bp: Any,
+        cost: Any,
+        workload: str | None,
+    ) -> dict[str, Any]:
+        """The workload stack's update, while Karpenter is watched: Pulumi awaits the serving objects
+        (for hours on a first Neuron compile), and a launch that can never succeed stops the update
+        within a poll instead of at Pulumi's timeout."""
+        if kube is None:
+            return self.engine.up(spec, on_event=self.progress.on_event)
+        from llmctl.infra.lifecycle.kube import launch_findings
+        from llmctl.infra.lifecycle.launches import LaunchWatch
+
+        watch = LaunchWatch(
+            functools.partial(
+                launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
+            ),
+            ns,
+            self.progress.wait,
+            _stop_hint(self.stack, cost, workload),
+        )
+        try:
+            with watch.in_background(self.engine.stop, poll_s=LAUNCH_POLL_S):
+                return self.engine.up(spec, on_event=self.progress.on_event)
+        except LlmctlError:
+            if watch.final is not None:
+                raise watch.error() from None
+            raise
 
     def _kubeconfig(self, facts: Any, given: Path | None) -> Path | None:
         if given is not None:

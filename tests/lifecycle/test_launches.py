@@ -206,3 +206,56 @@ def test_up_stops_waiting_and_prints_the_cost_and_down_command() -> None:
 
 def test_the_stop_is_a_serving_error_with_its_exit_code() -> None:
     assert ServingError("x").exit_code == 6  # `up` exits 6 when it stops waiting (docs/lifecycle.md)
+
+
+def test_up_stops_the_workload_update_at_once_when_no_node_can_ever_hold_the_pod(
+    engine: StandinEngine, aws: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulumi awaits the serving RayService (the stand-in hangs there, as a first start would), and
+    `up` reads Karpenter meanwhile: Karpenter's event arrives during the update, the final finding
+    stops it (SIGINT, as Ctrl-C would) and `up` exits 6 with it."""
+    import threading
+    import time
+
+    from typer.testing import CliRunner
+
+    from llmctl.cli.app import app
+    from llmctl.infra.lifecycle import orchestrate
+    from llmctl.infra.lifecycle.engine import workload_project
+
+    monkeypatch.setattr(orchestrate, "LAUNCH_POLL_S", 0.2)
+
+    pod = pending("m5.xlarge", "20Gi", "5")
+    pod["metadata"]["namespace"] = "tiny-cpu"
+    event = karpenter_event(
+        "serve-0.1",
+        "Pod",
+        "serve-0",
+        "FailedScheduling",
+        "Failed to schedule pod, no instance type has enough resources, requirements=karpenter.sh/nodepool In "
+        '[cpu], node.kubernetes.io/instance-type In [m5.xlarge], resources={"cpu":"5","memory":"20Gi","pods":"3"}',
+        "2026-11-26T20:00:05Z",
+    )
+    event["metadata"]["namespace"] = event["involvedObject"]["namespace"] = "tiny-cpu"
+    engine.control(hang_on="tiny-cpu/tiny-cpu")
+    marker = engine.root / "hanging"
+
+    def karpenter_says_no() -> None:  # once the update hangs on the RayService
+        deadline = time.monotonic() + 300  # a bound for a busy machine; it ends when the marker shows
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        engine.kube(pod, event)
+
+    karpenter = threading.Thread(target=karpenter_says_no, daemon=True)
+    karpenter.start()
+    result = CliRunner().invoke(app, ["up", "--blueprint", "tiny-cpu", "--yes", "--progress", "plain"])
+    karpenter.join(timeout=5)
+    said = result.stdout + result.stderr
+    assert marker.exists(), said
+    assert result.exit_code == 6, said
+    assert "Karpenter: no instance type satisfied resources (pod asks 20Gi, m5.xlarge offers" in said
+    assert "the workload in namespace tiny-cpu cannot start: no instance type satisfied resources" in said
+    assert "`llmctl down --stack dev --yes`" in said and "/h" in said
+    # the update was stopped the way Ctrl-C stops it: a failed update on record, its lock released
+    assert engine.history(workload_project("tiny-cpu"), "dev")[-1]["result"] == "failed"
+    assert not list((engine.backend / ".pulumi" / "locks").rglob("*.json"))
