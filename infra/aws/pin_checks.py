@@ -210,9 +210,9 @@ def platform_pins(
 ) -> tuple[str, list[str], list[tuple[str, str, str]]]:
     """For a blueprint (or None: the base platform): the Kubernetes version, the AMI variants its
     pools need, and (repository, chart, version) of every chart the platform installs."""
+    from llmctl.blueprints.pools import pool
     from llmctl.blueprints.versions import versions
     from llmctl.infra.platform.config import PlatformConfig
-    from llmctl.infra.pools import pool
 
     config = PlatformConfig.for_blueprints(
         [blueprint] if blueprint is not None else [], stack=stack, region=region

@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmctl.blueprints.pools import ALWAYS_POOLS
 from llmctl.errors import LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.pools import ALWAYS_POOLS
 
 RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its record
 RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
@@ -90,9 +90,9 @@ class WorkloadRecord(BaseModel):
 
     @classmethod
     def for_blueprint(cls, bp: Any, workload: str | None = None) -> WorkloadRecord:
-        """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.infra.pools`)."""
+        """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.blueprints.pools`)."""
         from llmctl.blueprints.hardware import hardware
-        from llmctl.infra.pools import pools_for
+        from llmctl.blueprints.pools import pools_for
 
         return cls(
             blueprint=bp.name,

@@ -1,7 +1,7 @@
 """What a workload stack needs to know: the blueprint and the facts of the platform it lands on.
 
 `PlatformFacts` comes from the platform stack's outputs (`from_outputs`) on a deployed platform,
-or is derived offline from :mod:`llmctl.infra.pools` (`for_blueprint`) so `llmctl render` and
+or is derived offline from :mod:`llmctl.blueprints.pools` (`for_blueprint`) so `llmctl render` and
 `llmctl validate` need no cloud. On an existing cluster (target kubeconfig) it comes from the
 user's cluster file (`for_existing_cluster`, see :mod:`llmctl.infra.workload.cluster`). `WorkloadConfig` bundles it with the blueprint.
 """
@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from llmctl.blueprints.pools import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, POOL_LABEL, PoolSpec
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError
-from llmctl.infra.pools import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, POOL_LABEL, PoolSpec
 from llmctl.infra.targets.names import ClusterTarget
 
 Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
@@ -109,7 +109,7 @@ class PoolFacts(_Strict):
 
     @classmethod
     def from_spec(cls, spec: PoolSpec, core_instance_type: str | None = None) -> PoolFacts:
-        """The facts of a pool defined in :mod:`llmctl.infra.pools`."""
+        """The facts of a pool defined in :mod:`llmctl.blueprints.pools`."""
         return cls(
             name=spec.name,
             labels=dict(spec.labels),
@@ -188,11 +188,11 @@ class PlatformFacts(_Strict):
     def for_blueprint(
         cls, blueprint: Blueprint, *, stack: str = "dev", region: str = "us-west-2"
     ) -> PlatformFacts:
-        """The facts the platform WOULD have for this blueprint, from :mod:`llmctl.infra.pools` (offline)."""
+        """The facts the platform WOULD have for this blueprint, from :mod:`llmctl.blueprints.pools` (offline)."""
         from llmctl.blueprints.hardware import hardware
+        from llmctl.blueprints.pools import pools_for
         from llmctl.blueprints.versions import versions
         from llmctl.infra.platform.config import validate_config
-        from llmctl.infra.pools import pools_for
 
         # The same stack-name and region rules as the platform (a bad one fails here, not in the cluster).
         validate_config({"stack": stack, "region": region}, source="--stack / --region")

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from llmctl.blueprints.pools import NEURON_SCHEDULER
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.pools import NEURON_SCHEDULER
 
 PartName = Literal[
     "kuberay", "neuron-device-plugin", "neuron-scheduler", "nvidia-device-plugin", "load-balancer"

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
+from llmctl.blueprints.pools import NEURON_SCHEDULER
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
-from llmctl.infra.pools import NEURON_SCHEDULER
 from llmctl.infra.workload.capacity import (
     CHECKED_RESOURCES,
     NEURON_CORE,
