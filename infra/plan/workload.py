@@ -34,7 +34,7 @@ def run_workload_offline(
     `<blueprint>-<workload>`)."""
     from llmctl.blueprints.hardware import hardware
     from llmctl.blueprints.pools import pool
-    from llmctl.infra.lifecycle.environment import namespace, workload_stack
+    from llmctl.infra.names import namespace, workload_stack
     from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
     from llmctl.infra.workload.program import build_workload
 
