@@ -7,7 +7,7 @@ TORCH_CPU ?= torch==2.13.0
 
 STAMP := $(VENV)/.llmctl-installed
 
-.PHONY: install upstream registry test lint typecheck bench clean neuron-chart locks check-locks
+.PHONY: install upstream registry test lint typecheck imports bench clean neuron-chart locks check-locks
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -40,7 +40,7 @@ registry:
 test: install upstream registry
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report=benchmarks/results/suite.json
 
-lint: install typecheck
+lint: install typecheck imports
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
@@ -51,6 +51,15 @@ typecheck: install
 	cp -r llmctl/. build/typecheck/llmctl/
 	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" build/typecheck/llmctl/$$d; done
 	cd build/typecheck && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p llmctl
+
+# The import contracts in pyproject.toml ([tool.importlinter]: layers, independent runtimes, no cycles).
+# import-linter finds modules by walking the package's folder, so it reads a tree shaped like the
+# installed package, as mypy does.
+imports: install
+	rm -rf build/imports && mkdir -p build/imports/llmctl
+	cp -r llmctl/. build/imports/llmctl/
+	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" build/imports/llmctl/$$d; done
+	cd build/imports && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
 # One lock per runtime and base image (serving/locks/locks.yaml), resolved with uv for the image's
 # Python and platform, with hashes, constrained by what the image ships. Needs the package index.

@@ -26,10 +26,10 @@ RUNS = 5
 
 def main() -> int:
     start = time.perf_counter()
-    from llmctl.infra.offline import run_offline
+    from llmctl.infra.plan.offline import run_offline
+    from llmctl.infra.plan.policy import check_policy
     from llmctl.infra.platform.config import PlatformConfig
     from llmctl.infra.platform.program import build_platform
-    from llmctl.infra.policy import check_policy
 
     import_s = time.perf_counter() - start
     # The provider SDKs load their modules lazily; load the ones the program uses up front so

@@ -40,8 +40,8 @@ def build(
 ) -> None:
     """Build a runtime's image with the local Docker engine (buildx), optionally pushing it."""
     output.start(json_output=json)
-    from llmctl.infra.aws.images import build as build_image
-    from llmctl.infra.lifecycle.environment import workload_stack
+    from llmctl.infra.names import workload_stack
+    from llmctl.infra.workload.deploy_delivery import build_image
 
     result = build_image(
         runtime,

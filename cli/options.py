@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from llmctl.infra.targets.names import DEFAULT_TARGET
+from llmctl.infra.names import DEFAULT_TARGET
 from llmctl.infra.targets.registry import target_help
 
 JSON_FLAG = "--json"

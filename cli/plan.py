@@ -48,7 +48,7 @@ def plan(
             "add --offline to see the resource tree and policy verdict; for a real preview against AWS "
             "run `llmctl preview --blueprint NAME`",
         )
-    from llmctl.infra.plan import offline_plan
+    from llmctl.infra.plan.run import offline_plan
 
     result = offline_plan(
         blueprint,
@@ -77,7 +77,7 @@ def _print(result: object) -> None:
     from rich.markup import escape
     from rich.tree import Tree
 
-    from llmctl.infra.plan import PlanResult, key_inputs, summarize_inputs
+    from llmctl.infra.plan.run import PlanResult, key_inputs, summarize_inputs
 
     assert isinstance(result, PlanResult)
     config = result.config
@@ -139,12 +139,12 @@ def diff(
     """Resources added, removed and changed between two plans, with the changed inputs and the
     hourly cost. Exit code: 0 no changes, 1 changes (like `diff`), 2 bad input."""
     output.start(json_output=format == "json")
-    from llmctl.infra.plan_file import PlanFileError, load_plan
+    from llmctl.infra.plan.file import PlanFileError, load_plan
 
     if format not in FORMATS:
         raise PlanFileError(f"unknown --format {format!r}", f"use one of: {', '.join(FORMATS)}")
-    from llmctl.infra.plan_diff import diff_plans
-    from llmctl.infra.plan_render import render_markdown, render_text
+    from llmctl.infra.plan.diff import diff_plans
+    from llmctl.infra.plan.render import render_markdown, render_text
 
     result = diff_plans(
         load_plan(old, allow_version_mismatch=allow_version_mismatch),

@@ -12,17 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from llmctl.errors import LlmctlError
+from llmctl.infra.aws.checks import Check, client_error
+from llmctl.infra.aws.quota import check_quota, platform_az_ids
 from llmctl.infra.aws.session import new_session
-
-
-@dataclass(frozen=True)
-class Check:
-    """One doctor check. `ok` is None when the check could not run (a warning, not a failure)."""
-
-    name: str
-    ok: bool | None
-    detail: str
-    fix: str | None = None
 
 
 @dataclass
@@ -47,12 +39,6 @@ class DoctorReport:
         }
 
 
-def _client_error(exc: Exception) -> str:
-    response = getattr(exc, "response", None) or {}
-    error = response.get("Error", {})
-    return f"{error.get('Code', type(exc).__name__)}: {error.get('Message', str(exc))}"
-
-
 def check_identity(session: Any, region: str) -> tuple[Check, bool]:
     """STS identity; the bool says whether AWS calls can go on."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -70,7 +56,7 @@ def check_identity(session: Any, region: str) -> tuple[Check, bool]:
         return Check(
             "AWS credentials",
             False,
-            f"STS refused the credentials ({_client_error(exc)})",
+            f"STS refused the credentials ({client_error(exc)})",
             "refresh them (`aws sso login` or new keys)",
         ), False
     return Check("AWS credentials", True, f"account {ident['Account']} as {ident['Arn']}"), True
@@ -86,24 +72,12 @@ def check_region(session: Any, region: str) -> tuple[Check, dict[str, str]]:
         )["AvailabilityZones"]
     except (ClientError, BotoCoreError) as exc:
         return Check(
-            "region", False, f"{region}: {_client_error(exc)}", "pass a valid --region, e.g. us-west-2"
+            "region", False, f"{region}: {client_error(exc)}", "pass a valid --region, e.g. us-west-2"
         ), {}
     by_id = {
         zone["ZoneId"]: zone["ZoneName"] for zone in zones if zone.get("State", "available") == "available"
     }
     return Check("region", True, f"{region} ({len(by_id)} availability zones)"), by_id
-
-
-def platform_az_ids(blueprint: Any, stack: str, region: str) -> list[str]:
-    """The AZ IDs the platform would use for this blueprint (empty: no per-region default)."""
-    try:
-        from llmctl.infra.platform.config import PlatformConfig
-    except ImportError:  # the platform package is not installed in this build
-        return []
-    try:
-        return list(PlatformConfig.for_blueprints([blueprint], stack=stack, region=region).az_ids)
-    except LlmctlError:
-        return []
 
 
 def check_offerings(
@@ -124,7 +98,7 @@ def check_offerings(
         )
         offered = {row["Location"] for page in pages for row in page["InstanceTypeOfferings"]}
     except (ClientError, BotoCoreError) as exc:
-        return Check(f"{instance_type} offered", None, f"cannot list offerings: {_client_error(exc)}", None)
+        return Check(f"{instance_type} offered", None, f"cannot list offerings: {client_error(exc)}", None)
     present = [az for az in wanted if az in offered]
     missing = [az for az in wanted if az not in offered]
     name = f"{instance_type} in AZs"
@@ -147,73 +121,10 @@ def check_offerings(
     return Check(name, True, detail)
 
 
-def vcpus_needed(blueprint: Any) -> tuple[int, str]:
-    """vCPUs the blueprint's serving nodes need at its autoscaling maximum (+ core nodes on CPU)."""
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.blueprints.pricing import node_plan
-
-    catalog = hardware()
-    plan = node_plan(blueprint, catalog)
-    need = plan.nodes_max * plan.instance.vcpu
-    why = f"{plan.nodes_max} x {plan.instance.name} ({plan.instance.vcpu} vCPUs)"
-    if plan.instance.accelerator == "cpu":
-        core = catalog.instance(str(catalog.platform_fixed.core_nodes["instance_type"]))
-        count = int(catalog.platform_fixed.core_nodes["count"])
-        need += core.vcpu * count
-        why += f" + {count} core {core.name} nodes"
-    return need, why
-
-
-def check_quota(session: Any, region: str, blueprint: Any) -> Check:
-    """The EC2 vCPU quota of the blueprint's family against what it needs."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from llmctl.blueprints.hardware import hardware
-
-    catalog = hardware()
-    instance = catalog.instance(blueprint.compute.instance_type)
-    quota = catalog.quota_for(instance, spot=blueprint.compute.capacity_type == "spot")
-    if quota is None:
-        return Check("vCPU quota", None, f"no known quota for {instance.name}", None)
-    need, why = vcpus_needed(blueprint)
-    client = session.client("service-quotas", region_name=region)
-    value: float | None = None
-    source = "applied"
-    try:
-        value = client.get_service_quota(ServiceCode="ec2", QuotaCode=quota.code)["Quota"]["Value"]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "NoSuchResourceException":
-            return Check(
-                f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(exc)}", None
-            )
-        try:
-            value = client.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=quota.code)["Quota"][
-                "Value"
-            ]
-            source = "default"
-        except (ClientError, BotoCoreError) as inner:
-            return Check(
-                f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {_client_error(inner)}", None
-            )
-    except BotoCoreError as exc:
-        return Check(f"vCPU quota {quota.code}", None, f"cannot read {quota.name}: {exc}", None)
-    name = f"vCPU quota {quota.code}"
-    have = int(value or 0)
-    detail = f"{quota.name}: {have} vCPUs ({source}), needed {need} for {why}"
-    if have < need:
-        fix = (
-            f"request an increase to at least {need}: `aws service-quotas request-service-quota-increase "
-            f"--service-code ec2 --quota-code {quota.code} --desired-value {need} --region {region}` "
-            "(the quota counts every running instance of the family in the region)"
-        )
-        return Check(name, False, detail, fix)
-    return Check(name, True, detail)
-
-
 def check_hf_token(blueprint: Any) -> Check:
     """A gated model needs HF_TOKEN (or HUGGING_FACE_HUB_TOKEN)."""
+    from llmctl.blueprints.hf_token import hf_token
     from llmctl.blueprints.rules import is_gated
-    from llmctl.infra.workload.hf_token import hf_token
 
     if not is_gated(blueprint):
         return Check("Hugging Face token", True, f"{blueprint.model.id} is not gated")

@@ -5,7 +5,7 @@ with the manifest media types in ``Accept``; the registry answers the manifest a
 (``Docker-Content-Digest``, else the sha256 of the body). An image index (or Docker manifest list)
 names one manifest per platform; a single manifest's platform is in its config blob
 (``GET /v2/<name>/blobs/<digest>``: ``os``, ``architecture``). A registry that asks for a token gets
-the anonymous pull token (``pin_checks._bearer_token``); Amazon ECR private registries (the AWS DLC
+the anonymous pull token (``registry_http.bearer_token``); Amazon ECR private registries (the AWS DLC
 accounts, ``<account>.dkr.ecr.<region>.amazonaws.com``) get the Basic credentials of ECR
 ``GetAuthorizationToken``.
 
@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from llmctl.infra.aws.doctor import Check
-from llmctl.infra.aws.pin_checks import RegistryError, _base, _bearer_token
+from llmctl.infra.aws.checks import Check
+from llmctl.infra.aws.registry_http import TIMEOUT_S, RegistryError, base_url, bearer_token
 
 PLATFORM = ("linux", "amd64")
 INDEX_TYPES = (
@@ -85,14 +85,14 @@ def _ecr_basic(host: str) -> str:
 
 
 def _get(client: Any, ref: ImageRef, path: str, accept: str, auth: dict[str, str]) -> Any:
-    url = f"{_base(ref.host)}/v2/{ref.repository}/{path}"
+    url = f"{base_url(ref.host)}/v2/{ref.repository}/{path}"
     reply = client.get(url, headers={"Accept": accept, **auth})
     if reply.status_code == 401 and not auth:
         if ".dkr.ecr." in ref.host and ref.host.endswith(".amazonaws.com"):
             auth.update(Authorization=_ecr_basic(ref.host))
         else:
             challenge = reply.headers.get("www-authenticate", "")
-            auth.update(Authorization=f"Bearer {_bearer_token(client, challenge, ref.repository)}")
+            auth.update(Authorization=f"Bearer {bearer_token(client, challenge, ref.repository)}")
         reply = client.get(url, headers={"Accept": accept, **auth})
     return reply
 
@@ -204,8 +204,6 @@ def image_pins(blueprint: Any) -> list[tuple[str, str, str | None]]:
 def check_images(pins: list[tuple[str, str, str | None]], client: Any = None) -> list[Check]:
     """One check per (versions.yaml key, image, recorded digest)."""
     import httpx
-
-    from llmctl.infra.aws.pin_checks import TIMEOUT_S
 
     own = client is None
     client = client or httpx.Client(timeout=TIMEOUT_S, follow_redirects=True)

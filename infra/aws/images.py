@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -246,12 +247,14 @@ def build(
     region: str | None = None,
     tag: str | None = None,
     base: str | None = None,
+    code_tag: Callable[[], str] | None = None,
 ) -> BuildResult:
     """Build a runtime's image (and push it to ECR); the Docker engine must be running.
 
     With ``blueprint`` the runtime and default base image come from it, and the image is tagged
     for (and pushed to) that workload stack's repository, :func:`repository_name`. Pushing needs a
-    blueprint: repositories are per workload stack.
+    blueprint: repositories are per workload stack. Without ``tag``, ``code_tag()`` gives it
+    (:func:`llmctl.infra.workload.deploy_delivery.build_image` passes the running code's tag).
     """
     runtime, repo, blueprint_base = _target(runtime, blueprint, stack)
     path = dockerfile(runtime)
@@ -262,16 +265,18 @@ def build(
             f"e.g. --blueprint NAME --stack dev pushes to {REPOSITORY_PREFIX}/dev/NAME",
         )
     check_docker()
-    if tag is None:  # `<version>-<code digest>`: the tag `up` looks for, the same code's wheel digest
-        from llmctl.infra.workload.deploy_delivery import serving_code_tag
-
-        tag = serving_code_tag()
+    if (
+        tag is None
+    ):  # `<version>-<code digest>`: the tag `up` looks for, from the caller (it builds the wheel)
+        if code_tag is None:
+            raise ServingError("no image tag", "pass --tag, or build through llmctl images build")
+        tag = code_tag()
     image = f"{repo}:{tag}"
     if push:
         if not region:
             raise ServingError("--push needs a region", "pass --region, e.g. --region us-west-2")
         registry, user, password = ecr_registry(region)
-        from llmctl.infra.lifecycle.environment import split_stack
+        from llmctl.infra.names import split_stack
 
         # the environment's cluster (`ci` for the workload stack `ci.pr-42`): the sweep finds it by that
         ensure_repository(region, repo, f"{REPOSITORY_PREFIX}-{split_stack(stack)[0]}")

@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urljoin
 
-from llmctl.infra.aws.doctor import Check
+from llmctl.infra.aws.checks import Check
+from llmctl.infra.aws.registry_http import TIMEOUT_S, RegistryError, base_url, bearer_token
 
 ARCH = "x86_64"  # every llmctl pool launches x86_64 instances
 VARIANT_BY_ACCELERATOR = {
@@ -33,9 +34,7 @@ VARIANT_BY_ACCELERATOR = {
     "trainium2": "neuron",
     "nvidia": "nvidia",
 }
-TIMEOUT_S = 10.0
 MAX_TAG_PAGES = 50
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
 def ami_parameter(kubernetes_version: str, alias: str, variant: str, arch: str = ARCH) -> str:
@@ -88,43 +87,11 @@ _SSM_FIX = "allow ssm:GetParameter on arn:aws:ssm:<region>::parameter/aws/servic
 # --- chart repositories ------------------------------------------------------------------------
 
 
-class RegistryError(Exception):
-    """A repository could not be read; `missing` when it answered that the chart is not there."""
-
-    def __init__(self, message: str, *, missing: bool = False) -> None:
-        super().__init__(message)
-        self.missing = missing
-
-
-def _base(host: str) -> str:
-    return (
-        f"http://{host}" if host.split(":")[0] in LOOPBACK or host.startswith("[::1]") else f"https://{host}"
-    )
-
-
-def _bearer_token(client: Any, challenge: str, repository: str) -> str:
-    """The registry's anonymous pull token (OCI distribution token authentication)."""
-    fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
-    if not challenge.lower().startswith("bearer") or "realm" not in fields:
-        raise RegistryError(f"the registry asks for credentials ({challenge or 'no challenge'})")
-    params = {"scope": f"repository:{repository}:pull"}
-    if "service" in fields:
-        params["service"] = fields["service"]
-    reply = client.get(fields["realm"], params=params)
-    if reply.status_code != 200:
-        raise RegistryError(f"token endpoint answered HTTP {reply.status_code}")
-    body = reply.json()
-    token = body.get("token") or body.get("access_token")
-    if not token:
-        raise RegistryError("token endpoint returned no token")
-    return str(token)
-
-
 def oci_tags(client: Any, repository_url: str, chart: str) -> set[str]:
     """Every tag of `<repository>/<chart>` in an OCI registry."""
     host, _, prefix = repository_url.removeprefix("oci://").partition("/")
     repository = f"{prefix.strip('/')}/{chart}".strip("/")
-    url: str | None = f"{_base(host)}/v2/{repository}/tags/list"
+    url: str | None = f"{base_url(host)}/v2/{repository}/tags/list"
     headers: dict[str, str] = {}
     tags: set[str] = set()
     for _ in range(MAX_TAG_PAGES):
@@ -132,7 +99,7 @@ def oci_tags(client: Any, repository_url: str, chart: str) -> set[str]:
             return tags
         reply = client.get(url, headers=headers)
         if reply.status_code == 401 and not headers:
-            token = _bearer_token(client, reply.headers.get("www-authenticate", ""), repository)
+            token = bearer_token(client, reply.headers.get("www-authenticate", ""), repository)
             headers = {"Authorization": f"Bearer {token}"}
             continue
         if reply.status_code == 404:
@@ -210,9 +177,9 @@ def platform_pins(
 ) -> tuple[str, list[str], list[tuple[str, str, str]]]:
     """For a blueprint (or None: the base platform): the Kubernetes version, the AMI variants its
     pools need, and (repository, chart, version) of every chart the platform installs."""
+    from llmctl.blueprints.pools import pool
     from llmctl.blueprints.versions import versions
     from llmctl.infra.platform.config import PlatformConfig
-    from llmctl.infra.pools import pool
 
     config = PlatformConfig.for_blueprints(
         [blueprint] if blueprint is not None else [], stack=stack, region=region

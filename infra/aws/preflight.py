@@ -212,7 +212,7 @@ def preflight_capacity(
     nodes it starts with). A definite failure raises with the fix (the quota increase command, the
     reservation to change); a check that could not run comes back as a warning line."""
     from llmctl.blueprints.catalog import load_blueprint
-    from llmctl.infra.aws.doctor import check_quota, platform_az_ids
+    from llmctl.infra.aws.quota import check_quota, platform_az_ids
     from llmctl.infra.aws.reservations import check_reservations
 
     resolved = resolve_region(region)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llmctl.infra.aws.doctor import Check, _client_error
+from llmctl.infra.aws.checks import Check, client_error
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def check_reservations(
             if code.startswith("InvalidCapacityReservationId"):
                 checks.append(Check(name, False, f"EC2 has no such reservation ({code})", _fix_term()))
             else:
-                checks.append(Check(name, None, f"could not check: {_client_error(exc)}", None))
+                checks.append(Check(name, None, f"could not check: {client_error(exc)}", None))
             continue
         except BotoCoreError as exc:
             checks.append(Check(name, None, f"could not check: {exc}", None))

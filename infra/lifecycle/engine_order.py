@@ -1,6 +1,6 @@
 """The order in which the Pulumi engine creates and deletes a stack's resources, from its graph.
 
-A graph comes from an offline run (:class:`llmctl.infra.offline.Registered` records) or from a
+A graph comes from an offline run (:class:`llmctl.infra.plan.offline.Registered` records) or from a
 stack's state (`pulumi stack export`, or the stand-in engine's saved state): the same fields Pulumi
 keeps per resource. The rules follow the engine (`pkg/resource/graph/dependency_graph.go` and the
 step generator's delete scheduling):

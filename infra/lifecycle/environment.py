@@ -14,65 +14,20 @@ chose are an output of the platform stack; later `up`s pin them (``pinned_az_ids
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmctl.blueprints.pools import ALWAYS_POOLS
 from llmctl.errors import LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.pools import ALWAYS_POOLS
+from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
 
 RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its record
 RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
 AZ_OUTPUT = "az_ids"  # the platform stack's output: the AZ IDs its subnets are in
 _PREFIX = "llmctl-"
-_WORKLOAD = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
-_ENV = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
-
-
-def check_workload(name: str) -> str:
-    """A workload name (`pr-42`), or a one-line error: it becomes part of a stack, a namespace and
-    an ECR repository name."""
-    if not _WORKLOAD.match(name):
-        raise LlmctlError(
-            f"invalid workload name {name!r}",
-            "use lowercase letters, digits and '-' (at most 32 characters, starting and ending with a "
-            "letter or digit), e.g. pr-42",
-        )
-    return name
-
-
-def workload_stack(env: str, workload: str | None) -> str:
-    """The workload stack's name: the environment, or `<env>.<workload>`."""
-    return f"{env}.{check_workload(workload)}" if workload else env
-
-
-def split_stack(name: str) -> tuple[str, str | None]:
-    """`ci.pr-42` -> ('ci', 'pr-42'); `dev` -> ('dev', None). Environment names have no '.'."""
-    env, dot, workload = name.partition(".")
-    return env, (workload if dot else None)
-
-
-def is_workload_stack(name: str) -> bool:
-    """Whether `name` reads as `<env>.<workload>` (e.g. `ci.pr-42`)."""
-    env, workload = split_stack(name)
-    return bool(workload and _ENV.match(env) and _WORKLOAD.match(workload))
-
-
-def namespace(blueprint: str, workload: str | None) -> str | None:
-    """The Kubernetes namespace of a named workload (`<blueprint>-<workload>`); None for the
-    default one (the blueprint's name, as before)."""
-    if not workload:
-        return None
-    found = f"{blueprint}-{workload}"
-    if len(found) > 63:
-        raise LlmctlError(
-            f"namespace {found!r} is longer than 63 characters",
-            "use a shorter --workload name",
-        )
-    return found
 
 
 class WorkloadRecord(BaseModel):
@@ -90,9 +45,9 @@ class WorkloadRecord(BaseModel):
 
     @classmethod
     def for_blueprint(cls, bp: Any, workload: str | None = None) -> WorkloadRecord:
-        """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.infra.pools`)."""
+        """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.blueprints.pools`)."""
         from llmctl.blueprints.hardware import hardware
-        from llmctl.infra.pools import pools_for
+        from llmctl.blueprints.pools import pools_for
 
         return cls(
             blueprint=bp.name,

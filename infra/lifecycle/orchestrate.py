@@ -16,19 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from llmctl.blueprints.hf_token import hf_token, require_hf_token
 from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.lifecycle.environment import (
-    Environment,
-    WorkloadRecord,
-    namespace,
-    workload_program,
-    workload_stack,
-)
+from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, workload_program
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
-from llmctl.infra.targets.names import ClusterTarget
-from llmctl.infra.workload.hf_token import hf_token, require_hf_token
+from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.state import Endpoint
 
 # how often `up` asks Karpenter about the workload's nodes while the workload stack updates
@@ -129,7 +123,7 @@ class Lifecycle:
 
             precheck()  # a bad LLMCTL_DELIVERY fails here, not after the platform was built
         if target == "kubeconfig":
-            from llmctl.infra.targets.needs import kubeconfig_file
+            from llmctl.infra.lifecycle.kube import kubeconfig_file
 
             offline = PlatformFacts.for_existing_cluster(
                 pools, kubeconfig=kubeconfig_file(kubeconfig), stack=self.stack, region=region
@@ -148,7 +142,7 @@ class Lifecycle:
                 changes["platform"] = preview.changes
             notes = _environment_notes(self.stack, others, p_config, preview.steps, reselect_azs)
         if target == "kubeconfig":
-            from llmctl.infra.workload.inventory import ensure_cluster_parts
+            from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
 
             with self.progress.phase("cluster check"):  # reported, not assumed: before any Pulumi call
                 ensure_cluster_parts(

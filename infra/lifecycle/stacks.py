@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmctl.errors import EngineError, UserAbort
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
-from llmctl.infra.lifecycle.environment import split_stack
+from llmctl.infra.names import split_stack
 
 if TYPE_CHECKING:
     from llmctl.infra.lifecycle.teardown import Teardown

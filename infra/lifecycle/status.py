@@ -3,12 +3,10 @@ its Kubernetes add-ons, the endpoints."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from llmctl.errors import LlmctlError
-from llmctl.state import list_endpoints
 
 CLUSTER_KEYS = ("cluster_name", "region", "node_pools", "versions")
 
@@ -48,26 +46,12 @@ def start_status(stack: str, blueprint: str) -> dict[str, Any]:
     return {"blueprint": blueprint, "namespace": namespace, "pods": [t.to_dict() for t in timelines]}
 
 
-def collect_status(
-    stack: str, target: str, engine: Any = None, blueprint: str | None = None
-) -> dict[str, Any]:
-    """Everything `llmctl status --json` prints: the target's sections between the common keys;
-    ``engine`` (an ``infra.lifecycle.engine.Engine``) is needed for the cluster targets only; with
-    ``blueprint``, its serving pods' start timelines too."""
-    from llmctl.infra.targets.registry import get_target
-
-    data: dict[str, Any] = {"stack": stack, "target": target}
-    data.update(get_target(target).status_sections(stack, engine, blueprint))
-    data["endpoints"] = [asdict(e) for e in list_endpoints(stack)]
-    return data
-
-
 def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> dict[str, Any]:
     """A cluster target's status: its stacks, the platform's cluster and its Kubernetes add-ons, and
     with ``blueprint`` the start timeline of its serving pods."""
     from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
-    from llmctl.infra.lifecycle.environment import split_stack
     from llmctl.infra.lifecycle.stacks import stack_rows
+    from llmctl.infra.names import split_stack
 
     platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
     sections: dict[str, Any] = {

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from llmctl.blueprints.pools import CORE_POOL, pool
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.iam import (
     POD_IDENTITY_SERVICE,
@@ -21,7 +22,6 @@ from llmctl.infra.platform.iam import (
 from llmctl.infra.platform.manifests import DISCOVERY_TAG
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.tags import tags_for
-from llmctl.infra.pools import CORE_POOL, pool
 
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"

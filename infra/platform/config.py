@@ -12,10 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.blueprints.schema import Blueprint, CapacitySpec
-from llmctl.blueprints.versions import versions
-from llmctl.errors import BlueprintError
-from llmctl.infra.pools import (
+from llmctl.blueprints.pools import (
     ALWAYS_POOLS,
     DEFAULT_EXPIRY,
     POOLS,
@@ -24,6 +21,9 @@ from llmctl.infra.pools import (
     pool_for_instance,
     pools_for,
 )
+from llmctl.blueprints.schema import Blueprint, CapacitySpec
+from llmctl.blueprints.versions import versions
+from llmctl.errors import BlueprintError
 
 PROJECT = "llmctl"
 
@@ -192,7 +192,7 @@ class PlatformConfig(_Strict):
     kubernetes_version: str = Field("", description="EKS Kubernetes version; empty means the pinned default.")
     pools: list[str] = Field(
         default_factory=lambda: list(ALWAYS_POOLS),
-        description="Node pools to create (names from infra/pools.py); core, default and ray-head are always "
+        description="Node pools to create (names from blueprints/pools.py); core, default and ray-head are always "
         "added.",
     )
     instance_types: list[str] = Field(

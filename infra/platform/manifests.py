@@ -1,5 +1,5 @@
 """Pure builders of the Karpenter objects for a pool: NodePool (karpenter.sh/v1) and
-EC2NodeClass (karpenter.k8s.aws/v1), as plain dicts built from `infra/pools.py` PoolSpecs.
+EC2NodeClass (karpenter.k8s.aws/v1), as plain dicts built from `blueprints/pools.py` PoolSpecs.
 
 The platform program, `llmctl plan` and the tests all use these same objects.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmctl.blueprints.pools import DEFAULT_EXPIRY, POOL_LABEL, PoolSpec
 from llmctl.blueprints.schema import CapacitySpec
-from llmctl.infra.pools import DEFAULT_EXPIRY, POOL_LABEL, PoolSpec
 
 DISCOVERY_TAG = "karpenter.sh/discovery"
 NODEPOOL_API = "karpenter.sh/v1"

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import pulumi
 
+from llmctl.blueprints.pools import NEURON_SCHEDULER, NEURON_TAINT
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
-from llmctl.infra.pools import NEURON_SCHEDULER, NEURON_TAINT
 
 SCHEDULER_NAME = NEURON_SCHEDULER
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 
+from llmctl.blueprints.pools import PoolSpec, pool
 from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.karpenter import Karpenter
 from llmctl.infra.platform.manifests import ec2nodeclass_manifest, nodepool_manifest
 from llmctl.infra.platform.tags import tags_for
-from llmctl.infra.pools import PoolSpec, pool
 
 
 def karpenter_pools(config: PlatformConfig) -> list[PoolSpec]:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pulumi
 
+from llmctl.blueprints.pools import GPU_TAINT
 from llmctl.infra.platform.charts import release
-from llmctl.infra.pools import GPU_TAINT
 
 
 def nvidia_values() -> dict[str, object]:

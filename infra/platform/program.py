@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from llmctl.blueprints.pools import PoolSpec, pool
 from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.cache import Cache
 from llmctl.infra.platform.cluster import ADDONS_AFTER_NODES, ADDONS_BEFORE_NODES, EBS_CSI, Cluster
@@ -23,7 +24,6 @@ from llmctl.infra.platform.nodepools import NodePools
 from llmctl.infra.platform.nvidia import NvidiaDevicePlugin
 from llmctl.infra.platform.observability import CLOUDWATCH_ADDON, METRICS_SERVER_ADDON, Observability
 from llmctl.infra.platform.tags import tags_for
-from llmctl.infra.pools import PoolSpec, pool
 
 NEURON_ACCELERATORS = ("inferentia2", "trainium", "trainium2")
 

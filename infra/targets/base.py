@@ -10,17 +10,19 @@ does not offer fails with one clear line. The CLI only ever calls this interface
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
 from llmctl.errors import LlmctlError
-from llmctl.infra.targets.names import TargetName
+from llmctl.infra.names import TARGET_NAMES, TargetName
 from llmctl.infra.targets.needs import Need, NeedContext, check_needs
+from llmctl.state import list_endpoints
 
 if TYPE_CHECKING:
     from llmctl.infra.lifecycle.progress import Progress
@@ -80,7 +82,7 @@ class DownRequest:
 
 def check_names(stack: str, workload: str | None) -> None:
     """A bad --workload, or a workload stack given as --stack, fails before any preflight or Pulumi call."""
-    from llmctl.infra.lifecycle.environment import check_workload, is_workload_stack
+    from llmctl.infra.names import check_workload, is_workload_stack
 
     if is_workload_stack(stack):
         env, _, name = stack.partition(".")
@@ -186,6 +188,14 @@ class Target(ABC):
     ) -> dict[str, Any]:
         """Everything `llmctl status --json` prints for this target."""
 
+    def status_data(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
+        """`llmctl status --json`: the common keys (stack, target, endpoints) around this target's
+        :meth:`status_sections`."""
+        data: dict[str, Any] = {"stack": stack, "target": self.name}
+        data.update(self.status_sections(stack, engine, blueprint))
+        data["endpoints"] = [asdict(e) for e in list_endpoints(stack)]
+        return data
+
     @abstractmethod
     def connect(self, endpoint: Endpoint, port: int) -> Connection:
         """Reach a recorded endpoint from this machine (`port`: the local port for the serving one)."""
@@ -196,6 +206,14 @@ class Target(ABC):
 
 
 def _targets_offering(operation: Operation) -> list[str]:
-    from llmctl.infra.targets.registry import TARGETS
-
-    return [name for name, target in TARGETS.items() if operation in target.needs]
+    """The names of the concrete targets (the registry's classes, all subclasses of Target) that
+    offer `operation`; read from the classes so this module need not import the registry."""
+    found: set[str] = set()
+    pending: list[type[Target]] = [Target]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        concrete = not inspect.isabstract(cls) and getattr(cls, "name", None) in TARGET_NAMES
+        if concrete and operation in cls.needs:
+            found.add(cls.name)
+    return sorted(found)

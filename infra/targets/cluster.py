@@ -7,8 +7,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from llmctl.errors import PrerequisiteError
+from llmctl.infra.names import ClusterTarget
 from llmctl.infra.targets.base import Confirm, Connection, DownRequest, Target, UpRequest
-from llmctl.infra.targets.names import ClusterTarget
 
 if TYPE_CHECKING:
     from llmctl.infra.lifecycle.engine import Engine
@@ -98,10 +98,9 @@ class KubernetesTarget(Target):
         self, stack: str, *, backend: str | None = None, blueprint: str | None = None
     ) -> dict[str, Any]:
         from llmctl.infra.lifecycle.progress import Progress
-        from llmctl.infra.lifecycle.status import collect_status
 
         self.preflight("status")
-        return collect_status(stack, self.name, open_engine(backend, Progress("quiet")), blueprint=blueprint)
+        return self.status_data(stack, open_engine(backend, Progress("quiet")), blueprint)
 
     def connect(self, endpoint: Endpoint, port: int) -> Connection:
         from llmctl.infra.lifecycle.kube import kubeconfig_path, port_forward

@@ -92,10 +92,8 @@ class LocalTarget(Target):
     def status(
         self, stack: str, *, backend: str | None = None, blueprint: str | None = None
     ) -> dict[str, Any]:
-        from llmctl.infra.lifecycle.status import collect_status
-
         self.preflight("status")
-        return collect_status(stack, self.name)
+        return self.status_data(stack)
 
     def connect(self, endpoint: Endpoint, port: int) -> Connection:
         return Connection(lines=[f"local target: already at {endpoint.base_url}"])

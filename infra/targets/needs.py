@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from llmctl.errors import LlmctlError, PrerequisiteError
+from llmctl.infra.lifecycle.kube import kubeconfig_file
 
 Need = Literal["pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws"]
 # The order checks run (and problems are listed) in.
@@ -25,17 +26,6 @@ class NeedContext:
 
     region: str | None = None
     kubeconfig: Path | None = None
-
-
-def kubeconfig_file(path: Path | None) -> Path:
-    """The kubeconfig file of an existing cluster: given, and a file."""
-    if path is None:
-        raise LlmctlError("--target kubeconfig needs --kubeconfig FILE", "pass your cluster's kubeconfig")
-    if not path.is_file():
-        raise PrerequisiteError(
-            f"kubeconfig {path} does not exist", "pass the path of your cluster's kubeconfig"
-        )
-    return path
 
 
 def require_kubeconfig(path: Path | None) -> str:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llmctl.errors import LlmctlError, did_you_mean
+from llmctl.infra.names import DEFAULT_TARGET, TARGET_NAMES
 from llmctl.infra.targets.base import Connection, Target
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
-from llmctl.infra.targets.names import DEFAULT_TARGET, TARGET_NAMES
 
 if TYPE_CHECKING:
     from llmctl.infra.targets.needs import Need
@@ -68,3 +68,12 @@ def connect(stack: str, blueprint: str, port: int, workload: str | None = None) 
     check_needs(connect_needs())
     found = load_endpoint(stack, blueprint, workload)
     return get_target(found.target).connect(found, port)
+
+
+def collect_status(
+    stack: str, target: str, engine: Any = None, blueprint: str | None = None
+) -> dict[str, Any]:
+    """Everything `llmctl status --json` prints for the target called `target`; ``engine`` (an
+    ``infra.lifecycle.engine.Engine``) is needed for the cluster targets only; with ``blueprint``,
+    its serving pods' start timelines too."""
+    return get_target(target).status_data(stack, engine, blueprint)

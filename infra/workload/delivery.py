@@ -272,7 +272,7 @@ def app_objects(config: WorkloadConfig) -> list[Obj]:
     """
     import base64
 
-    from llmctl.infra.workload.builders.common import metadata
+    from llmctl.infra.workload.meta import metadata
 
     delivery = delivery_of(config)
     if delivery.mode != "configmap":

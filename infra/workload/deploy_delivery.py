@@ -36,6 +36,7 @@ from pathlib import Path
 
 from llmctl import DISTRIBUTION
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
+from llmctl.infra.aws.images import BuildResult, build
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.delivery import (
     CONFIGMAP_LIMIT,
@@ -238,13 +239,37 @@ def configmap_wheel(config: WorkloadConfig) -> Delivery:
     return configmap_delivery(config, wheel, digest)
 
 
+def build_image(
+    runtime: str | None = None,
+    *,
+    blueprint: str | None = None,
+    stack: str = "dev",
+    push: bool = False,
+    region: str | None = None,
+    tag: str | None = None,
+    base: str | None = None,
+) -> BuildResult:
+    """`llmctl images build`: :func:`llmctl.infra.aws.images.build`, tagged `<version>-<code digest>`
+    (the tag `up` looks for) unless `tag` is given."""
+    return build(
+        runtime,
+        blueprint=blueprint,
+        stack=stack,
+        push=push,
+        region=region,
+        tag=tag,
+        base=base,
+        code_tag=serving_code_tag,
+    )
+
+
 def build_and_push(config: WorkloadConfig, note: Callable[[str], None]) -> Delivery:
     """`llmctl images build --push` for the stack's repository, then that image by its digest."""
-    from llmctl.infra.aws.images import build
-
     bp = config.blueprint
     note(f"    building and pushing the {bp.runtime} image with the local Docker engine")
-    result = build(blueprint=bp.name, stack=config.stack, push=True, region=config.platform.region).to_dict()
+    result = build_image(
+        blueprint=bp.name, stack=config.stack, push=True, region=config.platform.region
+    ).to_dict()
     if not result["serving_image"]:
         raise LlmctlError(
             f"the push of {result['image']} reported no digest", "run it again, or unset " + DELIVERY_ENV
@@ -357,7 +382,7 @@ def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool
 
 def _stack_flags(stack: str) -> str:
     """`--stack ci --workload pr-42` for the workload stack `ci.pr-42`; `--stack dev` otherwise."""
-    from llmctl.infra.lifecycle.environment import split_stack
+    from llmctl.infra.names import split_stack
 
     env, workload = split_stack(stack)
     return f"--stack {env}" + (f" --workload {workload}" if workload else "")

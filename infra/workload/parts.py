@@ -2,7 +2,7 @@
 
 On the `eks` target the platform stack installs everything; a kubeconfig target is a cluster
 llmctl did not build, so before its workload stack goes up `llmctl up` reads the cluster's CRDs,
-DaemonSets and Deployments (the edge: :mod:`llmctl.infra.workload.inventory`) and reports every
+DaemonSets and Deployments (the edge: :mod:`llmctl.infra.lifecycle.inventory`) and reports every
 missing part at once, with the pinned chart that installs it. The decisions live here, on plain data:
 
 - `required_parts(manifests)`: what the workload's own objects use (a RayService needs KubeRay,
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from llmctl.blueprints.pools import NEURON_SCHEDULER
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.pools import NEURON_SCHEDULER
 
 PartName = Literal[
     "kuberay", "neuron-device-plugin", "neuron-scheduler", "nvidia-device-plugin", "load-balancer"
@@ -130,7 +130,7 @@ def _load_balancer_services(obj: Obj) -> list[str]:
 
 def required_parts(manifests: list[Obj]) -> list[Need]:
     """The platform parts the workload's objects use, each once, with the first object that uses it."""
-    from llmctl.infra.workload.schedulability import pod_templates
+    from llmctl.infra.workload.pods import pod_templates
 
     needs: dict[PartName, str] = {}
     for obj in manifests:

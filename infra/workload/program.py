@@ -10,12 +10,12 @@ import secrets
 
 import pulumi
 
+from llmctl.blueprints.hf_token import require_hf_token
 from llmctl.infra.workload.builders.cache import compile_cache_enabled, mirror_enabled
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import delivery_of, needs_bucket_access
-from llmctl.infra.workload.hf_token import require_hf_token
 from llmctl.infra.workload.manifests import endpoint_info
 from llmctl.infra.workload.schedulability import ensure_schedulable
 

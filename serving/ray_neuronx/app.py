@@ -18,7 +18,7 @@ ARGS = SHARED_ARGS | {"cache_dir", "compile_cache_url"}
 
 def app_builder(args: dict[str, Any]) -> Any:
     """The bound Serve application for a ray-neuronx blueprint (one replica owns tp NeuronCores)."""
-    from llmctl.serving.ray_neuronx.engine import engine_from_blueprint, load_neuronx
+    from llmctl.serving.neuronx.engine import engine_from_blueprint, load_neuronx
 
     blueprint, _ = parse_args(args, ARGS)
     load_neuronx()  # fail here, with the install hint, rather than in every replica

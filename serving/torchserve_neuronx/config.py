@@ -9,7 +9,7 @@ import yaml
 
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import queue_limit, request_bytes
-from llmctl.serving.ray_neuronx.settings import compile_key
+from llmctl.serving.neuronx.settings import compile_key
 
 # Where the start module archives the handler (the workload mounts an emptyDir here).
 MODEL_STORE = "/home/model-server/model-store"

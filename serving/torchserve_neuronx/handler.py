@@ -18,7 +18,7 @@ from llmctl.serving.common.decode import IncrementalDecoder
 from llmctl.serving.common.deps import require
 from llmctl.serving.compile_cache import CompileKey, compile_cache_url, compile_or_load
 from llmctl.serving.model_mirror import mirrored_or
-from llmctl.serving.ray_neuronx.engine import NEURON_INSTALL
+from llmctl.serving.neuronx.engine import NEURON_INSTALL
 
 
 def split_micro_batches(items: list[Any], size: int) -> list[list[Any]]:

@@ -8,7 +8,7 @@ import functools
 from typing import Any
 
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
-from llmctl.infra.offline import Registered, run_offline
+from llmctl.infra.plan.offline import Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests

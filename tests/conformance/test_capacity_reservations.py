@@ -11,7 +11,7 @@ from upstream_files import upstream
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.schema import Blueprint
-from llmctl.infra.offline import run_offline
+from llmctl.infra.plan.offline import run_offline
 from llmctl.infra.platform.config import PlatformConfig
 
 CRDS = load_crds(

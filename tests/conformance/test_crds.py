@@ -19,7 +19,7 @@ from conformance_objects import (
 from crd_validation import CrdVersion, evaluate_rule, load_crds, validate
 from upstream_files import DATA, upstream
 
-from llmctl.infra.pools import POOLS
+from llmctl.blueprints.pools import POOLS
 
 
 @functools.cache

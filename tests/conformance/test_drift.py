@@ -8,7 +8,7 @@ from conformance_objects import ALL_POOLS, platform_resources
 from upstream_files import cloudformation, load_yaml, upstream
 
 from llmctl.blueprints.versions import versions
-from llmctl.infra.offline import run_offline
+from llmctl.infra.plan.offline import run_offline
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.ingress import controller_statements as lbc_statements
 from llmctl.infra.platform.karpenter import INTERRUPTION_EVENTS

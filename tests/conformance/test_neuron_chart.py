@@ -10,9 +10,9 @@ from conformance_objects import ALL_POOLS, helm_values
 from test_helm_values import FREE_FORM, unknown_keys
 from upstream_files import DATA, load_yaml, upstream
 
+from llmctl.blueprints.pools import NEURON_SCHEDULER
 from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR
-from llmctl.infra.pools import NEURON_SCHEDULER
 
 KEYS = load_yaml(DATA / "neuron_chart_keys.yaml")
 

@@ -164,7 +164,7 @@ def test_install_into_a_fresh_venv(tmp_path: Path, editable: bool) -> None:
     (Path(site) / "zz_deps.pth").write_text(deps + "\n")
     subprocess.run(args + (["-e", str(source)] if editable else [str(source)]), check=True, cwd=tmp_path)
     check = (
-        "import llmctl, llmctl.cli.app, llmctl.infra.pools, llmctl.serving\n"
+        "import llmctl, llmctl.cli.app, llmctl.blueprints.pools, llmctl.serving\n"
         "from llmctl.blueprints.catalog import catalog_names, load_blueprint\n"
         "names = catalog_names(); assert 'llama2-inf2' in names, names\n"
         "[load_blueprint(n) for n in names]\n"

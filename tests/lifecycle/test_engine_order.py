@@ -32,8 +32,8 @@ from llmctl.infra.lifecycle.order_invariants import (
     pod_images,
     produced_images,
 )
-from llmctl.infra.offline import run_offline
-from llmctl.infra.plan import run_platform_offline
+from llmctl.infra.plan.offline import run_offline
+from llmctl.infra.plan.run import run_platform_offline
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from standin_support import StandinEngine
 
+from llmctl.blueprints.hf_token import hf_token
 from llmctl.errors import PrerequisiteError
 from llmctl.infra.lifecycle.backend import resolve_backend
 from llmctl.infra.lifecycle.engine import Engine
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
 from llmctl.infra.lifecycle.progress import Progress
-from llmctl.infra.workload.hf_token import hf_token
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from standin_support import StandinEngine
 
-from llmctl.infra.lifecycle.status import collect_status, kube_status, port_forwards
+from llmctl.infra.lifecycle.status import kube_status, port_forwards
+from llmctl.infra.targets.registry import collect_status
 from llmctl.state import Endpoint, save_endpoint
 
 
@@ -109,15 +110,9 @@ def test_environment_rules_without_an_engine() -> None:
 
     from llmctl.errors import LlmctlError
     from llmctl.infra.lifecycle.engine import StackInfo
-    from llmctl.infra.lifecycle.environment import (
-        WorkloadRecord,
-        check_workload,
-        namespace,
-        split_stack,
-        union,
-        workload_stack,
-    )
+    from llmctl.infra.lifecycle.environment import WorkloadRecord, union
     from llmctl.infra.lifecycle.stacks import _matches
+    from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
 
     assert workload_stack("ci", "pr-42") == "ci.pr-42" and workload_stack("dev", None) == "dev"
     assert split_stack("ci.pr-42") == ("ci", "pr-42") and split_stack("dev") == ("dev", None)

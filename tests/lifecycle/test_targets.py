@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from llmctl.cli.app import app
 from llmctl.errors import LlmctlError
+from llmctl.infra.names import DEFAULT_TARGET, TARGET_NAMES
 from llmctl.infra.targets.base import UpRequest
-from llmctl.infra.targets.names import DEFAULT_TARGET, TARGET_NAMES
 from llmctl.infra.targets.needs import NEED_ORDER
 from llmctl.infra.targets.registry import TARGETS, connect_needs, get_target
 from llmctl.state import Endpoint

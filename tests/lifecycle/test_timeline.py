@@ -20,7 +20,7 @@ from standin_support import StandinEngine
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
-from llmctl.infra.lifecycle.status import collect_status, start_status
+from llmctl.infra.lifecycle.status import start_status
 from llmctl.infra.lifecycle.timeline import (
     PHASE_ORDER,
     StartTimeline,
@@ -30,6 +30,7 @@ from llmctl.infra.lifecycle.timeline import (
     serving_pods,
     start_timelines,
 )
+from llmctl.infra.targets.registry import collect_status
 from llmctl.state import Endpoint, save_endpoint
 
 DATA = Path(__file__).parent / "data" / "timeline"

@@ -10,7 +10,7 @@ import pytest
 from platform_support import Graph, graph_for
 
 from llmctl.blueprints import versions as versions_module
-from llmctl.infra.offline import run_offline
+from llmctl.infra.plan.offline import run_offline
 from llmctl.infra.platform.config import PlatformConfig
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from llmctl.infra.offline import Registered, run_offline
+from llmctl.infra.plan.offline import Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
 
 

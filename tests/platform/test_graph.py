@@ -8,11 +8,11 @@ import pytest
 from platform_support import Graph, graph_for
 
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
+from llmctl.blueprints.pools import pool
 from llmctl.blueprints.versions import versions
+from llmctl.infra.plan.policy import check_policy, errors, taggable
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.tags import CLUSTER_TAG, STACK_TAG
-from llmctl.infra.policy import check_policy, errors, taggable
-from llmctl.infra.pools import pool
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"

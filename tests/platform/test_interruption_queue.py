@@ -10,7 +10,7 @@ from typing import Any
 
 from platform_support import Graph
 
-from llmctl.infra.offline import ACCOUNT_ID, UNKNOWN, OfflineMocks, Registered, run_offline
+from llmctl.infra.plan.offline import ACCOUNT_ID, UNKNOWN, OfflineMocks, Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.karpenter import queue_name_prefix
 
@@ -73,7 +73,7 @@ def test_a_preview_does_not_invent_a_name() -> None:
 def test_the_sweep_claims_the_queues_the_platform_creates_and_no_look_alike() -> None:
     """The sweep's name rule and the platform's naming agree (the sweep imports no Pulumi code)."""
     from llmctl.infra.aws.sweep_kinds import BY_NAME, Candidate, Scope
-    from llmctl.infra.offline import unique_name
+    from llmctl.infra.plan.offline import unique_name
     from llmctl.infra.platform.tags import CLUSTER_TAG
 
     owned = BY_NAME["interruption-queue"].owned

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from llmctl.blueprints.pools import GPU_TAINT, NEURON_TAINT, POOLS, pool
 from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.manifests import ec2nodeclass_manifest, nodepool_manifest
-from llmctl.infra.pools import GPU_TAINT, NEURON_TAINT, POOLS, pool
 
 KARPENTER_POOLS = [spec for spec in POOLS if spec.managed_by == "karpenter"]
 ALIAS = versions().ami["al2023_alias"].value

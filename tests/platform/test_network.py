@@ -51,7 +51,7 @@ def test_subnet_plan_matches_the_seed_layout() -> None:
 
 def _platform_for(blueprint: str, offerings: dict[str, list[str]]) -> list[str]:
     from llmctl.blueprints.catalog import load_blueprint
-    from llmctl.infra.offline import OfflineMocks, run_offline
+    from llmctl.infra.plan.offline import OfflineMocks, run_offline
     from llmctl.infra.platform.config import PlatformConfig
     from llmctl.infra.platform.program import build_platform
 

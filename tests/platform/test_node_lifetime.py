@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from platform_support import Graph, graph_for
 
+from llmctl.blueprints.pools import HEAD_POOL, POOLS, pool
 from llmctl.errors import BlueprintError
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.manifests import nodepool_manifest
-from llmctl.infra.pools import HEAD_POOL, POOLS, pool
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 ACCELERATOR_POOLS = [spec.name for spec in POOLS if spec.accelerator != "cpu"]

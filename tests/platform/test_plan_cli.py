@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from llmctl import __version__
 from llmctl.cli.app import app
-from llmctl.infra.plan import offline_plan
+from llmctl.infra.plan.run import offline_plan
 
 runner = CliRunner()
 CATALOG = Path(__file__).parents[2] / "blueprints" / "catalog"

@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
-from llmctl.infra.plan import offline_plan
+from llmctl.infra.plan.run import offline_plan
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker
 pytestmark = pytest.mark.xdist_group("test_plan_diff_golden")

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from llmctl import __version__
 from llmctl.cli.app import app
-from llmctl.infra.plan_diff import InputChange, diff_plans, diff_values
-from llmctl.infra.plan_doc import header
-from llmctl.infra.plan_render import MARKDOWN_LIMIT, render_markdown
+from llmctl.infra.plan.diff import InputChange, diff_plans, diff_values
+from llmctl.infra.plan.doc import header
+from llmctl.infra.plan.render import MARKDOWN_LIMIT, render_markdown
 
 runner = CliRunner()
 

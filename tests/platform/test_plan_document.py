@@ -13,8 +13,8 @@ from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pricing import blueprint_cost
 from llmctl.cli.app import app
-from llmctl.infra.plan import offline_plan
-from llmctl.infra.plan_workload import PLACEHOLDER_HF_TOKEN
+from llmctl.infra.plan.run import offline_plan
+from llmctl.infra.plan.workload import PLACEHOLDER_HF_TOKEN
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker
 pytestmark = pytest.mark.xdist_group("test_plan_document")
@@ -94,8 +94,8 @@ def test_generated_api_key_stays_secret(tmp_path: Any) -> None:
 
 
 def test_secrets_are_redacted_at_their_exact_path() -> None:
-    from llmctl.infra.offline import Registered
-    from llmctl.infra.plan_doc import full_inputs
+    from llmctl.infra.plan.doc import full_inputs
+    from llmctl.infra.plan.offline import Registered
 
     res = Registered(
         urn="urn:pulumi:dev::p::t::n",

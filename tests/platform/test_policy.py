@@ -16,9 +16,9 @@ import pytest
 from google.protobuf import empty_pb2
 from platform_support import Graph
 
-from llmctl.infra.offline import Registered
-from llmctl.infra.plan import offline_plan
-from llmctl.infra.policy import Violation, check_policy, crossguard_pack, errors
+from llmctl.infra.plan.offline import Registered
+from llmctl.infra.plan.policy import Violation, check_policy, crossguard_pack, errors
+from llmctl.infra.plan.run import offline_plan
 
 Mutation = Callable[[list[Registered]], None]
 
@@ -141,7 +141,7 @@ def _served_pack(name: str, enforcement: str) -> Iterator[Any]:
     import grpc
     from pulumi.runtime.proto import analyzer_pb2_grpc
 
-    code = f"from llmctl.infra.policy import crossguard_pack; crossguard_pack(name={name!r}, enforcement={enforcement!r})"
+    code = f"from llmctl.infra.plan.policy import crossguard_pack; crossguard_pack(name={name!r}, enforcement={enforcement!r})"
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from llmctl.errors import CloudError
-from llmctl.infra.offline import OfflineMocks, Registered, run_offline
+from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.manifests import DISCOVERY_TAG
 from llmctl.infra.platform.network import ELB_TAG, INTERNAL_ELB_TAG, managed_tags_key, subnet_tag_plan

@@ -20,7 +20,7 @@ import pytest
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import ServingError
 from llmctl.serving.compile_cache import COMPILED_MARKER, compile_cache_url, publish_compiled, slug
-from llmctl.serving.ray_neuronx.settings import SPLIT_MARKER, NeuronSettings, neuron_settings
+from llmctl.serving.neuronx.settings import SPLIT_MARKER, NeuronSettings, neuron_settings
 
 BUCKET = "llmctl-dev-us-west-2-cache"
 URL = f"s3://{BUCKET}/neuron-cache/llama2-inf2"
@@ -102,7 +102,7 @@ def _settings(root: Path, **changes: Any) -> NeuronSettings:
 
 
 def _start(settings: NeuronSettings) -> str:
-    from llmctl.serving.ray_neuronx.engine import NeuronEngine
+    from llmctl.serving.neuronx.engine import NeuronEngine
 
     return NeuronEngine(settings, model_source="weights", served_name="m").compiled_from
 

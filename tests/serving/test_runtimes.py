@@ -14,7 +14,7 @@ import yaml
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import ServingError
 from llmctl.serving.compile_cache import has_compiled, save_compiled
-from llmctl.serving.ray_neuronx.settings import (
+from llmctl.serving.neuronx.settings import (
     SPLIT_MARKER,
     apply_env,
     context_length_estimates,
@@ -188,7 +188,7 @@ def test_neuron_engine_saves_once_then_loads_before_to_neuron(
     """
     import types
 
-    from llmctl.serving.ray_neuronx.engine import NeuronEngine
+    from llmctl.serving.neuronx.engine import NeuronEngine
 
     calls: list[str] = []
 

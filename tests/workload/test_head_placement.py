@@ -10,9 +10,9 @@ import pytest
 from workload_helpers import CATALOG, config_for, find, manifests_for
 
 from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pools import HEAD_POOL, POOL_LABEL, pool
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.manifests import nodepool_manifest
-from llmctl.infra.pools import HEAD_POOL, POOL_LABEL, pool
 from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.schedulability import check_schedulable, pod_templates, selector_matches

@@ -11,8 +11,8 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from workload_helpers import CATALOG, TOKEN, blueprint, config_for, find, manifests_for, worker
 
+from llmctl.blueprints.pools import INSTANCE_TYPE_LABEL, POOL_LABEL
 from llmctl.blueprints.versions import versions
-from llmctl.infra.pools import INSTANCE_TYPE_LABEL, POOL_LABEL
 from llmctl.infra.workload.builders.common import serving_image
 from llmctl.infra.workload.config import Delivery
 from llmctl.infra.workload.crd_models import serve_config
@@ -341,8 +341,8 @@ def test_serving_image_modes() -> None:
 def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
     """The serving pods select exactly what the platform's NodePool labels and taints."""
     from llmctl.blueprints.hardware import hardware
+    from llmctl.blueprints.pools import pool_for_instance
     from llmctl.infra.platform import manifests as platform
-    from llmctl.infra.pools import pool_for_instance
 
     spec = pool_for_instance(hardware().instance(blueprint(name).compute.instance_type))
     nodepool = platform.nodepool_manifest(spec)

@@ -9,7 +9,7 @@ import pytest
 from workload_helpers import TOKEN, blueprint, config_for, manifests_for
 
 from llmctl.errors import BlueprintError, PrerequisiteError
-from llmctl.infra.offline import OfflineMocks, run_offline
+from llmctl.infra.plan.offline import OfflineMocks, run_offline
 from llmctl.infra.workload.builders.common import needs_hf_token
 from llmctl.infra.workload.component import resource_name
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig

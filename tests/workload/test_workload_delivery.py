@@ -20,7 +20,7 @@ from workload_helpers import CATALOG, blueprint, config_for
 from llmctl import DISTRIBUTION, __version__
 from llmctl.blueprints.runtimes import runtime_names
 from llmctl.errors import LlmctlError
-from llmctl.infra.offline import run_offline
+from llmctl.infra.plan.offline import run_offline
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.delivery import (
     APP_DIR,

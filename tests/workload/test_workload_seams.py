@@ -71,7 +71,7 @@ def test_serve_config_args_are_accepted_by_the_app_builder(
         assert deployment.max_queued_requests == deployment.max_ongoing_requests * parsed.scaling.max_replicas
     elif runtime == "ray-neuronx":
         from llmctl.serving.common.ingress import deployment_options
-        from llmctl.serving.ray_neuronx.settings import neuron_settings
+        from llmctl.serving.neuronx.settings import neuron_settings
 
         tp = parsed.compute.tensor_parallel
         options = deployment_options(parsed, {}, {"neuron_cores": tp})

@@ -15,10 +15,10 @@ from workload_helpers import TOKEN, blueprint
 from llmctl.blueprints.catalog import catalog_names
 from llmctl.infra.aws.images import CLUSTER_TAG as IMAGE_REPOSITORY_TAG
 from llmctl.infra.aws.sweep_kinds import BY_NAME, Candidate, Scope
-from llmctl.infra.offline import OfflineMocks, Registered, run_offline
+from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
+from llmctl.infra.plan.policy import rule_tags
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.tags import CLUSTER_TAG, REQUIRED_TAGS, STACK_TAG
-from llmctl.infra.policy import rule_tags
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.program import build_workload
 

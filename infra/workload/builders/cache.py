@@ -20,7 +20,7 @@ one replica compiles).
 
 from __future__ import annotations
 
-from llmctl.infra.pools import CAPACITY_TYPE_LABEL
+from llmctl.blueprints.pools import CAPACITY_TYPE_LABEL
 from llmctl.infra.workload.builders.common import (
     SERVICE_ACCOUNT,
     Obj,

@@ -12,6 +12,7 @@ from typing import Any
 
 from llmctl.blueprints.rules import is_gated
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.meta import labels, metadata
 from llmctl.serving.common.auth import API_KEY_ENV
 
 Obj = dict[str, Any]
@@ -23,27 +24,6 @@ API_KEY_SECRET = "api-key"
 API_KEY_KEY = API_KEY_ENV  # the Secret key and the env var the serving app reads
 WAIT_FOR = "pulumi.com/waitFor"
 TIMEOUT = "pulumi.com/timeoutSeconds"
-
-
-def labels(config: WorkloadConfig, component: str) -> dict[str, str]:
-    """Standard labels of every object of a workload."""
-    return {
-        "app.kubernetes.io/name": config.blueprint.name,
-        "app.kubernetes.io/instance": config.blueprint.name,
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": "llmctl",
-        "llmctl.dev/runtime": config.blueprint.runtime,
-    }
-
-
-def metadata(
-    config: WorkloadConfig, name: str, component: str, annotations: dict[str, str] | None = None
-) -> Obj:
-    """ObjectMeta for a namespaced object of the workload."""
-    meta: Obj = {"name": name, "namespace": config.ns, "labels": labels(config, component)}
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    return meta
 
 
 def namespace(config: WorkloadConfig) -> Obj:

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
-from llmctl.errors import LlmctlError
-from llmctl.infra.pools import (
+from llmctl.blueprints.pools import (
     HEAD_POOL,
     INSTANCE_TYPE_LABEL,
     NEURON_SCHEDULER,
     POOL_LABEL,
     pool_for_instance,
 )
+from llmctl.errors import LlmctlError
 from llmctl.infra.workload.capacity import (
     NEURON_DEVICE,
     NVIDIA_GPU,
@@ -62,7 +62,7 @@ def serving_pool(config: WorkloadConfig) -> PoolFacts:
 def _eks_or_untainted(config: WorkloadConfig, name: str) -> PoolFacts:
     facts = config.platform
     if facts.target == "eks":
-        from llmctl.infra.pools import pool as pool_spec
+        from llmctl.blueprints.pools import pool as pool_spec
 
         return facts.pool(name) or PoolFacts.from_spec(pool_spec(name))
     for pool in facts.pools:

@@ -25,7 +25,7 @@ from pulumi.runtime.proto import (
 )
 
 from llmctl.infra.lifecycle.engine_order import OrderGraph, nodes_from_state
-from llmctl.infra.offline import OfflineMocks
+from llmctl.infra.plan.offline import OfflineMocks
 
 from .control import append, control, root
 from .events import EventLog

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llmctl.infra.offline import UNKNOWN, Registered
+from llmctl.infra.plan.offline import UNKNOWN, Registered
 
 FORMAT = "llmctl-plan"
 FORMAT_VERSION = 1
@@ -20,7 +20,7 @@ _INTERNAL = frozenset({"__defaults"})
 
 
 def redacted(value: Any, path: str, secrets: set[str]) -> Any:
-    """`value` with every secret path (as :mod:`llmctl.infra.offline` records them) replaced by SECRET,
+    """`value` with every secret path (as :mod:`llmctl.infra.plan.offline` records them) replaced by SECRET,
     and whole-number floats as integers."""
     if path in secrets:
         return SECRET

@@ -6,7 +6,7 @@ import html
 import json
 from typing import Any
 
-from llmctl.infra.plan_diff import InputChange, PlanDiff, ResourceChange
+from llmctl.infra.plan.diff import InputChange, PlanDiff, ResourceChange
 
 _SIGN = {"add": "+", "remove": "-", "change": "~"}
 _WORD = {"add": "added", "remove": "removed", "change": "changed"}

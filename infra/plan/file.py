@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.errors import LlmctlError
-from llmctl.infra.plan_doc import FORMAT, FORMAT_VERSION
+from llmctl.infra.plan.doc import FORMAT, FORMAT_VERSION
 
 REGENERATE = "write it again with this llmctl: `llmctl plan --offline --json -b BLUEPRINT > FILE`"
 

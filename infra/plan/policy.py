@@ -1,4 +1,4 @@
-"""Policy checks over a registered resource graph (from `infra/offline.py`), also usable as a
+"""Policy checks over a registered resource graph (from `infra/plan/offline.py`), also usable as a
 Pulumi CrossGuard pack where the CLI and `pulumi_policy` exist.
 
 Each rule is a plain function `list[Registered] -> list[Violation]`; :func:`check_policy` runs
@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from llmctl.blueprints.pools import POOLS
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.offline import UNKNOWN, Registered
+from llmctl.infra.plan.offline import UNKNOWN, Registered
 from llmctl.infra.platform.tags import REQUIRED_TAGS
-from llmctl.infra.pools import POOLS
 
 PUBLIC_LB_TAG = "llmctl:public-lb"
 OPEN_CIDRS = ("0.0.0.0/0", "::/0")
@@ -385,7 +385,7 @@ def _from_policy_resource(res: Any, unknown_error: type[Exception]) -> Registere
 def crossguard_pack(name: str = "llmctl-platform", enforcement: str = "mandatory") -> Any:
     """The same rules as a CrossGuard policy pack (needs `pulumi_policy` and the pulumi CLI).
 
-    Use from a policy pack's `__main__.py`: `from llmctl.infra.policy import crossguard_pack;
+    Use from a policy pack's `__main__.py`: `from llmctl.infra.plan.policy import crossguard_pack;
     crossguard_pack()`.
     """
     try:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from llmctl.blueprints.schema import Blueprint
 from llmctl.infra.lifecycle.engine import workload_project
-from llmctl.infra.offline import OfflineMocks, Registered, run_offline
+from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
 
 # Handed to the program in place of a Hugging Face token: it only lands in a Kubernetes Secret,
@@ -33,8 +33,8 @@ def run_workload_offline(
     stack `up` would deploy (`<env>` or, for a named workload, `<env>.<workload>` in namespace
     `<blueprint>-<workload>`)."""
     from llmctl.blueprints.hardware import hardware
-    from llmctl.infra.lifecycle.environment import namespace, workload_stack
-    from llmctl.infra.pools import pool
+    from llmctl.blueprints.pools import pool
+    from llmctl.infra.names import namespace, workload_stack
     from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
     from llmctl.infra.workload.program import build_workload
 

@@ -15,8 +15,8 @@ from llmctl.blueprints.schema import Blueprint
 from llmctl.serving.common.deps import require
 from llmctl.serving.common.engine import SamplingParams, ThreadedEngine, TokenSink
 from llmctl.serving.compile_cache import compile_or_load
+from llmctl.serving.neuronx.settings import NeuronSettings, apply_env, ensure_split, neuron_settings
 from llmctl.serving.phases import log_phase
-from llmctl.serving.ray_neuronx.settings import NeuronSettings, apply_env, ensure_split, neuron_settings
 
 NEURON_INSTALL = (
     "run it in the ray-neuronx image (the Neuron DLC with SDK <= 2.25), or install it with "

@@ -1,7 +1,7 @@
 """`llmctl plan --offline`: what the platform program and each blueprint's workload program would
 register, before anyone has credentials, the hourly cost, and the policy verdict on the platform.
 
-The JSON document (every input, secrets redacted) is built in :mod:`llmctl.infra.plan_doc`; the
+The JSON document (every input, secrets redacted) is built in :mod:`llmctl.infra.plan.doc`; the
 human tree shows only key inputs (`KEY_INPUTS`)."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
-from llmctl.infra.offline import OfflineMocks, Registered, run_offline
-from llmctl.infra.plan_doc import SECRET, canonical, full_inputs, header, placeholders, stack_entry
-from llmctl.infra.plan_workload import WorkloadPlan, run_workload_offline
+from llmctl.infra.plan.doc import SECRET, canonical, full_inputs, header, placeholders, stack_entry
+from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
+from llmctl.infra.plan.policy import Violation, check_policy, errors
+from llmctl.infra.plan.workload import WorkloadPlan, run_workload_offline
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.policy import Violation, check_policy, errors
 
 # Inputs worth showing per resource type (all others: every input except tags and noise).
 KEY_INPUTS: dict[str, tuple[str, ...]] = {

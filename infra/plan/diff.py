@@ -258,7 +258,7 @@ def _violation_key(v: dict[str, Any]) -> tuple[str, ...]:
 
 
 def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
-    """Compare two plan documents (as :func:`llmctl.infra.plan_file.load_plan` returns them)."""
+    """Compare two plan documents (as :func:`llmctl.infra.plan.file.load_plan` returns them)."""
     old_stacks = {str(s["id"]) for s in old["stacks"]}
     new_stacks = {str(s["id"]) for s in new["stacks"]}
     old_v = {_violation_key(v): v for v in old.get("violations", [])}

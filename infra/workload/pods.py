@@ -1,0 +1,67 @@
+"""The pods a workload's manifests would create: every pod template of a manifest and what one
+such pod requests (the sum of its containers, at least its largest init container). Pure reading of
+the objects, shared by the schedulability check and the platform parts check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from llmctl.infra.workload.capacity import CHECKED_RESOURCES, parse_quantity
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """A pod spec found in a manifest, with where it came from and extra per-pod requests."""
+
+    kind: str
+    name: str
+    where: str
+    spec: Obj
+    extra: tuple[tuple[str, float], ...] = ()
+
+
+def pod_templates(manifest: Obj) -> Iterator[PodTemplate]:
+    """Every pod template of a manifest."""
+    kind, name = manifest.get("kind", ""), manifest.get("metadata", {}).get("name", "")
+    spec: Obj = manifest.get("spec") or {}
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        yield PodTemplate(kind, name, "pod", spec["template"]["spec"])
+    elif kind in ("RayService", "RayCluster"):
+        cluster: Obj = spec.get("rayClusterConfig", spec) if kind == "RayService" else spec
+        extra: tuple[tuple[str, float], ...] = ()
+        if cluster.get("enableInTreeAutoscaling"):
+            sidecar = (cluster.get("autoscalerOptions") or {}).get("resources") or {}
+            extra = tuple(container_requests({"resources": sidecar}).items())
+        yield PodTemplate(kind, name, "head group", cluster["headGroupSpec"]["template"]["spec"], extra)
+        for group in cluster.get("workerGroupSpecs", []):
+            yield PodTemplate(kind, name, f"worker group {group.get('groupName')}", group["template"]["spec"])
+
+
+def container_requests(container: Obj) -> dict[str, float]:
+    """A container's requests of the checked resources (a limit stands in for a missing request)."""
+    resources = container.get("resources") or {}
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    result = {}
+    for resource in CHECKED_RESOURCES:
+        value = requests.get(resource, limits.get(resource))
+        if value is not None:
+            result[resource] = parse_quantity(value)
+    return result
+
+
+def pod_requests(template: PodTemplate) -> dict[str, float]:
+    """Effective pod requests: sum of containers (plus extras), at least the largest init container."""
+    total: dict[str, float] = {}
+    for container in template.spec.get("containers", []):
+        for resource, amount in container_requests(container).items():
+            total[resource] = total.get(resource, 0.0) + amount
+    for resource, amount in template.extra:
+        total[resource] = total.get(resource, 0.0) + amount
+    for container in template.spec.get("initContainers", []):
+        for resource, amount in container_requests(container).items():
+            total[resource] = max(total.get(resource, 0.0), amount)
+    return total
