@@ -190,7 +190,7 @@ def launch_findings(
 ) -> list[Any]:
     """What Karpenter says about the namespace's pods and the cluster's NodeClaims
     (:mod:`llmctl.infra.lifecycle.launches`); empty when kubectl cannot tell."""
-    from llmctl.infra.lifecycle.launches import findings
+    from llmctl.infra.lifecycle.launches import findings  # lazy: off the CLI start-up path
 
     try:
         pods = kubectl_json(kubeconfig, "get", "pods", "-n", namespace).get("items", [])
