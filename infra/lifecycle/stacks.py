@@ -17,6 +17,7 @@ from llmctl.errors import EngineError, LlmctlError, UserAbort
 from llmctl.infra.aws.images import delete_workload_repository
 from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
+from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
 from llmctl.infra.lifecycle.reports import DownResult, check_leftovers
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.names import split_stack
@@ -150,8 +151,6 @@ def gc(
             except EngineError as exc:
                 if info.project != PLATFORM_PROJECT:
                     raise
-                from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
-
                 # as `down`: sweep, release finalizers still stuck after it, retry once
                 retry_platform_destroy(
                     engine,
