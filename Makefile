@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0
 
 STAMP := $(VENV)/.llmctl-installed
+TORCH_STAMP := $(VENV)/.torch-installed
 
 .PHONY: install upstream registry test lint typecheck imports bench clean neuron-chart locks check-locks
 
@@ -13,9 +14,13 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 
-# Re-installs only when pyproject.toml changes (the package itself is an editable install).
-$(STAMP): pyproject.toml | $(BIN)/python
+# torch once per venv (its own stamp: a pyproject.toml edit does not re-run the multi-GB install).
+$(TORCH_STAMP): | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_CPU)"
+	touch $(TORCH_STAMP)
+
+# Re-installs only when pyproject.toml changes (the package itself is an editable install).
+$(STAMP): pyproject.toml $(TORCH_STAMP) | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[serving,bench,test]"
 	touch $(STAMP)
 

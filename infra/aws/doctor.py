@@ -11,9 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from llmctl.blueprints import catalog  # catalog.load_blueprint is read at call time (tests swap it)
+from llmctl.blueprints.hf_token import hf_token
+from llmctl.blueprints.rules import is_gated
 from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check, client_error
+from llmctl.infra.aws.pin_checks import pin_checks
+from llmctl.infra.aws.preflight import probe_aws_cli, probe_kubectl, probe_pulumi, resolve_region
 from llmctl.infra.aws.quota import check_quota, platform_az_ids
+from llmctl.infra.aws.reservations import check_reservations
 from llmctl.infra.aws.session import new_session
 
 
@@ -123,8 +129,6 @@ def check_offerings(
 
 def check_hf_token(blueprint: Any) -> Check:
     """A gated model needs HF_TOKEN (or HUGGING_FACE_HUB_TOKEN)."""
-    from llmctl.blueprints.hf_token import hf_token
-    from llmctl.blueprints.rules import is_gated
 
     if not is_gated(blueprint):
         return Check("Hugging Face token", True, f"{blueprint.model.id} is not gated")
@@ -140,7 +144,6 @@ def check_hf_token(blueprint: Any) -> Check:
 
 def check_tools(*, kubectl: bool = True) -> list[Check]:
     """pulumi (required), kubectl and the AWS CLI (kubectl authenticates to EKS through it)."""
-    from llmctl.infra.aws.preflight import probe_aws_cli, probe_kubectl, probe_pulumi
 
     probes = [probe_pulumi()] + ([probe_kubectl(), probe_aws_cli()] if kubectl else [])
     return [Check(p.name, p.ok, p.detail, p.fix) for p in probes]
@@ -148,7 +151,6 @@ def check_tools(*, kubectl: bool = True) -> list[Check]:
 
 def _pins(bp: Any, stack: str, region: str, session: Any, chart_client: Any) -> list[Check]:
     """AMI alias and chart version checks; a platform config the blueprint cannot build is reported."""
-    from llmctl.infra.aws.pin_checks import pin_checks
 
     try:
         return pin_checks(bp, stack=stack, region=region, session=session, client=chart_client)
@@ -168,12 +170,8 @@ def run_doctor(
 
     `chart_client`: the httpx client for chart repositories (default: a new one)."""
 
-    from llmctl.blueprints.catalog import load_blueprint
-
-    bp = load_blueprint(blueprint) if blueprint else None
+    bp = catalog.load_blueprint(blueprint) if blueprint else None
     try:
-        from llmctl.infra.aws.preflight import resolve_region
-
         resolved: str | None = resolve_region(region)
     except LlmctlError as exc:
         resolved = None
@@ -194,7 +192,6 @@ def run_doctor(
                     check_offerings(session, resolved, bp.compute.instance_type, az_ids, zones)
                 )
                 report.checks.append(check_quota(session, resolved, bp))
-                from llmctl.infra.aws.reservations import check_reservations
 
                 report.checks.extend(check_reservations(session, resolved, bp, az_ids))
         report.checks.extend(_pins(bp, stack, resolved, session if can_go_on else None, chart_client))

@@ -189,7 +189,7 @@ def image_pins(blueprint: Any) -> list[tuple[str, str, str | None]]:
     """(versions.yaml key, image, recorded digest) of every image a blueprint's pods run from
     versions.yaml: its base image, the AWS CLI of the init container, its UI's image; all of them
     without a blueprint."""
-    from llmctl.blueprints.versions import versions
+    from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
     pinned = versions().images
     if blueprint is None:

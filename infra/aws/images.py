@@ -26,8 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import llmctl.serving
+from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.runtimes import runtimes
-from llmctl.errors import CloudError, LlmctlError, PrerequisiteError, ServingError
+from llmctl.errors import CloudError, LlmctlError, PrerequisiteError, ServingError, did_you_mean
+from llmctl.infra.aws.sweep import Leftover
+from llmctl.infra.names import split_stack
 from llmctl.infra.platform.tags import CLUSTER_TAG  # the key every stack resource carries; the sweep reads it
 
 # runtime -> (folder under serving/, key of the default base image in versions.yaml), from the registry
@@ -80,7 +84,6 @@ class BuildResult:
 
 def source_root() -> Path:
     """The llmctl source checkout (the build context)."""
-    import llmctl.serving
 
     root = Path(llmctl.serving.__file__).resolve().parent.parent
     if not (root / "pyproject.toml").is_file():
@@ -94,8 +97,6 @@ def source_root() -> Path:
 def dockerfile(runtime: str) -> Path:
     """The Dockerfile of a runtime."""
     if runtime not in RUNTIME_IMAGES:
-        from llmctl.errors import did_you_mean
-
         raise ServingError(
             f"unknown runtime {runtime!r}",
             did_you_mean(runtime, list(RUNTIME_IMAGES)) or f"runtimes: {', '.join(RUNTIME_IMAGES)}",
@@ -105,7 +106,7 @@ def dockerfile(runtime: str) -> Path:
 
 def default_base(runtime: str) -> str:
     """The pinned base image of a runtime."""
-    from llmctl.blueprints.versions import versions
+    from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
     return versions().images[RUNTIME_IMAGES[runtime][1]].image
 
@@ -191,8 +192,6 @@ def delete_workload_repository(region: str, stack: str, blueprint: str) -> tuple
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from llmctl.infra.aws.sweep import Leftover
-
     try:
         name = repository_name(stack, blueprint)
     except LlmctlError:
@@ -227,7 +226,6 @@ def _target(runtime: str | None, blueprint: str | None, stack: str) -> tuple[str
         if runtime is None:
             raise ServingError("name a --runtime or a --blueprint to build", "e.g. --blueprint tiny-cpu")
         return runtime, f"{REPOSITORY_PREFIX}/{runtime}", None
-    from llmctl.blueprints.catalog import load_blueprint
 
     bp = load_blueprint(blueprint)
     if runtime is not None and runtime != bp.runtime:
@@ -276,7 +274,6 @@ def build(
         if not region:
             raise ServingError("--push needs a region", "pass --region, e.g. --region us-west-2")
         registry, user, password = ecr_registry(region)
-        from llmctl.infra.names import split_stack
 
         # the environment's cluster (`ci` for the workload stack `ci.pr-42`): the sweep finds it by that
         ensure_repository(region, repo, f"{REPOSITORY_PREFIX}-{split_stack(stack)[0]}")

@@ -23,8 +23,11 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urljoin
 
+from llmctl.blueprints.pools import pool
 from llmctl.infra.aws.checks import Check
+from llmctl.infra.aws.image_checks import check_images, image_pins
 from llmctl.infra.aws.registry_http import TIMEOUT_S, RegistryError, base_url, bearer_token
+from llmctl.infra.platform.config import PlatformConfig
 
 ARCH = "x86_64"  # every llmctl pool launches x86_64 instances
 VARIANT_BY_ACCELERATOR = {
@@ -177,9 +180,7 @@ def platform_pins(
 ) -> tuple[str, list[str], list[tuple[str, str, str]]]:
     """For a blueprint (or None: the base platform): the Kubernetes version, the AMI variants its
     pools need, and (repository, chart, version) of every chart the platform installs."""
-    from llmctl.blueprints.pools import pool
-    from llmctl.blueprints.versions import versions
-    from llmctl.infra.platform.config import PlatformConfig
+    from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
     config = PlatformConfig.for_blueprints(
         [blueprint] if blueprint is not None else [], stack=stack, region=region
@@ -196,8 +197,7 @@ def pin_checks(
     blueprint: Any, *, stack: str, region: str, session: Any | None, client: Any = None
 ) -> list[Check]:
     """AMI alias checks (when `session` can call AWS), chart version and image checks."""
-    from llmctl.blueprints.versions import versions
-    from llmctl.infra.aws.image_checks import check_images, image_pins
+    from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
     kubernetes_version, variants, charts = platform_pins(blueprint, stack=stack, region=region)
     alias = versions().ami["al2023_alias"].value

@@ -13,8 +13,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from llmctl.errors import CloudError, PrerequisiteError
+from llmctl.blueprints import catalog  # catalog.load_blueprint is read at call time (tests swap it)
+from llmctl.errors import BlueprintError, CloudError, PrerequisiteError
+from llmctl.infra.aws.pin_checks import pin_checks
+from llmctl.infra.aws.quota import check_quota, platform_az_ids
+from llmctl.infra.aws.reservations import check_reservations
 from llmctl.infra.aws.session import new_session
+from llmctl.infra.platform.config import validate_config
 
 # The oldest pulumi CLI llmctl works with: `destroy`/`refresh` of an inline program need 3.181
 # (`--client`; the Automation API raises InvalidVersionError below it), though it accepts >= 3.1.
@@ -132,8 +137,6 @@ def resolve_region(region: str | None) -> str:
         raise PrerequisiteError(
             "no AWS region is set", "pass --region (e.g. --region us-west-2) or set AWS_REGION"
         )
-    from llmctl.errors import BlueprintError
-    from llmctl.infra.platform.config import validate_config
 
     try:  # the platform's own region rule: a typo fails here, not at AWS
         validate_config({"region": found}, source="the AWS region")
@@ -188,12 +191,9 @@ def preflight_pins(blueprint: str, *, stack: str, region: str | None) -> list[st
     every pinned chart version is published. A definite failure raises; checks that could not run
     come back as warning lines (never as a pass)."""
 
-    from llmctl.blueprints.catalog import load_blueprint
-    from llmctl.infra.aws.pin_checks import pin_checks
-
     resolved = resolve_region(region)
     session = new_session(resolved)
-    checks = pin_checks(load_blueprint(blueprint), stack=stack, region=resolved, session=session)
+    checks = pin_checks(catalog.load_blueprint(blueprint), stack=stack, region=resolved, session=session)
     failed = [check for check in checks if check.ok is False]
     if failed:
         raise PrerequisiteError(
@@ -211,12 +211,9 @@ def preflight_capacity(
     capacity reservations it names (active, of its instance type, in the platform's AZs, room for the
     nodes it starts with). A definite failure raises with the fix (the quota increase command, the
     reservation to change); a check that could not run comes back as a warning line."""
-    from llmctl.blueprints.catalog import load_blueprint
-    from llmctl.infra.aws.quota import check_quota, platform_az_ids
-    from llmctl.infra.aws.reservations import check_reservations
 
     resolved = resolve_region(region)
-    bp = load_blueprint(blueprint)
+    bp = catalog.load_blueprint(blueprint)
     session = session or new_session(resolved)
     checks = [
         check_quota(session, resolved, bp),

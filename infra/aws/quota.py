@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pricing import node_plan
 from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check, client_error
 
@@ -12,7 +14,7 @@ from llmctl.infra.aws.checks import Check, client_error
 def platform_az_ids(blueprint: Any, stack: str, region: str) -> list[str]:
     """The AZ IDs the platform would use for this blueprint (empty: no per-region default)."""
     try:
-        from llmctl.infra.platform.config import PlatformConfig
+        from llmctl.infra.platform.config import PlatformConfig  # lazy: optional (see the except)
     except ImportError:  # the platform package is not installed in this build
         return []
     try:
@@ -23,8 +25,6 @@ def platform_az_ids(blueprint: Any, stack: str, region: str) -> list[str]:
 
 def vcpus_needed(blueprint: Any) -> tuple[int, str]:
     """vCPUs the blueprint's serving nodes need at its autoscaling maximum (+ core nodes on CPU)."""
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.blueprints.pricing import node_plan
 
     catalog = hardware()
     plan = node_plan(blueprint, catalog)
@@ -41,8 +41,6 @@ def vcpus_needed(blueprint: Any) -> tuple[int, str]:
 def check_quota(session: Any, region: str, blueprint: Any) -> Check:
     """The EC2 vCPU quota of the blueprint's family against what it needs."""
     from botocore.exceptions import BotoCoreError, ClientError
-
-    from llmctl.blueprints.hardware import hardware
 
     catalog = hardware()
     instance = catalog.instance(blueprint.compute.instance_type)

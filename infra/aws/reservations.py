@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pricing import node_plan
 from llmctl.infra.aws.checks import Check, client_error
 
 
@@ -80,9 +82,6 @@ def check_reservations(
 ) -> list[Check]:
     """One check per selector term, then whether the usable reservations hold the starting nodes."""
     from botocore.exceptions import BotoCoreError, ClientError
-
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.blueprints.pricing import node_plan
 
     capacity = blueprint.capacity
     if capacity is None:

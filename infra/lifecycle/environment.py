@@ -19,10 +19,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmctl.blueprints.pools import ALWAYS_POOLS
+from llmctl.blueprints.catalog import load_blueprint
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pools import ALWAYS_POOLS, pools_for
 from llmctl.errors import LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
+from llmctl.infra.platform.config import validate_config
+from llmctl.infra.workload.program import build_workload
 
 RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its record
 RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
@@ -46,8 +50,6 @@ class WorkloadRecord(BaseModel):
     @classmethod
     def for_blueprint(cls, bp: Any, workload: str | None = None) -> WorkloadRecord:
         """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.blueprints.pools`)."""
-        from llmctl.blueprints.hardware import hardware
-        from llmctl.blueprints.pools import pools_for
 
         return cls(
             blueprint=bp.name,
@@ -122,7 +124,6 @@ class Environment:
                 return WorkloadRecord.model_validate(data)
             except (ValueError, ValidationError):
                 self.note(f"the record of {project}/{stack} is unreadable; using the catalog blueprint")
-        from llmctl.blueprints.catalog import load_blueprint
 
         try:
             return WorkloadRecord.for_blueprint(load_blueprint(blueprint), workload)
@@ -141,7 +142,6 @@ class Environment:
         self, records: Iterable[WorkloadRecord], *, region: str, reselect_azs: bool = False
     ) -> Any:
         """The platform every record needs together, in the AZs chosen before (unless reselecting)."""
-        from llmctl.infra.platform.config import validate_config
 
         pools, instance_types = union(records)
         data: dict[str, Any] = {
@@ -189,8 +189,6 @@ def workload_program(config: Any, hf_token: str | None, record: WorkloadRecord) 
 
     def program() -> None:
         import pulumi
-
-        from llmctl.infra.workload.program import build_workload
 
         build_workload(config, hf_token)
         pulumi.export(RECORD_OUTPUT, record.model_dump(mode="json"))

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.errors import EngineError, LlmctlError
+from llmctl.infra.aws.sweep import sweep
+from llmctl.infra.lifecycle.kube import kubectl_json, remove_finalizers
+from llmctl.infra.lifecycle.teardown import is_unreachable
 
 # (resource for kubectl, kind, namespaced), in the order their finalizers are removed.
 STUCK_KINDS = (
@@ -52,7 +55,6 @@ class Stuck:
 
 def stuck_objects(kubeconfig: Path) -> list[Stuck]:
     """Objects of STUCK_KINDS that are being deleted and still wait on finalizers."""
-    from llmctl.infra.lifecycle.kube import kubectl_json
 
     found = []
     for resource, kind, namespaced in STUCK_KINDS:
@@ -97,7 +99,6 @@ def wait_stuck(
 
 def release(kubeconfig: Path, stuck: list[Stuck], note: Callable[[str], None]) -> None:
     """Remove the finalizers of each stuck object, saying which and what it may leave."""
-    from llmctl.infra.lifecycle.kube import remove_finalizers
 
     for item in stuck:
         remove_finalizers(kubeconfig, item.resource, item.name, item.namespace or None)
@@ -121,8 +122,6 @@ def retry_platform_destroy(
 ) -> bool:
     """After a failed platform destroy: sweep, release stuck finalizers (then sweep again), retry
     the destroy once. Returns what :meth:`Engine.destroy` returns; raises when the retry fails."""
-    from llmctl.infra.aws.sweep import sweep
-    from llmctl.infra.lifecycle.teardown import is_unreachable
 
     if is_unreachable(failure):
         raise failure  # no sweep under a cluster that is still there: the caller refuses

@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmctl.errors import LlmctlError, ServingError
+from llmctl.infra.lifecycle.kube import kubectl_json
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.parts import Inventory, MissingPartsError, missing_parts, required_parts
 
 
 def read_inventory(kubeconfig: Path | str | None) -> Inventory:
     """`kubectl get crd`, `get daemonsets -A`, `get deployments -A` (PrerequisiteError without kubectl)."""
-    from llmctl.infra.lifecycle.kube import kubectl_json
 
     try:
         crds = kubectl_json(kubeconfig, "get", "crd")
@@ -29,7 +30,6 @@ def read_inventory(kubeconfig: Path | str | None) -> Inventory:
 
 def ensure_cluster_parts(config: WorkloadConfig, kubeconfig: Path | str | None) -> None:
     """Raise MissingPartsError listing every platform part the workload needs and the cluster lacks."""
-    from llmctl.infra.workload.manifests import build_manifests
 
     needs = required_parts(build_manifests(config, hf_token=None))
     if not needs:

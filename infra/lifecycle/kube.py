@@ -39,7 +39,7 @@ def kubectl_text(kubeconfig: Path | str | None, *args: str, timeout: float = 60)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
-        from llmctl.infra.aws.preflight import KUBECTL_INSTALL
+        from llmctl.infra.aws.preflight import KUBECTL_INSTALL  # lazy: off the CLI start-up path
 
         raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
     if done.returncode != 0:
@@ -190,7 +190,7 @@ def launch_findings(
 ) -> list[Any]:
     """What Karpenter says about the namespace's pods and the cluster's NodeClaims
     (:mod:`llmctl.infra.lifecycle.launches`); empty when kubectl cannot tell."""
-    from llmctl.infra.lifecycle.launches import findings
+    from llmctl.infra.lifecycle.launches import findings  # lazy: off the CLI start-up path
 
     try:
         pods = kubectl_json(kubeconfig, "get", "pods", "-n", namespace).get("items", [])
@@ -297,7 +297,7 @@ def port_forward(
     try:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except FileNotFoundError:
-        from llmctl.infra.aws.preflight import KUBECTL_INSTALL
+        from llmctl.infra.aws.preflight import KUBECTL_INSTALL  # lazy: off the CLI start-up path
 
         raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
 

@@ -18,7 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from llmctl.errors import ServingError
+from llmctl.blueprints.allocatable import node_allocatable
+from llmctl.blueprints.hardware import hardware
+from llmctl.errors import LlmctlError, ServingError
+from llmctl.infra.workload.capacity import parse_quantity
 
 # "Failed to schedule pod, no instance type has enough resources, requirements=..., resources={...}"
 # (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/nodeclaim.go InstanceTypeFilterError,
@@ -59,9 +62,6 @@ def _offer(instance_type: str | None, resource: str) -> str:
     """What one node of the type offers a pod (Karpenter's allocatable less DaemonSets), as Karpenter writes it."""
     if not instance_type:
         return ""
-    from llmctl.blueprints.allocatable import node_allocatable
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.errors import LlmctlError
 
     try:
         node = node_allocatable(hardware().instance(instance_type))
@@ -84,8 +84,6 @@ def _pod_requests(pod: dict[str, Any] | None) -> dict[str, str]:
         if len(values) == 1:
             out[resource] = str(values[0])
         elif values:
-            from llmctl.infra.workload.capacity import parse_quantity
-
             total = sum(parse_quantity(v) for v in values)
             out[resource] = f"{total / 1024**3:g}Gi" if resource == "memory" else f"{total:g}"
     return out
@@ -139,9 +137,6 @@ def launch_error(message: str, instance_type: str, region: str) -> Finding | Non
         )
     vcpu = _VCPU.search(message)
     if vcpu:
-        from llmctl.blueprints.hardware import hardware
-        from llmctl.errors import LlmctlError
-
         limit = f" (limit {vcpu.group(1)} vCPUs)" if vcpu.group(1) else ""
         hint = "request a higher EC2 vCPU quota for the instance family"
         try:

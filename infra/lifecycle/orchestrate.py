@@ -16,21 +16,41 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from llmctl.blueprints.catalog import load_blueprint
+from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.hf_token import hf_token, require_hf_token
+from llmctl.blueprints.pricing import blueprint_cost
 from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
+from llmctl.infra.aws.images import delete_workload_repository
+from llmctl.infra.aws.sweep import leftovers, sweep
+from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, workload_program
+from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
+from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
+from llmctl.infra.lifecycle.kube import (
+    kubeconfig_file,
+    kubectl_json,
+    launch_findings,
+    save_kubeconfig,
+    wait_ready,
+)
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
+from llmctl.infra.lifecycle.teardown import decide
+from llmctl.infra.lifecycle.timeline import start_timelines
 from llmctl.infra.names import ClusterTarget, namespace, workload_stack
-from llmctl.state import Endpoint
+from llmctl.infra.platform.program import build_platform
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.deploy_delivery import deliver, precheck
+from llmctl.infra.workload.schedulability import validate_workload
+from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
 # how often `up` asks Karpenter about the workload's nodes while the workload stack updates
 LAUNCH_POLL_S = 20.0
 
 
 def _blueprint_problems(bp: Any, facts: Any) -> None:
-    from llmctl.infra.workload.schedulability import validate_workload
 
     problems = validate_workload(bp, facts)
     if problems:
@@ -44,7 +64,6 @@ def _blueprint_problems(bp: Any, facts: Any) -> None:
 
 def platform_program(config: Any) -> Callable[[], None]:
     def program() -> None:
-        from llmctl.infra.platform.program import build_platform
 
         build_platform(config)
 
@@ -108,10 +127,6 @@ class Lifecycle:
         workload: str | None = None,
         reselect_azs: bool = False,
     ) -> UpResult:
-        from llmctl.blueprints.catalog import load_blueprint
-        from llmctl.blueprints.hardware import hardware
-        from llmctl.blueprints.pricing import blueprint_cost
-        from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
         bp = load_blueprint(blueprint)
         record = WorkloadRecord.for_blueprint(bp, workload)  # a bad --workload fails here
@@ -119,12 +134,8 @@ class Lifecycle:
         token = hf_token(hf_token_file)  # a bad token file fails before any cloud call
         require_hf_token(bp, token)
         if target == "eks":
-            from llmctl.infra.workload.deploy_delivery import precheck
-
             precheck()  # a bad LLMCTL_DELIVERY fails here, not after the platform was built
         if target == "kubeconfig":
-            from llmctl.infra.lifecycle.kube import kubeconfig_file
-
             offline = PlatformFacts.for_existing_cluster(
                 pools, kubeconfig=kubeconfig_file(kubeconfig), stack=self.stack, region=region
             )
@@ -142,8 +153,6 @@ class Lifecycle:
                 changes["platform"] = preview.changes
             notes = _environment_notes(self.stack, others, p_config, preview.steps, reselect_azs)
         if target == "kubeconfig":
-            from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
-
             with self.progress.phase("cluster check"):  # reported, not assumed: before any Pulumi call
                 ensure_cluster_parts(
                     WorkloadConfig(blueprint=bp, stack=self.stack, platform=offline), kubeconfig
@@ -170,8 +179,6 @@ class Lifecycle:
                 hf_token_present=bool(token),
                 namespace=namespace(bp.name, workload),
             )
-            from llmctl.infra.workload.deploy_delivery import deliver
-
             w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
             spec = StackSpec(
                 workload_project(bp.name),
@@ -184,8 +191,6 @@ class Lifecycle:
             with self.progress.phase(f"workload {record.label()}"):
                 w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload)
             if wait and kube is not None:
-                from llmctl.infra.lifecycle.kube import launch_findings, wait_ready
-
                 ns = str(w_out.get("namespace") or w_config.ns)
                 with self.progress.phase("readiness"):
                     wait_ready(
@@ -208,7 +213,6 @@ class Lifecycle:
                 )
             raise
         endpoint = self._endpoint(bp, target, w_out, facts, kube, workload)
-        from llmctl.state import save_endpoint
 
         save_endpoint(endpoint)
         return UpResult(endpoint, plan, self.progress.timeline, starts)
@@ -226,7 +230,6 @@ class Lifecycle:
     ) -> None:
         """After a failure once nodes existed: what still runs, its cost per hour, and the exact
         `llmctl down` (in the error's hint, and as a note)."""
-        from llmctl.infra.lifecycle.bill import running_bill
 
         backend = getattr(self.engine, "backend", None)
         bill = running_bill(
@@ -253,7 +256,6 @@ class Lifecycle:
 
     def _starts(self, kube: Path, namespace: str) -> list[Any]:
         """Each serving pod's start timeline (node, image, weights, compile, engine, healthy)."""
-        from llmctl.infra.lifecycle.timeline import start_timelines
 
         try:
             return list(start_timelines(kube, namespace))
@@ -300,7 +302,6 @@ class Lifecycle:
             return given
         if not facts.kubeconfig:
             return None
-        from llmctl.infra.lifecycle.kube import save_kubeconfig
 
         return save_kubeconfig(self.stack, facts.kubeconfig)
 
@@ -312,8 +313,6 @@ class Lifecycle:
         namespace = str(out.get("namespace") or bp.name)
         base = f"http://localhost:{port}"
         if bp.exposure.mode != "port-forward" and out.get("service") and kube is not None:
-            from llmctl.infra.lifecycle.kube import kubectl_json
-
             try:
                 svc = kubectl_json(kube, "get", "service", "-n", namespace, str(out["service"]))
                 ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress") or [{}]
@@ -366,10 +365,6 @@ class Lifecycle:
         confirm: Callable[[list[str]], bool] | None = None,
         sweep_timeout_s: float = 600,
     ) -> DownResult:
-        from llmctl.infra.aws.sweep import leftovers, sweep
-        from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
-        from llmctl.infra.lifecycle.teardown import decide
-        from llmctl.state import remove_endpoint
 
         env = Environment(self.engine, self.stack, self.progress.note)
         records = env.records()
@@ -463,7 +458,6 @@ class Lifecycle:
 
     def _drop_repository(self, result: DownResult, region: str, record: WorkloadRecord) -> None:
         """Delete a destroyed workload's own ECR repository; a refusal is a note and a leftover."""
-        from llmctl.infra.aws.images import delete_workload_repository
 
         note, left = delete_workload_repository(region, record.stack(self.stack), record.blueprint)
         if note:
@@ -482,10 +476,6 @@ class Lifecycle:
         workload: str | None = None,
         reselect_azs: bool = False,
     ) -> PreviewReport:
-        from llmctl.blueprints.catalog import load_blueprint
-        from llmctl.blueprints.hardware import hardware
-        from llmctl.blueprints.pricing import blueprint_cost
-        from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
         bp = load_blueprint(blueprint)
         record = WorkloadRecord.for_blueprint(bp, workload)
@@ -511,8 +501,6 @@ class Lifecycle:
             namespace=namespace(bp.name, workload),
         )
         if outputs and unchanged:  # the delivery `up` would choose on this platform, nothing uploaded
-            from llmctl.infra.workload.deploy_delivery import deliver
-
             w_config = deliver(w_config, note=self.progress.note, upload=False)
         spec = StackSpec(
             workload_project(bp.name),

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmctl.infra.lifecycle.engine_order import Node, OrderGraph, Phase
+from llmctl.infra.platform.addons import ADDONS, Addon, addon
 
 StackKind = Literal["platform", "workload"]
 INVARIANTS_FILE = Path(__file__).with_name("order_invariants.yaml")
@@ -94,8 +95,28 @@ class OrderInvariants(_Strict):
 
 @functools.cache
 def load_invariants(path: Path = INVARIANTS_FILE) -> OrderInvariants:
-    """The invariants file, validated."""
-    return OrderInvariants.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    """The invariants file, validated, with one invariant per `after` of the add-on registry."""
+    loaded = OrderInvariants.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return loaded.model_copy(update={"invariants": [*loaded.invariants, *addon_invariants()]})
+
+
+def addon_invariants() -> list[Invariant]:
+    """An add-on is created after, and deleted before, each add-on its registry row comes after."""
+
+    def side(row: Addon) -> Selector:
+        type_, where = row.selector()
+        return Selector(label=f"the {row.key} {row.kind}", type=type_, where=where, stack="platform")
+
+    return [
+        Invariant(
+            id=f"addon-{row.key}-after-{key}",
+            why=f"the add-on registry (infra/platform/addons.py): {row.key} comes after {key}",
+            while_any=[side(row)],
+            requires=[side(addon(key))],
+        )
+        for row in ADDONS
+        for key in row.after
+    ]
 
 
 def _lookup(data: Any, path: str) -> Any:
@@ -264,7 +285,7 @@ def produced_images(config: Any, invariants: OrderInvariants | None = None) -> s
     spec = (invariants or load_invariants()).images.produced_by
     produced: set[str] = set()
     if spec.pinned:
-        from llmctl.blueprints.versions import versions
+        from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
         produced |= {image.image for image in versions().images.values()}
     sources = [(config.blueprint, spec.blueprint_fields), (config, spec.config_fields)]

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, cast
 
+from llmctl.errors import LlmctlError
+
 Mode = Literal["rich", "plain", "quiet"]
 
 
@@ -177,7 +179,5 @@ class Progress:
 def open_progress(mode: str, *, quiet: bool = False) -> Progress:
     """The view `--progress` names (rich or plain); quiet when the command prints JSON."""
     if mode not in ("rich", "plain"):
-        from llmctl.errors import LlmctlError
-
         raise LlmctlError(f"unknown --progress {mode!r}", "use rich or plain")
     return Progress("quiet" if quiet else cast(Mode, mode))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmctl.errors import CloudError, LlmctlError
+from llmctl.infra.aws.sweep_kinds import KINDS
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, PreviewResult
 from llmctl.infra.lifecycle.progress import Timeline
 from llmctl.state import Endpoint
@@ -197,7 +198,6 @@ class PreviewReport:
 
 def check_leftovers(result: DownResult) -> None:
     """`down`'s final verdict: a CloudError listing what is still there."""
-    from llmctl.infra.aws.sweep_kinds import KINDS
 
     if result.leftovers:
         names = ", ".join(item.label() for item in result.leftovers[:10])

@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import EngineError, UserAbort
+from llmctl.errors import EngineError, LlmctlError, UserAbort
+from llmctl.infra.aws.images import delete_workload_repository
+from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
+from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
+from llmctl.infra.lifecycle.reports import DownResult, check_leftovers
+from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.names import split_stack
+from llmctl.state import remove_endpoint
 
 if TYPE_CHECKING:
     from llmctl.infra.lifecycle.teardown import Teardown
@@ -23,7 +29,6 @@ if TYPE_CHECKING:
 
 def parse_age(text: str) -> timedelta:
     """'3d', '12h', '90m' -> timedelta."""
-    from llmctl.errors import LlmctlError
 
     units = {"d": "days", "h": "hours", "m": "minutes"}
     value, unit = text[:-1], text[-1:]
@@ -64,7 +69,6 @@ class GcResult:
 
     def check(self) -> None:
         """The leftover verdict of `llmctl down` (a CloudError naming what is left)."""
-        from llmctl.infra.lifecycle.reports import DownResult, check_leftovers
 
         if self.leftovers:
             sweep = self.sweeps[0] if self.sweeps else None
@@ -126,8 +130,6 @@ def gc(
         return GcResult(labels, [])
     if confirm is not None and not confirm(labels):
         raise UserAbort("nothing was deleted", None)
-    from llmctl.infra.aws.images import delete_workload_repository
-    from llmctl.state import remove_endpoint
 
     # The rule of `down`: every environment's cluster is checked before anything is destroyed.
     envs = {split_stack(i.stack)[0] for i in old}
@@ -149,8 +151,6 @@ def gc(
             except EngineError as exc:
                 if info.project != PLATFORM_PROJECT:
                     raise
-                from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
-
                 # as `down`: sweep, release finalizers still stuck after it, retry once
                 retry_platform_destroy(
                     engine,
@@ -173,8 +173,6 @@ def gc(
     result = GcResult(labels, removed, notes, leftovers=repositories)
     platforms = sorted({split_stack(i.stack)[0] for i in old if i.project == PLATFORM_PROJECT})
     if platforms:
-        from llmctl.infra.aws.sweep import leftovers, sweep
-
         for env in platforms:  # what the cluster's controllers left, as after `llmctl down`
             plan = plans[env]
             result.sweeps.append(sweep(plan.cluster, plan.region, timeout_s=sweep_timeout_s))
@@ -184,7 +182,6 @@ def gc(
 
 def _teardown(engine: Engine, env: str, infos: list[StackInfo], outputs: dict[str, Any] | None) -> Teardown:
     """How one environment's expired stacks are destroyed (see :mod:`teardown`)."""
-    from llmctl.infra.lifecycle.teardown import decide
 
     values = outputs or {}
     return decide(

@@ -7,13 +7,19 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.errors import LlmctlError
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
+from llmctl.infra.lifecycle.environment import Environment
+from llmctl.infra.lifecycle.kube import cluster_status, kubeconfig_path
+from llmctl.infra.lifecycle.stacks import stack_rows
+from llmctl.infra.lifecycle.timeline import start_timelines
+from llmctl.infra.names import split_stack
+from llmctl.state import load_endpoint
 
 CLUSTER_KEYS = ("cluster_name", "region", "node_pools", "versions")
 
 
 def kube_status(stack: str) -> dict[str, Any]:
     """NodePools, nodes, device plugins and schedulers, or ``{"error": ...}`` saying why not."""
-    from llmctl.infra.lifecycle.kube import cluster_status, kubeconfig_path
 
     path = kubeconfig_path(stack)
     if not path.exists():
@@ -27,9 +33,6 @@ def kube_status(stack: str) -> dict[str, Any]:
 def start_status(stack: str, blueprint: str) -> dict[str, Any]:
     """The start timeline of each current serving pod of ``blueprint`` (``{"pods": [...]}``), or
     ``{"error": ...}`` saying why not. The namespace and kubeconfig come from what `up` recorded."""
-    from llmctl.infra.lifecycle.kube import kubeconfig_path
-    from llmctl.infra.lifecycle.timeline import start_timelines
-    from llmctl.state import load_endpoint
 
     try:
         extra = load_endpoint(stack, blueprint).extra
@@ -49,9 +52,6 @@ def start_status(stack: str, blueprint: str) -> dict[str, Any]:
 def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> dict[str, Any]:
     """A cluster target's status: its stacks, the platform's cluster and its Kubernetes add-ons, and
     with ``blueprint`` the start timeline of its serving pods."""
-    from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
-    from llmctl.infra.lifecycle.stacks import stack_rows
-    from llmctl.infra.names import split_stack
 
     platform = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) or {}
     sections: dict[str, Any] = {
@@ -67,7 +67,6 @@ def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> d
 
 def workload_rows(stack: str, engine: Any) -> list[dict[str, Any]]:
     """Every workload of the environment: blueprint, workload name, its stack, namespace and pools."""
-    from llmctl.infra.lifecycle.environment import Environment
 
     return [
         {

@@ -24,6 +24,7 @@ from typing import Any
 
 from llmctl.errors import EngineError, LlmctlError, PrerequisiteError
 from llmctl.infra.aws.session import new_session
+from llmctl.infra.lifecycle.kube import kubeconfig_path, kubectl_json, save_kubeconfig
 
 DELETE_UNREACHABLE = "PULUMI_K8S_DELETE_UNREACHABLE"
 CREDENTIAL_CODES = (
@@ -169,7 +170,6 @@ def describe_cluster(cluster: str, region: str | None, *, session: Any = None) -
 
 def kubeconfig_for(stack: str, outputs: dict[str, Any] | None) -> Path | None:
     """The platform's kubeconfig (its output, saved where `up` keeps it), else the saved one."""
-    from llmctl.infra.lifecycle.kube import kubeconfig_path, save_kubeconfig
 
     text = (outputs or {}).get("kubeconfig")
     if isinstance(text, dict):
@@ -182,7 +182,6 @@ def kubeconfig_for(stack: str, outputs: dict[str, Any] | None) -> Path | None:
 
 def kube_problem(kubeconfig: Path) -> str | None:
     """Why the Kubernetes API cannot be reached with this kubeconfig (None: it answers)."""
-    from llmctl.infra.lifecycle.kube import kubectl_json
 
     try:
         kubectl_json(kubeconfig, "get", "namespaces", timeout=60)

@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from llmctl.errors import ServingError
+from llmctl.infra.lifecycle.kube import kubectl_json, kubectl_text
 from llmctl.infra.lifecycle.progress import fmt_duration
 from llmctl.serving.phases import parse_phase_line
 
@@ -276,8 +278,6 @@ def serving_pods(pods: list[dict[str, Any]], logs: dict[str, str]) -> list[dict[
 
 def start_timelines(kubeconfig: Path | str | None, namespace: str) -> list[StartTimeline]:
     """The timelines of the namespace's serving pods, fetched with kubectl."""
-    from llmctl.errors import ServingError
-    from llmctl.infra.lifecycle.kube import kubectl_json, kubectl_text
 
     pods = kubectl_json(kubeconfig, "get", "pods", "-n", namespace).get("items", [])
     events = kubectl_json(kubeconfig, "get", "events", "-n", namespace).get("items", [])

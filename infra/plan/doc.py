@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from llmctl import __version__
 from llmctl.infra.plan.offline import UNKNOWN, Registered
 
 FORMAT = "llmctl-plan"
@@ -74,7 +75,6 @@ def canonical(value: Any) -> Any:
 
 def header() -> dict[str, Any]:
     """The keys that say what a file is and which llmctl wrote it."""
-    from llmctl import __version__
 
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "llmctl_version": __version__}
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from llmctl import __version__
 from llmctl.errors import LlmctlError
 from llmctl.infra.plan.doc import FORMAT, FORMAT_VERSION
 
@@ -24,7 +25,6 @@ class PlanFileError(LlmctlError):
 
 def load_plan(path: Path, *, allow_version_mismatch: bool = False) -> dict[str, Any]:
     """The plan document in `path`, checked to be one this llmctl can compare."""
-    from llmctl import __version__
 
     try:
         text = path.read_text(encoding="utf-8")

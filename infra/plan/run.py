@@ -11,6 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llmctl.blueprints.catalog import catalog_names, load_blueprint
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pricing import blueprint_cost
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
@@ -19,6 +22,8 @@ from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.plan.policy import Violation, check_policy, errors
 from llmctl.infra.plan.workload import WorkloadPlan, run_workload_offline
 from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.program import build_platform
+from llmctl.infra.targets.base import check_names
 
 # Inputs worth showing per resource type (all others: every input except tags and noise).
 KEY_INPUTS: dict[str, tuple[str, ...]] = {
@@ -122,8 +127,6 @@ def plan_view(resources: Sequence[Registered]) -> list[Registered]:
 def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
     """Hourly cost of the environment: the platform once, plus each blueprint's serving nodes
     (on-demand catalog prices, as `llmctl cost`)."""
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.blueprints.pricing import blueprint_cost
 
     catalog = hardware()
     platform = catalog.platform_hourly()
@@ -151,7 +154,6 @@ def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
 
 def run_platform_offline(config: PlatformConfig, *, preview: bool = True) -> list[Registered]:
     """Run the platform program for `config` under mocks (as a preview: computed values unknown)."""
-    from llmctl.infra.platform.program import build_platform
 
     return run_offline(
         lambda: build_platform(config),
@@ -178,8 +180,6 @@ def offline_plan(
     blueprint file or catalog name that does not exist (e.g. one a pull request adds, planned on
     its base revision) is left out and listed in the document, so the plan is the environment
     without it (the platform alone when none is left)."""
-    from llmctl.blueprints.catalog import load_blueprint
-    from llmctl.infra.targets.base import check_names
 
     try:
         check_names(stack, workload)
@@ -212,8 +212,6 @@ def blueprint_exists(ref: str) -> bool:
     """Whether a blueprint reference names an existing file or a catalog blueprint (a file that
     exists but does not parse still counts: it fails the plan with its own error)."""
     from pathlib import Path
-
-    from llmctl.blueprints.catalog import catalog_names
 
     path = Path(ref).expanduser()
     if ref.endswith((".yaml", ".yml")) or "/" in ref or path.exists():

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pools import pool
 from llmctl.blueprints.schema import Blueprint
 from llmctl.infra.lifecycle.engine import workload_project
+from llmctl.infra.names import namespace, workload_stack
 from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.pool_facts import PoolFacts
+from llmctl.infra.workload.program import build_workload
 
 # Handed to the program in place of a Hugging Face token: it only lands in a Kubernetes Secret,
 # whose data the plan shows redacted, so the plan never depends on the caller's token.
@@ -32,11 +38,6 @@ def run_workload_offline(
     """Run the blueprint's workload program under mocks, as a preview, on `platform`'s pools: the
     stack `up` would deploy (`<env>` or, for a named workload, `<env>.<workload>` in namespace
     `<blueprint>-<workload>`)."""
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.blueprints.pools import pool
-    from llmctl.infra.names import namespace, workload_stack
-    from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
-    from llmctl.infra.workload.program import build_workload
 
     core_type = str(hardware().platform_fixed.core_nodes["instance_type"])
     facts = PlatformFacts.for_blueprint(blueprint, stack=platform.stack, region=platform.region)

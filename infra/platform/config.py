@@ -24,6 +24,7 @@ from llmctl.blueprints.pools import (
 from llmctl.blueprints.schema import Blueprint, CapacitySpec
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
+from llmctl.infra.platform.addons import NEURON_ACCELERATORS, Addon, installed_addons
 
 PROJECT = "llmctl"
 
@@ -36,8 +37,6 @@ DEFAULT_AZ_IDS: dict[str, tuple[str, ...]] = {
 }
 _CLUSTER_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,37}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
-# Accelerators whose pools bring the Neuron chart (and its custom scheduler).
-_NEURON = ("inferentia2", "trainium", "trainium2")
 # Karpenter's expireAfter pattern (NodePool CRD), and the shortest expiry we accept (an hour: shorter
 # ones recycle nodes faster than a Neuron model compiles).
 _EXPIRY = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
@@ -292,7 +291,7 @@ class PlatformConfig(_Strict):
             )
         minor = ".".join(self.kubernetes_version.split(".")[:2])
         pinned = versions().kube_scheduler
-        if minor not in pinned and any(pool(name).accelerator in _NEURON for name in self.pools):
+        if minor not in pinned and any(pool(name).accelerator in NEURON_ACCELERATORS for name in self.pools):
             raise ValueError(
                 f"kubernetes_version {self.kubernetes_version}: no Neuron custom scheduler (kube-scheduler) "
                 f"is pinned for it; pinned minors: {', '.join(sorted(pinned))} "
@@ -300,15 +299,18 @@ class PlatformConfig(_Strict):
             )
         return self
 
+    def addons(self) -> list[Addon]:
+        """The add-ons this platform installs: the rows of the add-on registry
+        (:mod:`llmctl.infra.platform.addons`) whose install condition holds, in registry order."""
+        return installed_addons(
+            {pool(name).accelerator for name in self.pools},
+            cloudwatch=self.observability.cloudwatch,
+            metrics_server=self.observability.metrics_server,
+        )
+
     def chart_keys(self) -> list[str]:
         """Keys (in `versions.yaml` charts) of the Helm charts this platform installs."""
-        accelerators = {pool(name).accelerator for name in self.pools}
-        keys = ["karpenter", "karpenter_crd", "kuberay_operator", "aws_load_balancer_controller"]
-        if accelerators & set(_NEURON):
-            keys.append("neuron")
-        if "nvidia" in accelerators:
-            keys.append("nvidia_device_plugin")
-        return keys
+        return [row.key for row in self.addons() if row.kind == "chart"]
 
     @classmethod
     def for_blueprints(

@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from llmctl.blueprints.allocatable import karpenter_model
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
@@ -256,7 +257,6 @@ def controller_settings(cluster_name: str, queue_name: object) -> dict[str, Any]
     """The chart's `settings`: the cluster, the interruption queue, and the values llmctl's allocatable
     arithmetic assumes (VM memory overhead, reserved ENIs; `blueprints/data/karpenter.yaml`), so the
     controller and `llmctl validate` size nodes alike. Reserved capacity (ODCRs, capacity blocks) is on."""
-    from llmctl.blueprints.allocatable import karpenter_model
 
     model = karpenter_model().controller
     return {

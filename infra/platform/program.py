@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from llmctl.blueprints.pools import PoolSpec, pool
 from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.cache import Cache
-from llmctl.infra.platform.cluster import ADDONS_AFTER_NODES, ADDONS_BEFORE_NODES, EBS_CSI, Cluster
+from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.ingress import Ingress
 from llmctl.infra.platform.karpenter import Karpenter
@@ -22,10 +22,8 @@ from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.neuron import SCHEDULER_NAME, Neuron
 from llmctl.infra.platform.nodepools import NodePools
 from llmctl.infra.platform.nvidia import NvidiaDevicePlugin
-from llmctl.infra.platform.observability import CLOUDWATCH_ADDON, METRICS_SERVER_ADDON, Observability
+from llmctl.infra.platform.observability import Observability
 from llmctl.infra.platform.tags import tags_for
-
-NEURON_ACCELERATORS = ("inferentia2", "trainium", "trainium2")
 
 
 def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
@@ -52,17 +50,12 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
 def installed_versions(config: PlatformConfig) -> dict[str, Any]:
     """The `versions` output: every pinned version this config installs."""
     pinned = versions()
-    charts = config.chart_keys()
-    addons = [*ADDONS_BEFORE_NODES, *ADDONS_AFTER_NODES, EBS_CSI]
-    if config.observability.cloudwatch:
-        addons.append(CLOUDWATCH_ADDON)
-    if config.observability.metrics_server:
-        addons.append(METRICS_SERVER_ADDON)
+    installed = config.addons()
     return {
         "kubernetes": config.kubernetes_version,
         "ami_alias": pinned.ami["al2023_alias"].value,
-        "charts": {key: pinned.charts[key].version for key in charts},
-        "eks_addons": addons,
+        "charts": {row.key: pinned.charts[row.key].version for row in installed if row.kind == "chart"},
+        "eks_addons": [row.key for row in installed if row.kind == "eks-addon"],
     }
 
 
@@ -90,10 +83,10 @@ def build_platform(config: PlatformConfig) -> None:
     after_lbc = [*cluster.ready, ingress.release]
     karpenter = Karpenter("karpenter", config, cluster, after=[ingress.release], opts=on_both)
     NodePools("nodepools", config, karpenter, opts=on_k8s)
-    accelerators = {pool(name).accelerator for name in config.pools}
-    if accelerators & set(NEURON_ACCELERATORS):
+    installs = {row.key for row in config.addons()}  # the add-on registry decides what is installed
+    if "neuron" in installs:
         Neuron("neuron", kubernetes_version=config.kubernetes_version, after=after_lbc, opts=on_k8s)
-    if "nvidia" in accelerators:
+    if "nvidia_device_plugin" in installs:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
     KubeRay("kuberay", after=after_lbc, opts=on_k8s)
     Observability("observability", config, cluster, opts=on_aws, after=[ingress.release])

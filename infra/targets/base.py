@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
 from llmctl.errors import LlmctlError
-from llmctl.infra.names import TARGET_NAMES, TargetName
+from llmctl.infra.names import TARGET_NAMES, TargetName, check_workload, is_workload_stack
 from llmctl.infra.targets.needs import Need, NeedContext, check_needs
 from llmctl.state import list_endpoints
 
@@ -82,7 +82,6 @@ class DownRequest:
 
 def check_names(stack: str, workload: str | None) -> None:
     """A bad --workload, or a workload stack given as --stack, fails before any preflight or Pulumi call."""
-    from llmctl.infra.names import check_workload, is_workload_stack
 
     if is_workload_stack(stack):
         env, _, name = stack.partition(".")
@@ -209,7 +208,7 @@ def _targets_offering(operation: Operation) -> list[str]:
     """The names of the concrete targets (the registry's classes, all subclasses of Target) that
     offer `operation`; read from the classes so this module need not import the registry."""
     found: set[str] = set()
-    pending: list[type[Target]] = [Target]
+    pending: list[type[Target]] = list(Target.__subclasses__())
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())

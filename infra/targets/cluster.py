@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from llmctl.errors import PrerequisiteError
+from llmctl.infra.lifecycle.kube import kubeconfig_path, port_forward
 from llmctl.infra.names import ClusterTarget
 from llmctl.infra.targets.base import Confirm, Connection, DownRequest, Target, UpRequest
 
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 def open_engine(backend: str | None, progress: Progress) -> Engine:
     """The Pulumi engine on the backend given (or the default one), reporting Ctrl-C on `progress`."""
-    from llmctl.infra.lifecycle.backend import resolve_backend
-    from llmctl.infra.lifecycle.engine import Engine
+    from llmctl.infra.lifecycle.backend import resolve_backend  # lazy: off the CLI start-up path
+    from llmctl.infra.lifecycle.engine import Engine  # lazy: off the CLI start-up path
 
     resolved = resolve_backend(backend)
     if resolved.notice:
@@ -50,7 +51,7 @@ class KubernetesTarget(Target):
         return given or "us-west-2"
 
     def _lifecycle(self, stack: str, backend: str | None, progress: Progress) -> Lifecycle:
-        from llmctl.infra.lifecycle.orchestrate import Lifecycle
+        from llmctl.infra.lifecycle.orchestrate import Lifecycle  # lazy: off the CLI start-up path
 
         return Lifecycle(open_engine(backend, progress), progress, stack=stack)
 
@@ -90,21 +91,20 @@ class KubernetesTarget(Target):
         )
 
     def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
-        from llmctl.infra.lifecycle.status import cluster_sections
+        from llmctl.infra.lifecycle.status import cluster_sections  # lazy: off the CLI start-up path
 
         return cluster_sections(stack, engine, blueprint)
 
     def status(
         self, stack: str, *, backend: str | None = None, blueprint: str | None = None
     ) -> dict[str, Any]:
-        from llmctl.infra.lifecycle.progress import Progress
+        from llmctl.infra.lifecycle.progress import Progress  # lazy: off the CLI start-up path
 
         self.preflight("status")
         return self.status_data(stack, open_engine(backend, Progress("quiet")), blueprint)
 
     def connect(self, endpoint: Endpoint, port: int) -> Connection:
-        from llmctl.infra.lifecycle.kube import kubeconfig_path, port_forward
-        from llmctl.infra.lifecycle.status import port_forwards
+        from llmctl.infra.lifecycle.status import port_forwards  # lazy: off the CLI start-up path
 
         namespace = endpoint.extra.get("namespace", endpoint.blueprint)
         kube = endpoint.extra.get("kubeconfig") or kubeconfig_path(endpoint.stack)

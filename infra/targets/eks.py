@@ -37,7 +37,7 @@ class EksTarget(KubernetesTarget):
 
     def region(self, given: str | None) -> str:
         """--region, then AWS_REGION / AWS_DEFAULT_REGION, then the profile's region (checked)."""
-        from llmctl.infra.aws.preflight import resolve_region
+        from llmctl.infra.aws.preflight import resolve_region  # lazy: off the CLI start-up path
 
         return resolve_region(given)
 
@@ -46,7 +46,10 @@ class EksTarget(KubernetesTarget):
         reservations, the pinned AMI alias per node variant, the pinned chart versions): a definite
         failure stops `up` before anything is built, a check that could not run is a warning, never a
         pass."""
-        from llmctl.infra.aws.preflight import preflight_capacity, preflight_pins
+        from llmctl.infra.aws.preflight import (  # lazy: off the CLI start-up path
+            preflight_capacity,
+            preflight_pins,
+        )
 
         # the vCPU quota and capacity reservations first: on a fresh account the quota is the usual
         # reason the serving nodes never come, and the platform takes about 20 minutes to build
@@ -56,8 +59,8 @@ class EksTarget(KubernetesTarget):
             progress.note(f"warn: {warning}")
 
     def preview(self, request: UpRequest) -> PreviewReport:
-        from llmctl.infra.lifecycle.orchestrate import Lifecycle
-        from llmctl.infra.lifecycle.progress import Progress
+        from llmctl.infra.lifecycle.orchestrate import Lifecycle  # lazy: off the CLI start-up path
+        from llmctl.infra.lifecycle.progress import Progress  # lazy: off the CLI start-up path
 
         self.preflight("preview", region=request.region)
         progress = Progress("quiet")

@@ -58,9 +58,9 @@ class LocalTarget(Target):
     )
 
     def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
-        from llmctl.blueprints.catalog import load_blueprint
-        from llmctl.infra.lifecycle.reports import UpResult
-        from llmctl.serving.local import start_local
+        from llmctl.blueprints.catalog import load_blueprint  # lazy: off the CLI start-up path
+        from llmctl.infra.lifecycle.reports import UpResult  # lazy: off the CLI start-up path
+        from llmctl.serving.local import start_local  # lazy: off the CLI start-up path
 
         self.preflight("up")
         with progress.phase("local"):
@@ -75,7 +75,7 @@ class LocalTarget(Target):
         return UpResult(endpoint, None, progress.timeline)
 
     def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> StopResult:
-        from llmctl.serving.local import stop_local
+        from llmctl.serving.local import stop_local  # lazy: off the CLI start-up path
 
         self.preflight("down")
         what = f"local serving of {request.blueprint or 'every blueprint'} in stack {request.stack}"
@@ -84,7 +84,7 @@ class LocalTarget(Target):
         return StopResult(request.stack, stop_local(stack=request.stack, blueprint=request.blueprint))
 
     def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
-        from llmctl.serving.local import local_status
+        from llmctl.serving.local import local_status  # lazy: off the CLI start-up path
 
         # No pods here: a local start has no node, image or compile phases to show.
         return {"local": local_status(stack=stack)}

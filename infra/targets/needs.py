@@ -44,34 +44,34 @@ def require_ray() -> str:
 
 
 def _pulumi(_: NeedContext) -> str:
-    from llmctl.infra.aws.preflight import require_pulumi
+    from llmctl.infra.aws.preflight import require_pulumi  # lazy: off the CLI start-up path
 
     return require_pulumi()
 
 
 def _kubectl(_: NeedContext) -> str:
-    from llmctl.infra.aws.preflight import require_kubectl
+    from llmctl.infra.aws.preflight import require_kubectl  # lazy: off the CLI start-up path
 
     return require_kubectl()
 
 
 def _kubectl_eks(_: NeedContext) -> str:
     # readiness, status and down's finalizer checks call kubectl against the pinned EKS version
-    from llmctl.blueprints.versions import versions
-    from llmctl.infra.aws.preflight import require_kubectl_for
+    from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
+    from llmctl.infra.aws.preflight import require_kubectl_for  # lazy: off the CLI start-up path
 
     return require_kubectl_for(versions().eks.kubernetes_version.value)
 
 
 def _aws_cli(_: NeedContext) -> str:
     # the EKS kubeconfig authenticates through `aws eks get-token` (every Kubernetes resource, kubectl)
-    from llmctl.infra.aws.preflight import require_aws_cli
+    from llmctl.infra.aws.preflight import require_aws_cli  # lazy: off the CLI start-up path
 
     return require_aws_cli()
 
 
 def _aws(ctx: NeedContext) -> str:
-    from llmctl.infra.aws.preflight import require_aws
+    from llmctl.infra.aws.preflight import require_aws  # lazy: off the CLI start-up path
 
     ident = require_aws(ctx.region)
     return f"AWS account {ident.account} as {ident.arn} in {ident.region}"

@@ -10,6 +10,8 @@ from llmctl.infra.targets.base import Connection, Target
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
+from llmctl.infra.targets.needs import check_needs
+from llmctl.state import load_endpoint
 
 if TYPE_CHECKING:
     from llmctl.infra.targets.needs import Need
@@ -62,8 +64,6 @@ def connect_needs() -> frozenset[Need]:
 
 def connect(stack: str, blueprint: str, port: int, workload: str | None = None) -> Connection:
     """`llmctl connect`: find the recorded endpoint and let its target reach it."""
-    from llmctl.infra.targets.needs import check_needs
-    from llmctl.state import load_endpoint
 
     check_needs(connect_needs())
     found = load_endpoint(stack, blueprint, workload)

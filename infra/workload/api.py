@@ -9,7 +9,12 @@ from typing import Any
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import LlmctlError
+from llmctl.infra.workload.builders.placement import replica_sizing
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests, endpoint_info
+from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.render import render_yaml
+from llmctl.infra.workload.schedulability import validate_workload
 
 
 def platform_facts(blueprint: Any, *, stack: str, region: str, pools: Path | None = None) -> PlatformFacts:
@@ -28,8 +33,6 @@ def render_blueprint(
     pools: Path | None = None,
 ) -> dict[str, Any]:
     """The workload's manifests as YAML (secrets redacted), written to `out_dir` when given."""
-    from llmctl.infra.workload.manifests import build_manifests, endpoint_info
-    from llmctl.infra.workload.render import render_yaml
 
     blueprint = load_blueprint(ref)
     config = WorkloadConfig(
@@ -54,9 +57,6 @@ def validate_blueprint(
 ) -> dict[str, Any]:
     """Blueprint rules (raising on failure), then the schedulability check on the platform it builds
     (or on the named pools of an existing cluster)."""
-    from llmctl.infra.workload.builders.placement import replica_sizing
-    from llmctl.infra.workload.manifests import build_manifests
-    from llmctl.infra.workload.schedulability import pod_templates, validate_workload
 
     blueprint = load_blueprint(ref)
     facts = platform_facts(blueprint, stack=stack, region=region, pools=pools)

@@ -24,6 +24,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.yaml_model import parse_yaml_model
 from llmctl.errors import BlueprintError, CatalogError
 from llmctl.infra.workload.parts import PartName
@@ -34,7 +35,6 @@ HINT = f"describe the cluster's node pools in a YAML file, e.g. `{EXAMPLE}` (doc
 
 
 def _catalog_type(name: str) -> str:
-    from llmctl.blueprints.hardware import hardware
 
     try:
         hardware().instance(name)

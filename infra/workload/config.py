@@ -14,9 +14,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pools import pools_for
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError
 from llmctl.infra.names import ClusterTarget
+from llmctl.infra.platform.config import validate_config
+from llmctl.infra.workload.cluster import HINT, load_cluster_file
 from llmctl.infra.workload.pool_facts import PoolFacts, _Strict
 
 Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
@@ -67,7 +71,7 @@ class PlatformFacts(_Strict):
             (found.get("kubernetes_version") or found.get("kubernetes")) if isinstance(found, dict) else None
         )
         if not k8s_version:
-            from llmctl.blueprints.versions import versions
+            from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
             k8s_version = versions().eks.kubernetes_version.value
         return cls(
@@ -86,10 +90,7 @@ class PlatformFacts(_Strict):
         cls, blueprint: Blueprint, *, stack: str = "dev", region: str = "us-west-2"
     ) -> PlatformFacts:
         """The facts the platform WOULD have for this blueprint, from :mod:`llmctl.blueprints.pools` (offline)."""
-        from llmctl.blueprints.hardware import hardware
-        from llmctl.blueprints.pools import pools_for
-        from llmctl.blueprints.versions import versions
-        from llmctl.infra.platform.config import validate_config
+        from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
         # The same stack-name and region rules as the platform (a bad one fails here, not in the cluster).
         validate_config({"stack": stack, "region": region}, source="--stack / --region")
@@ -119,8 +120,7 @@ class PlatformFacts(_Strict):
         No cache bucket and no ECR registry: llmctl did not build them, so caches are off and the
         serving image is the blueprint's (or the upstream base image).
         """
-        from llmctl.blueprints.versions import versions
-        from llmctl.infra.workload.cluster import HINT, load_cluster_file
+        from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
         if pools_file is None:
             raise LlmctlError("--target kubeconfig needs --pools FILE (the cluster's node pools)", HINT)

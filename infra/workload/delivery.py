@@ -32,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from llmctl import DISTRIBUTION, __version__
+from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
-from llmctl.serving.lockfiles import LockSpec
+from llmctl.infra.workload.meta import metadata
+from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.serving.lockfiles import LockSpec, lock_for, parse_lock
 
 Obj = dict[str, Any]
 
@@ -143,14 +146,12 @@ VENV_DIR = "/opt/llmctl/venv"
 
 def runtime_lock(config: WorkloadConfig, image: str) -> LockSpec:
     """The lock the runtime's pods install on `image` (refused, with the fix, when none was resolved)."""
-    from llmctl.serving.lockfiles import lock_for
 
     return lock_for(config.blueprint.runtime, image)
 
 
 def locked_names(config: WorkloadConfig, image: str) -> set[str]:
     """The projects the runtime's lock installs on `image` (normalised names)."""
-    from llmctl.serving.lockfiles import parse_lock
 
     return set(parse_lock(runtime_lock(config, image).path.read_text(encoding="utf-8")))
 
@@ -191,7 +192,6 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
 
     `extra` must be empty: a package outside the lock cannot be installed without an index.
     """
-    from llmctl.errors import LlmctlError
 
     if extra:
         raise LlmctlError(
@@ -216,7 +216,6 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
 
 def wheelhouse_uri(config: WorkloadConfig) -> str:
     """s3:// prefix of the runtime lock's wheelhouse, in the bucket the wheel is in (wheel mode)."""
-    from llmctl.infra.workload.wheelhouse import wheelhouse_key
 
     delivery = delivery_of(config)
     bucket = str(delivery.wheel_uri).removeprefix("s3://").split("/", 1)[0]
@@ -225,7 +224,10 @@ def wheelhouse_uri(config: WorkloadConfig) -> str:
 
 def fetch_container(config: WorkloadConfig) -> Obj:
     """The init container that copies the wheel from S3 with the pod's Pod Identity."""
-    from llmctl.blueprints.versions import by_digest, versions
+    from llmctl.blueprints.versions import (  # lazy: read at call time: tests swap versions()
+        by_digest,
+        versions,
+    )
 
     delivery = delivery_of(config)
     return {
@@ -271,8 +273,6 @@ def app_objects(config: WorkloadConfig) -> list[Obj]:
     renders it with an empty value; `up` fills it with the wheel it built.
     """
     import base64
-
-    from llmctl.infra.workload.meta import metadata
 
     delivery = delivery_of(config)
     if delivery.mode != "configmap":

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from llmctl import DISTRIBUTION
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
-from llmctl.infra.aws.images import BuildResult, build
+from llmctl.infra.aws.images import BuildResult, build, check_docker, repository_name, source_root
+from llmctl.infra.names import split_stack
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.delivery import (
     CONFIGMAP_LIMIT,
@@ -48,6 +49,9 @@ from llmctl.infra.workload.delivery import (
     wheel_key,
 )
 from llmctl.infra.workload.wheel_cache import cached_build
+from llmctl.infra.workload.wheelhouse import upload_wheelhouse
+from llmctl.serving.lockfiles import lock_for
+from llmctl.state import state_dir
 
 #: zip timestamps of a source build (1980-01-01, the zip epoch): the same sources, the same bytes
 SOURCE_DATE_EPOCH = "315532800"
@@ -69,8 +73,6 @@ def precheck() -> str:
     Docker engine) is refused now, not after the platform stack was built. Returns the choice."""
     wanted = choice()
     if wanted == "build":
-        from llmctl.infra.aws.images import check_docker
-
         check_docker()
     return wanted
 
@@ -103,7 +105,6 @@ def find_image(region: str, repository: str, tag: str) -> str | None:
 
 
 def _source_checkout() -> Path | None:
-    from llmctl.infra.aws.images import source_root
 
     try:
         return source_root()
@@ -213,7 +214,6 @@ def upload_wheel(region: str, bucket: str, wheel: Path) -> tuple[str, bool]:
 def kept_wheel() -> tuple[Path, str]:
     """(wheel, content digest): this llmctl's wheel, kept under the state folder by its digest
     (the workload program reads it into the ConfigMap after `decide` returned)."""
-    from llmctl.state import state_dir
 
     with tempfile.TemporaryDirectory() as tmp:
         built = build_wheel(Path(tmp))
@@ -304,7 +304,6 @@ def _decide_on_eks(
     config: WorkloadConfig, wanted: str, wheel: Path, *, note: Callable[[str], None], upload: bool
 ) -> Delivery:
     """ECR's image of exactly this code (tag `<version>-<code digest>`), else the wheel in S3."""
-    from llmctl.infra.aws.images import repository_name
 
     digest = content_digest(wheel)
     tag = image_tag(digest)
@@ -360,8 +359,6 @@ def _decide_on_eks(
 
 def upload_lock_wheelhouse(config: WorkloadConfig, bucket: str, note: Callable[[str], None]) -> str:
     """The runtime lock's wheelhouse in the cache bucket (downloaded and uploaded once per lock)."""
-    from llmctl.infra.workload.wheelhouse import upload_wheelhouse
-    from llmctl.serving.lockfiles import lock_for
 
     spec = lock_for(config.blueprint.runtime, config.blueprint.image.base)
     prefix, uploaded = upload_wheelhouse(config.platform.region, bucket, spec)
@@ -382,7 +379,6 @@ def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool
 
 def _stack_flags(stack: str) -> str:
     """`--stack ci --workload pr-42` for the workload stack `ci.pr-42`; `--stack dev` otherwise."""
-    from llmctl.infra.names import split_stack
 
     env, workload = split_stack(stack)
     return f"--stack {env}" + (f" --workload {workload}" if workload else "")

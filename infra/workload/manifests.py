@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from llmctl.infra.workload.builders import cache, common, ui
+from llmctl.blueprints.runtimes import runtime
+from llmctl.infra.workload.builders import cache, common, ray, ui
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import app_objects
@@ -51,8 +52,6 @@ class EndpointInfo:
 
 def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
     """Service, port and companions of the workload's endpoint (its shape is in the runtime registry)."""
-    from llmctl.blueprints.runtimes import runtime
-    from llmctl.infra.workload.builders import ray
 
     bp = config.blueprint
     spec = runtime(bp.runtime)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from llmctl.blueprints.pools import NEURON_SCHEDULER
 from llmctl.errors import PrerequisiteError
+from llmctl.infra.workload.pods import pod_templates
 
 PartName = Literal[
     "kuberay", "neuron-device-plugin", "neuron-scheduler", "nvidia-device-plugin", "load-balancer"
@@ -130,7 +131,6 @@ def _load_balancer_services(obj: Obj) -> list[str]:
 
 def required_parts(manifests: list[Obj]) -> list[Need]:
     """The platform parts the workload's objects use, each once, with the first object that uses it."""
-    from llmctl.infra.workload.pods import pod_templates
 
     needs: dict[PartName, str] = {}
     for obj in manifests:
@@ -187,7 +187,7 @@ TITLES: dict[PartName, str] = {
 
 def helm_install(key: str, release: str, namespace: str, *settings: str) -> str:
     """`helm upgrade --install ...` for a chart pinned in versions.yaml."""
-    from llmctl.blueprints.versions import versions
+    from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
     chart = versions().charts[key]
     ref = (

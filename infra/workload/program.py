@@ -14,6 +14,8 @@ from llmctl.blueprints.hf_token import require_hf_token
 from llmctl.infra.workload.builders.cache import compile_cache_enabled, mirror_enabled
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
+from llmctl.infra.workload.cache_access import CacheAccess
+from llmctl.infra.workload.component import Workload
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import delivery_of, needs_bucket_access
 from llmctl.infra.workload.manifests import endpoint_info
@@ -27,8 +29,6 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
     require_hf_token(bp, hf_token)
     import pulumi_kubernetes as k8s
 
-    from llmctl.infra.workload.component import Workload
-
     opts = None
     if config.platform.kubeconfig:
         provider = k8s.Provider("k8s", kubeconfig=pulumi.Output.secret(config.platform.kubeconfig))
@@ -40,8 +40,6 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
         if bucket and (
             mirror_enabled(config) or compile_cache_enabled(config) or needs_bucket_access(config)
         ):
-            from llmctl.infra.workload.cache_access import CacheAccess
-
             depends.append(
                 CacheAccess(
                     "cache-access",

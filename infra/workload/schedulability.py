@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llmctl.blueprints.hardware import HardwareCatalog, Instance
+from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
 from llmctl.blueprints.pools import NEURON_SCHEDULER
+from llmctl.blueprints.runtimes import runtime
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
 from llmctl.infra.workload.capacity import (
@@ -30,8 +31,10 @@ from llmctl.infra.workload.capacity import (
     format_amount,
     instance_types,
 )
-from llmctl.infra.workload.config import PlatformFacts, PoolFacts
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.pods import PodTemplate, pod_requests, pod_templates
+from llmctl.infra.workload.pool_facts import PoolFacts
 
 Obj = dict[str, Any]
 
@@ -262,10 +265,6 @@ def check_schedulable(
 
 def validate_workload(blueprint: Blueprint, facts: PlatformFacts | None = None) -> list[Problem]:
     """Build the blueprint's workload for a platform (offline facts by default) and check it."""
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.blueprints.runtimes import runtime
-    from llmctl.infra.workload.config import WorkloadConfig
-    from llmctl.infra.workload.manifests import build_manifests
 
     facts = facts or PlatformFacts.for_blueprint(blueprint)
     problems: list[Problem] = []

@@ -19,7 +19,7 @@ from llmctl.serving.neuronx.settings import NeuronSettings, apply_env, ensure_sp
 from llmctl.serving.phases import log_phase
 
 NEURON_INSTALL = (
-    "run it in the ray-neuronx image (the Neuron DLC with SDK <= 2.25), or install it with "
+    "run it in the image of a transformers-neuronx runtime (the Neuron DLC with SDK <= 2.25), or install it with "
     "`pip install transformers-neuronx --extra-index-url https://pip.repos.neuron.amazonaws.com`"
 )
 
@@ -27,7 +27,7 @@ NEURON_INSTALL = (
 def load_neuronx() -> Any:
     """``transformers_neuronx.llama.model``, or a ServingError that says how to get it."""
     return require(
-        "transformers_neuronx.llama.model", install=NEURON_INSTALL, purpose="the ray-neuronx engine"
+        "transformers_neuronx.llama.model", install=NEURON_INSTALL, purpose="the transformers-neuronx engine"
     )
 
 

@@ -12,24 +12,14 @@ from conformance_objects import ALL_POOLS, PLATFORMS, helm_values
 from upstream_files import DATA, load_yaml, upstream
 
 from llmctl.blueprints.versions import versions
+from llmctl.infra.platform.addons import ADDONS
 
 FREE_FORM = load_yaml(DATA / "helm_free_form.yaml")
-# chart name -> the upstream values.yaml (None: the chart has no values llmctl sets)
-CHART_FILES = {
-    "karpenter": "karpenter/Chart.yaml",
-    "nvidia-device-plugin": "nvidia-device-plugin/Chart.yaml",
-    "kuberay-operator": "kuberay/Chart.yaml",
-    "aws-load-balancer-controller": "aws-load-balancer-controller/Chart.yaml",
-    "neuron-helm-chart": "neuron-helm-chart/Chart.yaml",
-}
-CHART_VALUES = {
-    "karpenter": "karpenter/values.yaml",
-    "karpenter-crd": None,
-    "neuron-helm-chart": "neuron-helm-chart/values.yaml",
-    "nvidia-device-plugin": "nvidia-device-plugin/values.yaml",
-    "kuberay-operator": "kuberay/values.yaml",
-    "aws-load-balancer-controller": "aws-load-balancer-controller/values.yaml",
-}
+# From the add-on registry: chart name -> its upstream Chart.yaml, and -> its upstream values.yaml
+# (None: the chart has no values llmctl sets)
+CHARTS = [row for row in ADDONS if row.kind == "chart"]
+CHART_FILES = {row.chart_name(): row.upstream_chart for row in CHARTS if row.upstream_chart}
+CHART_VALUES = {row.chart_name(): row.upstream_values for row in CHARTS}
 
 
 def _noted(chart: str) -> dict[str, str]:

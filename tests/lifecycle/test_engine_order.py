@@ -34,6 +34,7 @@ from llmctl.infra.lifecycle.order_invariants import (
 )
 from llmctl.infra.plan.offline import run_offline
 from llmctl.infra.plan.run import run_platform_offline
+from llmctl.infra.platform.addons import ADDONS
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver
@@ -413,9 +414,35 @@ BROKEN: dict[str, tuple[Callable[[], list[Violation]], tuple[str, ...]]] = {
 }
 
 
+# the invariants the add-on registry adds (one per `after`): each has the generic broken-graph test below
+ADDON_INVARIANTS = {f"addon-{row.key}-after-{key}": (row.key, key) for row in ADDONS for key in row.after}
+
+
 def test_every_invariant_has_a_broken_graph_test() -> None:
     spec = load_invariants()
-    assert set(BROKEN) == {i.id for i in spec.invariants} | {spec.images.id}
+    assert set(BROKEN) | set(ADDON_INVARIANTS) == {i.id for i in spec.invariants} | {spec.images.id}
+
+
+@pytest.mark.parametrize("invariant", sorted(ADDON_INVARIANTS))
+def test_each_add_on_order_fails_when_the_add_on_stops_waiting(invariant: str) -> None:
+    """An add-on whose resource no longer depends on anything (but its parent) breaks the order its
+    registry row declares, in both phases, and the message names both add-ons' resources."""
+    [spec] = [i for i in load_invariants().invariants if i.id == invariant]
+    for name in (BP, "llama2-70b-vllm-gpu"):  # Neuron, then NVIDIA pools
+        graph = platform_graph(name)
+        dependents = [n.name for n in graph.nodes.values() if spec.while_any[0].matches("platform", n)]
+        if dependents:
+            break
+    assert dependents, f"{invariant}: no catalog platform installs {ADDON_INVARIANTS[invariant][0]}"
+    required = [n.name for n in graph.nodes.values() if spec.requires[0].matches("platform", n)]
+    assert required, f"{invariant}: {ADDON_INVARIANTS[invariant][1]} is not installed with it"
+    for dependent in dependents:
+        graph = cut(graph, dependent)
+    violations = [v for v in check_order(session(name, platform=graph)) if v.invariant == invariant]
+    assert violations, f"{invariant} did not notice"
+    text = "\n".join(str(v) for v in violations)
+    assert all(part in text for part in (*dependents, *required)), text[:2000]
+    assert {v.phase for v in violations} == {"create", "delete"}
 
 
 @pytest.mark.parametrize("invariant", sorted(BROKEN))

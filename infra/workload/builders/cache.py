@@ -25,13 +25,13 @@ from llmctl.infra.workload.builders.common import (
     SERVICE_ACCOUNT,
     Obj,
     config_map,
-    metadata,
     readiness,
     serving_image,
     token_env,
 )
 from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.meta import metadata
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
 

@@ -10,9 +10,14 @@ import math
 import shlex
 from typing import Any
 
+from llmctl.blueprints.models import lookup_model
 from llmctl.blueprints.rules import is_gated
+from llmctl.blueprints.versions import by_digest
+from llmctl.errors import CatalogError
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import delivery_of, install_script
 from llmctl.infra.workload.meta import labels, metadata
+from llmctl.serving.blueprint_env import BLUEPRINT_ENV, blueprint_env_value
 from llmctl.serving.common.auth import API_KEY_ENV
 
 Obj = dict[str, Any]
@@ -110,8 +115,6 @@ def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
     it, else the blueprint's pinned upstream `image.base` with the app delivered as a wheel (EKS) or
     a package (existing clusters). Offline, :func:`delivery.planned_delivery` gives the plan.
     """
-    from llmctl.blueprints.versions import by_digest
-    from llmctl.infra.workload.delivery import delivery_of
 
     chosen = delivery_of(config)
     return by_digest(chosen.image), chosen.baked
@@ -123,7 +126,6 @@ def start_module_command(config: WorkloadConfig, module: str, *, python: str, ba
     Without a built image the app is installed first (`delivery.install_script`); the container's
     `args` still reach the module (bash passes them on as "$@").
     """
-    from llmctl.infra.workload.delivery import install_script
 
     run = [python, "-m", module]
     if baked:
@@ -135,7 +137,6 @@ def start_module_command(config: WorkloadConfig, module: str, *, python: str, ba
 
 def blueprint_env(config: WorkloadConfig) -> Obj:
     """`LLMCTL_BLUEPRINT` for container-started runtimes: the JSON the Ray apps get as their arg."""
-    from llmctl.serving.blueprint_env import BLUEPRINT_ENV, blueprint_env_value
 
     return {"name": BLUEPRINT_ENV, "value": blueprint_env_value(config.blueprint)}
 
@@ -164,8 +165,6 @@ def readiness_timeout(config: WorkloadConfig) -> int:
     (compilation: about 15 min for a 15 GB model; the first start compiles even with a compile
     cache); capped at 3 hours.
     """
-    from llmctl.blueprints.models import lookup_model
-    from llmctl.errors import CatalogError
 
     bp = config.blueprint
     try:

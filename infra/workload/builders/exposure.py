@@ -8,8 +8,9 @@ IP target mode). A public endpoint always requires an API key (the blueprint sch
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders.common import Obj, metadata
+from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.meta import metadata
 
 LB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 LB_TARGET = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
+from llmctl.blueprints.models import lookup_model
 from llmctl.blueprints.pools import (
     HEAD_POOL,
     INSTANCE_TYPE_LABEL,
@@ -18,7 +19,9 @@ from llmctl.blueprints.pools import (
     POOL_LABEL,
     pool_for_instance,
 )
-from llmctl.errors import LlmctlError
+from llmctl.blueprints.pools import pool as pool_spec
+from llmctl.blueprints.sizing import host_memory
+from llmctl.errors import CatalogError, LlmctlError
 from llmctl.infra.workload.capacity import (
     NEURON_DEVICE,
     NVIDIA_GPU,
@@ -27,7 +30,8 @@ from llmctl.infra.workload.capacity import (
     memory_quantity,
     parse_quantity,
 )
-from llmctl.infra.workload.config import PoolFacts, WorkloadConfig
+from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.pool_facts import PoolFacts
 
 Obj = dict[str, Any]
 CPU_POOL = "default"
@@ -62,8 +66,6 @@ def serving_pool(config: WorkloadConfig) -> PoolFacts:
 def _eks_or_untainted(config: WorkloadConfig, name: str) -> PoolFacts:
     facts = config.platform
     if facts.target == "eks":
-        from llmctl.blueprints.pools import pool as pool_spec
-
         return facts.pool(name) or PoolFacts.from_spec(pool_spec(name))
     for pool in facts.pools:
         if not pool.taints:
@@ -238,9 +240,6 @@ def replica_sizing(config: WorkloadConfig) -> ReplicaSizing:
     node's CPU less 10 %. Blueprint values (`cpus_per_replica`, `memory_gib_per_replica`) win; a
     request above the node's allocatable fails `llmctl validate`, which names both numbers.
     """
-    from llmctl.blueprints.models import lookup_model
-    from llmctl.blueprints.sizing import host_memory
-    from llmctl.errors import CatalogError
 
     bp = config.blueprint
     instance = _instance(config)

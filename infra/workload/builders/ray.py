@@ -34,12 +34,13 @@ import yaml
 from llmctl.blueprints.runtimes import runtimes_with
 from llmctl.blueprints.serving_limits import drain_grace_s
 from llmctl.blueprints.versions import versions
+from llmctl.infra.workload import meta
 from llmctl.infra.workload.builders import common, placement, stopping
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import with_app
+from llmctl.infra.workload.delivery import install_script, locked_names, with_app
 from llmctl.serving.phases import PHASE_LOG_ENV
 
 SERVE_PORT = 8000
@@ -94,7 +95,6 @@ def ray_pins(config: WorkloadConfig) -> RayPins:
 def _start_command(config: WorkloadConfig, image: str, pins: RayPins) -> Obj:
     """Container command without a built image: install the runtime's lock (which must carry Ray when
     the base lacks it) and the delivered app, then start Ray."""
-    from llmctl.infra.workload.delivery import install_script, locked_names
 
     has_ray = "ray" in locked_names(config, image)
     extra = [] if has_ray or image.startswith(("rayproject/", "docker.io/rayproject/")) else pins[1]
@@ -157,7 +157,7 @@ def rayservice(
     head_pool = placement.head_pool(config)
     head_template: Obj = {
         "metadata": {
-            "labels": common.labels(config, "ray-head"),
+            "labels": meta.labels(config, "ray-head"),
             "annotations": {**pod_annotations, **placement.head_annotations(head_pool)},
         },
         "spec": {
@@ -184,7 +184,7 @@ def rayservice(
     }
     serving = placement.serving_pool(config)
     worker_template: Obj = {
-        "metadata": {"labels": common.labels(config, "ray-worker"), "annotations": pod_annotations},
+        "metadata": {"labels": meta.labels(config, "ray-worker"), "annotations": pod_annotations},
         "spec": {
             "serviceAccountName": common.SERVICE_ACCOUNT,
             **placement.scheduler_name(config),
@@ -237,7 +237,7 @@ def rayservice(
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
-        "metadata": common.metadata(config, bp.name, "serving", annotations),
+        "metadata": meta.metadata(config, bp.name, "serving", annotations),
         "spec": {
             "serveConfigV2": serve_config(config, import_path),
             "serveService": serve_service(config, serve_service_name(config), ports),

@@ -12,6 +12,7 @@ from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.ray import RayPins, rayservice
 from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.serving.ray_vllm.image import neuron_ray_version, neuron_requirements
 
 IMPORT_PATH = "llmctl.serving.ray_vllm.app:app_builder"
 
@@ -23,8 +24,6 @@ def ray_pins(config: WorkloadConfig) -> RayPins:
     pinned as `python.ray_neuron_vllm` supports (with pyarrow etc., `serving/ray_vllm/image.py`).
     """
     if config.blueprint.is_neuron:
-        from llmctl.serving.ray_vllm.image import neuron_ray_version, neuron_requirements
-
         return neuron_ray_version(), neuron_requirements()
     return ray.ray_pins(config)
 

@@ -21,6 +21,8 @@ from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import with_app
+from llmctl.serving.torchserve_neuronx import start
+from llmctl.serving.torchserve_neuronx.config import MODEL_STORE
 
 PYTHON = "python"
 
@@ -37,8 +39,6 @@ def endpoint(config: WorkloadConfig) -> tuple[str, int]:
 
 def build(config: WorkloadConfig) -> list[Obj]:
     """Deployment, Services and (when bounds differ) HPA of a torchserve-neuronx blueprint."""
-    from llmctl.serving.torchserve_neuronx import start
-    from llmctl.serving.torchserve_neuronx.config import MODEL_STORE
 
     bp = config.blueprint
     inference = bp.serving.port

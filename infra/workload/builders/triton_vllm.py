@@ -21,6 +21,7 @@ from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import with_app
+from llmctl.serving.triton_vllm import start
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
@@ -53,7 +54,6 @@ def server_args(blueprint: Blueprint) -> list[str]:
 
 def build(config: WorkloadConfig) -> list[Obj]:
     """Deployment, Service and HPA of a triton-vllm blueprint."""
-    from llmctl.serving.triton_vllm import start
 
     bp = config.blueprint
     image, baked = common.serving_image(config)
