@@ -30,7 +30,7 @@ from llmctl.cli import sizing as sizing_cmd
 from llmctl.cli import stacks as stacks_cmd
 from llmctl.cli import sweep as sweep_cmd
 from llmctl.cli import validate as validate_cmd
-from llmctl.errors import LlmctlError, UserAbort
+from llmctl.errors import EXIT_CODES, LlmctlError, UserAbort
 
 
 class LlmctlGroup(TyperGroup):
@@ -43,6 +43,9 @@ class LlmctlGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except LlmctlError as error:
+            if error.exit_code == 0:  # a declined confirmation: said plainly, not an error
+                output.err_console.print(error.message, markup=False)
+                raise typer.Exit(0) from None
             if debug:
                 output.err_console.print(traceback.format_exc(), markup=False)
             output.render_error(error)
@@ -64,8 +67,15 @@ class LlmctlGroup(TyperGroup):
             raise
 
 
+def _exit_codes_epilog() -> str:
+    """`llmctl --help`'s last section: the exit-code table (one paragraph a code, so it stays a list)."""
+    rows = [f"{code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()]
+    return "Exit codes (every command):\n\n" + "\n\n".join(rows)
+
+
 app = typer.Typer(
     cls=LlmctlGroup,
+    epilog=_exit_codes_epilog(),
     name="llmctl",
     help="Put an LLM behind an endpoint on EKS (Inferentia2, Trainium, NVIDIA GPUs or CPUs).",
     no_args_is_help=True,

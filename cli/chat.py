@@ -35,11 +35,11 @@ def chat(
     from llmctl.cli import output
 
     output.start(json_output=json)
-    from llmctl.errors import LlmctlError
+    from llmctl.errors import BadInput
     from llmctl.serving.chat import open_session
 
     if json and prompt is None:
-        raise LlmctlError("--json needs --prompt (one-shot mode)", "add --prompt TEXT")
+        raise BadInput("--json needs --prompt (one-shot mode)", "add --prompt TEXT")
     session = open_session(
         endpoint,
         blueprint,

@@ -13,7 +13,7 @@ import typer
 
 from llmctl.cli import options, output
 from llmctl.cli.output import confirm
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput
 
 
 def _confirm(yes: bool) -> Any:
@@ -174,7 +174,7 @@ def preview(
 ) -> None:
     """A real Pulumi preview of the platform and workload stacks, with the hourly cost."""
     if fmt not in ("text", "json", "markdown"):
-        raise LlmctlError(f"unknown --format {fmt!r}", "use text, json or markdown")
+        raise BadInput(f"unknown --format {fmt!r}", "use text, json or markdown")
     output.start(json_output=fmt == "json")
     from llmctl.infra.targets.base import UpRequest
     from llmctl.infra.targets.registry import default_target

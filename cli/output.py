@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llmctl.errors import LlmctlError, UserAbort
+from llmctl.errors import BadInput, LlmctlError
 
 # Piped output keeps whole table cells (a terminal uses its own width); scripts should use --json.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -55,6 +55,10 @@ def render_error(error: LlmctlError) -> None:
     err_console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
     for path, problem in getattr(error, "problems", []):
         err_console.print(f"  [red]•[/] [bold]{escape(path)}[/]: {escape(problem)}", soft_wrap=True)
+    for what, fix in getattr(error, "fixes", []):
+        err_console.print(f"  [red]•[/] {escape(what)}", soft_wrap=True)
+        if fix:
+            err_console.print(f"    [yellow]fix:[/] {escape(fix)}", soft_wrap=True)
     if error.hint:
         err_console.print(f"[yellow]hint:[/] {escape(error.hint)}", soft_wrap=True)
     if mode.json:
@@ -62,6 +66,9 @@ def render_error(error: LlmctlError) -> None:
         problems = getattr(error, "problems", [])
         if problems:
             data["problems"] = [{"path": p, "message": m} for p, m in problems]
+        fixes = getattr(error, "fixes", [])
+        if fixes:
+            data["missing"] = [{"message": m, "fix": f} for m, f in fixes]
         emit_json(data)
 
 
@@ -70,7 +77,7 @@ def confirm(question: str, items: list[str], *, yes: bool) -> bool:
     if yes:
         return True
     if not sys.stdin.isatty():
-        raise UserAbort(
+        raise BadInput(
             "confirmation needed but stdin is not a terminal", "re-run with --yes to proceed without asking"
         )
     for item in items:

@@ -21,7 +21,7 @@ def sweep(
     Insights log groups, and delete them."""
     output.start(json_output=json_output)
     from llmctl.cli.output import confirm
-    from llmctl.errors import UserAbort
+    from llmctl.errors import Declined
     from llmctl.infra.aws.preflight import require_aws
     from llmctl.infra.aws.sweep import Sweeper
 
@@ -34,7 +34,7 @@ def sweep(
         if not confirm(
             f"Delete these {len(found)} objects?", [f"{i.label()} [{i.reason}]" for i in found], yes=yes
         ):
-            raise UserAbort("nothing was deleted", None)
+            raise Declined("nothing was deleted", None)
         deleted, failed = sweeper.delete(found)
     from llmctl.infra.aws.sweep import SweepReport
 

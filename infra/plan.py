@@ -179,10 +179,12 @@ def offline_plan(
     its base revision) is left out and listed in the document, so the plan is the environment
     without it (the platform alone when none is left)."""
     from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.aws.regions import check_region_flag
     from llmctl.infra.targets.base import check_names
 
     try:
         check_names(stack, workload)
+        check_region_flag(region)  # a typo is refused, not planned (subnets in us-wset-2a)
     except LlmctlError as exc:
         raise PlanInputError(exc.message, exc.hint) from None
     missing = [ref for ref in blueprint_refs if not blueprint_exists(ref)] if skip_missing else []

@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput, LlmctlError, NotDeployed
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -36,7 +36,7 @@ def state_dir() -> Path:
 def check_name(kind: str, value: str) -> str:
     """``value`` if it is safe as one path component (a stack or blueprint name), else LlmctlError."""
     if not _SAFE.match(value):
-        raise LlmctlError(
+        raise BadInput(
             f"invalid {kind} name {value!r}",
             "use letters, digits, '.', '_' or '-' (at most 63 characters, starting with a letter or digit)",
         )
@@ -87,7 +87,7 @@ def load_endpoint(stack: str, blueprint: str, workload: str | None = None) -> En
         if known:
             hint += f"; deployed in stack {stack!r}: {', '.join(sorted(known))}"
         where = f"stack {stack!r}" + (f" as workload {workload!r}" if workload else "")
-        raise LlmctlError(f"blueprint {blueprint!r} is not deployed in {where}", hint)
+        raise NotDeployed(f"blueprint {blueprint!r} is not deployed in {where}", hint)
     return _read_endpoint(path)
 
 

@@ -23,6 +23,7 @@ class Check:
     ok: bool | None
     detail: str
     fix: str | None = None
+    skipped: bool = False  # not run, because a check it depends on failed (listed, never dropped)
 
 
 @dataclass
@@ -245,6 +246,15 @@ def _pins(bp: Any, stack: str, region: str, session: Any, chart_client: Any) -> 
         return [Check("pinned versions", None, f"could not check: {exc.message}", exc.hint)]
 
 
+# The checks that need a region and working credentials, in the order doctor runs them.
+ACCOUNT_CHECKS = ("region", "instance offerings", "vCPU quota", "capacity reservations", "AMI alias")
+
+
+def skipped_checks(names: tuple[str, ...], because: str, fix: str | None) -> list[Check]:
+    """Checks that could not run, listed as skipped with the reason (a warning, not a pass)."""
+    return [Check(name, None, f"not run: {because}", fix, skipped=True) for name in names]
+
+
 def run_doctor(
     blueprint: str | None = None,
     *,
@@ -253,7 +263,8 @@ def run_doctor(
     session: Any = None,
     chart_client: Any = None,
 ) -> DoctorReport:
-    """Run every check that applies; AWS checks stop after a credentials failure.
+    """Run every check that applies; the AWS checks after a failed credentials (or region) check are
+    listed as skipped, with the reason.
 
     `chart_client`: the httpx client for chart repositories (default: a new one)."""
 
@@ -286,7 +297,15 @@ def run_doctor(
                 from llmctl.infra.aws.reservations import check_reservations
 
                 report.checks.extend(check_reservations(session, resolved, bp, az_ids))
+        if not can_go_on:
+            wanted = ACCOUNT_CHECKS if bp is not None else ACCOUNT_CHECKS[:1]
+            report.checks.extend(
+                skipped_checks(wanted, "needs working AWS credentials", "fix the credentials check above")
+            )
         report.checks.extend(_pins(bp, stack, resolved, session if can_go_on else None, chart_client))
+    else:
+        wanted = (*ACCOUNT_CHECKS[1:], "pinned versions") if bp is not None else ()
+        report.checks.extend(skipped_checks(wanted, "needs an AWS region", "fix the region check above"))
     if bp is not None:
         report.checks.append(check_hf_token(bp))
     report.checks.extend(check_tools())

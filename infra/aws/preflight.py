@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from llmctl.errors import CloudError, PrerequisiteError
+from llmctl.errors import BadInput, CloudError, PrerequisiteError
 from llmctl.infra.aws.session import new_session
 
 # The oldest pulumi CLI llmctl works with: `destroy`/`refresh` of an inline program need 3.181
@@ -139,10 +139,24 @@ def resolve_region(region: str | None) -> str:
         validate_config({"region": found}, source="the AWS region")
     except BlueprintError as exc:
         detail = "; ".join(message for _, message in exc.problems) or exc.message
-        raise PrerequisiteError(
+        raise BadInput(
             detail, "pass --region with a region code such as us-west-2 (or fix AWS_REGION / the profile)"
         ) from None
     return str(found)
+
+
+CREDENTIALS_FIX = (
+    "configure them with `aws configure` or `aws sso login --profile NAME` (then AWS_PROFILE=NAME), "
+    "or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+)
+
+
+def require_local_credentials() -> None:
+    """Credentials are configured on this machine (found by boto's chain; no call to AWS)."""
+    import boto3
+
+    if boto3.session.Session().get_credentials() is None:
+        raise PrerequisiteError("no AWS credentials found", CREDENTIALS_FIX)
 
 
 @dataclass(frozen=True)
@@ -164,11 +178,7 @@ def require_aws(region: str | None = None) -> AwsIdentity:
         sts = boto3.session.Session(region_name=resolved).client("sts", region_name=resolved)
         reply = sts.get_caller_identity()
     except NoCredentialsError:
-        raise PrerequisiteError(
-            "no AWS credentials found",
-            "configure them with `aws configure` or `aws sso login --profile NAME` (then AWS_PROFILE=NAME), "
-            "or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-        ) from None
+        raise PrerequisiteError("no AWS credentials found", CREDENTIALS_FIX) from None
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         raise CloudError(

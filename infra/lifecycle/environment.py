@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.pools import ALWAYS_POOLS
 
@@ -36,7 +36,7 @@ def check_workload(name: str) -> str:
     """A workload name (`pr-42`), or a one-line error: it becomes part of a stack, a namespace and
     an ECR repository name."""
     if not _WORKLOAD.match(name):
-        raise LlmctlError(
+        raise BadInput(
             f"invalid workload name {name!r}",
             "use lowercase letters, digits and '-' (at most 32 characters, starting and ending with a "
             "letter or digit), e.g. pr-42",
@@ -68,7 +68,7 @@ def namespace(blueprint: str, workload: str | None) -> str | None:
         return None
     found = f"{blueprint}-{workload}"
     if len(found) > 63:
-        raise LlmctlError(
+        raise BadInput(
             f"namespace {found!r} is longer than 63 characters",
             "use a shorter --workload name",
         )

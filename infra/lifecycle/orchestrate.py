@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
+from llmctl.errors import BlueprintError, Declined, EngineError, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.environment import (
     Environment,
@@ -153,7 +153,7 @@ class Lifecycle:
                 )
         plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost, notes)
         if confirm is not None and not confirm(plan):
-            raise UserAbort("nothing was changed", None)
+            raise Declined("nothing was changed", None)
         stage = {"serving": False}  # whether the workload step (and so its serving nodes) began
         try:
             if target == "eks":
@@ -375,7 +375,7 @@ class Lifecycle:
             self.engine, specs, stack=self.stack, outputs=found, cluster=cluster, region=region, force=force
         )
         if confirm is not None and not confirm(listing + safety.confirm_lines):
-            raise UserAbort("nothing was deleted", None)
+            raise Declined("nothing was deleted", None)
         result = DownResult(stack=self.stack, timeline=self.progress.timeline, notes=list(safety.notes))
         for line in safety.notes:
             self.progress.note(line)

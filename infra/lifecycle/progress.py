@@ -177,7 +177,7 @@ class Progress:
 def open_progress(mode: str, *, quiet: bool = False) -> Progress:
     """The view `--progress` names (rich or plain); quiet when the command prints JSON."""
     if mode not in ("rich", "plain"):
-        from llmctl.errors import LlmctlError
+        from llmctl.errors import BadInput
 
-        raise LlmctlError(f"unknown --progress {mode!r}", "use rich or plain")
+        raise BadInput(f"unknown --progress {mode!r}", "use rich or plain")
     return Progress("quiet" if quiet else cast(Mode, mode))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import EngineError, UserAbort
+from llmctl.errors import Declined, EngineError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
 from llmctl.infra.lifecycle.environment import split_stack
 
@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 
 def parse_age(text: str) -> timedelta:
     """'3d', '12h', '90m' -> timedelta."""
-    from llmctl.errors import LlmctlError
+    from llmctl.errors import BadInput
 
     units = {"d": "days", "h": "hours", "m": "minutes"}
     value, unit = text[:-1], text[-1:]
     if unit not in units or not value.isdigit():
-        raise LlmctlError(f"cannot read the age {text!r}", "use a number and a unit: 3d, 12h or 90m")
+        raise BadInput(f"cannot read the age {text!r}", "use a number and a unit: 3d, 12h or 90m")
     return timedelta(**{units[unit]: int(value)})
 
 
@@ -125,7 +125,7 @@ def gc(
     if dry_run or not old:
         return GcResult(labels, [])
     if confirm is not None and not confirm(labels):
-        raise UserAbort("nothing was deleted", None)
+        raise Declined("nothing was deleted", None)
     from llmctl.infra.aws.images import delete_workload_repository
     from llmctl.state import remove_endpoint
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import UserAbort
+from llmctl.errors import Declined
 from llmctl.infra.targets.base import (
     Confirm,
     Connection,
@@ -62,6 +62,7 @@ class LocalTarget(Target):
         from llmctl.infra.lifecycle.reports import UpResult
         from llmctl.serving.local import start_local
 
+        self.check_offline(request)
         self.preflight("up")
         with progress.phase("local"):
             endpoint = start_local(
@@ -80,7 +81,7 @@ class LocalTarget(Target):
         self.preflight("down")
         what = f"local serving of {request.blueprint or 'every blueprint'} in stack {request.stack}"
         if not confirm("Stop?", [what]):
-            raise UserAbort("nothing was changed", None)
+            raise Declined("nothing was changed", None)
         return StopResult(request.stack, stop_local(stack=request.stack, blueprint=request.blueprint))
 
     def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:

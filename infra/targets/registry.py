@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmctl.errors import LlmctlError, did_you_mean
+from llmctl.errors import BadInput, did_you_mean
 from llmctl.infra.targets.base import Connection, Target
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
@@ -36,14 +36,14 @@ def get_target(name: str, request: object | None = None) -> Target:
     target = TARGETS.get(name)
     if target is None:
         close = did_you_mean(name, TARGET_NAMES)
-        raise LlmctlError(f"unknown --target {name!r}", f"{close + ' ' if close else ''}use {names_phrase()}")
+        raise BadInput(f"unknown --target {name!r}", f"{close + ' ' if close else ''}use {names_phrase()}")
     if request is not None:
         for other in TARGETS.values():
             for flags in other.own_flags if other is not target else ():
                 if flags.given(request):
-                    raise LlmctlError(flags.message, flags.hint)
+                    raise BadInput(flags.message, flags.hint)
         if getattr(request, "workload", None) and not target.takes_workloads:
-            raise LlmctlError(
+            raise BadInput(
                 f"--workload does not apply to --target {name}",
                 "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
             )

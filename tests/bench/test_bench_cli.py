@@ -164,7 +164,7 @@ def test_bench_and_chat_resolve_a_deployed_blueprint(fake: Any, tmp_path: Path, 
     assert data["model"] == "fake-model" and len(data["response"].split()) == 3
     assert data["usage"]["completion_tokens"] == 3
     result = runner.invoke(app, ["bench", "--blueprint", "nope", "-n", "1"])
-    assert result.exit_code == 1 and "is not deployed" in result.output
+    assert result.exit_code == 8 and "is not deployed" in result.output
 
 
 def test_bench_and_chat_take_a_named_workload(fake: Any, tmp_path: Path, state_dir: Path) -> None:
@@ -180,7 +180,7 @@ def test_bench_and_chat_take_a_named_workload(fake: Any, tmp_path: Path, state_d
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["summary"]["endpoints"] == [url]
     result = runner.invoke(app, ["chat", "--blueprint", "tiny", "--stack", "ci", "-p", "hi"])
-    assert result.exit_code == 1 and "--workload pr-4" in result.output  # names the workload there
+    assert result.exit_code == 8 and "--workload pr-4" in result.output  # names the workload there
 
 
 def test_chat_one_shot_streams_to_stdout(fake: Any) -> None:
