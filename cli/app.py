@@ -36,6 +36,14 @@ from llmctl.errors import EXIT_CODES, LlmctlError, UserAbort
 class LlmctlGroup(TyperGroup):
     """The one error boundary: an LlmctlError becomes a red line, a hint and a non-zero exit."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """`--debug` is a root flag that works anywhere on the line (`llmctl up ... --debug` too)."""
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[1:end]:
+            rest = [arg for arg in args[:end] if arg != "--debug"]
+            args = ["--debug", *rest, *args[end:]]
+        return list(super().parse_args(ctx, args))
+
     def invoke(self, ctx: Any) -> Any:
         output.mode.json = False
         debug = bool(ctx.params.get("debug")) or os.environ.get("LLMCTL_DEBUG") == "1"

@@ -51,7 +51,7 @@ def up(
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
     from llmctl.infra.targets.base import UpRequest
-    from llmctl.infra.targets.registry import get_target
+    from llmctl.infra.targets.registry import get_target, remember_up
 
     request = UpRequest(
         blueprint=blueprint,
@@ -69,6 +69,7 @@ def up(
         reselect_azs=reselect_azs,
     )
     chosen = get_target(target, request)
+    remember_up(request, chosen.name)
     progress = open_progress(progress_mode, quiet=json_output)
     _print_up(chosen.up(request, progress, _confirm(yes)), json_output)
 
@@ -118,7 +119,7 @@ def down(
     stack: str = options.STACK,
     workload: str | None = options.WORKLOAD,
     region: str | None = options.REGION,
-    target: str = options.TARGET,
+    target: str | None = options.FOUND_TARGET,
     keep_platform: bool = typer.Option(
         False, "--keep-platform", help="Keep the platform (and skip the sweep)."
     ),
@@ -138,7 +139,7 @@ def down(
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
     from llmctl.infra.targets.base import DownRequest
-    from llmctl.infra.targets.registry import get_target
+    from llmctl.infra.targets.registry import get_target, resolve_target
 
     request = DownRequest(
         stack=stack,
@@ -150,7 +151,7 @@ def down(
         keep_platform=keep_platform,
         force=force,
     )
-    chosen = get_target(target, request)
+    chosen = get_target(resolve_target(target, stack, blueprint), request)
     progress = open_progress(progress_mode, quiet=json_output)
     result = chosen.down(request, progress, _confirm(yes))
     if json_output:
@@ -171,8 +172,10 @@ def preview(
     backend: str | None = options.BACKEND,
     fmt: str = typer.Option("text", "--format", help="text, json or markdown (a PR comment)."),
     hf_token_file: Path | None = options.HF_TOKEN_FILE,
+    json_output: bool = options.JSON,
 ) -> None:
     """A real Pulumi preview of the platform and workload stacks, with the hourly cost."""
+    fmt = "json" if json_output else fmt
     if fmt not in ("text", "json", "markdown"):
         raise BadInput(f"unknown --format {fmt!r}", "use text, json or markdown")
     output.start(json_output=fmt == "json")
@@ -200,16 +203,18 @@ def preview(
 
 def status(
     stack: str = options.STACK,
-    target: str = options.TARGET,
+    target: str | None = options.FOUND_TARGET,
     blueprint: str | None = options.SOME_DEPLOYED,
     backend: str | None = options.BACKEND,
     json_output: bool = options.JSON,
 ) -> None:
     """Stacks and their last update, the cluster, NodePools, nodes, plugins and each workload's endpoint."""
     output.start(json_output=json_output)
-    from llmctl.infra.targets.registry import get_target
+    from llmctl.infra.targets.registry import get_target, resolve_target
 
-    data = get_target(target).status(stack, backend=backend, blueprint=blueprint)
+    data = get_target(resolve_target(target, stack, blueprint)).status(
+        stack, backend=backend, blueprint=blueprint
+    )
     if json_output:
         output.emit_json(data)
         return

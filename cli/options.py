@@ -12,6 +12,20 @@ import typer
 from llmctl.infra.targets.names import DEFAULT_TARGET
 from llmctl.infra.targets.registry import target_help
 
+
+def flat_list(values: list[str] | None) -> list[str]:
+    """One list style for every list flag: repeat the flag, or give a comma list, or both
+    (`-c 1 -c 4,16` is 1, 4, 16); no value is dropped."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def joined_list(values: list[str] | None) -> str | None:
+    """A repeatable list flag as the comma list the layer below reads (None when not given)."""
+    items = flat_list(values)
+    return ",".join(items) if values else None
+
+
+LIST_HELP = "Repeat the flag or give a comma list."
 JSON_FLAG = "--json"
 JSON: bool = typer.Option(False, JSON_FLAG, help="Print JSON with stable keys.")
 YES: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
@@ -30,7 +44,12 @@ RESELECT_AZS: bool = typer.Option(
     help="Choose the platform's AZs again instead of keeping those of the first up; subnets in an AZ "
     "that changes are replaced (asks first).",
 )
-TARGET: str = typer.Option(DEFAULT_TARGET, "--target", help=f"Where it runs: {target_help()}")
+_TARGET_HELP = (
+    f"Where it runs: {target_help()} down and status find it by themselves: where the stack's "
+    "blueprints were deployed (local servers included)."
+)
+TARGET: str = typer.Option(DEFAULT_TARGET, "--target", help=_TARGET_HELP)
+FOUND_TARGET: str | None = typer.Option(None, "--target", help=_TARGET_HELP)
 REGION: str | None = typer.Option(
     None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."
 )
@@ -44,7 +63,7 @@ PROGRESS: str = typer.Option("rich", "--progress", help="rich (a live view) or p
 _BLUEPRINT_HELP = "Catalog name or path to a blueprint YAML file."
 BLUEPRINT: str = typer.Option(..., "--blueprint", "-b", help=_BLUEPRINT_HELP)
 SOME_BLUEPRINT: str | None = typer.Option(None, "--blueprint", "-b", help=_BLUEPRINT_HELP)
-BLUEPRINTS: list[str] = typer.Option([], "--blueprint", "-b", help=f"{_BLUEPRINT_HELP} Repeatable.")
+BLUEPRINTS: list[str] = typer.Option([], "--blueprint", "-b", help=f"{_BLUEPRINT_HELP} {LIST_HELP}")
 _DEPLOYED_HELP = "Name of a deployed blueprint."
 DEPLOYED: str = typer.Option(..., "--blueprint", "-b", help=_DEPLOYED_HELP)
 SOME_DEPLOYED: str | None = typer.Option(None, "--blueprint", "-b", help=_DEPLOYED_HELP)

@@ -51,7 +51,7 @@ def plan(
     from llmctl.infra.plan import offline_plan
 
     result = offline_plan(
-        blueprint,
+        options.flat_list(blueprint),
         stack=stack,
         region=region,
         all_pools=all_pools,

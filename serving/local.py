@@ -27,7 +27,7 @@ import httpx
 from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
-from llmctl.errors import ServingError
+from llmctl.errors import BadInput, ServingError
 from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
 from llmctl.serving.local_procs import alive, kill_tree
 from llmctl.serving.model_source import resolve_model
@@ -116,6 +116,17 @@ def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpo
     )
 
 
+def _changed_flags(existing: dict[str, Any], *, model: str | None, port: int | None) -> list[str]:
+    """What a second `up` asks for that the running server does not have (only the flags given)."""
+    changed = []
+    if port is not None and int(existing.get("port", 0)) != port:
+        changed.append(f"it listens on port {existing.get('port')}, --port asks for {port}")
+    if model is not None and model not in (existing.get("requested_model"), existing.get("model_path")):
+        running = existing.get("requested_model") or existing.get("model_path") or existing.get("model")
+        changed.append(f"it serves {running}, --model asks for {model}")
+    return changed
+
+
 def start_local(
     blueprint: Blueprint,
     *,
@@ -138,6 +149,15 @@ def start_local(
     existing = _read(record_path)
     if existing and alive(int(existing.get("pid", 0))):
         if _healthy(existing["base_url"].rsplit("/v1", 1)[0] + "/healthz"):
+            changed = _changed_flags(existing, model=model, port=port)
+            if changed:  # never answer "already running" for a server other than the one asked for
+                raise BadInput(
+                    f"{blueprint.name} already runs locally in stack {stack} at {existing['base_url']} with "
+                    f"other settings: {'; '.join(changed)}",
+                    f"to apply them, stop it first: `llmctl down --target local --blueprint {blueprint.name} "
+                    f"--stack {stack}`, then run this `llmctl up` again (or leave the flags out to use the "
+                    "running one)",
+                )
             say(f"already running at {existing['base_url']}")
             return _endpoint(stack, blueprint, existing)
         stop_local(stack, blueprint.name)
@@ -198,6 +218,7 @@ def start_local(
         "health_url": f"{root}/healthz",
         "model": served,
         "model_path": model_path,
+        "requested_model": model,  # --model as given (a second up compares it)
         "ray_dir": ray_dir,
         "log": str(log),
         "started": time.time(),
@@ -301,6 +322,7 @@ def local_status(stack: str = "dev") -> list[dict[str, Any]]:
                 "running": running,
                 "healthy": running and _healthy(record.get("health_url", "")),
                 "log": record.get("log"),
+                "started": record.get("started"),
             }
         )
     return rows

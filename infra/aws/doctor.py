@@ -8,6 +8,7 @@ blueprint needs at its autoscaling maximum, the pinned AMI alias and chart versi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -250,7 +251,7 @@ def _pins(bp: Any, stack: str, region: str, session: Any, chart_client: Any) -> 
 ACCOUNT_CHECKS = ("region", "instance offerings", "vCPU quota", "capacity reservations", "AMI alias")
 
 
-def skipped_checks(names: tuple[str, ...], because: str, fix: str | None) -> list[Check]:
+def skipped_checks(names: Iterable[str], because: str, fix: str | None) -> list[Check]:
     """Checks that could not run, listed as skipped with the reason (a warning, not a pass)."""
     return [Check(name, None, f"not run: {because}", fix, skipped=True) for name in names]
 
@@ -298,14 +299,23 @@ def run_doctor(
 
                 report.checks.extend(check_reservations(session, resolved, bp, az_ids))
         if not can_go_on:
-            wanted = ACCOUNT_CHECKS if bp is not None else ACCOUNT_CHECKS[:1]
             report.checks.extend(
-                skipped_checks(wanted, "needs working AWS credentials", "fix the credentials check above")
+                skipped_checks(
+                    ACCOUNT_CHECKS if bp is not None else ACCOUNT_CHECKS[:1],
+                    "needs working AWS credentials",
+                    "fix the credentials check above",
+                )
             )
         report.checks.extend(_pins(bp, stack, resolved, session if can_go_on else None, chart_client))
     else:
-        wanted = (*ACCOUNT_CHECKS[1:], "pinned versions") if bp is not None else ()
-        report.checks.extend(skipped_checks(wanted, "needs an AWS region", "fix the region check above"))
+        if bp is not None:
+            report.checks.extend(
+                skipped_checks(
+                    (*ACCOUNT_CHECKS[1:], "pinned versions"),
+                    "needs an AWS region",
+                    "fix the region check above",
+                )
+            )
     if bp is not None:
         report.checks.append(check_hf_token(bp))
     report.checks.extend(check_tools())

@@ -52,6 +52,53 @@ def stack_rows(engine: Engine) -> list[dict[str, Any]]:
     ]
 
 
+def local_rows() -> list[dict[str, Any]]:
+    """Every local server llmctl started (any stack), in the shape of `stack_rows` (kind local)."""
+    import datetime
+
+    from llmctl.serving.local import local_status
+    from llmctl.state import state_dir
+
+    root = state_dir() / "local"
+    rows = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
+        for server in local_status(folder.name):
+            started = server.get("started")
+            rows.append(
+                {
+                    "project": f"local/{server['blueprint']}",
+                    "stack": folder.name,
+                    "kind": "local",
+                    "environment": folder.name,
+                    "workload": None,
+                    "last_update": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat()
+                    if started
+                    else None,
+                    "resources": None,  # a local server has no cloud resources
+                    "update_in_progress": False,
+                }
+            )
+    return rows
+
+
+def all_stack_rows(backend: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """`llmctl stacks list`: the Pulumi stacks and the local servers, and notes. Without the pulumi
+    CLI the local servers are still listed (the Pulumi stacks are said to be unread)."""
+    from llmctl.errors import PrerequisiteError
+    from llmctl.infra.aws.preflight import require_pulumi
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
+
+    local = local_rows()
+    try:
+        require_pulumi()
+    except PrerequisiteError as exc:
+        if not local:
+            raise
+        return local, [f"Pulumi stacks not listed: {exc.message} ({exc.hint})"]
+    return [*stack_rows(Engine(resolve_backend(backend))), *local], []
+
+
 @dataclass
 class GcResult:
     expired: list[str]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmctl.errors import BadInput, did_you_mean
-from llmctl.infra.targets.base import Connection, Target
+from llmctl.infra.targets.base import Connection, Target, UpRequest
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
@@ -48,6 +48,56 @@ def get_target(name: str, request: object | None = None) -> Target:
                 "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
             )
     return target
+
+
+def resolve_target(given: str | None, stack: str, blueprint: str | None = None) -> str:
+    """`--target` as given; else where the stack's blueprints are recorded as deployed (local
+    servers included, a starting one too); else the default (eks)."""
+    from llmctl.state import check_name, recorded_targets
+
+    if given:
+        return given
+    check_name("stack", stack)
+    found = recorded_targets(stack, blueprint)
+    if len(found) > 1:
+        raise BadInput(
+            f"stack {stack!r} has blueprints deployed on {' and '.join(sorted(found))}",
+            "pass --target to say which" + ("" if blueprint else " (or --blueprint NAME)"),
+        )
+    if found:
+        return found.pop()
+    from llmctl.serving.local import local_status
+
+    local = [row for row in local_status(stack) if blueprint is None or row["blueprint"] == blueprint]
+    return "local" if any(row["running"] for row in local) else DEFAULT_TARGET
+
+
+def up_command(request: UpRequest, target: str) -> str:
+    """The `llmctl up` command line of a request (the flags given), for hints to repeat."""
+    import shlex
+
+    parts = ["llmctl up", f"--blueprint {shlex.quote(request.blueprint)}"]
+    if target != DEFAULT_TARGET:
+        parts.append(f"--target {target}")
+    parts.append(f"--stack {request.stack}")
+    given = (
+        ("--workload", request.workload),
+        ("--region", request.region),
+        ("--kubeconfig", request.kubeconfig),
+        ("--pools", request.pools),
+        ("--model", request.model),
+        ("--port", request.port),
+    )
+    parts.extend(f"{flag} {shlex.quote(str(value))}" for flag, value in given if value is not None)
+    return " ".join(parts)
+
+
+def remember_up(request: UpRequest, target: str) -> None:
+    """Record the `up` command line (before it runs: an interrupted or failed `up` is repeated too)."""
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.state import remember_up as save
+
+    save(request.stack, load_blueprint(request.blueprint).name, request.workload, up_command(request, target))
 
 
 def default_target() -> Target:

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -164,3 +168,167 @@ def test_a_declined_prompt_is_not_an_error(monkeypatch: pytest.MonkeyPatch) -> N
     result = runner.invoke(app, ["down", "--target", "local"], input="n\n")
     assert result.exit_code == 0, result.output
     assert "nothing was changed" in result.stderr and "error" not in result.stderr
+
+
+# ---- items 2 and 5: follow-ups find a local server; a second `up` with other flags says so --------
+
+
+@pytest.fixture
+def local_server(bare_machine: None, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A local server of tiny-cpu as `up --target local` records it: a live process (a sleeper, so
+    `down` has something to stop) and a /healthz that answers, with no Ray behind it."""
+    import http.server
+    import threading
+
+    from llmctl.state import Endpoint, save_endpoint, state_dir
+
+    class Healthy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path.endswith("/healthz") else 404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    root = f"http://127.0.0.1:{port}"
+    record = {
+        "blueprint": "tiny-cpu",
+        "stack": "dev",
+        "pid": sleeper.pid,
+        "port": port,
+        "base_url": f"{root}/v1",
+        "health_url": f"{root}/healthz",
+        "model": "tiny",
+        "model_path": str(tmp_path / "model"),
+        "requested_model": None,
+        "ray_dir": None,
+        "log": str(tmp_path / "tiny-cpu.log"),
+        "started": time.time(),
+        "stop_grace_s": 5,
+    }
+    folder = state_dir() / "local" / "dev"
+    folder.mkdir(parents=True)
+    (folder / "tiny-cpu.json").write_text(json.dumps(record))
+    save_endpoint(Endpoint("dev", "tiny-cpu", "local", record["base_url"], "tiny"))
+    try:
+        yield record
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        server.shutdown()
+
+
+def test_follow_up_commands_find_the_local_server_without_being_told(local_server: dict[str, Any]) -> None:
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 0, result.output
+    assert f"local tiny-cpu: {local_server['base_url']} model tiny" in result.stdout
+    assert "(healthy)" in result.stdout and "pulumi" not in result.output
+    result = runner.invoke(app, ["stacks", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["project"], r["stack"], r["kind"]) for r in rows] == [("local/tiny-cpu", "dev", "local")]
+    assert "Pulumi stacks not listed: the pulumi CLI is not installed" in result.stderr
+
+
+def test_a_second_local_up_with_other_flags_says_what_differs(local_server: dict[str, Any]) -> None:
+    port = local_server["port"]
+    other = 8011 if port != 8011 else 8012
+    args = ["up", "-b", "tiny-cpu", "--target", "local", "--yes"]
+    result = runner.invoke(app, [*args, "--port", str(other), "--model", "other/model"])
+    assert result.exit_code == 2, result.output
+    assert f"it listens on port {port}, --port asks for {other}" in result.stderr
+    assert "--model asks for other/model" in result.stderr
+    assert "llmctl down --target local --blueprint tiny-cpu --stack dev" in result.stderr
+    assert "done in" not in result.output
+    same = runner.invoke(app, [*args, "--port", str(port)])  # the flags it runs with: nothing to say
+    assert same.exit_code == 0, same.output
+    assert "already running" in same.output or local_server["base_url"] in same.stdout
+
+
+def test_hints_after_down_repeat_the_target_and_flags_used(local_server: dict[str, Any]) -> None:
+    port = local_server["port"]
+    up = runner.invoke(app, ["up", "-b", "tiny-cpu", "--target", "local", "--port", str(port), "--yes"])
+    assert up.exit_code == 0, up.output
+    down = runner.invoke(app, ["down", "--yes"])  # no --target: it finds the local server
+    assert down.exit_code == 0, down.output
+    assert "pulumi" not in down.output
+    for command in (["chat", "-b", "tiny-cpu", "-p", "hi"], ["endpoint", "-b", "tiny-cpu"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 8, result.output
+        assert f"run `llmctl up --blueprint tiny-cpu --target local --stack dev --port {port}` first" in (
+            result.stderr
+        )
+
+
+# ---- items 3 and 10: one list style; one name per flag, old spellings kept hidden ------------------
+
+
+@pytest.fixture
+def bench_args(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What `llmctl bench` hands to the layer below (stops there: no endpoint is needed)."""
+    from llmctl.errors import LlmctlError
+    from llmctl.serving.bench import options as bench_options
+
+    seen: list[dict[str, Any]] = []
+
+    def capture(**kwargs: Any) -> None:
+        seen.append(kwargs)
+        raise LlmctlError("stop here")
+
+    monkeypatch.setattr(bench_options, "bench_config", capture)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["-c", "1", "-c", "4", "-c", "16"], ["--concurrency", "1,4,16"], ["-c", "1", "--concurrency", "4,16"]],
+)
+def test_list_flags_take_repeats_and_comma_lists_and_drop_nothing(
+    bench_args: list[dict[str, Any]], flags: list[str]
+) -> None:
+    result = runner.invoke(app, ["bench", "-e", "http://a/v1,http://b/v1", "-e", "http://c/v1", *flags])
+    assert result.exit_code == 1 and "stop here" in result.stderr
+    assert bench_args[0]["concurrency"] == "1,4,16"
+    assert bench_args[0]["endpoints"] == ["http://a/v1", "http://b/v1", "http://c/v1"]
+
+
+def test_space_separated_values_name_the_two_list_styles() -> None:
+    result = runner.invoke(app, ["bench", "-e", "http://127.0.0.1:9/v1", "--concurrency", "1", "4"])
+    assert result.exit_code == 2
+    assert "'4' is not a command" in result.stderr and "-c 1 -c 4" in result.stderr
+    assert "-c 1,4" in result.stderr and "No such command" not in result.stderr
+
+
+def test_plan_takes_blueprints_as_a_comma_list_too() -> None:
+    result = runner.invoke(app, ["plan", "--offline", "-b", "tiny-cpu,llama2-inf2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["blueprints"] == ["llama2-inf2", "tiny-cpu"]
+
+
+def test_bench_and_chat_share_max_tokens_and_the_old_name_still_works(
+    bench_args: list[dict[str, Any]],
+) -> None:
+    for flag in ("--max-tokens", "--max-output-tokens"):
+        result = runner.invoke(app, ["bench", "-e", "http://a/v1", flag, "7"])
+        assert result.exit_code == 1 and "stop here" in result.stderr
+    assert [seen["max_output_tokens"] for seen in bench_args] == [7, 7]
+    shown = runner.invoke(app, ["bench", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "--max-tokens" in shown and "--max-output-tokens" not in shown  # the old name is hidden
+    assert "--max-tokens" in runner.invoke(app, ["chat", "--help"], env={"COLUMNS": "200"}).stdout
+
+
+def test_debug_works_after_the_subcommand_too() -> None:
+    for args in (["--debug", "endpoint", "-b", "tiny-cpu"], ["endpoint", "-b", "tiny-cpu", "--debug"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 8, result.output
+        assert "Traceback" in result.stderr and "is not deployed" in result.stderr
+
+
+def test_preview_takes_json_like_every_other_command(bare_machine: None) -> None:
+    result = runner.invoke(app, ["preview", "-b", "tiny-cpu", "--json"])
+    assert result.exit_code == 3  # no pulumi here; the error is JSON on stdout, as with --format json
+    assert json.loads(result.stdout)["error"] == "PrerequisiteError"
