@@ -21,9 +21,18 @@ def list_blueprints(json: bool = options.JSON) -> None:
     if json:
         output.emit_json({"blueprints": rows})
         return
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="llmctl blueprints", title_justify="left")
+    # no vertical rules: the six whole columns fit in 80
+    table = Table(
+        title="llmctl blueprints",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
     for column in ("name", "runtime", "instance", "tp", "replicas", "$/h"):
         table.add_column(
             column, justify="right" if column in ("tp", "replicas", "$/h") else "left", no_wrap=True

@@ -82,3 +82,25 @@ MODEL_NAME: str | None = typer.Option(
 API_KEY: str | None = typer.Option(
     None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
 )
+
+# The metavars `--help` shows (cli/app.py: never a Python type such as <str>).
+# Flags whose value is one of a few words the command checks itself: the words are the metavar
+# (--target's three, each with what it means, are in its help text: a shorter column leaves the
+# descriptions room at 80 columns).
+CHOICES = {
+    "--target": "TARGET",
+    "--progress": "MODE",
+    "--format": "FORMAT",
+}
+# Short words for common string values; any other string flag shows TEXT.
+WORDS = {
+    "--blueprint": "NAME",
+    "--stack": "NAME",
+    "--workload": "NAME",
+    "--cluster": "NAME",
+    "--model": "MODEL",
+    "--region": "REGION",
+    "--backend": "URL",
+    "--endpoint": "URL",
+    "--api-key": "KEY",
+}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -27,9 +28,25 @@ class _Mode:
 mode = _Mode()
 
 
+def _piped_width() -> int:
+    """Piped output: COLUMNS when set (e.g. COLUMNS=80 for a log that keeps to 80), else 160."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else 160
+
+
+def fits_width() -> bool:
+    """Whether long lines should wrap at the console's width: on a terminal, or when COLUMNS is set."""
+    return sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+
+
 def start(*, json_output: bool = False) -> None:
-    """Called first by every command that prints: records the output mode."""
+    """Called first by every command that prints: records the output mode and takes the width of
+    the terminal, or COLUMNS for piped output."""
     mode.json = json_output
+    if not sys.stdout.isatty():
+        console.width = _piped_width()
+    if not sys.stderr.isatty():
+        err_console.width = _piped_width()
 
 
 def _finite(value: Any) -> Any:

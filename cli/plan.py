@@ -92,7 +92,7 @@ def _print(result: object) -> None:
         if not res.component and res.inputs:
             label += f" [dim]{escape(summarize_inputs(key_inputs(res)))}[/]"
         nodes[res.name] = parent.add(label)
-    output.console.print(root, soft_wrap=True)
+    output.console.print(root, soft_wrap=not output.fits_width())  # wraps at 80 columns too
     output.console.print(f"{len(result.resources)} resources; unknown values show as <unknown>")
     if config.vpc.existing_vpc_id:
         subnet_tags = [
@@ -118,7 +118,7 @@ def _print(result: object) -> None:
         output.console.print(
             f"[{colour}]{violation.severity}[/] {escape(f'[{violation.rule}]')} {violation.resource}: "
             f"{escape(violation.message)}",
-            soft_wrap=True,
+            soft_wrap=not output.fits_width(),
         )
     if result.ok:
         output.console.print("[green]policy: passed[/]")
