@@ -27,7 +27,7 @@ import httpx
 from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
-from llmctl.errors import BadInput, ServingError
+from llmctl.errors import BadInput, ServingError, UserAbort
 from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
 from llmctl.serving.local_procs import alive, kill_tree
 from llmctl.serving.model_source import resolve_model
@@ -233,6 +233,29 @@ def start_local(
 
 
 def _wait_ready(
+    proc: subprocess.Popen[bytes],
+    record: dict[str, Any],
+    status_file: Path,
+    log: Path,
+    timeout_s: float,
+    say: Progress,
+    stack: str,
+    api_key: str | None,
+) -> None:
+    try:
+        _wait_ready_loop(proc, record, status_file, log, timeout_s, say, stack, api_key)
+    except KeyboardInterrupt:
+        # Ctrl-C while it starts: stop what was started, so nothing is left starting in the background
+        say("interrupted: stopping the local server that was starting")
+        stop_local(stack, record["blueprint"])
+        raise UserAbort(
+            f"interrupted: the local server of {record['blueprint']!r} was still starting and is stopped; "
+            "nothing is left running",
+            "run the same `llmctl up` again to start it from the beginning",
+        ) from None
+
+
+def _wait_ready_loop(
     proc: subprocess.Popen[bytes],
     record: dict[str, Any],
     status_file: Path,

@@ -64,7 +64,7 @@ class LocalTarget(Target):
 
         self.check_offline(request)
         self.preflight("up")
-        with progress.phase("local"):
+        with progress.phase("local", resources=False):
             endpoint = start_local(
                 load_blueprint(request.blueprint),
                 stack=request.stack,
