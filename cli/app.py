@@ -89,7 +89,7 @@ def tidy_help(command: Any, path: str = "") -> None:
             param.metavar = _metavar(param)
             _list_choices(param)
         elif isinstance(param, TyperArgument):  # its name says what it is: no <str> beside it
-            param.display_type_rich = lambda ctx: None
+            setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010 (an instance's method)
     if path:
         command.epilog = examples_epilog(path) or command.epilog
     _quiet_help_option(command)

@@ -158,6 +158,9 @@ def bench(
         rich_help_panel=_OUTPUT,
     ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="PNG plots.", rich_help_panel=_OUTPUT),
+    explain: bool = typer.Option(
+        False, "--explain", help="Also print what each metric means.", rich_help_panel=_OUTPUT
+    ),
     json: bool = options.JSON,
     num_concurrent_requests: str = typer.Option(None, "--num-concurrent-requests", hidden=True),
     # the name before issue 26 (chat's is --max-tokens), kept for scripts
@@ -217,9 +220,12 @@ def bench(
             for level in outcome.levels:
                 report.render_level(console, level.summary, definitions=False)
             report.render_sweep(console, outcome.sweep)
+        elif outcome.levels:
+            report.render_level(console, outcome.levels[0].summary, definitions=False)
+        if outcome.levels and explain:  # the definitions once, on request (summary.json has them)
             report.render_definitions(console)
         elif outcome.levels:
-            report.render_level(console, outcome.levels[0].summary)
+            console.print("metric definitions: add --explain (or read summary.json)")
         console.print(f"results: {outcome.out_dir}")
         if outcome.plot_note:
             console.print(f"[yellow]{outcome.plot_note}[/]")

@@ -72,8 +72,10 @@ def show(
     output.console.print(
         Syntax(yaml.safe_dump(data["blueprint"], sort_keys=False), "yaml", theme="ansi_dark")
     )
-    for key, value in derived.items():
-        output.console.print(f"[bold]{key}[/]: {value}")
+    # what follows from it, in the same YAML (false, not Python's False)
+    output.console.print(
+        Syntax("# derived\n" + yaml.safe_dump(derived, sort_keys=False), "yaml", theme="ansi_dark")
+    )
 
 
 @app.command("validate")

@@ -33,7 +33,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "chat": ("llmctl chat -b tiny-cpu", "llmctl chat -b tiny-cpu --prompt 'Hello' --max-tokens 32"),
     "bench": (
         "llmctl bench -b tiny-cpu -c 1,4 -n 20",
-        "llmctl bench -e http://localhost:8000/v1 --rate 1 --rate 2",
+        "llmctl bench -e http://localhost:8000/v1 --rate 1 --rate 2 --explain",
     ),
     "bench compare": ("llmctl bench compare bench-results/a bench-results/b",),
     "models tiny": ("llmctl models tiny ./tiny-model",),

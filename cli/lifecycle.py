@@ -98,6 +98,8 @@ def _print_up(result: Any, json_output: bool) -> None:
     con.print(f"[bold green]ready:[/] {bp} on {endpoint.target} ({where})")
     for note in result.plan.notes if result.plan else []:  # shown with --yes too (CI logs)
         con.print(f"  {note}", markup=False)
+    if endpoint.extra.get("note"):  # e.g. the tiny model's answers are random
+        con.print(f"  note: {endpoint.extra['note']}", markup=False)
     con.print(
         f"  endpoint   {endpoint.base_url}" + ("  (run `llmctl connect` first)" if result.via_connect else "")
     )

@@ -112,7 +112,7 @@ def _print(result: object) -> None:
             "(`--json` lists them with every input)"
         )
     if result.cost:
-        output.console.print(f"cost: ${result.cost['hourly_usd']:,.4f} per hour (on-demand)")
+        output.console.print(f"cost: ${result.cost['hourly_usd']:,.2f} per hour (on-demand)")
     for violation in result.violations:
         colour = "red" if violation.severity == "error" else "yellow"
         output.console.print(

@@ -101,7 +101,13 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+RANDOM_NOTE = "the model is llmctl's tiny one with random weights: its answers are random words"
+
+
 def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpoint:
+    from llmctl.serving.tiny import MARKER
+
+    tiny = bool(record.get("model_path")) and (Path(record["model_path"]) / MARKER).is_file()
     return Endpoint(
         stack=stack,
         blueprint=blueprint.name,
@@ -112,6 +118,7 @@ def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpo
             "pid": str(record["pid"]),
             "log": record["log"],
             "max_new_tokens": str(blueprint.serving.max_new_tokens),
+            **({"note": RANDOM_NOTE} if tiny else {}),
         },
     )
 

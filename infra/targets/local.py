@@ -79,7 +79,14 @@ class LocalTarget(Target):
         from llmctl.serving.local import stop_local
 
         self.preflight("down")
-        what = f"local serving of {request.blueprint or 'every blueprint'} in stack {request.stack}"
+        from llmctl.serving.local import local_status
+
+        names = (
+            [request.blueprint]
+            if request.blueprint
+            else [r["blueprint"] for r in local_status(request.stack)]
+        )
+        what = f"local serving of {', '.join(names) or 'nothing (none recorded)'} in stack {request.stack}"
         if not confirm("Stop?", [what]):
             raise Declined("nothing was changed", None)
         return StopResult(request.stack, stop_local(stack=request.stack, blueprint=request.blueprint))

@@ -100,7 +100,9 @@ def test_bench_table_output_and_seed_flag_aliases(fake: Any, tmp_path: Path) -> 
         ]
     )
     assert result.exit_code == 0, result.output
-    assert "TTFT (ms)" in result.stdout and "definitions" in result.stdout
+    assert "TTFT (ms)" in result.stdout and "add --explain" in result.stdout  # issue 26: once, on request
+    assert "definitions\n" not in result.stdout
+    assert "achieved rate not shown (4 requests" in result.stdout  # 4 requests: no rate
     assert "approximate token counts" in result.stdout
     assert (tmp_path / "r" / "summary.json").exists()
 

@@ -332,3 +332,63 @@ def test_preview_takes_json_like_every_other_command(bare_machine: None) -> None
     result = runner.invoke(app, ["preview", "-b", "tiny-cpu", "--json"])
     assert result.exit_code == 3  # no pulumi here; the error is JSON on stdout, as with --format json
     assert json.loads(result.stdout)["error"] == "PrerequisiteError"
+
+
+# ---- the smaller items ------------------------------------------------------------------------------
+
+
+def test_up_on_the_tiny_model_says_its_answers_are_random(local_server: dict[str, Any]) -> None:
+    from llmctl.serving.tiny import MARKER
+
+    model = Path(local_server["model_path"])
+    model.mkdir()
+    (model / MARKER).write_text("{}")
+    result = runner.invoke(app, ["up", "-b", "tiny-cpu", "--target", "local", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "note: the model is llmctl's tiny one with random weights" in result.stdout
+
+
+def test_downs_prompt_names_the_blueprints(
+    local_server: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import typer.testing
+
+    monkeypatch.setattr(typer.testing._NamedTextIOWrapper, "isatty", lambda self: True)
+    result = runner.invoke(app, ["down"], input="n\n")
+    assert result.exit_code == 0, result.output
+    assert "local serving of tiny-cpu in stack dev" in result.stderr
+    assert "every blueprint" not in result.output
+
+
+def test_chat_shows_control_bytes_from_the_model_as_escapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmctl.serving import chat as chat_module
+
+    class Session:
+        model = "m"
+        base_url = "http://x/v1"
+        last_usage = None
+
+        def send(self, text: str) -> Iterator[str]:
+            yield "red \x1b[31mtext\x07\r"
+            yield "\nnext\tline"
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(chat_module, "open_session", lambda *args, **kwargs: Session())
+    result = runner.invoke(app, ["chat", "-e", "http://x/v1", "--prompt", "hi"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "red \\x1b[31mtext\\x07\\x0d\nnext\tline\n"
+
+
+def test_blueprints_show_is_yaml_throughout() -> None:
+    result = runner.invoke(app, ["blueprints", "show", "tiny-cpu"])
+    assert result.exit_code == 0
+    assert "gated_model: false" in result.stdout
+    assert "False" not in result.stdout and "True" not in result.stdout
+
+
+def test_plan_prints_the_cost_in_cents() -> None:
+    result = runner.invoke(app, ["plan", "--offline", "-b", "tiny-cpu"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^cost: \$\d+\.\d\d per hour \(on-demand\)$", result.stdout, re.M), result.stdout
