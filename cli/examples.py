@@ -11,7 +11,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "endpoint": ("llmctl endpoint -b tiny-cpu",),
     "connect": ("llmctl connect -b llama2-inf2 --port 8000",),
     "doctor": ("llmctl doctor -b llama2-inf2 --region us-west-2",),
-    "sweep": ("llmctl sweep --cluster llmctl-dev --region us-west-2 --dry-run",),
+    "sweep": ("llmctl sweep --stack dev --region us-west-2 --dry-run",),
     "stacks list": ("llmctl stacks list --json",),
     "stacks gc": ("llmctl stacks gc --older-than 3d --prefix pr- --dry-run",),
     "blueprints list": ("llmctl blueprints list",),

@@ -207,16 +207,19 @@ def status(
     stack: str = options.STACK,
     target: str | None = options.FOUND_TARGET,
     blueprint: str | None = options.SOME_DEPLOYED,
+    workload: str | None = options.WORKLOAD,
     backend: str | None = options.BACKEND,
     json_output: bool = options.JSON,
 ) -> None:
     """Stacks and their last update, the cluster, NodePools, nodes, plugins and each workload's endpoint."""
     output.start(json_output=json_output)
+    from llmctl.infra.lifecycle.status import only_workload
     from llmctl.infra.targets.registry import get_target, resolve_target
 
     data = get_target(resolve_target(target, stack, blueprint)).status(
         stack, backend=backend, blueprint=blueprint
     )
+    data = only_workload(data, workload) if workload else data
     if json_output:
         output.emit_json(data)
         return

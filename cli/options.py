@@ -32,6 +32,7 @@ YES: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation
 DRY_RUN: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing.")
 
 STACK: str = typer.Option("dev", "--stack", help="Environment (stack) name.")
+SOME_STACK: str | None = typer.Option(None, "--stack", help="Environment (stack) name.")
 WORKLOAD: str | None = typer.Option(
     None,
     "--workload",

@@ -62,6 +62,27 @@ def collect_status(
     return data
 
 
+def only_workload(data: dict[str, Any], workload: str) -> dict[str, Any]:
+    """`status --workload NAME`: the environment's status narrowed to one named workload (its stack,
+    its row and its endpoints; the platform's cluster and add-ons stay, since it runs on them)."""
+    from llmctl.errors import BadInput
+    from llmctl.infra.lifecycle.environment import check_workload, split_stack
+
+    check_workload(workload)
+    if data.get("target") == "local":
+        raise BadInput(
+            "--workload does not apply to --target local",
+            "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
+        )
+    narrowed = dict(data)
+    narrowed["stacks"] = [
+        row for row in data.get("stacks", []) if split_stack(row["stack"])[1] in (None, workload)
+    ]
+    narrowed["workloads"] = [row for row in data.get("workloads") or [] if row["workload"] == workload]
+    narrowed["endpoints"] = [row for row in data["endpoints"] if row.get("workload") == workload]
+    return narrowed
+
+
 def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> dict[str, Any]:
     """A cluster target's status: its stacks, the platform's cluster and its Kubernetes add-ons, and
     with ``blueprint`` the start timeline of its serving pods."""

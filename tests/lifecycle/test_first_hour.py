@@ -392,3 +392,37 @@ def test_plan_prints_the_cost_in_cents() -> None:
     result = runner.invoke(app, ["plan", "--offline", "-b", "tiny-cpu"])
     assert result.exit_code == 0, result.output
     assert re.search(r"^cost: \$\d+\.\d\d per hour \(on-demand\)$", result.stdout, re.M), result.stdout
+
+
+def test_status_takes_workload_like_the_other_commands(local_server: dict[str, Any]) -> None:
+    from llmctl.infra.lifecycle.status import only_workload
+
+    data = {
+        "stack": "ci",
+        "target": "eks",
+        "stacks": [{"stack": "ci"}, {"stack": "ci.pr-1"}, {"stack": "ci.pr-2"}],
+        "workloads": [{"workload": "pr-1"}, {"workload": "pr-2"}, {"workload": None}],
+        "endpoints": [{"workload": "pr-1"}, {"workload": None}],
+        "cluster": {"cluster_name": "llmctl-ci"},
+    }
+    narrowed = only_workload(data, "pr-1")
+    assert [row["stack"] for row in narrowed["stacks"]] == ["ci", "ci.pr-1"]  # the platform and its own
+    assert narrowed["workloads"] == [{"workload": "pr-1"}] and narrowed["endpoints"] == [{"workload": "pr-1"}]
+    assert narrowed["cluster"] == data["cluster"]
+    result = runner.invoke(app, ["status", "--workload", "pr-1"])  # the stack runs locally
+    assert result.exit_code == 2 and "--workload does not apply to --target local" in result.stderr
+    result = runner.invoke(app, ["status", "--workload", "PR_1"])
+    assert result.exit_code == 2 and "invalid workload name 'PR_1'" in result.stderr
+
+
+def test_sweep_takes_stack_like_the_other_commands(bare_machine: None) -> None:
+    from llmctl.infra.aws.sweep import cluster_to_sweep
+
+    assert cluster_to_sweep(None, "ci") == "llmctl-ci"
+    assert cluster_to_sweep("my-cluster", None) == "my-cluster"
+    both = runner.invoke(app, ["sweep", "--stack", "ci", "--cluster", "x", "--dry-run"])
+    assert both.exit_code == 2 and "--cluster and --stack exclude each other" in both.stderr
+    neither = runner.invoke(app, ["sweep", "--dry-run"])
+    assert neither.exit_code == 2 and "pass --stack ENV" in neither.stderr
+    by_stack = runner.invoke(app, ["sweep", "--stack", "ci", "--dry-run", "--region", "us-west-2"])
+    assert by_stack.exit_code == 3 and "no AWS credentials" in by_stack.stderr  # on to AWS with llmctl-ci
