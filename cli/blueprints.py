@@ -85,6 +85,8 @@ def validate(
 ) -> None:
     """Validate blueprints before any cloud call; exits 2 when one cannot run."""
     output.start(json_output=json)
+    from rich.markup import escape
+
     from llmctl.blueprints.catalog import catalog_names, validate_ref
     from llmctl.errors import BlueprintError
 
@@ -100,7 +102,9 @@ def validate(
                         "ok": r.ok,
                         "name": r.name,
                         "message": r.message,
-                        "problems": [{"path": p, "message": m} for p, m in r.problems],
+                        "problems": [
+                            {"path": p, "message": m, "line": r.lines.get(p)} for p, m in r.problems
+                        ],
                     }
                     for r in reports
                 ],
@@ -113,7 +117,10 @@ def validate(
             else:
                 output.console.print(f"[red]✗[/] {report.ref}: {report.message}", soft_wrap=True)
                 for path, message in report.problems:
-                    output.console.print(f"    [bold]{path}[/]: {message}", soft_wrap=True)
+                    at = f" (line {report.lines[path]})" if path in report.lines else ""
+                    output.console.print(
+                        f"    [bold]{escape(path)}[/]{at}: {escape(message)}", soft_wrap=True
+                    )
     if failed:
         output.mode.json = False  # the report above already carried the details
         raise BlueprintError(

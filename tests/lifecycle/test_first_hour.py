@@ -426,3 +426,14 @@ def test_sweep_takes_stack_like_the_other_commands(bare_machine: None) -> None:
     assert neither.exit_code == 2 and "pass --stack ENV" in neither.stderr
     by_stack = runner.invoke(app, ["sweep", "--stack", "ci", "--dry-run", "--region", "us-west-2"])
     assert by_stack.exit_code == 3 and "no AWS credentials" in by_stack.stderr  # on to AWS with llmctl-ci
+
+
+def test_blueprints_validate_names_the_file_once_and_the_line(tmp_path: Path) -> None:
+    path = bad_blueprint(tmp_path)
+    line = 1 + path.read_text().splitlines().index("  tensor_parallel: 7")
+    result = runner.invoke(app, ["blueprints", "validate", str(path)])
+    assert result.exit_code == 2
+    assert result.stdout.count(str(path)) == 1
+    assert f"compute.tensor_parallel (line {line}): tp 7 is not allowed on inferentia2" in result.stdout
+    data = json.loads(runner.invoke(app, ["blueprints", "validate", str(path), "--json"]).stdout)
+    assert data["results"][0]["problems"][0]["line"] == line
