@@ -210,8 +210,14 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
     tokens = summary["tokens"]
     sources = ", ".join(f"{k}: {v}" for k, v in tokens["output_source"].items()) or "-"
     console.print(f"output token counts from {sources}; counter {tokens['counter']}")
-    if tokens.get("note"):
-        console.print(f"[yellow]note:[/] {tokens['note']}")
+    # the counter's note, said of the counts it made (none when the server's usage gave them all)
+    counted = [
+        what
+        for what, by in (("output", tokens["output_source"]), ("input", tokens.get("input_source") or {}))
+        if by.get("tokenizer")
+    ]
+    if tokens.get("note") and counted:
+        console.print(f"[yellow]note ({' and '.join(counted)} counts):[/] {tokens['note']}")
     if load["interrupted"]:
         console.print("[yellow]stopped early (Ctrl-C): the numbers cover what was measured[/]")
     if definitions:

@@ -103,8 +103,21 @@ def test_bench_table_output_and_seed_flag_aliases(fake: Any, tmp_path: Path) -> 
     assert "TTFT (ms)" in result.stdout and "add --explain" in result.stdout  # issue 26: once, on request
     assert "definitions\n" not in result.stdout
     assert "achieved rate not shown (4 requests" in result.stdout  # 4 requests: no rate
-    assert "approximate token counts" in result.stdout
+    # the server's usage gave every count: no note about approximate counts (issue 26)
+    assert "output token counts from usage: 4" in result.stdout
+    assert "approximate token counts" not in result.stdout
     assert (tmp_path / "r" / "summary.json").exists()
+    # where the counter did count (here: the prompts), its note says of which counts
+    from rich.console import Console
+
+    from llmctl.serving.bench import report
+
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    summary["tokens"]["input_source"] = {"tokenizer": 4}
+    summary["tokens"]["note"] = "approximate token counts: one token per word"
+    console = Console(record=True, width=200)
+    report.render_level(console, summary, definitions=False)
+    assert "note (input counts): approximate token counts" in console.export_text()
 
 
 def test_bench_compare_two_single_runs(fake: Any, tmp_path: Path) -> None:
