@@ -31,10 +31,10 @@ from collections.abc import Iterable
 # code -> meaning: one code per meaning, for every command. `llmctl --help` prints this table.
 EXIT_CODES: dict[int, str] = {
     0: "success, or a declined confirmation (nothing was changed)",
-    1: "a failed verdict: policy violations, resources left, `plan diff` changes",
+    1: "a failed verdict: policy violations, `plan diff` found changes",
     2: "bad input: unknown flag or value, misspelled name or region, bad file",
     3: "missing prerequisite: a tool, credentials, a package, a quota",
-    4: "AWS refused or failed a call",
+    4: "AWS refused or failed a call, or resources are left after down",
     5: "a Pulumi operation failed",
     6: "a serving app or the local target failed",
     7: "an endpoint could not be reached or answered with an error",
