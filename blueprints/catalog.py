@@ -91,12 +91,42 @@ class ValidationReport:
     name: str | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)
     message: str | None = None
+    lines: dict[str, int] = field(default_factory=dict)  # field path -> line in the file (1-based)
+
+
+def field_lines(text: str, paths: list[str]) -> dict[str, int]:
+    """The line of each dotted field path (`compute.tensor_parallel`) in a YAML text; a path not in
+    the text (a missing field, a list index) gets the line of its nearest parent that is."""
+    import yaml
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return {}
+    found: dict[str, int] = {}
+    for path in paths:
+        node, line = root, None
+        for key in path.split("."):
+            if not isinstance(node, yaml.MappingNode):
+                break
+            match = next((pair for pair in node.value if getattr(pair[0], "value", None) == key), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        if line is not None:
+            found[path] = line
+    return found
 
 
 def validate_ref(ref: str, catalog: HardwareCatalog | None = None) -> ValidationReport:
-    """Validate without raising: for `llmctl blueprints validate` over many files."""
+    """Validate without raising: for `llmctl blueprints validate` over many files; the message
+    leaves out the file name (the report names it) and each problem has its line when known."""
     try:
         blueprint = load_blueprint(ref, catalog)
     except BlueprintError as exc:
-        return ValidationReport(ref, False, problems=exc.problems, message=exc.message)
+        message = exc.message.removeprefix(f"{ref}: ")
+        path = Path(ref)
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        lines = field_lines(text, [p for p, _ in exc.problems]) if text else {}
+        return ValidationReport(ref, False, problems=exc.problems, message=message, lines=lines)
     return ValidationReport(ref, True, name=blueprint.name)

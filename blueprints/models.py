@@ -125,25 +125,57 @@ def _from_local(path: Path) -> ModelArch:
     return from_config(config, key=str(path))
 
 
+# One try with a short timeout: a machine without network fails at once with one line, instead of
+# the hub client's retries (24 s of retry lines before the same answer).
+HUB_TIMEOUT_S = 5.0
+
+
+def _hub_failure(model_id: str, why: str) -> CatalogError:
+    return CatalogError(
+        f"model {model_id!r} is not in the catalog and its config.json could not be fetched "
+        f"from the Hugging Face hub ({why})",
+        "pass a local directory that holds the model's config.json, set HF_TOKEN for gated "
+        "models, or use a catalog id (`llmctl catalog models`)",
+    )
+
+
 def _from_hub(model_id: str) -> ModelArch:
+    """config.json from the local Hugging Face cache, else one GET to the hub (HF_ENDPOINT honoured)."""
+    import os
+
     try:
         from huggingface_hub import hf_hub_download
-    except ImportError:
-        raise CatalogError(
-            f"model {model_id!r} is not in the catalog and huggingface_hub is not installed",
-            "install the serving extra (pip install '.[serving]' from a checkout), or pass a local directory that holds the model's config.json",
-        ) from None
+
+        cached: str | None = hf_hub_download(model_id, "config.json", local_files_only=True)
+    except Exception:  # not installed, not cached, or a malformed id: ask the hub once below
+        cached = None
+    if cached:
+        return _from_local(Path(cached)).model_copy(update={"key": model_id})
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        raise _hub_failure(model_id, "HF_HUB_OFFLINE is set and it is not in the local cache")
+    import httpx
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    token = os.environ.get("HF_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        path = hf_hub_download(model_id, "config.json")
-    except Exception as exc:  # network, auth, missing repo: all mean "not found from here"
-        raise CatalogError(
-            f"model {model_id!r} is not in the catalog and its config.json could not be fetched "
-            f"from the Hugging Face hub ({type(exc).__name__})",
-            "pass a local directory that holds the model's config.json, set HF_TOKEN for gated "
-            "models, or use a catalog id (`llmctl catalog models`)",
-        ) from None
-    arch = _from_local(Path(path))
-    return arch.model_copy(update={"key": model_id})
+        reply = httpx.get(
+            f"{endpoint}/{model_id}/resolve/main/config.json",
+            headers=headers,
+            timeout=HUB_TIMEOUT_S,
+            follow_redirects=True,
+        )
+    except httpx.HTTPError as exc:  # no network, DNS, timeout: one try
+        raise _hub_failure(model_id, type(exc).__name__) from None
+    if reply.status_code != 200:
+        raise _hub_failure(model_id, f"HTTP {reply.status_code}")
+    try:
+        config = reply.json()
+    except ValueError:
+        raise _hub_failure(model_id, "the answer is not JSON") from None
+    if not isinstance(config, dict):
+        raise _hub_failure(model_id, "the answer is not a JSON object")
+    return from_config(config, key=model_id)
 
 
 def lookup_model(ref: str, *, allow_hub: bool = True) -> ModelArch:

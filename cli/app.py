@@ -30,11 +30,97 @@ from llmctl.cli import sizing as sizing_cmd
 from llmctl.cli import stacks as stacks_cmd
 from llmctl.cli import sweep as sweep_cmd
 from llmctl.cli import validate as validate_cmd
-from llmctl.errors import LlmctlError, UserAbort
+from llmctl.errors import EXIT_CODES, LlmctlError, UserAbort
+
+
+def _metavar(param: Any) -> str | None:
+    """What `--help` shows for an option's value: the choices, or a word for what it is (never a
+    Python type such as <str> or <list[str]>); nothing for an on/off flag."""
+    long = max(param.opts, key=len)
+    if long in options.CHOICES:
+        return options.CHOICES[long]
+    kind = param.type_descriptor
+    if kind.is_choice:  # a short word; the choices go into the help text, which wraps (_list_choices)
+        return "CHOICE"
+    name = param.bare_type().removeprefix("list[").removesuffix("]").lower()
+    if param.is_flag or name == "bool":
+        return ""
+    if kind.is_path or name in ("path", "pathlib.path"):
+        return "PATH"
+    if name == "int":
+        return "N"
+    if name == "float":
+        return "X"
+    return options.WORDS.get(long, "TEXT")
+
+
+def _list_choices(param: Any) -> None:
+    """A choice option's help ends with its choices (the metavar column is too narrow for them)."""
+    kind = param.type_descriptor
+    if not kind.is_choice:
+        return
+    words = [str(getattr(choice, "value", choice)) for choice in kind.choices or ()]
+    if words and not all(word in (param.help or "") for word in words):
+        param.help = f"{param.help or ''} One of: {', '.join(words)}.".strip()
+
+
+def _quiet_help_option(command: Any) -> None:
+    """`--help` is an on/off flag too: no <bool> beside it (the option is made when help runs)."""
+    make = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = make(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = get_help_option
+
+
+def tidy_help(command: Any, path: str = "") -> None:
+    """Every command below `command`: metavars in words and choices (`_metavar`), and the Examples
+    section of `cli/examples.py` as its epilog."""
+    from typer.core import TyperArgument, TyperOption
+
+    from llmctl.cli.examples import examples_epilog
+
+    for param in command.params:
+        if isinstance(param, TyperOption) and param.metavar is None:
+            param.metavar = _metavar(param)
+            _list_choices(param)
+        elif isinstance(param, TyperArgument):  # its name says what it is: no <str> beside it
+            setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010 (an instance's method)
+    if path:
+        command.epilog = examples_epilog(path) or command.epilog
+    _quiet_help_option(command)
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        tidy_help(sub, f"{path} {name}".strip())
 
 
 class LlmctlGroup(TyperGroup):
     """The one error boundary: an LlmctlError becomes a red line, a hint and a non-zero exit."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tidy_help(self)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The root's own options, the shell-completion ones Typer adds included, without <bool>."""
+        from typer.core import TyperOption
+
+        params = list(super().get_params(ctx))
+        for param in params:
+            if isinstance(param, TyperOption) and param.metavar is None:
+                param.metavar = _metavar(param)
+        return params
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """`--debug` is a root flag that works anywhere on the line (`llmctl up ... --debug` too)."""
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[1:end]:
+            rest = [arg for arg in args[:end] if arg != "--debug"]
+            args = ["--debug", *rest, *args[end:]]
+        return list(super().parse_args(ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
         output.mode.json = False
@@ -43,6 +129,9 @@ class LlmctlGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except LlmctlError as error:
+            if error.exit_code == 0:  # a declined confirmation: said plainly, not an error
+                output.err_console.print(error.message, markup=False)
+                raise typer.Exit(0) from None
             if debug:
                 output.err_console.print(traceback.format_exc(), markup=False)
             output.render_error(error)
@@ -64,8 +153,15 @@ class LlmctlGroup(TyperGroup):
             raise
 
 
+def _exit_codes_epilog() -> str:
+    """`llmctl --help`'s last section: the exit-code table (one paragraph a code, so it stays a list)."""
+    rows = [f"{code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()]
+    return "Exit codes (every command):\n\n" + "\n\n".join(rows)
+
+
 app = typer.Typer(
     cls=LlmctlGroup,
+    epilog=_exit_codes_epilog(),
     name="llmctl",
     help="Put an LLM behind an endpoint on EKS (Inferentia2, Trainium, NVIDIA GPUs or CPUs).",
     no_args_is_help=True,

@@ -12,10 +12,31 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer._click.exceptions import UsageError
+from typer.core import TyperGroup
 
 from llmctl.cli import options
 
+
+class _BenchGroup(TyperGroup):
+    """`bench` with a sub-command (`compare`): a stray number after a list flag (`-c 1 4`) is named
+    as such, with the two ways to give several values, instead of "No such command '4'"."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError:
+            if args and args[0].replace(".", "", 1).isdigit():
+                raise UsageError(
+                    f"{args[0]!r} is not a command: give several values by repeating the flag "
+                    f"(-c 1 -c {args[0]}) or as a comma list (-c 1,{args[0]})",
+                    ctx,
+                ) from None
+            raise
+
+
 bench_app = typer.Typer(
+    cls=_BenchGroup,
     name="bench",
     help="Benchmark an OpenAI-compatible endpoint (TTFT, TPOT, ITL, throughput, goodput).",
     invoke_without_command=True,
@@ -40,7 +61,7 @@ def bench(
         "--endpoint",
         "-e",
         metavar="URL",
-        help="OpenAI base URL, e.g. http://localhost:8000/v1; repeat for round-robin.",
+        help="OpenAI base URL, e.g. http://localhost:8000/v1; several (repeat or comma list): round-robin.",
         rich_help_panel=_TARGET,
     ),
     blueprint: str | None = options.SOME_DEPLOYED,
@@ -48,19 +69,19 @@ def bench(
     workload: str | None = options.WORKLOAD,
     model: str | None = options.MODEL_NAME,
     api_key: str | None = options.API_KEY,
-    concurrency: str = typer.Option(
+    concurrency: list[str] = typer.Option(
         None,
         "--concurrency",
         "-c",
-        metavar="LIST",
-        help="Closed loop: requests in flight; a list (1,4,16) is a sweep. [dim]\\[default: 1][/]",
+        metavar="N",
+        help="Closed loop: requests in flight; several (-c 1 -c 4 or -c 1,4) are a sweep. [dim]\\[default: 1][/]",
         rich_help_panel=_LOAD,
     ),
-    rate: str = typer.Option(
+    rate: list[str] = typer.Option(
         None,
         "--rate",
-        metavar="LIST",
-        help="Open loop: requests/s (a list is a sweep).",
+        metavar="R",
+        help="Open loop: requests/s; several (repeat or comma list) are a sweep.",
         rich_help_panel=_LOAD,
     ),
     arrival: str = typer.Option(
@@ -101,7 +122,7 @@ def bench(
     ),
     max_output_tokens: int = typer.Option(
         None,
-        "--max-output-tokens",
+        "--max-tokens",
         min=1,
         metavar="N",
         help="Cap. [dim]\\[default: the blueprint's][/]",
@@ -137,8 +158,13 @@ def bench(
         rich_help_panel=_OUTPUT,
     ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="PNG plots.", rich_help_panel=_OUTPUT),
+    explain: bool = typer.Option(
+        False, "--explain", help="Also print what each metric means.", rich_help_panel=_OUTPUT
+    ),
     json: bool = options.JSON,
     num_concurrent_requests: str = typer.Option(None, "--num-concurrent-requests", hidden=True),
+    # the name before issue 26 (chat's is --max-tokens), kept for scripts
+    max_output_tokens_alias: int = typer.Option(None, "--max-output-tokens", min=1, hidden=True),
     max_num_completed_requests: int = typer.Option(None, "--max-num-completed-requests", min=1, hidden=True),
     results_dir: Path = typer.Option(None, "--results-dir", hidden=True),
     additional_sampling_params: str = typer.Option(None, "--additional-sampling-params", hidden=True),
@@ -154,18 +180,18 @@ def bench(
     from llmctl.serving.bench.options import bench_config
 
     config = bench_config(
-        endpoints=endpoint,
+        endpoints=options.flat_list(endpoint) or None,
         blueprint=blueprint,
         stack=stack,
         workload=workload,
-        concurrency=concurrency or num_concurrent_requests,
-        rate=rate,
+        concurrency=options.joined_list(concurrency) or num_concurrent_requests,
+        rate=options.joined_list(rate),
         arrival=arrival,
         llm_api=llm_api,
         slo=slo,
         extra_body=extra_body or additional_sampling_params,
         model=model,
-        max_output_tokens=max_output_tokens,
+        max_output_tokens=max_output_tokens or max_output_tokens_alias,
         out=out or results_dir,
         api_key=api_key,
         max_concurrency=max_concurrency,
@@ -194,9 +220,12 @@ def bench(
             for level in outcome.levels:
                 report.render_level(console, level.summary, definitions=False)
             report.render_sweep(console, outcome.sweep)
+        elif outcome.levels:
+            report.render_level(console, outcome.levels[0].summary, definitions=False)
+        if outcome.levels and explain:  # the definitions once, on request (summary.json has them)
             report.render_definitions(console)
         elif outcome.levels:
-            report.render_level(console, outcome.levels[0].summary)
+            console.print("metric definitions: add --explain (or read summary.json)")
         console.print(f"results: {outcome.out_dir}")
         if outcome.plot_note:
             console.print(f"[yellow]{outcome.plot_note}[/]")

@@ -21,9 +21,18 @@ def list_blueprints(json: bool = options.JSON) -> None:
     if json:
         output.emit_json({"blueprints": rows})
         return
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="llmctl blueprints", title_justify="left")
+    # no vertical rules: the six whole columns fit in 80
+    table = Table(
+        title="llmctl blueprints",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
     for column in ("name", "runtime", "instance", "tp", "replicas", "$/h"):
         table.add_column(
             column, justify="right" if column in ("tp", "replicas", "$/h") else "left", no_wrap=True
@@ -63,8 +72,10 @@ def show(
     output.console.print(
         Syntax(yaml.safe_dump(data["blueprint"], sort_keys=False), "yaml", theme="ansi_dark")
     )
-    for key, value in derived.items():
-        output.console.print(f"[bold]{key}[/]: {value}")
+    # what follows from it, in the same YAML (false, not Python's False)
+    output.console.print(
+        Syntax("# derived\n" + yaml.safe_dump(derived, sort_keys=False), "yaml", theme="ansi_dark")
+    )
 
 
 @app.command("validate")
@@ -74,6 +85,8 @@ def validate(
 ) -> None:
     """Validate blueprints before any cloud call; exits 2 when one cannot run."""
     output.start(json_output=json)
+    from rich.markup import escape
+
     from llmctl.blueprints.catalog import catalog_names, validate_ref
     from llmctl.errors import BlueprintError
 
@@ -89,7 +102,9 @@ def validate(
                         "ok": r.ok,
                         "name": r.name,
                         "message": r.message,
-                        "problems": [{"path": p, "message": m} for p, m in r.problems],
+                        "problems": [
+                            {"path": p, "message": m, "line": r.lines.get(p)} for p, m in r.problems
+                        ],
                     }
                     for r in reports
                 ],
@@ -102,7 +117,10 @@ def validate(
             else:
                 output.console.print(f"[red]✗[/] {report.ref}: {report.message}", soft_wrap=True)
                 for path, message in report.problems:
-                    output.console.print(f"    [bold]{path}[/]: {message}", soft_wrap=True)
+                    at = f" (line {report.lines[path]})" if path in report.lines else ""
+                    output.console.print(
+                        f"    [bold]{escape(path)}[/]{at}: {escape(message)}", soft_wrap=True
+                    )
     if failed:
         output.mode.json = False  # the report above already carried the details
         raise BlueprintError(

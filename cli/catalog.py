@@ -78,7 +78,9 @@ def models(json: bool = options.JSON) -> None:
 @app.command("refresh")
 def refresh(
     region: str = typer.Option("us-east-1", "--region", help="Region whose prices and offerings to load."),
-    instance_type: list[str] = typer.Option(None, "--instance-type", help="Only these types (repeatable)."),
+    instance_type: list[str] = typer.Option(
+        None, "--instance-type", help=f"Only these types. {options.LIST_HELP}"
+    ),
     json: bool = options.JSON,
 ) -> None:
     """Load live specs (EC2) and prices (Pricing API, spot history) into a local overlay."""
@@ -89,7 +91,7 @@ def refresh(
     from llmctl.infra.aws.catalog_refresh import refresh_catalog
 
     result = refresh_catalog(
-        hardware(), region=region, out=overlay_path(), instance_types=instance_type or None
+        hardware(), region=region, out=overlay_path(), instance_types=options.flat_list(instance_type) or None
     )
     load_hardware.cache_clear()
     if json:

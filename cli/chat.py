@@ -35,11 +35,11 @@ def chat(
     from llmctl.cli import output
 
     output.start(json_output=json)
-    from llmctl.errors import LlmctlError
+    from llmctl.errors import BadInput
     from llmctl.serving.chat import open_session
 
     if json and prompt is None:
-        raise LlmctlError("--json needs --prompt (one-shot mode)", "add --prompt TEXT")
+        raise BadInput("--json needs --prompt (one-shot mode)", "add --prompt TEXT")
     session = open_session(
         endpoint,
         blueprint,
@@ -72,7 +72,7 @@ def _one_shot(session: Any, text: str, as_json: bool) -> None:
         )
         return
     for piece in session.send(text):
-        sys.stdout.write(piece)
+        sys.stdout.write(printable(piece))
         sys.stdout.flush()
     sys.stdout.write("\n")
 
@@ -123,12 +123,21 @@ def _interactive(session: Any) -> None:
         console.print("[bold blue]assistant>[/] ", end="")
         try:
             for piece in session.send(line):
-                console.out(piece, end="", highlight=False)
+                console.out(printable(piece), end="", highlight=False)
             console.print()
         except KeyboardInterrupt:
             console.print("\n[yellow]answer interrupted (not added to the history)[/]")
         except EndpointError as error:
             console.print(f"\n[red]{error.message}[/]" + (f" ({error.hint})" if error.hint else ""))
+
+
+def printable(text: str) -> str:
+    """A model's text as the terminal should show it: control bytes (escape sequences, bells,
+    carriage returns) written as visible escapes such as \\x1b; newlines and tabs kept."""
+    return "".join(
+        ch if ch in "\n\t" or not (ord(ch) < 32 or 127 <= ord(ch) < 160) else f"\\x{ord(ch):02x}"
+        for ch in text
+    )
 
 
 def register(app: typer.Typer) -> None:

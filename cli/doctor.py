@@ -24,6 +24,7 @@ def doctor(
     else:
         for check in report.checks:
             mark = {True: "[green]ok[/]  ", False: "[red]FAIL[/]", None: "[yellow]warn[/]"}[check.ok]
+            mark = "[yellow]skip[/]" if check.skipped else mark
             output.console.print(f"{mark} {check.name}: {check.detail}", soft_wrap=True)
             if check.fix and check.ok is not True:
                 output.console.print(f"       fix: {check.fix}", soft_wrap=True, markup=False)

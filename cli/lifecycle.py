@@ -13,7 +13,7 @@ import typer
 
 from llmctl.cli import options, output
 from llmctl.cli.output import confirm
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput
 
 
 def _confirm(yes: bool) -> Any:
@@ -51,7 +51,7 @@ def up(
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
     from llmctl.infra.targets.base import UpRequest
-    from llmctl.infra.targets.registry import get_target
+    from llmctl.infra.targets.registry import get_target, remember_up
 
     request = UpRequest(
         blueprint=blueprint,
@@ -69,6 +69,7 @@ def up(
         reselect_azs=reselect_azs,
     )
     chosen = get_target(target, request)
+    remember_up(request, chosen.name)
     progress = open_progress(progress_mode, quiet=json_output)
     _print_up(chosen.up(request, progress, _confirm(yes)), json_output)
 
@@ -97,6 +98,8 @@ def _print_up(result: Any, json_output: bool) -> None:
     con.print(f"[bold green]ready:[/] {bp} on {endpoint.target} ({where})")
     for note in result.plan.notes if result.plan else []:  # shown with --yes too (CI logs)
         con.print(f"  {note}", markup=False)
+    if endpoint.extra.get("note"):  # e.g. the tiny model's answers are random
+        con.print(f"  note: {endpoint.extra['note']}", markup=False)
     con.print(
         f"  endpoint   {endpoint.base_url}" + ("  (run `llmctl connect` first)" if result.via_connect else "")
     )
@@ -118,7 +121,7 @@ def down(
     stack: str = options.STACK,
     workload: str | None = options.WORKLOAD,
     region: str | None = options.REGION,
-    target: str = options.TARGET,
+    target: str | None = options.FOUND_TARGET,
     keep_platform: bool = typer.Option(
         False, "--keep-platform", help="Keep the platform (and skip the sweep)."
     ),
@@ -138,7 +141,7 @@ def down(
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
     from llmctl.infra.targets.base import DownRequest
-    from llmctl.infra.targets.registry import get_target
+    from llmctl.infra.targets.registry import get_target, resolve_target
 
     request = DownRequest(
         stack=stack,
@@ -150,7 +153,7 @@ def down(
         keep_platform=keep_platform,
         force=force,
     )
-    chosen = get_target(target, request)
+    chosen = get_target(resolve_target(target, stack, blueprint), request)
     progress = open_progress(progress_mode, quiet=json_output)
     result = chosen.down(request, progress, _confirm(yes))
     if json_output:
@@ -171,10 +174,12 @@ def preview(
     backend: str | None = options.BACKEND,
     fmt: str = typer.Option("text", "--format", help="text, json or markdown (a PR comment)."),
     hf_token_file: Path | None = options.HF_TOKEN_FILE,
+    json_output: bool = options.JSON,
 ) -> None:
     """A real Pulumi preview of the platform and workload stacks, with the hourly cost."""
+    fmt = "json" if json_output else fmt
     if fmt not in ("text", "json", "markdown"):
-        raise LlmctlError(f"unknown --format {fmt!r}", "use text, json or markdown")
+        raise BadInput(f"unknown --format {fmt!r}", "use text, json or markdown")
     output.start(json_output=fmt == "json")
     from llmctl.infra.targets.base import UpRequest
     from llmctl.infra.targets.registry import default_target
@@ -200,16 +205,21 @@ def preview(
 
 def status(
     stack: str = options.STACK,
-    target: str = options.TARGET,
+    target: str | None = options.FOUND_TARGET,
     blueprint: str | None = options.SOME_DEPLOYED,
+    workload: str | None = options.WORKLOAD,
     backend: str | None = options.BACKEND,
     json_output: bool = options.JSON,
 ) -> None:
     """Stacks and their last update, the cluster, NodePools, nodes, plugins and each workload's endpoint."""
     output.start(json_output=json_output)
-    from llmctl.infra.targets.registry import get_target
+    from llmctl.infra.lifecycle.status import only_workload
+    from llmctl.infra.targets.registry import get_target, resolve_target
 
-    data = get_target(target).status(stack, backend=backend, blueprint=blueprint)
+    data = get_target(resolve_target(target, stack, blueprint)).status(
+        stack, backend=backend, blueprint=blueprint
+    )
+    data = only_workload(data, workload) if workload else data
     if json_output:
         output.emit_json(data)
         return

@@ -12,12 +12,27 @@ import typer
 from llmctl.infra.names import DEFAULT_TARGET
 from llmctl.infra.targets.registry import target_help
 
+
+def flat_list(values: list[str] | None) -> list[str]:
+    """One list style for every list flag: repeat the flag, or give a comma list, or both
+    (`-c 1 -c 4,16` is 1, 4, 16); no value is dropped."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def joined_list(values: list[str] | None) -> str | None:
+    """A repeatable list flag as the comma list the layer below reads (None when not given)."""
+    items = flat_list(values)
+    return ",".join(items) if values else None
+
+
+LIST_HELP = "Repeat the flag or give a comma list."
 JSON_FLAG = "--json"
 JSON: bool = typer.Option(False, JSON_FLAG, help="Print JSON with stable keys.")
 YES: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 DRY_RUN: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing.")
 
 STACK: str = typer.Option("dev", "--stack", help="Environment (stack) name.")
+SOME_STACK: str | None = typer.Option(None, "--stack", help="Environment (stack) name.")
 WORKLOAD: str | None = typer.Option(
     None,
     "--workload",
@@ -30,7 +45,12 @@ RESELECT_AZS: bool = typer.Option(
     help="Choose the platform's AZs again instead of keeping those of the first up; subnets in an AZ "
     "that changes are replaced (asks first).",
 )
-TARGET: str = typer.Option(DEFAULT_TARGET, "--target", help=f"Where it runs: {target_help()}")
+_TARGET_HELP = (
+    f"Where it runs: {target_help()} down and status find it by themselves: where the stack's "
+    "blueprints were deployed (local servers included)."
+)
+TARGET: str = typer.Option(DEFAULT_TARGET, "--target", help=_TARGET_HELP)
+FOUND_TARGET: str | None = typer.Option(None, "--target", help=_TARGET_HELP)
 REGION: str | None = typer.Option(
     None, "--region", help="AWS region (default: AWS_REGION or the profile's region)."
 )
@@ -44,7 +64,7 @@ PROGRESS: str = typer.Option("rich", "--progress", help="rich (a live view) or p
 _BLUEPRINT_HELP = "Catalog name or path to a blueprint YAML file."
 BLUEPRINT: str = typer.Option(..., "--blueprint", "-b", help=_BLUEPRINT_HELP)
 SOME_BLUEPRINT: str | None = typer.Option(None, "--blueprint", "-b", help=_BLUEPRINT_HELP)
-BLUEPRINTS: list[str] = typer.Option([], "--blueprint", "-b", help=f"{_BLUEPRINT_HELP} Repeatable.")
+BLUEPRINTS: list[str] = typer.Option([], "--blueprint", "-b", help=f"{_BLUEPRINT_HELP} {LIST_HELP}")
 _DEPLOYED_HELP = "Name of a deployed blueprint."
 DEPLOYED: str = typer.Option(..., "--blueprint", "-b", help=_DEPLOYED_HELP)
 SOME_DEPLOYED: str | None = typer.Option(None, "--blueprint", "-b", help=_DEPLOYED_HELP)
@@ -63,3 +83,25 @@ MODEL_NAME: str | None = typer.Option(
 API_KEY: str | None = typer.Option(
     None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
 )
+
+# The metavars `--help` shows (cli/app.py: never a Python type such as <str>).
+# Flags whose value is one of a few words the command checks itself: the words are the metavar
+# (--target's three, each with what it means, are in its help text: a shorter column leaves the
+# descriptions room at 80 columns).
+CHOICES = {
+    "--target": "TARGET",
+    "--progress": "MODE",
+    "--format": "FORMAT",
+}
+# Short words for common string values; any other string flag shows TEXT.
+WORDS = {
+    "--blueprint": "NAME",
+    "--stack": "NAME",
+    "--workload": "NAME",
+    "--cluster": "NAME",
+    "--model": "MODEL",
+    "--region": "REGION",
+    "--backend": "URL",
+    "--endpoint": "URL",
+    "--api-key": "KEY",
+}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -11,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llmctl.errors import LlmctlError, UserAbort
+from llmctl.errors import BadInput, LlmctlError
 
 # Piped output keeps whole table cells (a terminal uses its own width); scripts should use --json.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -27,9 +28,25 @@ class _Mode:
 mode = _Mode()
 
 
+def _piped_width() -> int:
+    """Piped output: COLUMNS when set (e.g. COLUMNS=80 for a log that keeps to 80), else 160."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else 160
+
+
+def fits_width() -> bool:
+    """Whether long lines should wrap at the console's width: on a terminal, or when COLUMNS is set."""
+    return sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+
+
 def start(*, json_output: bool = False) -> None:
-    """Called first by every command that prints: records the output mode."""
+    """Called first by every command that prints: records the output mode and takes the width of
+    the terminal, or COLUMNS for piped output."""
     mode.json = json_output
+    if not sys.stdout.isatty():
+        console.width = _piped_width()
+    if not sys.stderr.isatty():
+        err_console.width = _piped_width()
 
 
 def _finite(value: Any) -> Any:
@@ -55,6 +72,10 @@ def render_error(error: LlmctlError) -> None:
     err_console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
     for path, problem in getattr(error, "problems", []):
         err_console.print(f"  [red]•[/] [bold]{escape(path)}[/]: {escape(problem)}", soft_wrap=True)
+    for what, fix in getattr(error, "fixes", []):
+        err_console.print(f"  [red]•[/] {escape(what)}", soft_wrap=True)
+        if fix:
+            err_console.print(f"    [yellow]fix:[/] {escape(fix)}", soft_wrap=True)
     if error.hint:
         err_console.print(f"[yellow]hint:[/] {escape(error.hint)}", soft_wrap=True)
     if mode.json:
@@ -62,6 +83,9 @@ def render_error(error: LlmctlError) -> None:
         problems = getattr(error, "problems", [])
         if problems:
             data["problems"] = [{"path": p, "message": m} for p, m in problems]
+        fixes = getattr(error, "fixes", [])
+        if fixes:
+            data["missing"] = [{"message": m, "fix": f} for m, f in fixes]
         emit_json(data)
 
 
@@ -70,7 +94,7 @@ def confirm(question: str, items: list[str], *, yes: bool) -> bool:
     if yes:
         return True
     if not sys.stdin.isatty():
-        raise UserAbort(
+        raise BadInput(
             "confirmation needed but stdin is not a terminal", "re-run with --yes to proceed without asking"
         )
     for item in items:

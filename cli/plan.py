@@ -51,7 +51,7 @@ def plan(
     from llmctl.infra.plan.run import offline_plan
 
     result = offline_plan(
-        blueprint,
+        options.flat_list(blueprint),
         stack=stack,
         region=region,
         all_pools=all_pools,
@@ -92,7 +92,7 @@ def _print(result: object) -> None:
         if not res.component and res.inputs:
             label += f" [dim]{escape(summarize_inputs(key_inputs(res)))}[/]"
         nodes[res.name] = parent.add(label)
-    output.console.print(root, soft_wrap=True)
+    output.console.print(root, soft_wrap=not output.fits_width())  # wraps at 80 columns too
     output.console.print(f"{len(result.resources)} resources; unknown values show as <unknown>")
     if config.vpc.existing_vpc_id:
         subnet_tags = [
@@ -112,13 +112,13 @@ def _print(result: object) -> None:
             "(`--json` lists them with every input)"
         )
     if result.cost:
-        output.console.print(f"cost: ${result.cost['hourly_usd']:,.4f} per hour (on-demand)")
+        output.console.print(f"cost: ${result.cost['hourly_usd']:,.2f} per hour (on-demand)")
     for violation in result.violations:
         colour = "red" if violation.severity == "error" else "yellow"
         output.console.print(
             f"[{colour}]{violation.severity}[/] {escape(f'[{violation.rule}]')} {violation.resource}: "
             f"{escape(violation.message)}",
-            soft_wrap=True,
+            soft_wrap=not output.fits_width(),
         )
     if result.ok:
         output.console.print("[green]policy: passed[/]")

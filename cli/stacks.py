@@ -29,16 +29,18 @@ def list_stacks(
 ) -> None:
     """Every llmctl stack with its last update and resource count."""
     output.start(json_output=json_output)
-    from llmctl.infra.lifecycle.stacks import stack_rows
+    from llmctl.infra.lifecycle.stacks import all_stack_rows
 
-    rows = stack_rows(_engine(backend))
+    rows, notes = all_stack_rows(backend)
+    for note in notes:  # on stderr: a --json caller's stdout stays one document
+        output.err_console.print(f"note: {note}", markup=False, soft_wrap=True)
     if json_output:
         output.emit_json(rows)
         return
     for row in rows:
+        size = "local server" if row["kind"] == "local" else f"{row['resources'] or 0} resources"
         output.console.print(
-            f"{row['stack']:12} {row['project']:28} {row['last_update'] or 'never':28} {row['resources'] or 0} resources",
-            markup=False,
+            f"{row['stack']:12} {row['project']:28} {row['last_update'] or 'never':28} {size}", markup=False
         )
     if not rows:
         output.console.print("no stacks")

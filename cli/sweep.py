@@ -10,7 +10,10 @@ from llmctl.cli import options, output
 
 
 def sweep(
-    cluster: str = typer.Option(..., "--cluster", help="EKS cluster name (llmctl-<stack> by default)."),
+    cluster: str | None = typer.Option(
+        None, "--cluster", help="EKS cluster name, for a cluster of another name than llmctl-<stack>."
+    ),
+    stack: str | None = options.SOME_STACK,
     region: str | None = options.REGION,
     dry_run: bool = options.DRY_RUN,
     yes: bool = options.YES,
@@ -21,12 +24,13 @@ def sweep(
     Insights log groups, and delete them."""
     output.start(json_output=json_output)
     from llmctl.cli.output import confirm
-    from llmctl.errors import UserAbort
+    from llmctl.errors import Declined
     from llmctl.infra.aws.preflight import require_aws
-    from llmctl.infra.aws.sweep import Sweeper
+    from llmctl.infra.aws.sweep import Sweeper, cluster_to_sweep
 
+    name = cluster_to_sweep(cluster, stack)  # a missing or doubled name fails before any AWS call
     ident = require_aws(region)
-    sweeper = Sweeper(cluster, ident.region)
+    sweeper = Sweeper(name, ident.region)
     found = sweeper.find()
     deleted: list[Any] = []
     failed: list[Any] = []
@@ -34,18 +38,18 @@ def sweep(
         if not confirm(
             f"Delete these {len(found)} objects?", [f"{i.label()} [{i.reason}]" for i in found], yes=yes
         ):
-            raise UserAbort("nothing was deleted", None)
+            raise Declined("nothing was deleted", None)
         deleted, failed = sweeper.delete(found)
     from llmctl.infra.aws.sweep import SweepReport
 
     report = SweepReport(
-        cluster=cluster, region=ident.region, dry_run=dry_run, found=found, deleted=deleted, failed=failed
+        cluster=name, region=ident.region, dry_run=dry_run, found=found, deleted=deleted, failed=failed
     )
     if json_output:
         output.emit_json(report.to_dict())
     else:
         con = output.console
-        con.print(f"found {len(report.found)} object(s) tagged for {cluster} in {ident.region}")
+        con.print(f"found {len(report.found)} object(s) tagged for {name} in {ident.region}")
         for item in report.found:
             con.print(f"  {item.label()}  [{item.reason}]", markup=False)
         if dry_run:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput
 
 # Targets whose workload is a Pulumi stack on Kubernetes: a cluster llmctl builds, or one it is given.
 ClusterTarget = Literal["eks", "kubeconfig"]
@@ -24,7 +24,7 @@ def check_workload(name: str) -> str:
     """A workload name (`pr-42`), or a one-line error: it becomes part of a stack, a namespace and
     an ECR repository name."""
     if not _WORKLOAD.match(name):
-        raise LlmctlError(
+        raise BadInput(
             f"invalid workload name {name!r}",
             "use lowercase letters, digits and '-' (at most 32 characters, starting and ending with a "
             "letter or digit), e.g. pr-42",
@@ -56,7 +56,7 @@ def namespace(blueprint: str, workload: str | None) -> str | None:
         return None
     found = f"{blueprint}-{workload}"
     if len(found) > 63:
-        raise LlmctlError(
+        raise BadInput(
             f"namespace {found!r} is longer than 63 characters",
             "use a shorter --workload name",
         )

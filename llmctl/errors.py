@@ -14,13 +14,33 @@ Hierarchy::
     ├── EngineError             a Pulumi operation failed (lock, conflict, failed update)
     ├── ServingError            a serving app or the local target failed
     ├── EndpointError           an OpenAI-compatible endpoint could not be reached or answered badly
-    └── UserAbort               the user declined a confirmation or pressed Ctrl-C
+    ├── BadInput                a flag, value or name given on the command line is wrong
+    ├── NotDeployed             nothing is recorded as deployed for what was asked
+    └── UserAbort               the user pressed Ctrl-C
+        └── Declined            the user answered "no" at a confirmation (not an error: exit 0)
+
+Each class carries its exit code; :data:`EXIT_CODES` is the one table of them (printed by
+`llmctl --help` and in the README, a test keeps the three in step).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+
+# code -> meaning: one code per meaning, for every command. `llmctl --help` prints this table.
+EXIT_CODES: dict[int, str] = {
+    0: "success, or a declined confirmation (nothing was changed)",
+    1: "a failed verdict: policy violations, `plan diff` found changes",
+    2: "bad input: unknown flag or value, misspelled name or region, bad file",
+    3: "missing prerequisite: a tool, credentials, a package, a quota",
+    4: "AWS refused or failed a call, or resources are left after down",
+    5: "a Pulumi operation failed",
+    6: "a serving app or the local target failed",
+    7: "an endpoint could not be reached or answered with an error",
+    8: "not deployed: nothing is recorded for that blueprint, stack or workload",
+    130: "interrupted (Ctrl-C)",
+}
 
 
 class LlmctlError(Exception):
@@ -71,9 +91,16 @@ class CatalogError(LlmctlError):
 
 
 class PrerequisiteError(LlmctlError):
-    """A tool, credential or optional package the command needs is missing."""
+    """A tool, credential or optional package the command needs is missing; `fixes` lists every
+    one found at once (what is missing, its fix), each shown on its own lines."""
 
     exit_code = 3
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, fixes: list[tuple[str, str | None]] | None = None
+    ) -> None:
+        super().__init__(message, hint)
+        self.fixes = fixes or []
 
 
 class CloudError(LlmctlError):
@@ -100,10 +127,28 @@ class EndpointError(LlmctlError):
     exit_code = 7
 
 
+class BadInput(LlmctlError):
+    """A flag, value or name given on the command line is wrong (the same code as a usage error)."""
+
+    exit_code = 2
+
+
+class NotDeployed(LlmctlError):
+    """Nothing is recorded as deployed for the blueprint, stack or workload asked about."""
+
+    exit_code = 8
+
+
 class UserAbort(LlmctlError):
-    """The user declined a confirmation or interrupted the command."""
+    """The user interrupted the command (Ctrl-C)."""
 
     exit_code = 130
+
+
+class Declined(UserAbort):
+    """The user answered "no" at a confirmation: nothing was changed, which is not an error."""
+
+    exit_code = 0
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput, LlmctlError, NotDeployed
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -36,7 +36,7 @@ def state_dir() -> Path:
 def check_name(kind: str, value: str) -> str:
     """``value`` if it is safe as one path component (a stack or blueprint name), else LlmctlError."""
     if not _SAFE.match(value):
-        raise LlmctlError(
+        raise BadInput(
             f"invalid {kind} name {value!r}",
             "use letters, digits, '.', '_' or '-' (at most 63 characters, starting with a letter or digit)",
         )
@@ -75,6 +75,35 @@ def save_endpoint(endpoint: Endpoint) -> Path:
     return path
 
 
+def _last_up_path(stack: str, blueprint: str, workload: str | None) -> Path:
+    folder = state_dir() / "last-up" / check_name("stack", stack)
+    if workload:
+        folder = folder / check_name("workload", workload)
+    return folder / f"{check_name('blueprint', blueprint)}.txt"
+
+
+def remember_up(stack: str, blueprint: str, workload: str | None, command: str) -> None:
+    """Keep the `llmctl up` command line last used for a blueprint (its target and flags): hints
+    repeat it, after a `down` too."""
+    path = _last_up_path(stack, blueprint, workload)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(command + "\n", encoding="utf-8")
+
+
+def last_up(stack: str, blueprint: str, workload: str | None = None) -> str | None:
+    """The `llmctl up` command line last used for a blueprint, or None."""
+    path = _last_up_path(stack, blueprint, workload)
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def recorded_targets(stack: str, blueprint: str | None = None) -> set[str]:
+    """The targets the stack's recorded endpoints (of one blueprint, if given) run on."""
+    return {e.target for e in list_endpoints(stack) if blueprint is None or e.blueprint == blueprint}
+
+
 def load_endpoint(stack: str, blueprint: str, workload: str | None = None) -> Endpoint:
     """The endpoint of a deployed blueprint, or an error that says how to deploy it."""
     path = _endpoint_path(stack, blueprint, workload)
@@ -83,11 +112,15 @@ def load_endpoint(stack: str, blueprint: str, workload: str | None = None) -> En
             e.blueprint + (f" (--workload {e.workload})" if e.workload else "") for e in list_endpoints(stack)
         ]
         flag = f" --workload {workload}" if workload else ""
-        hint = f"run `llmctl up --blueprint {blueprint} --stack {stack}{flag}` first"
+        # the `up` that was used last for it (its target and flags), else the plain one
+        command = (
+            last_up(stack, blueprint, workload) or f"llmctl up --blueprint {blueprint} --stack {stack}{flag}"
+        )
+        hint = f"run `{command}` first"
         if known:
             hint += f"; deployed in stack {stack!r}: {', '.join(sorted(known))}"
         where = f"stack {stack!r}" + (f" as workload {workload!r}" if workload else "")
-        raise LlmctlError(f"blueprint {blueprint!r} is not deployed in {where}", hint)
+        raise NotDeployed(f"blueprint {blueprint!r} is not deployed in {where}", hint)
     return _read_endpoint(path)
 
 

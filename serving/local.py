@@ -27,7 +27,7 @@ import httpx
 from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
-from llmctl.errors import ServingError
+from llmctl.errors import BadInput, ServingError, UserAbort
 from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
 from llmctl.serving.local_procs import alive, kill_tree
 from llmctl.serving.model_source import resolve_model
@@ -101,7 +101,13 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+RANDOM_NOTE = "the model is llmctl's tiny one with random weights: its answers are random words"
+
+
 def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpoint:
+    from llmctl.serving.tiny import MARKER
+
+    tiny = bool(record.get("model_path")) and (Path(record["model_path"]) / MARKER).is_file()
     return Endpoint(
         stack=stack,
         blueprint=blueprint.name,
@@ -112,8 +118,20 @@ def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpo
             "pid": str(record["pid"]),
             "log": record["log"],
             "max_new_tokens": str(blueprint.serving.max_new_tokens),
+            **({"note": RANDOM_NOTE} if tiny else {}),
         },
     )
+
+
+def _changed_flags(existing: dict[str, Any], *, model: str | None, port: int | None) -> list[str]:
+    """What a second `up` asks for that the running server does not have (only the flags given)."""
+    changed = []
+    if port is not None and int(existing.get("port", 0)) != port:
+        changed.append(f"it listens on port {existing.get('port')}, --port asks for {port}")
+    if model is not None and model not in (existing.get("requested_model"), existing.get("model_path")):
+        running = existing.get("requested_model") or existing.get("model_path") or existing.get("model")
+        changed.append(f"it serves {running}, --model asks for {model}")
+    return changed
 
 
 def start_local(
@@ -138,6 +156,15 @@ def start_local(
     existing = _read(record_path)
     if existing and alive(int(existing.get("pid", 0))):
         if _healthy(existing["base_url"].rsplit("/v1", 1)[0] + "/healthz"):
+            changed = _changed_flags(existing, model=model, port=port)
+            if changed:  # never answer "already running" for a server other than the one asked for
+                raise BadInput(
+                    f"{blueprint.name} already runs locally in stack {stack} at {existing['base_url']} with "
+                    f"other settings: {'; '.join(changed)}",
+                    f"to apply them, stop it first: `llmctl down --target local --blueprint {blueprint.name} "
+                    f"--stack {stack}`, then run this `llmctl up` again (or leave the flags out to use the "
+                    "running one)",
+                )
             say(f"already running at {existing['base_url']}")
             return _endpoint(stack, blueprint, existing)
         stop_local(stack, blueprint.name)
@@ -198,6 +225,7 @@ def start_local(
         "health_url": f"{root}/healthz",
         "model": served,
         "model_path": model_path,
+        "requested_model": model,  # --model as given (a second up compares it)
         "ray_dir": ray_dir,
         "log": str(log),
         "started": time.time(),
@@ -212,6 +240,29 @@ def start_local(
 
 
 def _wait_ready(
+    proc: subprocess.Popen[bytes],
+    record: dict[str, Any],
+    status_file: Path,
+    log: Path,
+    timeout_s: float,
+    say: Progress,
+    stack: str,
+    api_key: str | None,
+) -> None:
+    try:
+        _wait_ready_loop(proc, record, status_file, log, timeout_s, say, stack, api_key)
+    except KeyboardInterrupt:
+        # Ctrl-C while it starts: stop what was started, so nothing is left starting in the background
+        say("interrupted: stopping the local server that was starting")
+        stop_local(stack, record["blueprint"])
+        raise UserAbort(
+            f"interrupted: the local server of {record['blueprint']!r} was still starting and is stopped; "
+            "nothing is left running",
+            "run the same `llmctl up` again to start it from the beginning",
+        ) from None
+
+
+def _wait_ready_loop(
     proc: subprocess.Popen[bytes],
     record: dict[str, Any],
     status_file: Path,
@@ -301,6 +352,7 @@ def local_status(stack: str = "dev") -> list[dict[str, Any]]:
                 "running": running,
                 "healthy": running and _healthy(record.get("health_url", "")),
                 "log": record.get("log"),
+                "started": record.get("started"),
             }
         )
     return rows

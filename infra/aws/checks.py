@@ -14,6 +14,7 @@ class Check:
     ok: bool | None
     detail: str
     fix: str | None = None
+    skipped: bool = False  # not run, because a check it depends on failed (listed, never dropped)
 
 
 def client_error(exc: Exception) -> str:

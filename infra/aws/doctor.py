@@ -8,6 +8,7 @@ blueprint needs at its autoscaling maximum, the pinned AMI alias and chart versi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -158,6 +159,15 @@ def _pins(bp: Any, stack: str, region: str, session: Any, chart_client: Any) -> 
         return [Check("pinned versions", None, f"could not check: {exc.message}", exc.hint)]
 
 
+# The checks that need a region and working credentials, in the order doctor runs them.
+ACCOUNT_CHECKS = ("region", "instance offerings", "vCPU quota", "capacity reservations", "AMI alias")
+
+
+def skipped_checks(names: Iterable[str], because: str, fix: str | None) -> list[Check]:
+    """Checks that could not run, listed as skipped with the reason (a warning, not a pass)."""
+    return [Check(name, None, f"not run: {because}", fix, skipped=True) for name in names]
+
+
 def run_doctor(
     blueprint: str | None = None,
     *,
@@ -166,7 +176,8 @@ def run_doctor(
     session: Any = None,
     chart_client: Any = None,
 ) -> DoctorReport:
-    """Run every check that applies; AWS checks stop after a credentials failure.
+    """Run every check that applies; the AWS checks after a failed credentials (or region) check are
+    listed as skipped, with the reason.
 
     `chart_client`: the httpx client for chart repositories (default: a new one)."""
 
@@ -194,7 +205,24 @@ def run_doctor(
                 report.checks.append(check_quota(session, resolved, bp))
 
                 report.checks.extend(check_reservations(session, resolved, bp, az_ids))
+        if not can_go_on:
+            report.checks.extend(
+                skipped_checks(
+                    ACCOUNT_CHECKS if bp is not None else ACCOUNT_CHECKS[:1],
+                    "needs working AWS credentials",
+                    "fix the credentials check above",
+                )
+            )
         report.checks.extend(_pins(bp, stack, resolved, session if can_go_on else None, chart_client))
+    else:
+        if bp is not None:
+            report.checks.extend(
+                skipped_checks(
+                    (*ACCOUNT_CHECKS[1:], "pinned versions"),
+                    "needs an AWS region",
+                    "fix the region check above",
+                )
+            )
     if bp is not None:
         report.checks.append(check_hf_token(bp))
     report.checks.extend(check_tools())

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from llmctl.blueprints import catalog  # catalog.load_blueprint is read at call time (tests swap it)
-from llmctl.errors import BlueprintError, CloudError, PrerequisiteError
+from llmctl.errors import BadInput, BlueprintError, CloudError, PrerequisiteError
 from llmctl.infra.aws.pin_checks import pin_checks
 from llmctl.infra.aws.quota import check_quota, platform_az_ids
 from llmctl.infra.aws.reservations import check_reservations
@@ -142,10 +142,24 @@ def resolve_region(region: str | None) -> str:
         validate_config({"region": found}, source="the AWS region")
     except BlueprintError as exc:
         detail = "; ".join(message for _, message in exc.problems) or exc.message
-        raise PrerequisiteError(
+        raise BadInput(
             detail, "pass --region with a region code such as us-west-2 (or fix AWS_REGION / the profile)"
         ) from None
     return str(found)
+
+
+CREDENTIALS_FIX = (
+    "configure them with `aws configure` or `aws sso login --profile NAME` (then AWS_PROFILE=NAME), "
+    "or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+)
+
+
+def require_local_credentials() -> None:
+    """Credentials are configured on this machine (found by boto's chain; no call to AWS)."""
+    import boto3
+
+    if boto3.session.Session().get_credentials() is None:
+        raise PrerequisiteError("no AWS credentials found", CREDENTIALS_FIX)
 
 
 @dataclass(frozen=True)
@@ -167,11 +181,7 @@ def require_aws(region: str | None = None) -> AwsIdentity:
         sts = boto3.session.Session(region_name=resolved).client("sts", region_name=resolved)
         reply = sts.get_caller_identity()
     except NoCredentialsError:
-        raise PrerequisiteError(
-            "no AWS credentials found",
-            "configure them with `aws configure` or `aws sso login --profile NAME` (then AWS_PROFILE=NAME), "
-            "or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-        ) from None
+        raise PrerequisiteError("no AWS credentials found", CREDENTIALS_FIX) from None
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         raise CloudError(

@@ -257,3 +257,18 @@ def sweep(
 def leftovers(cluster: str, region: str, *, session: Any = None) -> list[Leftover]:
     """Everything still tagged for the cluster, attached or not: `llmctl down`'s final check."""
     return Sweeper(cluster, region, session).find(detached_only=False)
+
+
+def cluster_to_sweep(cluster: str | None, stack: str | None) -> str:
+    """`sweep --stack ENV` (the cluster llmctl-ENV, like every other command's --stack) or
+    `--cluster NAME` (a cluster of another name); exactly one of them."""
+    from llmctl.errors import BadInput
+    from llmctl.state import check_name
+
+    if cluster and stack:
+        raise BadInput(
+            "--cluster and --stack exclude each other", f"pass --stack {stack} or --cluster {cluster}"
+        )
+    if not cluster and not stack:
+        raise BadInput("which cluster? pass --stack ENV (its cluster llmctl-ENV) or --cluster NAME", None)
+    return cluster or f"llmctl-{check_name('stack', stack or '')}"

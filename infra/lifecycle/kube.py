@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmctl.errors import LlmctlError, PrerequisiteError, ServingError
+from llmctl.errors import BadInput, PrerequisiteError, ServingError
 from llmctl.state import state_dir
 
 
@@ -321,7 +321,7 @@ def remove_finalizers(
 def kubeconfig_file(path: Path | None) -> Path:
     """The kubeconfig file of an existing cluster: given, and a file."""
     if path is None:
-        raise LlmctlError("--target kubeconfig needs --kubeconfig FILE", "pass your cluster's kubeconfig")
+        raise BadInput("--target kubeconfig needs --kubeconfig FILE", "pass your cluster's kubeconfig")
     if not path.is_file():
         raise PrerequisiteError(
             f"kubeconfig {path} does not exist", "pass the path of your cluster's kubeconfig"

@@ -20,7 +20,7 @@ from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.hf_token import hf_token, require_hf_token
 from llmctl.blueprints.pricing import blueprint_cost
-from llmctl.errors import BlueprintError, EngineError, LlmctlError, UserAbort
+from llmctl.errors import BlueprintError, Declined, EngineError, LlmctlError
 from llmctl.infra.aws.images import delete_workload_repository
 from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
@@ -159,7 +159,7 @@ class Lifecycle:
                 )
         plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost, notes)
         if confirm is not None and not confirm(plan):
-            raise UserAbort("nothing was changed", None)
+            raise Declined("nothing was changed", None)
         stage = {"serving": False}  # whether the workload step (and so its serving nodes) began
         try:
             if target == "eks":
@@ -401,7 +401,7 @@ class Lifecycle:
             self.engine, specs, stack=self.stack, outputs=found, cluster=cluster, region=region, force=force
         )
         if confirm is not None and not confirm(listing + safety.confirm_lines):
-            raise UserAbort("nothing was deleted", None)
+            raise Declined("nothing was deleted", None)
         result = DownResult(stack=self.stack, timeline=self.progress.timeline, notes=list(safety.notes))
         for line in safety.notes:
             self.progress.note(line)

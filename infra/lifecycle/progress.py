@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, cast
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput
 
 Mode = Literal["rich", "plain", "quiet"]
 
@@ -64,6 +64,7 @@ class Progress:
         self.failed = 0
         self.current = ""
         self.waiting = ""
+        self.counts_resources = True
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._live: Any = None
@@ -79,14 +80,18 @@ class Progress:
             self.stream.flush()
 
     def _renderable(self) -> Any:
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table.grid(padding=(0, 1))
         elapsed = fmt_duration(time.monotonic() - self.started)
         count = f"{self.done}/{self.total}" if self.total else str(self.done)
-        table.add_row(f"[bold cyan]{self.phase_name}[/]", f"resources {count}", f"[dim]{elapsed}[/]")
+        counted = f"resources {count}" if self.counts_resources else ""
+        table.add_row(f"[bold cyan]{self.phase_name}[/]", counted, f"[dim]{elapsed}[/]")
         if self.waiting:
-            table.add_row("", f"[yellow]waiting for {self.waiting}[/]", "")
+            # a step's own words ("starting Ray Serve ...") where no resources are counted
+            said = f"waiting for {self.waiting}" if self.counts_resources else self.waiting
+            table.add_row("", f"[yellow]{escape(said)}[/]", "")
         elif self.current:
             table.add_row("", f"[dim]{self.current}[/]", "")
         return table
@@ -96,10 +101,12 @@ class Progress:
             self._live.update(self._renderable())
 
     @contextlib.contextmanager
-    def phase(self, name: str, *, total: int = 0) -> Iterator[None]:
-        """Time a phase; the live view shows it while it runs."""
+    def phase(self, name: str, *, total: int = 0, resources: bool = True) -> Iterator[None]:
+        """Time a phase; the live view shows it while it runs (`resources`: whether the phase
+        creates resources to count; the local target has none)."""
         with self._lock:
             self.phase_name, self.total, self.done, self.failed = name, total, 0, 0
+            self.counts_resources = resources
             self.current = self.waiting = ""
             self.started = time.monotonic()
         self._line(f"==> {name}" + (f" ({total} changes planned)" if total else ""))
@@ -128,7 +135,7 @@ class Progress:
         with self._lock:
             self.waiting = what
         if self.mode == "plain":
-            self._line(f"    waiting for {what}")
+            self._line(f"    waiting for {what}" if self.counts_resources else f"    {what}")
         self._refresh()
 
     def note(self, text: str) -> None:
@@ -179,5 +186,5 @@ class Progress:
 def open_progress(mode: str, *, quiet: bool = False) -> Progress:
     """The view `--progress` names (rich or plain); quiet when the command prints JSON."""
     if mode not in ("rich", "plain"):
-        raise LlmctlError(f"unknown --progress {mode!r}", "use rich or plain")
+        raise BadInput(f"unknown --progress {mode!r}", "use rich or plain")
     return Progress("quiet" if quiet else cast(Mode, mode))

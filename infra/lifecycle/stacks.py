@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import EngineError, LlmctlError, UserAbort
+from llmctl.errors import BadInput, Declined, EngineError
 from llmctl.infra.aws.images import delete_workload_repository
 from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
@@ -33,7 +33,7 @@ def parse_age(text: str) -> timedelta:
     units = {"d": "days", "h": "hours", "m": "minutes"}
     value, unit = text[:-1], text[-1:]
     if unit not in units or not value.isdigit():
-        raise LlmctlError(f"cannot read the age {text!r}", "use a number and a unit: 3d, 12h or 90m")
+        raise BadInput(f"cannot read the age {text!r}", "use a number and a unit: 3d, 12h or 90m")
     return timedelta(**{units[unit]: int(value)})
 
 
@@ -55,6 +55,53 @@ def stack_rows(engine: Engine) -> list[dict[str, Any]]:
             key=lambda i: (split_stack(i.stack)[0], i.project != PLATFORM_PROJECT, i.stack, i.project),
         )
     ]
+
+
+def local_rows() -> list[dict[str, Any]]:
+    """Every local server llmctl started (any stack), in the shape of `stack_rows` (kind local)."""
+    import datetime
+
+    from llmctl.serving.local import local_status
+    from llmctl.state import state_dir
+
+    root = state_dir() / "local"
+    rows = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
+        for server in local_status(folder.name):
+            started = server.get("started")
+            rows.append(
+                {
+                    "project": f"local/{server['blueprint']}",
+                    "stack": folder.name,
+                    "kind": "local",
+                    "environment": folder.name,
+                    "workload": None,
+                    "last_update": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat()
+                    if started
+                    else None,
+                    "resources": None,  # a local server has no cloud resources
+                    "update_in_progress": False,
+                }
+            )
+    return rows
+
+
+def all_stack_rows(backend: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """`llmctl stacks list`: the Pulumi stacks and the local servers, and notes. Without the pulumi
+    CLI the local servers are still listed (the Pulumi stacks are said to be unread)."""
+    from llmctl.errors import PrerequisiteError
+    from llmctl.infra.aws.preflight import require_pulumi
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
+
+    local = local_rows()
+    try:
+        require_pulumi()
+    except PrerequisiteError as exc:
+        if not local:
+            raise
+        return local, [f"Pulumi stacks not listed: {exc.message} ({exc.hint})"]
+    return [*stack_rows(Engine(resolve_backend(backend))), *local], []
 
 
 @dataclass
@@ -129,7 +176,7 @@ def gc(
     if dry_run or not old:
         return GcResult(labels, [])
     if confirm is not None and not confirm(labels):
-        raise UserAbort("nothing was deleted", None)
+        raise Declined("nothing was deleted", None)
 
     # The rule of `down`: every environment's cluster is checked before anything is destroyed.
     envs = {split_stack(i.stack)[0] for i in old}

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
 from llmctl.infra.lifecycle.environment import Environment
 from llmctl.infra.lifecycle.kube import cluster_status, kubeconfig_path
 from llmctl.infra.lifecycle.stacks import stack_rows
 from llmctl.infra.lifecycle.timeline import start_timelines
-from llmctl.infra.names import split_stack
+from llmctl.infra.names import check_workload, split_stack
 from llmctl.state import load_endpoint
 
 CLUSTER_KEYS = ("cluster_name", "region", "node_pools", "versions")
@@ -47,6 +47,24 @@ def start_status(stack: str, blueprint: str) -> dict[str, Any]:
     except LlmctlError as exc:
         return {"blueprint": blueprint, "error": f"{exc.message} ({exc.hint})"}
     return {"blueprint": blueprint, "namespace": namespace, "pods": [t.to_dict() for t in timelines]}
+
+
+def only_workload(data: dict[str, Any], workload: str) -> dict[str, Any]:
+    """`status --workload NAME`: the environment's status narrowed to one named workload (its stack,
+    its row and its endpoints; the platform's cluster and add-ons stay, since it runs on them)."""
+    check_workload(workload)
+    if data.get("target") == "local":
+        raise BadInput(
+            "--workload does not apply to --target local",
+            "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
+        )
+    narrowed = dict(data)
+    narrowed["stacks"] = [
+        row for row in data.get("stacks", []) if split_stack(row["stack"])[1] in (None, workload)
+    ]
+    narrowed["workloads"] = [row for row in data.get("workloads") or [] if row["workload"] == workload]
+    narrowed["endpoints"] = [row for row in data["endpoints"] if row.get("workload") == workload]
+    return narrowed
 
 
 def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from llmctl.infra.plan.policy import Violation, check_policy, errors
 from llmctl.infra.plan.workload import WorkloadPlan, run_workload_offline
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.program import build_platform
+from llmctl.infra.platform.regions import check_region_flag
 from llmctl.infra.targets.base import check_names
 
 # Inputs worth showing per resource type (all others: every input except tags and noise).
@@ -183,6 +184,7 @@ def offline_plan(
 
     try:
         check_names(stack, workload)
+        check_region_flag(region)  # a typo is refused, not planned (subnets in us-wset-2a)
     except LlmctlError as exc:
         raise PlanInputError(exc.message, exc.hint) from None
     missing = [ref for ref in blueprint_refs if not blueprint_exists(ref)] if skip_missing else []

@@ -25,6 +25,7 @@ from llmctl.blueprints.schema import Blueprint, CapacitySpec
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
 from llmctl.infra.platform.addons import NEURON_ACCELERATORS, Addon, installed_addons
+from llmctl.infra.platform.regions import region_problem
 
 PROJECT = "llmctl"
 
@@ -247,8 +248,14 @@ class PlatformConfig(_Strict):
     @field_validator("region")
     @classmethod
     def _region(cls, value: str) -> str:
-        if not _REGION.match(value):
-            raise ValueError(f"{value!r} is not an AWS region like 'us-west-2'")
+        # the shape first (cheap), then botocore's offline list of regions, with the closest name
+        problem = (
+            region_problem(value)
+            if _REGION.match(value)
+            else f"{value!r} is not an AWS region like 'us-west-2'"
+        )
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("pools")

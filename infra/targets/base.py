@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.names import TARGET_NAMES, TargetName, check_workload, is_workload_stack
 from llmctl.infra.targets.needs import Need, NeedContext, check_needs
 from llmctl.state import list_endpoints
@@ -76,7 +76,7 @@ class DownRequest:
 
     def __post_init__(self) -> None:
         if (self.blueprint or self.workload) and self.all_workloads:
-            raise LlmctlError("--blueprint/--workload and --all exclude each other", "pass one of them")
+            raise BadInput("--blueprint/--workload and --all exclude each other", "pass one of them")
         check_names(self.stack, self.workload)
 
 
@@ -85,7 +85,7 @@ def check_names(stack: str, workload: str | None) -> None:
 
     if is_workload_stack(stack):
         env, _, name = stack.partition(".")
-        raise LlmctlError(
+        raise BadInput(
             f"--stack {stack!r} names a workload stack, not an environment",
             f"pass --stack {env} --workload {name}",
         )
@@ -151,10 +151,31 @@ class Target(ABC):
     takes_workloads: ClassVar[bool] = False
 
     def preflight(
-        self, operation: Operation, *, region: str | None = None, kubeconfig: Path | None = None
+        self,
+        operation: Operation,
+        *,
+        region: str | None = None,
+        kubeconfig: Path | None = None,
+        look_offline: str | None = None,
     ) -> list[str]:
-        """Check what `operation` needs on this target (one error naming everything missing)."""
-        return check_needs(self.needs_for(operation), NeedContext(region=region, kubeconfig=kubeconfig))
+        """Check what `operation` needs on this target (one error listing everything missing, each
+        with its fix; `look_offline`: the command that shows the plan without them)."""
+        return check_needs(
+            self.needs_for(operation),
+            NeedContext(region=region, kubeconfig=kubeconfig),
+            look_offline=look_offline,
+        )
+
+    def check_offline(self, request: UpRequest) -> None:
+        """What `up` checks before any prerequisite, with no tool or account: the blueprint loads and
+        validates, and a `--region` given is a real region (botocore's list)."""
+        from llmctl.blueprints.catalog import load_blueprint
+
+        load_blueprint(request.blueprint)
+        if request.region:
+            from llmctl.infra.platform.regions import check_region_flag
+
+            check_region_flag(request.region)
 
     def needs_for(self, operation: Operation) -> frozenset[Need]:
         if operation not in self.needs:

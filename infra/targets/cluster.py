@@ -38,6 +38,12 @@ def open_engine(backend: str | None, progress: Progress) -> Engine:
     return Engine(resolved, on_interrupt=interrupted)
 
 
+def plan_offline(request: UpRequest) -> str:
+    """The command that shows what `up` would build, with no credentials or pulumi CLI."""
+    region = f" --region {request.region}" if request.region else ""
+    return f"llmctl plan --offline --blueprint {request.blueprint} --stack {request.stack}{region}"
+
+
 class KubernetesTarget(Target):
     """A workload stack on a Kubernetes cluster (and, for eks, the platform stack under it)."""
 
@@ -59,7 +65,10 @@ class KubernetesTarget(Target):
         """What `up` checks against the account after the preflight (nothing here; eks adds pins)."""
 
     def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
-        self.preflight("up", region=request.region, kubeconfig=request.kubeconfig)
+        self.check_offline(request)  # a typo in the blueprint or region first, before any tool
+        self.preflight(
+            "up", region=request.region, kubeconfig=request.kubeconfig, look_offline=plan_offline(request)
+        )
         self.check_account(request, progress)
         region = self.region(request.region)
         result = self._lifecycle(request.stack, request.backend, progress).up(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmctl.infra.targets.base import OwnFlags, UpRequest, needs_table
-from llmctl.infra.targets.cluster import KubernetesTarget, open_engine
+from llmctl.infra.targets.cluster import KubernetesTarget, open_engine, plan_offline
 
 if TYPE_CHECKING:
     from llmctl.infra.lifecycle.progress import Progress
@@ -62,7 +62,8 @@ class EksTarget(KubernetesTarget):
         from llmctl.infra.lifecycle.orchestrate import Lifecycle  # lazy: off the CLI start-up path
         from llmctl.infra.lifecycle.progress import Progress  # lazy: off the CLI start-up path
 
-        self.preflight("preview", region=request.region)
+        self.check_offline(request)
+        self.preflight("preview", region=request.region, look_offline=plan_offline(request))
         progress = Progress("quiet")
         lifecycle = Lifecycle(open_engine(request.backend, progress), progress, stack=request.stack)
         return lifecycle.preview(

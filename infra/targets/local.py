@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import UserAbort
+from llmctl.errors import Declined
 from llmctl.infra.targets.base import (
     Confirm,
     Connection,
@@ -62,8 +62,9 @@ class LocalTarget(Target):
         from llmctl.infra.lifecycle.reports import UpResult  # lazy: off the CLI start-up path
         from llmctl.serving.local import start_local  # lazy: off the CLI start-up path
 
+        self.check_offline(request)
         self.preflight("up")
-        with progress.phase("local"):
+        with progress.phase("local", resources=False):
             endpoint = start_local(
                 load_blueprint(request.blueprint),
                 stack=request.stack,
@@ -78,9 +79,16 @@ class LocalTarget(Target):
         from llmctl.serving.local import stop_local  # lazy: off the CLI start-up path
 
         self.preflight("down")
-        what = f"local serving of {request.blueprint or 'every blueprint'} in stack {request.stack}"
+        from llmctl.serving.local import local_status
+
+        names = (
+            [request.blueprint]
+            if request.blueprint
+            else [r["blueprint"] for r in local_status(request.stack)]
+        )
+        what = f"local serving of {', '.join(names) or 'nothing (none recorded)'} in stack {request.stack}"
         if not confirm("Stop?", [what]):
-            raise UserAbort("nothing was changed", None)
+            raise Declined("nothing was changed", None)
         return StopResult(request.stack, stop_local(stack=request.stack, blueprint=request.blueprint))
 
     def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:

@@ -71,9 +71,24 @@ def _aws_cli(_: NeedContext) -> str:
 
 
 def _aws(ctx: NeedContext) -> str:
-    from llmctl.infra.aws.preflight import require_aws  # lazy: off the CLI start-up path
+    from llmctl.infra.aws.preflight import (  # lazy: off the CLI start-up path
+        require_aws,
+        require_local_credentials,
+        resolve_region,
+    )
 
-    ident = require_aws(ctx.region)
+    try:
+        region = resolve_region(ctx.region)
+    except PrerequisiteError as no_region:
+        # no region: still say whether credentials are there, so both come in one list
+        try:
+            require_local_credentials()
+        except PrerequisiteError as no_credentials:
+            raise PrerequisiteError(
+                no_region.message, fixes=[(e.message, e.hint) for e in (no_region, no_credentials)]
+            ) from None
+        raise
+    ident = require_aws(region)
     return f"AWS account {ident.account} as {ident.arn} in {ident.region}"
 
 
@@ -88,9 +103,12 @@ CHECKS: dict[Need, Callable[[NeedContext], str]] = {
 }
 
 
-def check_needs(needs: Iterable[Need], ctx: NeedContext | None = None) -> list[str]:
-    """Check every need (none twice); returns what was found, or raises one error naming every
-    missing item (a single problem is raised as it is, with its own hint)."""
+def check_needs(
+    needs: Iterable[Need], ctx: NeedContext | None = None, *, look_offline: str | None = None
+) -> list[str]:
+    """Check every need (none twice); returns what was found, or raises one error listing every
+    missing item with its own fix (a bad flag, not a missing thing, is raised as it is).
+    `look_offline`: the command that shows the same without these prerequisites (the hint)."""
     wanted = set(needs)
     ctx = ctx or NeedContext()
     found: list[str] = []
@@ -102,11 +120,13 @@ def check_needs(needs: Iterable[Need], ctx: NeedContext | None = None) -> list[s
             found.append(CHECKS[need](ctx))
         except LlmctlError as exc:
             problems.append(exc)
-    if len(problems) == 1:
-        raise problems[0]
-    if problems:
+    if len(problems) == 1 and not isinstance(problems[0], PrerequisiteError):
+        raise problems[0]  # e.g. AWS rejected the credentials: its own code
+    missing = [item for p in problems for item in (getattr(p, "fixes", None) or [(p.message, p.hint)])]
+    if missing:
         raise PrerequisiteError(
-            "missing prerequisites: " + "; ".join(p.message for p in problems),
-            "; ".join(p.hint for p in problems if p.hint),
+            f"missing prerequisites ({len(missing)}):",
+            f"to look without them: `{look_offline}`" if look_offline else None,
+            fixes=missing,
         )
     return found

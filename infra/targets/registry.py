@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import LlmctlError, did_you_mean
+from llmctl.errors import BadInput, did_you_mean
 from llmctl.infra.names import DEFAULT_TARGET, TARGET_NAMES
-from llmctl.infra.targets.base import Connection, Target
+from llmctl.infra.targets.base import Connection, Target, UpRequest
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
@@ -38,18 +38,68 @@ def get_target(name: str, request: object | None = None) -> Target:
     target = TARGETS.get(name)
     if target is None:
         close = did_you_mean(name, TARGET_NAMES)
-        raise LlmctlError(f"unknown --target {name!r}", f"{close + ' ' if close else ''}use {names_phrase()}")
+        raise BadInput(f"unknown --target {name!r}", f"{close + ' ' if close else ''}use {names_phrase()}")
     if request is not None:
         for other in TARGETS.values():
             for flags in other.own_flags if other is not target else ():
                 if flags.given(request):
-                    raise LlmctlError(flags.message, flags.hint)
+                    raise BadInput(flags.message, flags.hint)
         if getattr(request, "workload", None) and not target.takes_workloads:
-            raise LlmctlError(
+            raise BadInput(
                 f"--workload does not apply to --target {name}",
                 "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
             )
     return target
+
+
+def resolve_target(given: str | None, stack: str, blueprint: str | None = None) -> str:
+    """`--target` as given; else where the stack's blueprints are recorded as deployed (local
+    servers included, a starting one too); else the default (eks)."""
+    from llmctl.state import check_name, recorded_targets
+
+    if given:
+        return given
+    check_name("stack", stack)
+    found = recorded_targets(stack, blueprint)
+    if len(found) > 1:
+        raise BadInput(
+            f"stack {stack!r} has blueprints deployed on {' and '.join(sorted(found))}",
+            "pass --target to say which" + ("" if blueprint else " (or --blueprint NAME)"),
+        )
+    if found:
+        return found.pop()
+    from llmctl.serving.local import local_status
+
+    local = [row for row in local_status(stack) if blueprint is None or row["blueprint"] == blueprint]
+    return "local" if any(row["running"] for row in local) else DEFAULT_TARGET
+
+
+def up_command(request: UpRequest, target: str) -> str:
+    """The `llmctl up` command line of a request (the flags given), for hints to repeat."""
+    import shlex
+
+    parts = ["llmctl up", f"--blueprint {shlex.quote(request.blueprint)}"]
+    if target != DEFAULT_TARGET:
+        parts.append(f"--target {target}")
+    parts.append(f"--stack {request.stack}")
+    given = (
+        ("--workload", request.workload),
+        ("--region", request.region),
+        ("--kubeconfig", request.kubeconfig),
+        ("--pools", request.pools),
+        ("--model", request.model),
+        ("--port", request.port),
+    )
+    parts.extend(f"{flag} {shlex.quote(str(value))}" for flag, value in given if value is not None)
+    return " ".join(parts)
+
+
+def remember_up(request: UpRequest, target: str) -> None:
+    """Record the `up` command line (before it runs: an interrupted or failed `up` is repeated too)."""
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.state import remember_up as save
+
+    save(request.stack, load_blueprint(request.blueprint).name, request.workload, up_command(request, target))
 
 
 def default_target() -> Target:

@@ -14,6 +14,21 @@ from typing import Any
 _DATA = list[tuple[dict[str, Any], Path]]
 
 
+def sweep_title(levels: _DATA) -> str:
+    """What a sweep's figures are of: the model and when it ran (UTC)."""
+    first = levels[0][0]
+    when = str(first.get("started_at") or "").replace("T", " ").replace("+00:00", " UTC")
+    return f"{first['model']}" + (f", {when}" if when else "")
+
+
+def plain_ticks(ax: Any, xs: list[float]) -> None:
+    """A log-2 load axis labelled with the levels that ran (1, 2, 4), not 2^0, 2^1, 2^2."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x:g}" for x in xs])
+    ax.minorticks_off()
+
+
 def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
     """Write the plots; returns the files written and a note when plots were skipped."""
     try:
@@ -62,7 +77,8 @@ def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
             ax.set_title(title)
             ax.legend()
             if closed:
-                ax.set_xscale("log", base=2)
+                plain_ticks(ax, xs)
+        fig.suptitle(sweep_title(levels))
         fig.tight_layout()
         path = out_dir / "latency_vs_load.png"
         fig.savefig(path, dpi=100)
@@ -75,10 +91,10 @@ def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
         ax.plot(xs, [s["throughput"]["total_throughput_tok_s"] for s, _ in levels], marker="s", label="total")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("tokens/s")
-        ax.set_title("throughput")
+        ax.set_title(f"throughput: {sweep_title(levels)}")
         ax.legend()
         if closed:
-            ax.set_xscale("log", base=2)
+            plain_ticks(ax, xs)
         fig.tight_layout()
         path = out_dir / "throughput_vs_load.png"
         fig.savefig(path, dpi=100)

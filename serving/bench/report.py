@@ -149,6 +149,9 @@ def _num(value: Any, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+MIN_REQUESTS_FOR_RATE = 10
+
+
 def render_level(console: Console, summary: dict[str, Any], *, definitions: bool = True) -> None:
     """The summary table of one level, then throughput, errors and how tokens were counted."""
     metrics = summary["metrics"]
@@ -192,7 +195,12 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
         console.print(
             f"goodput {goodput['goodput_rps']:.2f} req/s ({goodput['requests_meeting_slo']} requests met {slo})"
         )
-    rate = f"achieved {_num(load['achieved_rate_rps'], 2)} req/s"
+    # a rate over a handful of requests measures the scheduler, not the load: not shown
+    rate = (
+        f"achieved {_num(load['achieved_rate_rps'], 2)} req/s"
+        if counts["started"] >= MIN_REQUESTS_FOR_RATE
+        else f"achieved rate not shown ({counts['started']} requests, fewer than {MIN_REQUESTS_FOR_RATE})"
+    )
     if load["requested_rate_rps"]:
         rate += f" of {load['requested_rate_rps']:g} requested"
         lag = load.get("start_lag_s") or {}
@@ -206,8 +214,14 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
     tokens = summary["tokens"]
     sources = ", ".join(f"{k}: {v}" for k, v in tokens["output_source"].items()) or "-"
     console.print(f"output token counts from {sources}; counter {tokens['counter']}")
-    if tokens.get("note"):
-        console.print(f"[yellow]note:[/] {tokens['note']}")
+    # the counter's note, said of the counts it made (none when the server's usage gave them all)
+    counted = [
+        what
+        for what, by in (("output", tokens["output_source"]), ("input", tokens.get("input_source") or {}))
+        if by.get("tokenizer")
+    ]
+    if tokens.get("note") and counted:
+        console.print(f"[yellow]note ({' and '.join(counted)} counts):[/] {tokens['note']}")
     if load["interrupted"]:
         console.print("[yellow]stopped early (Ctrl-C): the numbers cover what was measured[/]")
     if definitions:

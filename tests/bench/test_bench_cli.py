@@ -100,9 +100,24 @@ def test_bench_table_output_and_seed_flag_aliases(fake: Any, tmp_path: Path) -> 
         ]
     )
     assert result.exit_code == 0, result.output
-    assert "TTFT (ms)" in result.stdout and "definitions" in result.stdout
-    assert "approximate token counts" in result.stdout
+    assert "TTFT (ms)" in result.stdout and "add --explain" in result.stdout  # issue 26: once, on request
+    assert "definitions\n" not in result.stdout
+    assert "achieved rate not shown (4 requests" in result.stdout  # 4 requests: no rate
+    # the server's usage gave every count: no note about approximate counts (issue 26)
+    assert "output token counts from usage: 4" in result.stdout
+    assert "approximate token counts" not in result.stdout
     assert (tmp_path / "r" / "summary.json").exists()
+    # where the counter did count (here: the prompts), its note says of which counts
+    from rich.console import Console
+
+    from llmctl.serving.bench import report
+
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    summary["tokens"]["input_source"] = {"tokenizer": 4}
+    summary["tokens"]["note"] = "approximate token counts: one token per word"
+    console = Console(record=True, width=200)
+    report.render_level(console, summary, definitions=False)
+    assert "note (input counts): approximate token counts" in console.export_text()
 
 
 def test_bench_compare_two_single_runs(fake: Any, tmp_path: Path) -> None:
@@ -164,7 +179,7 @@ def test_bench_and_chat_resolve_a_deployed_blueprint(fake: Any, tmp_path: Path, 
     assert data["model"] == "fake-model" and len(data["response"].split()) == 3
     assert data["usage"]["completion_tokens"] == 3
     result = runner.invoke(app, ["bench", "--blueprint", "nope", "-n", "1"])
-    assert result.exit_code == 1 and "is not deployed" in result.output
+    assert result.exit_code == 8 and "is not deployed" in result.output
 
 
 def test_bench_and_chat_take_a_named_workload(fake: Any, tmp_path: Path, state_dir: Path) -> None:
@@ -180,7 +195,7 @@ def test_bench_and_chat_take_a_named_workload(fake: Any, tmp_path: Path, state_d
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["summary"]["endpoints"] == [url]
     result = runner.invoke(app, ["chat", "--blueprint", "tiny", "--stack", "ci", "-p", "hi"])
-    assert result.exit_code == 1 and "--workload pr-4" in result.output  # names the workload there
+    assert result.exit_code == 8 and "--workload pr-4" in result.output  # names the workload there
 
 
 def test_chat_one_shot_streams_to_stdout(fake: Any) -> None:
@@ -235,7 +250,7 @@ def test_bench_help_shows_whole_flag_names_at_80_columns() -> None:
         "--warmup",
         "--mean-input-tokens",
         "--stddev-output-tokens",
-        "--max-output-tokens",
+        "--max-tokens",  # issue 26: chat's name (--max-output-tokens is a hidden alias)
         "--no-fixed-output",
         "--no-plots",
     ):

@@ -168,7 +168,7 @@ def test_render_and_validate_reject_bad_stack_and_region(
 def test_bad_region_is_named_before_any_aws_call(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "xx")
     result = run("sweep", "--cluster", "c", "--json")
-    assert result.exit_code == 3
+    assert result.exit_code == 2  # bad input, not a missing prerequisite
     data = json_out(result)
     assert "'xx' is not an AWS region" in data["message"] and "--region" in data["hint"]
 
@@ -193,7 +193,7 @@ def test_local_up_rejects_a_bad_stack_before_starting_anything(tmp_path: Path) -
     result = run(
         "up", "-b", "tiny-cpu", "--target", "local", "--model", str(model), "--stack", "a b", "--yes"
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "invalid stack name 'a b'" in result.stderr
     assert not (state / "local").exists()  # no record, no runner (it used to start, then fail)
 
@@ -203,7 +203,7 @@ def test_local_down_cannot_reach_outside_the_state_dir(tmp_path: Path) -> None:
     victim = state.parent / "victim.json"
     victim.write_text(json.dumps({"pid": 0, "blueprint": "x"}))
     result = run("down", "--target", "local", "--stack", "../..", "--yes", "--json")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "invalid stack name" in json_out(result)["message"]
     assert victim.exists()
 

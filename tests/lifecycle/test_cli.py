@@ -66,7 +66,7 @@ def test_doctor_json(no_aws: None) -> None:
     assert code == 3
     data = json.loads(out)
     assert set(data) == {"ok", "region", "blueprint", "checks"}
-    assert set(data["checks"][0]) == {"name", "ok", "detail", "fix"}
+    assert set(data["checks"][0]) == {"name", "ok", "detail", "fix", "skipped"}
 
 
 def test_connect_without_kubectl(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_sweep_dry_run_json(aws: str) -> None:
 def test_sweep_refuses_to_ask_without_a_terminal(aws: str) -> None:
     build(aws)
     code, _out, err = run("sweep", "--cluster", CLUSTER)
-    assert code == 130 and "--yes" in err
+    assert code == 2 and "--yes" in err
     code, out, err = run("sweep", "--cluster", CLUSTER, "--yes", "--json")
     assert code == 0, err
     assert json.loads(out)["failed"] == []
@@ -119,7 +119,7 @@ def test_up_then_down_end_to_end(engine: StandinEngine, aws: str) -> None:
     status = json.loads(out)
     assert status["cluster"]["cluster_name"] == CLUSTER and len(status["stacks"]) == 2
     code, out, err = run("down")
-    assert code == 130 and "--yes" in err  # stdin is not a terminal
+    assert code == 2 and "--yes" in err  # stdin is not a terminal
     code, out, err = run("down", "--yes", "--json")
     assert code == 0, err
     assert json.loads(out)["leftovers"] == []

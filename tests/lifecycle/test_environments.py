@@ -277,5 +277,5 @@ def test_bad_workload_flags_are_one_line_errors_before_any_pulumi_call(
     engine: StandinEngine, aws: str, args: list[str], message: str
 ) -> None:
     code, _out, err = run(*args)
-    assert code == 1 and message in err and "Traceback" not in err
+    assert code == 2 and message in err and "Traceback" not in err  # bad input
     assert engine.calls() == []

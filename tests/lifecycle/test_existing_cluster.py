@@ -202,7 +202,7 @@ def test_kubeconfig_target_needs_a_pools_file(engine: StandinEngine, files: tupl
 def test_cli_refuses_pools_without_the_kubeconfig_target(files: tuple[Path, Path]) -> None:
     _, pools = files
     result = CliRunner().invoke(app, ["up", "-b", BP, "--pools", str(pools), "--yes"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "--pools applies to --target kubeconfig only" in result.stderr
     assert "--target kubeconfig --kubeconfig FILE" in result.stderr
 

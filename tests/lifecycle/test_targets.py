@@ -49,11 +49,11 @@ def test_unknown_target_suggests_the_closest_name(typo: str, meant: str) -> None
 def test_unknown_target_on_the_command_line_is_one_line_without_a_traceback() -> None:
     for args in (["up", "-b", "tiny-cpu", "--yes"], ["down", "--yes"], ["status"]):
         result = runner.invoke(app, [*args, "--target", "locl"])
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 2, result.output  # bad input, like an unknown option
         assert "unknown --target 'locl'" in result.stderr and "did you mean 'local'?" in result.stderr
         assert "Traceback" not in result.stderr
     result = runner.invoke(app, ["status", "--target", "mars"])
-    assert result.exit_code == 1 and "did you mean" not in result.stderr
+    assert result.exit_code == 2 and "did you mean" not in result.stderr
     assert "use eks, kubeconfig or local" in result.stderr
 
 
@@ -77,7 +77,8 @@ def test_declared_needs_are_what_the_preflight_checks(
         return
     with pytest.raises(LlmctlError) as info:
         target.preflight(operation, region="us-west-2")  # type: ignore[arg-type]
-    reported = {need for need, text in MISSING.items() if text in info.value.message}
+    listed = " | ".join(what for what, _fix in getattr(info.value, "fixes", [])) or info.value.message
+    reported = {need for need, text in MISSING.items() if text in listed}
     assert reported == declared
 
 
