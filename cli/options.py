@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from llmctl.errors import BadInput
 from llmctl.infra.names import DEFAULT_TARGET
 from llmctl.infra.targets.registry import target_help
 
@@ -23,6 +24,20 @@ def joined_list(values: list[str] | None) -> str | None:
     """A repeatable list flag as the comma list the layer below reads (None when not given)."""
     items = flat_list(values)
     return ",".join(items) if values else None
+
+
+def number_list(values: list[str] | None, flag: str, low: float, high: float) -> list[float]:
+    """A list flag of numbers in the same style, each checked: one clear error names the bad value."""
+    numbers = []
+    for item in flat_list(values):
+        try:
+            number = float(item)
+        except ValueError:
+            raise BadInput(f"{flag} {item!r} is not a number", f"e.g. {flag} 100,250") from None
+        if not low <= number <= high:
+            raise BadInput(f"{flag} {item} is out of range", f"give a value from {low:g} to {high:g}")
+        numbers.append(number)
+    return numbers
 
 
 LIST_HELP = "Repeat the flag or give a comma list."

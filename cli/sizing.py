@@ -81,13 +81,12 @@ def size(
 
 def cost(
     blueprint: str = options.BLUEPRINT,
-    throughput: list[float] = typer.Option(
+    throughput: list[str] = typer.Option(
         None,
         "--throughput",
         "-t",
-        min=0.001,
-        max=10_000_000,
-        help="Output tokens/s of the deployment (repeatable).",
+        metavar="TOK/S",
+        help=f"Output tokens/s of the deployment. {options.LIST_HELP}",
     ),
     pricing: PricingChoice = typer.Option(
         PricingChoice.on_demand, "--pricing", help="Price model for the serving nodes."
@@ -113,7 +112,7 @@ def cost(
         catalog,
         pricing=pricing.value,
         node_price=node_price,
-        throughputs=throughput or [],
+        throughputs=options.number_list(throughput, "--throughput", 0.001, 10_000_000),
     )
     if json:
         output.emit_json(report.to_dict())

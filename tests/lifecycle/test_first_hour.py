@@ -437,3 +437,16 @@ def test_blueprints_validate_names_the_file_once_and_the_line(tmp_path: Path) ->
     assert f"compute.tensor_parallel (line {line}): tp 7 is not allowed on inferentia2" in result.stdout
     data = json.loads(runner.invoke(app, ["blueprints", "validate", str(path), "--json"]).stdout)
     assert data["results"][0]["problems"][0]["line"] == line
+
+
+def test_cost_takes_throughputs_repeated_or_as_a_comma_list_and_names_a_bad_one() -> None:
+    def rows(*args: str) -> list[float]:
+        result = runner.invoke(app, ["cost", "--blueprint", "tiny-cpu", *args, "--json"])
+        assert result.exit_code == 0, result.output
+        return [row["throughput_tokens_per_s"] for row in json.loads(result.stdout)["per_1k_tokens"]]
+
+    assert rows("-t", "100", "-t", "250,500") == rows("-t", "100,250,500") == [100.0, 250.0, 500.0]
+    bad = runner.invoke(app, ["cost", "--blueprint", "tiny-cpu", "-t", "100,fast"])
+    assert bad.exit_code == 2 and "--throughput 'fast' is not a number" in bad.output
+    low = runner.invoke(app, ["cost", "--blueprint", "tiny-cpu", "-t", "0"])
+    assert low.exit_code == 2 and "--throughput 0 is out of range" in low.output
