@@ -23,6 +23,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
+@pytest.fixture(autouse=True)
+def no_inherited_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's workers inherit COLUMNS=80 from the controller's terminal, and piped output
+    wraps at COLUMNS (cli/output.py): a test that wants a width sets it itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     """One moto server (real HTTP, real AWS API shapes) on 127.0.0.1 at a free port for the session.

@@ -45,7 +45,17 @@ def test_up_reads_the_programs_real_outputs_then_twice_is_same_and_a_second_blue
         json.loads(outputs["kubeconfig"]) if isinstance(outputs["kubeconfig"], str) else outputs["kubeconfig"]
     )
     assert saved["clusters"][0]["cluster"]["server"] == f"https://llmctl-dev.gr7.{REGION}.eks.amazonaws.com"
-    readiness, *timeline = engine.kubectl_calls()
+    calls = engine.kubectl_calls()
+    *watch, readiness = calls[:-5]
+    timeline = calls[-5:]
+    # while the workload stack updated, `up` asked Karpenter (pods, NodeClaims, events; every 20 s)
+    assert watch and len(watch) % 3 == 0
+    for at in range(0, len(watch), 3):
+        assert [call[2:4] for call in watch[at : at + 3]] == [
+            ["get", "pods"],
+            ["get", "nodeclaims.karpenter.sh"],
+            ["get", "events"],
+        ]
     assert readiness == ["--kubeconfig", str(kubeconfig), "get", "pods", "-n", BP, "-o", "json"]
     # then each serving pod's start timeline: pods, events, Karpenter's NodeClaims, nodes, logs
     assert [call[2:4] for call in timeline] == [
