@@ -28,11 +28,11 @@ def _change_text(item: InputChange) -> tuple[str, str]:
 
 
 def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.4f}"
+    return "-" if value is None else f"${value:,.2f}"
 
 
 def _delta(value: float) -> str:
-    return f"{'+' if value >= 0 else '-'}${abs(value):,.4f}"
+    return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
 
 
 def summary_line(diff: PlanDiff) -> str:

@@ -111,7 +111,7 @@ def test_exit_codes_like_diff(tmp_path: Path) -> None:
     same = _diff(tmp_path, _plan([_res("a", {"x": 1})]), _plan([_res("a", {"x": 1})]))
     assert same.exit_code == 0 and same.stdout.startswith("plan diff: no changes")
     cost_only = _diff(tmp_path, _plan([], hourly=1.0), _plan([], hourly=2.0))
-    assert cost_only.exit_code == 1 and "$1.0000 -> $2.0000 per hour (+$1.0000)" in cost_only.stdout
+    assert cost_only.exit_code == 1 and "$1.00 -> $2.00 per hour (+$1.00)" in cost_only.stdout
     changed = _diff(tmp_path, _plan([_res("a", {"x": 1})]), _plan([_res("b", {"x": 1})]), "--format", "json")
     assert changed.exit_code == 1
     data = json.loads(changed.stdout)
