@@ -19,7 +19,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "blueprints validate": ("llmctl blueprints validate ./my-blueprint.yaml",),
     "blueprints schema": ("llmctl blueprints schema --out blueprint.schema.json",),
     "size": ("llmctl size llama-2-7b --accelerator inferentia2 --context 4096",),
-    "cost": ("llmctl cost -b llama2-inf2 -t 130 -t 90", "llmctl cost -b llama2-inf2 -t 130,90 --pricing spot"),
+    "cost": (
+        "llmctl cost -b llama2-inf2 -t 130 -t 90",
+        "llmctl cost -b llama2-inf2 -t 130,90 --pricing spot",
+    ),
     "plan": (
         "llmctl plan --offline -b tiny-cpu,llama2-inf2",
         "llmctl plan --offline -b llama2-inf2 --json > plan.json",
