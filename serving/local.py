@@ -9,6 +9,7 @@ Records live in ``<state_dir>/local/<stack>/<blueprint>.json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,37 +233,30 @@ def start_local(
         "stop_grace_s": termination_grace_s(blueprint),
     }
     record_path.write_text(json.dumps(record, indent=2))
-    _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack, key)
+    with _stopped_if_interrupted(stack, record["blueprint"], say):
+        _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack, key)
     endpoint = _endpoint(stack, blueprint, record)
     save_endpoint(endpoint)
     say(f"ready: {endpoint.base_url} (model {served})")
     return endpoint
 
 
-def _wait_ready(
-    proc: subprocess.Popen[bytes],
-    record: dict[str, Any],
-    status_file: Path,
-    log: Path,
-    timeout_s: float,
-    say: Progress,
-    stack: str,
-    api_key: str | None,
-) -> None:
+@contextlib.contextmanager
+def _stopped_if_interrupted(stack: str, blueprint: str, say: Progress) -> Iterator[None]:
+    """Ctrl-C while the server starts: stop what was started, so nothing is left starting."""
     try:
-        _wait_ready_loop(proc, record, status_file, log, timeout_s, say, stack, api_key)
+        yield
     except KeyboardInterrupt:
-        # Ctrl-C while it starts: stop what was started, so nothing is left starting in the background
         say("interrupted: stopping the local server that was starting")
-        stop_local(stack, record["blueprint"])
+        stop_local(stack, blueprint)
         raise UserAbort(
-            f"interrupted: the local server of {record['blueprint']!r} was still starting and is stopped; "
+            f"interrupted: the local server of {blueprint!r} was still starting and is stopped; "
             "nothing is left running",
             "run the same `llmctl up` again to start it from the beginning",
         ) from None
 
 
-def _wait_ready_loop(
+def _wait_ready(
     proc: subprocess.Popen[bytes],
     record: dict[str, Any],
     status_file: Path,
