@@ -233,7 +233,7 @@ def start_local(
         "stop_grace_s": termination_grace_s(blueprint),
     }
     record_path.write_text(json.dumps(record, indent=2))
-    with _stopped_if_interrupted(stack, record["blueprint"], say):
+    with _stopped_if_interrupted(stack, blueprint.name, say):
         _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack, key)
     endpoint = _endpoint(stack, blueprint, record)
     save_endpoint(endpoint)
