@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from lifecycle_support import seed_ami_parameters, seed_cache_bucket
-from standin_support import STANDIN_BUCKET, StandinEngine, install
+from standin_support import STANDIN_BUCKET, ForkServer, StandinEngine, install
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -89,14 +89,26 @@ def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", os.pathsep.join([str(empty), *keep]))
 
 
+@pytest.fixture(scope="session")
+def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One warm parent per test process for the stand-in's commands (standin_engine/forkserver.py);
+    STANDIN_FORKSERVER=0 runs each command in a fresh process instead."""
+    if os.environ.get("STANDIN_FORKSERVER") == "0":
+        yield ""
+        return
+    server = ForkServer(tmp_path_factory.mktemp("forkserver"))
+    yield server.path
+    server.close()
+
+
 @pytest.fixture
-def engine(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> StandinEngine:
+def engine(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, fork_server: str) -> StandinEngine:
     """The stand-in engine as `pulumi` first on PATH (tests/lifecycle/standin_engine): it runs the
     inline programs through the Automation API and keeps state in llmctl's local file backend."""
     bin_dir = tmp_path / "standin-bin"
-    install(bin_dir, "pulumi", "cli")
-    install(bin_dir, "kubectl", "kubectl")
-    install(bin_dir, "aws", "aws_cli")  # `up`'s preflight asks for its version
+    install(bin_dir, "pulumi", "cli", fork_server)
+    install(bin_dir, "kubectl", "kubectl", fork_server)
+    install(bin_dir, "aws", "aws_cli", fork_server)  # `up`'s preflight asks for its version
     data = tmp_path / "standin"
     data.mkdir()
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -21,20 +22,96 @@ def _site_dirs() -> list[str]:
     return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
 
 
-def install(bin_dir: Path, name: str, module: str) -> Path:
-    """An executable `name` in bin_dir that runs standin_engine.<module>:main with this Python."""
+_CLIENT = """
+import array, json, os, signal, socket, struct, sys
+def _local():
+    sys.path.insert(0, {here!r})
+    sys.path.extend({site!r})
+    from standin_engine.{module} import main
+    main()
+def _remote():
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect({server!r})
+    except OSError:
+        return False
+    body = json.dumps({{"module": {module!r}, "argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+    fds = array.array("i", [0, 1, 2])
+    conn.sendmsg([struct.pack("!I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    replies = conn.makefile("r")
+    first = replies.readline().split()
+    if not first:
+        sys.exit("stand-in: the fork server did not start the command")
+    runner = int(first[1])
+    def forward(signum, frame):
+        try:
+            os.kill(runner, signum)
+        except ProcessLookupError:
+            pass
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    last = replies.readline().split()
+    if not last:
+        sys.exit("stand-in: the fork server lost the command")
+    how, value = last
+    if how == "signal":
+        if int(value) != signal.SIGKILL:
+            signal.signal(int(value), signal.SIG_DFL)
+        os.kill(os.getpid(), int(value))
+    os._exit(int(value))
+if not {server!r} or _remote() is False:
+    _local()
+"""
+
+
+def install(bin_dir: Path, name: str, module: str, server: str = "") -> Path:
+    """An executable `name` in bin_dir that runs standin_engine.<module>:main: in a child of the fork
+    server at `server` when that one answers (standin_engine/forkserver.py), else in its own process."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / name
     # `-S`: no site processing at start-up (the .pth files, the editable finder), about half of a light
     # call's cost; the site-packages folders are on the path for yaml, and the commands that run a
     # program call `site.main()` before importing llmctl (standin_engine/cli.py).
-    script.write_text(
-        f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {str(HERE)!r})\n"
-        f"sys.path.extend({_site_dirs()!r})\n"
-        f"from standin_engine.{module} import main\nmain()\n"
-    )
+    body = _CLIENT.format(here=str(HERE), site=_site_dirs(), module=module, server=server)
+    script.write_text(f"#!{sys.executable} -S{body}")
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return script
+
+
+class ForkServer:
+    """The warm parent of the stand-in commands (standin_engine/forkserver.py), one per test process."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = str(folder / "standin.sock")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", "-c", _SERVER.format(here=str(HERE), site=_site_dirs()), self.path],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline().strip()
+        if ready != "ready":
+            self.proc.kill()
+            raise RuntimeError(f"the stand-in fork server did not start (said {ready!r})")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except (
+            subprocess.TimeoutExpired
+        ):  # a command still running (a hang the test left): not ours to wait for
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+_SERVER = """
+import sys
+sys.path.insert(0, {here!r})
+sys.path.extend({site!r})
+from standin_engine.forkserver import serve
+serve(sys.argv[1])
+"""
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

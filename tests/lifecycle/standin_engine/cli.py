@@ -314,6 +314,19 @@ def light(args: Args) -> None:
     raise CliError(f'error: unknown command "{command}" for "pulumi"')
 
 
+_SITE: list[bool] = []
+
+
+def enable_site() -> None:
+    """Site processing, once: the executable starts with -S (standin_support.install), and the commands
+    that run a program need the .pth files (llmctl's editable finder among them)."""
+    if not _SITE:
+        import site
+
+        site.main()
+        _SITE.append(True)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     try:
@@ -330,9 +343,7 @@ def main() -> None:
             },
         )
         if args.command in ("up", "preview", "destroy", "refresh"):
-            import site
-
-            site.main()  # started with -S (standin_support.install): the .pth files, llmctl's among them
+            enable_site()
             from .operation import operate
 
             code = operate(args)

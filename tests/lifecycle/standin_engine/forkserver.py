@@ -1,0 +1,158 @@
+"""A warm parent for the stand-in commands: it imports the stand-in (and, through it, the Pulumi SDK,
+gRPC and llmctl's offline mocks) once, then forks one child per command.
+
+Why: every `pulumi`, `kubectl` and `aws` call the code under test makes is a new process, and a new
+Python process spends most of a stand-in command importing what it needs (about 60 % of a lifecycle
+scenario's CPU went to the stand-in's processes, half of that to imports). A forked child starts
+with those modules loaded and otherwise runs the command exactly as the executable would: the
+caller's argv, working directory, environment and standard streams, its signals, its exit status.
+
+The executable on PATH (standin_support.install) stays a process of its own: it passes its argv,
+cwd, environment and file descriptors 0-2 over a Unix socket, forwards SIGINT/SIGTERM/SIGHUP to the
+child that runs the command, and exits with that child's status (killed children included). When the
+server is not there it runs the command itself, as before.
+
+Protocol, per connection: the client sends one message carrying its three descriptors (SCM_RIGHTS)
+and a length-prefixed JSON request {module, argv, cwd, env}; the server forks a waiter, the waiter
+forks the runner and sends back the runner's pid ("pid N\\n"), then its wait status ("exit N\\n" or
+"signal N\\n").
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import importlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+MODULES = ("cli", "operation", "kubectl", "aws_cli")
+
+
+def preload() -> None:
+    """Import what the commands import, with site processing (the editable finder for llmctl)."""
+    from .cli import enable_site
+
+    enable_site()
+    for module in MODULES:
+        importlib.import_module(f"standin_engine.{module}")
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    fds = array.array("i")
+    data, ancdata, _flags, _addr = conn.recvmsg(4096, socket.CMSG_SPACE(3 * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    (size,) = struct.unpack("!I", data[:4])
+    body = data[4:]
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            raise ConnectionError("the client went away")
+        body += chunk
+    return json.loads(body), list(fds)
+
+
+def _run(request: dict[str, Any], fds: list[int]) -> None:
+    """In the runner: become the command, then exit with its status."""
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start-up
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = list(request["argv"])
+    code = 0
+    try:
+        importlib.import_module(f"standin_engine.{request['module']}").main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:  # as Python reports it: killed by the signal
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:  # a crash prints its traceback, as the executable would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+    os._exit(code)
+
+
+def _wait_and_report(conn: socket.socket) -> None:
+    """In the waiter: start the runner, tell the client its pid, then how it ended."""
+    request, fds = _receive(conn)
+    runner = os.fork()
+    if runner == 0:
+        conn.close()
+        _run(request, fds)
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(f"pid {runner}\n".encode())
+    _pid, status = os.waitpid(runner, 0)
+    if os.WIFSIGNALED(status):
+        conn.sendall(f"signal {os.WTERMSIG(status)}\n".encode())
+    else:
+        conn.sendall(f"exit {os.WEXITSTATUS(status)}\n".encode())
+
+
+def _reap(block: bool) -> None:
+    """Collect finished waiters (their CPU time, the runners' included, then counts as ours)."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def serve(path: str) -> None:
+    """Accept commands until SIGTERM; one waiter process per command."""
+    preload()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(64)
+    signal.signal(signal.SIGTERM, _stop)
+    print("ready", flush=True)
+    try:
+        while True:
+            conn, _ = server.accept()
+            waiter = os.fork()
+            if waiter == 0:
+                server.close()
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                try:
+                    _wait_and_report(conn)
+                finally:
+                    os._exit(0)
+            conn.close()
+            _reap(block=False)
+    finally:
+        _reap(block=True)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
