@@ -22,7 +22,7 @@ def package_tree(dest: Path) -> Path:
     """A copy of the import package shaped like the installed one (the layer folders under llmctl/),
     as `make imports` builds it: import-linter finds modules by walking the package's folder."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "llmctl", dest / "llmctl", ignore=ignore)
+    shutil.copytree(ROOT / "core", dest / "llmctl", ignore=ignore)
     for layer in LAYERS:
         shutil.copytree(ROOT / layer, dest / "llmctl" / layer, ignore=ignore)
     return dest
