@@ -8,7 +8,7 @@ TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.llmctl-installed
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: install upstream registry test lint typecheck imports bench clean neuron-chart locks check-locks
+.PHONY: install upstream registry test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,8 +19,9 @@ $(TORCH_STAMP): | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_CPU)"
 	touch $(TORCH_STAMP)
 
-# Re-installs only when pyproject.toml changes (the package itself is an editable install).
-$(STAMP): pyproject.toml $(TORCH_STAMP) | $(BIN)/python
+# Re-installs only when pyproject.toml or setup.py changes (the package itself is an editable install;
+# a new subpackage inside a mapped folder needs no reinstall: the editable finder maps the folders).
+$(STAMP): pyproject.toml setup.py $(TORCH_STAMP) | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[serving,bench,test]"
 	touch $(STAMP)
 
@@ -49,22 +50,25 @@ lint: install typecheck imports
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# mypy --strict on the import package. The layer folders are mapped into `llmctl` by setuptools;
-# mypy cannot follow that mapping, so it checks a tree of links shaped like the installed package.
-typecheck: install
-	rm -rf build/typecheck && mkdir -p build/typecheck/llmctl
-	cp -r llmctl/. build/typecheck/llmctl/
-	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" build/typecheck/llmctl/$$d; done
-	cd build/typecheck && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p llmctl
+# mypy --strict and import-linter on the import package. Both read a package from folders shaped like
+# its import names: mypy maps `llmctl.infra.aws` to llmctl/infra/aws/ on MYPYPATH or in site-packages
+# (it has no option mapping one package onto several folders, and it does not run the editable
+# install's import hook), and import-linter (grimp) walks the folder of `llmctl`'s spec, which for the
+# editable install is core/ alone. So both read build/pkg, a tree of links shaped like the installed
+# package: core/'s files and one link per layer folder (edits show through; nothing is copied).
+PKG_TREE := build/pkg
+pkg-tree:
+	rm -rf $(PKG_TREE) && mkdir -p $(PKG_TREE)/llmctl
+	for f in core/*; do ln -s "$(CURDIR)/$$f" $(PKG_TREE)/llmctl/; done
+	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" $(PKG_TREE)/llmctl/$$d; done
 
-# The import contracts in pyproject.toml ([tool.importlinter]: layers, independent runtimes, no cycles).
-# import-linter finds modules by walking the package's folder, so it reads a tree shaped like the
-# installed package, as mypy does.
-imports: install
-	rm -rf build/imports && mkdir -p build/imports/llmctl
-	cp -r llmctl/. build/imports/llmctl/
-	for d in cli blueprints infra serving; do ln -s "$(CURDIR)/$$d" build/imports/llmctl/$$d; done
-	cd build/imports && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
+typecheck: install pkg-tree
+	cd $(PKG_TREE) && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p llmctl
+
+# The import contracts in pyproject.toml ([tool.importlinter]: layers, independent runtimes, pod code
+# apart from serving/client, no cycles).
+imports: install pkg-tree
+	cd $(PKG_TREE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
 # One lock per runtime and base image (serving/locks/locks.yaml), resolved with uv for the image's
 # Python and platform, with hashes, constrained by what the image ships. Needs the package index.

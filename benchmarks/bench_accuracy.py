@@ -1,6 +1,6 @@
 """How close `llmctl bench` comes to what a server really did (`make bench`, issue 29).
 
-The recording server (serving/bench/testserver.py, in its own process) stamps, for every stream,
+The recording server (serving/client/bench/testserver.py, in its own process) stamps, for every stream,
 when the request's last bytes came off its socket (uvicorn's protocol, before the app's task got
 its turn), when it wrote the first and the last content chunk, and how many tokens it sent, on the
 clock of the client's ``perf_counter``. Truth is what it recorded, not its nominal schedule:
@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmctl.serving.bench.loadgen import LoadPlan, run_blocking, run_load
-from llmctl.serving.bench.metrics import quantile, summarize
-from llmctl.serving.bench.prompts import PromptFactory
-from llmctl.serving.bench.testserver import FakeTiming, configure, running_server, timeline
-from llmctl.serving.bench.tokens import ApproxTokenizer
+from llmctl.serving.client.bench.loadgen import LoadPlan, run_blocking, run_load
+from llmctl.serving.client.bench.metrics import quantile, summarize
+from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.testserver import FakeTiming, configure, running_server, timeline
+from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 # name -> (concurrency, requests, TTFT s, TPOT s, output tokens)
 SCENARIOS = {

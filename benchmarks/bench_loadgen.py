@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmctl.serving.bench.loadgen import LoadPlan, run_blocking, run_load
-from llmctl.serving.bench.metrics import summarize
-from llmctl.serving.bench.prompts import PromptFactory
-from llmctl.serving.bench.testserver import FakeTiming, running_server
-from llmctl.serving.bench.tokens import ApproxTokenizer
+from llmctl.serving.client.bench.loadgen import LoadPlan, run_blocking, run_load
+from llmctl.serving.client.bench.metrics import summarize
+from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.testserver import FakeTiming, running_server
+from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 TPOT = 0.005
 TTFT = 0.020

@@ -25,9 +25,9 @@ import httpx
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.serving_limits import queue_limit
-from llmctl.serving.local import start_local, stop_local
-from llmctl.serving.local_procs import related
-from llmctl.serving.tiny import write_tiny_model
+from llmctl.serving.client.local import start_local, stop_local
+from llmctl.serving.client.local_procs import related
+from llmctl.serving.client.tiny import write_tiny_model
 
 TEN_MB = 10 * 1024 * 1024
 REFUSAL_TARGET_MS = 100.0

@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import uvicorn
 
+from llmctl.serving.client.tiny import write_tiny_model
 from llmctl.serving.common.api import build_app
 from llmctl.serving.common.engine import SamplingParams
 from llmctl.serving.common.limits import Limits
 from llmctl.serving.ray_cpu.engine import TransformersEngine
-from llmctl.serving.tiny import write_tiny_model
 
 RUNS = 60
 TOKENS = 32

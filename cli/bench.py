@@ -177,7 +177,7 @@ def bench(
     from llmctl.cli import output
 
     output.start(json_output=json)
-    from llmctl.serving.bench.options import bench_config
+    from llmctl.serving.client.bench.options import bench_config
 
     config = bench_config(
         endpoints=options.flat_list(endpoint) or None,
@@ -210,7 +210,7 @@ def bench(
         plots=plots,
     )
     outcome = _run_with_progress(config, show=not json)
-    from llmctl.serving.bench import report
+    from llmctl.serving.client.bench import report
 
     if json:
         output.emit_json(report.outcome_data(outcome))
@@ -234,7 +234,7 @@ def bench(
 
 
 def _run_with_progress(config: Any, *, show: bool) -> Any:
-    from llmctl.serving.bench.runner import run_bench_blocking
+    from llmctl.serving.client.bench.runner import run_bench_blocking
 
     if not show:
         return run_bench_blocking(config)
@@ -280,8 +280,8 @@ def compare(
     from llmctl.cli import output
 
     output.start(json_output=json)
-    from llmctl.serving.bench.compare import compare as compare_folders
-    from llmctl.serving.bench.report import clean
+    from llmctl.serving.client.bench.compare import compare as compare_folders
+    from llmctl.serving.client.bench.report import clean
 
     result = compare_folders(a, b)
     if json:

@@ -36,7 +36,7 @@ def chat(
 
     output.start(json_output=json)
     from llmctl.errors import BadInput
-    from llmctl.serving.chat import open_session
+    from llmctl.serving.client.chat import open_session
 
     if json and prompt is None:
         raise BadInput("--json needs --prompt (one-shot mode)", "add --prompt TEXT")
@@ -80,7 +80,7 @@ def _one_shot(session: Any, text: str, as_json: bool) -> None:
 def _interactive(session: Any) -> None:
     from llmctl.cli import output
     from llmctl.errors import EndpointError, LlmctlError
-    from llmctl.serving.chat import COMMANDS, parse_command
+    from llmctl.serving.client.chat import COMMANDS, parse_command
 
     console = output.console
     console.print(f"[bold]{session.model}[/] at {session.base_url}  (/help for commands, /exit to leave)")

@@ -16,7 +16,7 @@ def tiny(
 ) -> None:
     """Write a tiny random-weight Llama model with a real tokenizer and chat template."""
     output.start(json_output=json)
-    from llmctl.serving.tiny import write_tiny_model
+    from llmctl.serving.client.tiny import write_tiny_model
 
     info = write_tiny_model(directory)
     if json:

@@ -61,7 +61,7 @@ def local_rows() -> list[dict[str, Any]]:
     """Every local server llmctl started (any stack), in the shape of `stack_rows` (kind local)."""
     import datetime
 
-    from llmctl.serving.local import local_status
+    from llmctl.serving.client.local import local_status
     from llmctl.state import state_dir
 
     root = state_dir() / "local"

@@ -1,5 +1,5 @@
 """The `local` target: a CPU blueprint served on this machine by Ray Serve. The work is done by
-:mod:`llmctl.serving.local`; this wraps it in the target interface."""
+:mod:`llmctl.serving.client.local`; this wraps it in the target interface."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class LocalTarget(Target):
     def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
         from llmctl.blueprints.catalog import load_blueprint  # lazy: off the CLI start-up path
         from llmctl.infra.lifecycle.reports import UpResult  # lazy: off the CLI start-up path
-        from llmctl.serving.local import start_local  # lazy: off the CLI start-up path
+        from llmctl.serving.client.local import start_local  # lazy: off the CLI start-up path
 
         self.check_offline(request)
         self.preflight("up")
@@ -76,10 +76,10 @@ class LocalTarget(Target):
         return UpResult(endpoint, None, progress.timeline)
 
     def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> StopResult:
-        from llmctl.serving.local import stop_local  # lazy: off the CLI start-up path
+        from llmctl.serving.client.local import stop_local  # lazy: off the CLI start-up path
 
         self.preflight("down")
-        from llmctl.serving.local import local_status
+        from llmctl.serving.client.local import local_status
 
         names = (
             [request.blueprint]
@@ -92,7 +92,7 @@ class LocalTarget(Target):
         return StopResult(request.stack, stop_local(stack=request.stack, blueprint=request.blueprint))
 
     def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
-        from llmctl.serving.local import local_status  # lazy: off the CLI start-up path
+        from llmctl.serving.client.local import local_status  # lazy: off the CLI start-up path
 
         # No pods here: a local start has no node, image or compile phases to show.
         return {"local": local_status(stack=stack)}

@@ -68,7 +68,7 @@ def resolve_target(given: str | None, stack: str, blueprint: str | None = None) 
         )
     if found:
         return found.pop()
-    from llmctl.serving.local import local_status
+    from llmctl.serving.client.local import local_status
 
     local = [row for row in local_status(stack) if blueprint is None or row["blueprint"] == blueprint]
     return "local" if any(row["running"] for row in local) else DEFAULT_TARGET

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from llmctl.serving.bench.client import RequestRecord
-from llmctl.serving.bench.loadgen import LoadPlan, LoadResult, run_blocking, run_load
-from llmctl.serving.bench.metrics import summarize
-from llmctl.serving.bench.prompts import PromptFactory
-from llmctl.serving.bench.testserver import FakeTiming, configure, running_server
-from llmctl.serving.bench.tokens import ApproxTokenizer
+from llmctl.serving.client.bench.client import RequestRecord
+from llmctl.serving.client.bench.loadgen import LoadPlan, LoadResult, run_blocking, run_load
+from llmctl.serving.client.bench.metrics import summarize
+from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.testserver import FakeTiming, configure, running_server
+from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from llmctl.cli.app import app
-from llmctl.serving.bench.testserver import FakeOpenAI, FakeTiming
+from llmctl.serving.client.bench.testserver import FakeOpenAI, FakeTiming
 from llmctl.serving.common.auth import BearerAuth
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker

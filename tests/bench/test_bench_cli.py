@@ -110,7 +110,7 @@ def test_bench_table_output_and_seed_flag_aliases(fake: Any, tmp_path: Path) -> 
     # where the counter did count (here: the prompts), its note says of which counts
     from rich.console import Console
 
-    from llmctl.serving.bench import report
+    from llmctl.serving.client.bench import report
 
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     summary["tokens"]["input_source"] = {"tokenizer": 4}

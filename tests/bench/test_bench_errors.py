@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from llmctl.serving.bench.loadgen import LoadPlan
-from llmctl.serving.bench.metrics import summarize
-from llmctl.serving.bench.runner import BenchConfig, run_bench
-from llmctl.serving.bench.tokens import ApproxTokenizer
+from llmctl.serving.client.bench.loadgen import LoadPlan
+from llmctl.serving.client.bench.metrics import summarize
+from llmctl.serving.client.bench.runner import BenchConfig, run_bench
+from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 
 def test_http_errors_are_counted_by_type(fake: Any, run_plan: Any) -> None:

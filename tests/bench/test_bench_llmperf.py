@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llmctl.serving.bench.report import llmperf_stem, write_level
+from llmctl.serving.client.bench.report import llmperf_stem, write_level
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmctl.serving.bench.loadgen import LoadPlan
-from llmctl.serving.bench.metrics import summarize
-from llmctl.serving.bench.tokens import ApproxTokenizer
+from llmctl.serving.client.bench.loadgen import LoadPlan
+from llmctl.serving.client.bench.metrics import summarize
+from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 T0 = 1000.0
 

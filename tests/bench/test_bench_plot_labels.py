@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from llmctl.serving.bench.plots import plain_ticks, sweep_title
+from llmctl.serving.client.bench.plots import plain_ticks, sweep_title
 
 
 def test_a_log_load_axis_is_labelled_with_the_levels() -> None:

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from llmctl.serving.bench.loadgen import LoadPlan
-from llmctl.serving.bench.metrics import summarize
-from llmctl.serving.bench.tokens import ApproxTokenizer
+from llmctl.serving.client.bench.loadgen import LoadPlan
+from llmctl.serving.client.bench.metrics import summarize
+from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 TTFT = 0.040
 TPOT = 0.010
@@ -133,7 +133,7 @@ def test_open_loop_keeps_the_schedule_and_reports_the_achieved_rate(fake: Any, r
 def test_each_request_is_stamped_in_causal_order_and_never_measured_below_the_servers_own_time(
     fake: Any, run_plan: Any, make_prompts: Any
 ) -> None:
-    from llmctl.serving.bench.testserver import timeline
+    from llmctl.serving.client.bench.testserver import timeline
 
     url = fake(ttft=TTFT, tpot=TPOT)
     plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=8, requests=24, warmup=2)

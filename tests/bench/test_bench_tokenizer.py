@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from llmctl.errors import LlmctlError
-from llmctl.serving.bench.prompts import PromptFactory
-from llmctl.serving.bench.tokens import APPROX_NAME, HFTokenizer, load_tokenizer
-from llmctl.serving.tiny import build_tokenizer
+from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.tokens import APPROX_NAME, HFTokenizer, load_tokenizer
+from llmctl.serving.client.tiny import build_tokenizer
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker
 pytestmark = pytest.mark.xdist_group("test_bench_tokenizer")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from llmctl.errors import EndpointError, LlmctlError
-from llmctl.serving.bench.client import RequestRecord, chat_body, normalize_base_url
-from llmctl.serving.bench.metrics import describe, parse_slo, quantile, request_metrics
-from llmctl.serving.bench.prompts import PromptFactory
-from llmctl.serving.bench.tokens import ApproxTokenizer
+from llmctl.serving.client.bench.client import RequestRecord, chat_body, normalize_base_url
+from llmctl.serving.client.bench.metrics import describe, parse_slo, quantile, request_metrics
+from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 
 def test_quantile_interpolates_linearly() -> None:
@@ -108,7 +108,7 @@ def test_chat_body_asks_for_usage_and_fixed_length() -> None:
 
 
 def test_output_lengths_are_capped_at_the_server_limit() -> None:
-    from llmctl.serving.bench.tokens import ApproxTokenizer
+    from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
     factory = PromptFactory(
         ApproxTokenizer(), mean_output_tokens=245, stddev_output_tokens=20, max_output_tokens=256
@@ -120,7 +120,7 @@ def test_output_lengths_are_capped_at_the_server_limit() -> None:
 def test_a_deployed_blueprint_brings_its_output_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llmctl.serving.bench.options import resolve_endpoints
+    from llmctl.serving.client.bench.options import resolve_endpoints
     from llmctl.state import Endpoint, save_endpoint
 
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path))
@@ -139,7 +139,7 @@ def test_a_deployed_blueprint_brings_its_output_limit(
 def test_a_named_workload_resolves_its_own_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--workload pr-42` reads the endpoint `up --stack ci --workload pr-42` recorded, not the
     environment's default workload of the same blueprint."""
-    from llmctl.serving.bench.options import resolve_endpoints
+    from llmctl.serving.client.bench.options import resolve_endpoints
     from llmctl.state import Endpoint, save_endpoint
 
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path))

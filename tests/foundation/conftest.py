@@ -11,6 +11,8 @@ import yaml
 
 from llmctl.blueprints._data import data_file
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(autouse=True)
 def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -60,3 +62,21 @@ _DELETE = object()
 def delete() -> object:
     """Sentinel: remove a key in write_blueprint changes."""
     return _DELETE
+
+
+@pytest.fixture(scope="session")
+def built_packages() -> set[str]:
+    """The packages setup.py hands setuptools (what a wheel of this checkout contains)."""
+    import importlib.util
+
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("llmctl_setup", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)  # not __main__: defines packages() without calling setup()
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    # setuptools finds packages relative to the working directory, the checkout's root in a build
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        return set(setup.packages(package_dir))

@@ -1,5 +1,6 @@
 """The import contracts of pyproject.toml ([tool.importlinter]) hold, and they catch what they are for:
-a cycle added on purpose, a layer pointing up and one runtime importing another each make
+a cycle added on purpose, a layer pointing up, one runtime importing another, pod code importing a
+user-machine tool of serving/client and the shared serving layers importing a runtime each make
 `lint-imports` fail, naming the broken contract (issue 22)."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def package_tree(dest: Path) -> Path:
     """A copy of the import package shaped like the installed one (the layer folders under llmctl/),
     as `make imports` builds it: import-linter finds modules by walking the package's folder."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "llmctl", dest / "llmctl", ignore=ignore)
+    shutil.copytree(ROOT / "core", dest / "llmctl", ignore=ignore)
     for layer in LAYERS:
         shutil.copytree(ROOT / layer, dest / "llmctl" / layer, ignore=ignore)
     return dest
@@ -72,6 +73,11 @@ def _append(path: Path, line: str) -> None:
         ("serving/ray_cpu/engine.py", "import llmctl.serving.ray_vllm.image", "runtimes do not import"),
         # the AWS calls reaching up into the lifecycle
         ("infra/aws/sweep.py", "import llmctl.infra.lifecycle.kube", "infra.aws"),
+        # pod code importing a user-machine tool (directly, or through a module that does)
+        ("serving/compile_cache.py", "import llmctl.serving.client.tiny", "Pod code"),
+        ("serving/ray_cpu/engine.py", "import llmctl.infra.targets.local", "Pod code"),
+        # the shared Serve-LLM layer reaching into a runtime
+        ("serving/serve_llm/config.py", "import llmctl.serving.ray_vllm.image", "What the runtimes share"),
     ],
 )
 def test_a_deliberate_violation_breaks_its_contract(

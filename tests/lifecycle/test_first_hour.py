@@ -271,7 +271,7 @@ def test_hints_after_down_repeat_the_target_and_flags_used(local_server: dict[st
 def bench_args(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """What `llmctl bench` hands to the layer below (stops there: no endpoint is needed)."""
     from llmctl.errors import LlmctlError
-    from llmctl.serving.bench import options as bench_options
+    from llmctl.serving.client.bench import options as bench_options
 
     seen: list[dict[str, Any]] = []
 
@@ -338,7 +338,7 @@ def test_preview_takes_json_like_every_other_command(bare_machine: None) -> None
 
 
 def test_up_on_the_tiny_model_says_its_answers_are_random(local_server: dict[str, Any]) -> None:
-    from llmctl.serving.tiny import MARKER
+    from llmctl.serving.client.tiny import MARKER
 
     model = Path(local_server["model_path"])
     model.mkdir()
@@ -361,7 +361,7 @@ def test_downs_prompt_names_the_blueprints(
 
 
 def test_chat_shows_control_bytes_from_the_model_as_escapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llmctl.serving import chat as chat_module
+    from llmctl.serving.client import chat as chat_module
 
     class Session:
         model = "m"

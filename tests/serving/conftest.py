@@ -13,7 +13,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-weight Llama with a real tokenizer and chat template, generated once."""
-    from llmctl.serving.tiny import write_tiny_model
+    from llmctl.serving.client.tiny import write_tiny_model
 
     path = tmp_path_factory.mktemp("models") / "tiny"
     write_tiny_model(path)

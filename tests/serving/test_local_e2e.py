@@ -10,8 +10,8 @@ import pytest
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import ServingError
-from llmctl.serving.local import local_status, start_local, stop_local
-from llmctl.serving.local_procs import alive, related
+from llmctl.serving.client.local import local_status, start_local, stop_local
+from llmctl.serving.client.local_procs import alive, related
 from llmctl.state import list_endpoints
 
 # Ray on one xdist worker: one local Ray cluster at a time, and the module's server started once

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from llmctl.serving.local_procs import alive
+from llmctl.serving.client.local_procs import alive
 
 # starts Ray: on the one worker that runs the Ray tests
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]

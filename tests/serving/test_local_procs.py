@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from llmctl.errors import ServingError
-from llmctl.serving import local
-from llmctl.serving.local_procs import alive, kill_tree
+from llmctl.serving.client import local
+from llmctl.serving.client.local_procs import alive, kill_tree
 
 # A runner (own session) whose child ignores SIGTERM, and a "raylet" in a session of its own that
 # only the marker in its command line ties to the server, started just before the runner exits.

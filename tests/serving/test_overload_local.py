@@ -22,8 +22,8 @@ from serving_support import sse_events
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.schema import Blueprint
-from llmctl.serving.local import start_local, stop_local
-from llmctl.serving.local_procs import alive
+from llmctl.serving.client.local import start_local, stop_local
+from llmctl.serving.client.local_procs import alive
 from llmctl.state import Endpoint
 
 # Ray on one xdist worker: one local Ray cluster at a time, and the module's server started once
@@ -87,7 +87,7 @@ def _chat(tokens: int, stream: bool = False) -> dict[str, Any]:
 
 def test_the_servers_port_is_its_own(server: Endpoint) -> None:
     # Ray's proxy would bind with SO_REUSEPORT, and a second server on the same port would then take
-    # half of this one's connections; serving/local.py turns that off, so the second bind fails
+    # half of this one's connections; serving/client/local.py turns that off, so the second bind fails
     port = urlparse(server.base_url).port
     assert port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:

@@ -206,4 +206,4 @@ def test_the_docker_build_context_keeps_every_package_folder() -> None:
             "package-dir"
         ].values()
     )
-    assert {f"!{name}" for name in {*folders, "pyproject.toml", "README.md"}} <= set(rules)
+    assert {f"!{name}" for name in {*folders, "pyproject.toml", "setup.py", "README.md"}} <= set(rules)

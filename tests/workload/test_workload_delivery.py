@@ -127,7 +127,7 @@ def test_the_distribution_has_its_own_name_and_the_code_uses_it() -> None:
     assert metadata.version(DISTRIBUTION) == __version__ != "0.0.0+unknown"
     assert project["scripts"]["llmctl"] == "llmctl.cli.app:main"  # the command keeps its name
     assert wheel_file() == f"llmctl_eks-{__version__}-py3-none-any.whl"
-    for path in ("serving/common/deps.py", "infra/targets/needs.py", "serving/bench/plots.py"):
+    for path in ("serving/common/deps.py", "infra/targets/needs.py", "serving/client/bench/plots.py"):
         assert "'llmctl[" not in (ROOT / path).read_text(), path
 
 

@@ -19,9 +19,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from llmctl.serving.bench.client import RequestRecord
-from llmctl.serving.bench.loadgen import LoadResult
-from llmctl.serving.bench.metrics import DEFINITIONS
+from llmctl.serving.client.bench.client import RequestRecord
+from llmctl.serving.client.bench.loadgen import LoadResult
+from llmctl.serving.client.bench.metrics import DEFINITIONS
 
 SUMMARY = "summary.json"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from llmctl.errors import EndpointError, LlmctlError, did_you_mean
-from llmctl.serving.bench.client import normalize_base_url
-from llmctl.serving.bench.metrics import parse_slo
-from llmctl.serving.bench.runner import BenchConfig, default_out_dir
+from llmctl.serving.client.bench.client import normalize_base_url
+from llmctl.serving.client.bench.metrics import parse_slo
+from llmctl.serving.client.bench.runner import BenchConfig, default_out_dir
 
 ARRIVALS = ("poisson", "constant")
 EXTRA_BODY_EXAMPLE = "e.g. --extra-body '{\"top_p\": 0.9}'"

@@ -19,18 +19,18 @@ import httpx
 
 from llmctl import __version__
 from llmctl.errors import EndpointError, LlmctlError
-from llmctl.serving.bench import report
-from llmctl.serving.bench.client import probe
-from llmctl.serving.bench.loadgen import (
+from llmctl.serving.client.bench import report
+from llmctl.serving.client.bench.client import probe
+from llmctl.serving.client.bench.loadgen import (
     LoadPlan,
     Progress,
     install_stop_on_sigint,
     run_blocking,
     run_load,
 )
-from llmctl.serving.bench.metrics import summarize
-from llmctl.serving.bench.prompts import PromptFactory
-from llmctl.serving.bench.tokens import load_tokenizer
+from llmctl.serving.client.bench.metrics import summarize
+from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.tokens import load_tokenizer
 
 
 @dataclass
@@ -186,7 +186,7 @@ async def run_bench(
     plots: list[str] = []
     note: str | None = None
     if config.plots and levels:
-        from llmctl.serving.bench import plots as plotting
+        from llmctl.serving.client.bench import plots as plotting
 
         plots, note = plotting.plot_all(config.out_dir, levels_data(levels))
     if levels and not stop.is_set() and not any(lv.summary["counts"]["completed"] for lv in levels):

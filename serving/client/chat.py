@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from llmctl.errors import EndpointError, LlmctlError, did_you_mean
-from llmctl.serving.bench.client import auth_headers, model_ids, unreachable
+from llmctl.serving.client.bench.client import auth_headers, model_ids, unreachable
 
 COMMANDS = {
     "/reset": "forget the conversation (keeps the system prompt)",
@@ -152,7 +152,7 @@ def open_session(
 ) -> ChatSession:
     """A session with an endpoint URL or a deployed blueprint; the model defaults to the
     blueprint's, else the endpoint's first listed model."""
-    from llmctl.serving.bench.options import resolve_endpoints
+    from llmctl.serving.client.bench.options import resolve_endpoints
 
     urls, deployed_model, _ = resolve_endpoints([endpoint] if endpoint else None, blueprint, stack, workload)
     base_url = urls[0]

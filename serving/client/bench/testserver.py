@@ -12,7 +12,7 @@ Timing model (all times measured from the moment the request body has been read)
   ``ttft + j * tokens_per_chunk * tpot``; the schedule uses absolute deadlines, so a late chunk
   does not delay the ones after it;
 * every token is one word with a leading space (" alpha"), so the approximate tokenizer of
-  :mod:`llmctl.serving.bench.tokens` counts it exactly.
+  :mod:`llmctl.serving.client.bench.tokens` counts it exactly.
 
 Failure injection: every ``error_every``-th request answers HTTP ``error_status``; every
 ``stall_every``-th request stops after ``stall_after`` tokens and then hangs for
@@ -25,7 +25,7 @@ what the server really did for each completed stream: when it had read the reque
 the first and the last content chunk (``time.monotonic()``, the clock of the client's
 ``perf_counter`` on Linux) and how many tokens it sent. ``POST /_config`` clears both.
 
-Run it on its own with ``python -m llmctl.serving.bench.testserver --port 8000``.
+Run it on its own with ``python -m llmctl.serving.client.bench.testserver --port 8000``.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class FakeTiming:
 
 def count_words(text: str) -> int:
     """The server's prompt token count: the same rule as the bench's approximate tokenizer."""
-    from llmctl.serving.bench.tokens import ApproxTokenizer
+    from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
     return ApproxTokenizer().count(text)
 
@@ -342,7 +342,7 @@ def running_server(timing: FakeTiming | None = None, startup_timeout: float = 30
     A separate process keeps the server's work off the load generator's event loop, as a real
     server would be.
     """
-    args = [sys.executable, "-m", "llmctl.serving.bench.testserver", "--port", "0"]
+    args = [sys.executable, "-m", "llmctl.serving.client.bench.testserver", "--port", "0"]
     for field in dataclasses.fields(FakeTiming):
         if timing is not None:
             args += [f"--{field.name.replace('_', '-')}", str(getattr(timing, field.name))]

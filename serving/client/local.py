@@ -29,8 +29,8 @@ from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
 from llmctl.errors import BadInput, ServingError, UserAbort
+from llmctl.serving.client.local_procs import alive, kill_tree
 from llmctl.serving.common.auth import API_KEY_ENV, resolve_api_key
-from llmctl.serving.local_procs import alive, kill_tree
 from llmctl.serving.model_source import resolve_model
 from llmctl.state import Endpoint, check_name, remove_endpoint, save_endpoint, state_dir
 
@@ -106,7 +106,7 @@ RANDOM_NOTE = "the model is llmctl's tiny one with random weights: its answers a
 
 
 def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpoint:
-    from llmctl.serving.tiny import MARKER
+    from llmctl.serving.client.tiny import MARKER
 
     tiny = bool(record.get("model_path")) and (Path(record["model_path"]) / MARKER).is_file()
     return Endpoint(
@@ -209,7 +209,7 @@ def start_local(
     say(f"starting Ray Serve on 127.0.0.1:{port} (log: {log})")
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llmctl.serving.local_runner", str(spec_path)],
+            [sys.executable, "-m", "llmctl.serving.client.local_runner", str(spec_path)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

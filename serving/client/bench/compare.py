@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.errors import LlmctlError
-from llmctl.serving.bench.report import SUMMARY, sweep_entry
+from llmctl.serving.client.bench.report import SUMMARY, sweep_entry
 
 # (key in a sweep entry, label, scale, higher is better)
 ROWS: list[tuple[str, str, float, bool]] = [

@@ -14,9 +14,9 @@ from collections import Counter
 from typing import Any
 
 from llmctl.errors import LlmctlError, did_you_mean
-from llmctl.serving.bench.client import RequestRecord
-from llmctl.serving.bench.loadgen import LoadResult
-from llmctl.serving.bench.tokens import APPROX_NOTE, Tokenizer
+from llmctl.serving.client.bench.client import RequestRecord
+from llmctl.serving.client.bench.loadgen import LoadResult
+from llmctl.serving.client.bench.tokens import APPROX_NOTE, Tokenizer
 
 DEFINITIONS: dict[str, str] = {
     "ttft_s": "time to first token: from the moment the request was written to the socket (its last "

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from llmctl.serving.bench.client import (
+from llmctl.serving.client.bench.client import (
     RequestRecord,
     auth_headers,
     chat_body,
@@ -42,7 +42,7 @@ from llmctl.serving.bench.client import (
     request_headers,
     stream_request,
 )
-from llmctl.serving.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.prompts import PromptFactory
 
 T = TypeVar("T")
 

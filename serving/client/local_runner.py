@@ -1,4 +1,4 @@
-"""The detached process behind the local target: ``python -m llmctl.serving.local_runner SPEC``.
+"""The detached process behind the local target: ``python -m llmctl.serving.client.local_runner SPEC``.
 
 It starts a private Ray instance (``address="local"``, its own temp dir, no dashboard, a small
 object store), runs the CPU app with Serve on 127.0.0.1, writes its state to the spec's status
@@ -86,9 +86,9 @@ def _drain(serve: Any, spec: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point: one argument, the JSON spec written by :func:`llmctl.serving.local.start_local`."""
+    """Entry point: one argument, the JSON spec written by :func:`llmctl.serving.client.local.start_local`."""
     if len(argv) != 2:
-        print("usage: python -m llmctl.serving.local_runner SPEC.json", file=sys.stderr)
+        print("usage: python -m llmctl.serving.client.local_runner SPEC.json", file=sys.stderr)
         return 2
     return run(json.loads(Path(argv[1]).read_text()))
 

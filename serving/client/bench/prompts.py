@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from llmctl.serving.bench.tokens import Tokenizer
+from llmctl.serving.client.bench.tokens import Tokenizer
 
 INSTRUCTION = "Continue the following text.\n"
 POOL_SIZE = 512
@@ -34,7 +34,7 @@ class PromptSpec:
 
 def load_corpus() -> str:
     """The text corpus shipped with the package."""
-    return resources.files("llmctl.serving.bench").joinpath("corpus.txt").read_text(encoding="utf-8")
+    return resources.files("llmctl.serving.client.bench").joinpath("corpus.txt").read_text(encoding="utf-8")
 
 
 class PromptFactory:

@@ -1,0 +1,105 @@
+"""The engine-independent part of a Ray Serve LLM ``LLMConfig``, from a blueprint.
+
+A Ray Serve LLM runtime passes its engine's kwargs and environment; everything Ray Serve LLM itself
+reads (model loading, deployment options, accelerator type, callback) is set here the same way for
+every such runtime. The field names are Ray Serve LLM's ``LLMConfig``
+(``ray.llm._internal.serve.configs.server_models.LLMConfig`` in Ray 2.58).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from llmctl.blueprints import serving_limits
+from llmctl.blueprints.schema import Blueprint
+from llmctl.serving.common.ingress import shedding_options
+
+#: the app args every Ray Serve LLM runtime accepts besides ``blueprint``
+ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
+# Ray names a GPU by the first word of its model name after the vendor ("NVIDIA A100-SXM4-80GB" -> "A100")
+_RAY_GPU_TYPE = re.compile(r"[A-Z0-9]+")
+
+
+def gpu_type(blueprint: Blueprint) -> str | None:
+    """Ray's ``accelerator_type`` for the blueprint's GPU, from the hardware catalog's GPU name."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.errors import CatalogError
+
+    try:
+        name = hardware().instance(blueprint.compute.instance_type).accelerator_name
+    except CatalogError:
+        return None
+    found = _RAY_GPU_TYPE.match(name or "")
+    return found.group() if found else None
+
+
+def model_source(blueprint: Blueprint, explicit: str | None) -> str | dict[str, str]:
+    """The ``model_source`` arg, else the S3 mirror (``LLMCTL_MODEL_URI``), else the hub id.
+
+    An ``s3://`` source becomes Ray Serve LLM's cloud mirror config: each replica downloads it
+    before the engine loads, so the app builder (on the Ray head) never pulls weights itself.
+    """
+    from llmctl.serving.model_mirror import mirror_uri, split_s3_uri
+
+    source = explicit or mirror_uri() or blueprint.model.id
+    if source.startswith("s3://"):
+        split_s3_uri(source)  # a malformed URI fails here with a clear message
+        return {"bucket_uri": source}
+    return source
+
+
+def deployment_config(blueprint: Blueprint, options: dict[str, Any], *, backpressure: bool) -> dict[str, Any]:
+    """Replicas (fixed by ``num_replicas`` or autoscaled), concurrency, shedding and drain.
+
+    Shedding is Ray's: ``max_queued_requests`` bounds what waits for the LLM replicas (429 with
+    ``Retry-After`` when the installed Ray takes ``backpressure_config``, else Ray's 503), and
+    ``graceful_shutdown_timeout_s`` lets a stopping replica finish a generation.
+    """
+    scaling = blueprint.scaling
+    config: dict[str, Any] = {
+        "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
+        **shedding_options(
+            blueprint.serving.max_concurrent_requests + serving_limits.queue_limit(blueprint),
+            backpressure=backpressure,
+        ),
+        "graceful_shutdown_timeout_s": serving_limits.drain_grace_s(blueprint) + serving_limits.STOP_MARGIN_S,
+    }
+    if "num_replicas" in options:
+        config["num_replicas"] = int(options["num_replicas"])
+    else:
+        config["autoscaling_config"] = {
+            "min_replicas": scaling.min_replicas,
+            "initial_replicas": scaling.replicas,
+            "max_replicas": scaling.max_replicas,
+            "target_ongoing_requests": scaling.target_ongoing_requests,
+        }
+    return config
+
+
+def llm_config(
+    blueprint: Blueprint,
+    options: dict[str, Any],
+    *,
+    engine_kwargs: dict[str, Any],
+    env: dict[str, str],
+    callback_class: str | None = None,
+    backpressure: bool = False,
+) -> dict[str, Any]:
+    """The ``LLMConfig`` (as a dict) around a runtime's ``engine_kwargs`` and replica ``env``."""
+    config: dict[str, Any] = {
+        "model_loading_config": {
+            "model_id": options.get("served_model_name") or blueprint.model.id,
+            "model_source": model_source(blueprint, options.get("model_source")),
+        },
+        "engine_kwargs": engine_kwargs,
+        "deployment_config": deployment_config(blueprint, options, backpressure=backpressure),
+        "runtime_env": {"env_vars": env},
+    }
+    if callback_class:
+        config["callback_config"] = {"callback_class": callback_class}
+    if blueprint.compute.accelerator == "nvidia":
+        accelerator_type = gpu_type(blueprint)
+        if accelerator_type:
+            config["accelerator_type"] = accelerator_type
+    return config
