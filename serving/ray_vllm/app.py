@@ -16,6 +16,7 @@ from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import ServingError
 from llmctl.serving.common.deps import require
 from llmctl.serving.common.ingress import (
+    autoscaling_config,
     parse_args,
     ray_supports_backpressure_config,
     shedding_options,
@@ -69,7 +70,6 @@ def llm_config(
     ``graceful_shutdown_timeout_s`` lets a stopping replica finish a generation.
     """
     opts = options or {}
-    scaling = blueprint.scaling
     engine: dict[str, Any] = {
         "tensor_parallel_size": blueprint.compute.tensor_parallel,
         "max_model_len": blueprint.model.max_context,
@@ -99,12 +99,7 @@ def llm_config(
     if "num_replicas" in opts:
         config["deployment_config"]["num_replicas"] = int(opts["num_replicas"])
     else:
-        config["deployment_config"]["autoscaling_config"] = {
-            "min_replicas": scaling.min_replicas,
-            "initial_replicas": scaling.replicas,
-            "max_replicas": scaling.max_replicas,
-            "target_ongoing_requests": scaling.target_ongoing_requests,
-        }
+        config["deployment_config"]["autoscaling_config"] = autoscaling_config(blueprint)
     if blueprint.compute.accelerator == "nvidia":
         engine["gpu_memory_utilization"] = blueprint.serving.gpu_memory_utilization
         accelerator_type = gpu_type(blueprint)
