@@ -71,9 +71,10 @@ def measure_scaling(
 ) -> dict[str, Any]:
     """Start the blueprint locally, load it, watch its replicas, stop it; the timings and samples.
 
-    `wants_more_s`: from the start of the load until Serve wants `max_replicas` (its decision;
-    within the load or None). `scale_up_s`: from the start of the load until that many run (the
-    decision plus a replica's start; it may come after the load ended, before the scale-down).
+    `wants_more_s`: from the start of the load until Serve wants `max_replicas` (its decision, from
+    metrics of the load that may reach it after the load ended). `scale_up_s`: from the start of
+    the load until that many run (the decision plus a replica's start; it may come after the load
+    ended, before the scale-down).
     `scale_down_s`: from the end of the load until Serve wants fewer replicas than `max_replicas`.
     `to_zero_s` and `wake_s` (only with `min_replicas: 0`): from the end of the load until no replica
     runs, and how long the first request then takes (its cold start). A None means it did not happen
@@ -89,6 +90,8 @@ def measure_scaling(
             summary = _load(endpoint.base_url, endpoint.model, out, concurrency, load_s, watch.source)
             load_to = watch.now()
             wants = first_at(watch.samples, load_from, load_to, "desired", scaling.max_replicas)
+            if wants is None:  # a decision on metrics that arrive late (a busy machine) still counts
+                wants = watch.wait_for(lambda s: s["desired"] >= scaling.max_replicas, settle_s)
             down = watch.wait_for(lambda s: s["desired"] < scaling.max_replicas, settle_s)
             end = down if down is not None else watch.now()
             up = first_at(watch.samples, load_from, end, "running", scaling.max_replicas)
