@@ -265,6 +265,61 @@ def _features(ctx: Context) -> list[Problem]:
     return problems
 
 
+def autoscaled(blueprint: Blueprint) -> bool:
+    """Whether the blueprint lets its replica count move (max_replicas above min_replicas)."""
+    return blueprint.scaling.max_replicas > blueprint.scaling.min_replicas
+
+
+def queue_scaled(blueprint: Blueprint) -> bool:
+    """Whether the blueprint's Deployment scales on its queue through a KEDA ScaledObject (so the
+    platform must run KEDA)."""
+    return (
+        autoscaled(blueprint)
+        and blueprint.scaling.signal == "queue"
+        and runtime(blueprint.runtime).endpoint == "service"
+    )
+
+
+def _scaling(ctx: Context) -> list[Problem]:
+    """Each runtime scales on its queue, or the blueprint says which other signal; no bound is
+    changed silently (docs/serving.md, "Autoscaling")."""
+    bp, scaling = ctx.blueprint, ctx.blueprint.scaling
+    spec = runtime(bp.runtime)
+    if spec.endpoint == "ray-serve":
+        if scaling.signal != "queue":
+            return [
+                (
+                    "scaling.signal",
+                    f"{bp.runtime} scales on Ray Serve's ongoing requests per replica; remove scaling.signal",
+                )
+            ]
+        return []
+    problems: list[Problem] = []
+    if scaling.min_replicas == 0:
+        why = (
+            "an HPA on CPU utilisation cannot go below one pod"
+            if scaling.signal == "cpu"
+            else f"its queue metric ({spec.queue_metric or 'none'}) is read from its own pods, so at zero pods "
+            "nothing would report a waiting request and nothing would wake it"
+        )
+        problems.append(
+            (
+                "scaling.min_replicas",
+                f"{bp.runtime} cannot scale to zero: {why}; set min_replicas to 1 or more, or use a Ray "
+                "runtime (Ray Serve holds requests while a replica starts)",
+            )
+        )
+    if autoscaled(bp) and scaling.signal == "queue" and spec.queue_metric is None:
+        problems.append(
+            (
+                "scaling.signal",
+                f"{bp.runtime} exports no queue-depth metric to scale on; set scaling.signal: cpu (an HPA on "
+                "CPU utilisation) or min_replicas equal to max_replicas",
+            )
+        )
+    return problems
+
+
 RULES: tuple[Callable[[Context], list[Problem]], ...] = (
     _instance,
     _runtime,
@@ -274,6 +329,7 @@ RULES: tuple[Callable[[Context], list[Problem]], ...] = (
     _fit,
     _resources,
     _features,
+    _scaling,
 )
 
 

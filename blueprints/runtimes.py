@@ -73,6 +73,16 @@ class RuntimeSpec(BaseModel):
         "Ray dashboard beside it; service: the runtime's own Service and port, at the root."
     )
 
+    queue_metric: str | None = Field(
+        None,
+        description="A Deployment runtime's queue-depth gauge on its metrics port (one series per pod), "
+        "which its KEDA ScaledObject reads; None when the server exports none (then only the CPU "
+        "signal or fixed replicas are possible). Ray runtimes scale on Ray Serve's own signal.",
+    )
+    queue_metric_source: str | None = Field(
+        None, description="Where the metric name was checked (repository and file)."
+    )
+
     def engine_on(self, accelerator: str) -> str:
         """The engine it drives on an accelerator family."""
         if accelerator in NEURON and self.neuron_engine:

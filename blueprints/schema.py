@@ -21,6 +21,7 @@ Runtime = RuntimeName  # the names live in the runtime registry (blueprints/runt
 Accelerator = Literal["inferentia2", "trainium", "trainium2", "nvidia", "cpu"]
 UI = Literal["gradio", "open-webui", "none"]
 ExposureMode = Literal["port-forward", "internal-lb", "public"]
+ScalingSignal = Literal["queue", "cpu"]
 
 RUNTIMES: tuple[str, ...] = runtime_names()
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -102,6 +103,36 @@ class ScalingSpec(_Strict):
     max_replicas: int = Field(1, ge=1, le=256, description="Autoscaling upper bound.")
     target_ongoing_requests: float = Field(
         8.0, gt=0, description="Autoscaling target: in-flight requests per replica (Ray Serve) or per pod."
+    )
+    signal: ScalingSignal = Field(
+        "queue",
+        description="What a Deployment runtime (endpoint `service` in the runtime registry) scales on: 'queue' "
+        "(a KEDA ScaledObject on the server's own queue-depth metric) or 'cpu' (an HPA on CPU utilisation). "
+        "Ray runtimes always scale on Ray Serve's ongoing requests per replica.",
+    )
+    target_queue: float = Field(
+        2.0,
+        gt=0,
+        description="Queue-signal target: requests waiting per pod (averaged over the pods) above which "
+        "KEDA adds a pod.",
+    )
+    queue_activation: float = Field(
+        0.0,
+        ge=0,
+        description="Queue-signal activation threshold: KEDA counts the scaler active only above this many "
+        "waiting requests (KEDA's activationTargetValue).",
+    )
+    upscale_delay_s: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds the signal must stay above target before a replica is added; None keeps the "
+        "autoscaler's default (Ray Serve 30 s, the HPA 0 s).",
+    )
+    downscale_delay_s: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds the signal must stay below target before a replica is removed; None keeps the "
+        "autoscaler's default (Ray Serve 600 s, the HPA 300 s).",
     )
 
     @model_validator(mode="after")

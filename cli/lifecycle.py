@@ -239,6 +239,15 @@ def _print_status(data: dict[str, Any]) -> None:
             + f"  namespace {row['namespace']}  pools {', '.join(row['pools'])}",
             markup=False,
         )
+        replicas = row.get("replicas")
+        if isinstance(replicas, dict):
+            con.print(f"  replicas: {replicas['error']}", markup=False)
+        for scaled in replicas or []:
+            signal = f", signal {scaled['signal']}" if scaled.get("signal") else ""
+            con.print(
+                f"  {scaled['kind']} {scaled['name']}: {scaled['current']} running, {scaled['desired']} desired{signal}",
+                markup=False,
+            )
     if data.get("cluster"):
         con.print(f"cluster {data['cluster']['cluster_name']} in {data['cluster']['region']}")
     kube = data.get("kubernetes") or {}
@@ -258,6 +267,11 @@ def _print_status(data: dict[str, Any]) -> None:
             f"local {row['blueprint']}: {row.get('url')} model {row.get('model')} pid {row.get('pid')} ({state})",
             markup=False,
         )
+        replicas = row.get("replicas")
+        if replicas:
+            con.print(
+                f"  replicas: {replicas['running']} running, {replicas['desired']} desired", markup=False
+            )
         if row.get("log"):
             con.print(f"  log: {row['log']}", markup=False)
     for e in data["endpoints"]:

@@ -10,6 +10,7 @@ from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
 from llmctl.infra.lifecycle.environment import Environment
 from llmctl.infra.lifecycle.kube import cluster_status, kubeconfig_path
+from llmctl.infra.lifecycle.replicas import workload_replicas
 from llmctl.infra.lifecycle.stacks import stack_rows
 from llmctl.infra.lifecycle.timeline import start_timelines
 from llmctl.infra.names import check_workload, split_stack
@@ -80,7 +81,20 @@ def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> d
     }
     if blueprint is not None:
         sections["starts"] = start_status(stack, blueprint)
+    kube = sections["kubernetes"]
+    if kube and not kube.get("error"):
+        for row in sections["workloads"]:
+            row["replicas"] = replica_status(stack, row["namespace"])
     return sections
+
+
+def replica_status(stack: str, namespace: str) -> list[dict[str, Any]] | dict[str, str]:
+    """A workload's current and desired replicas and its signal (:mod:`.replicas`), or
+    ``{"error": ...}`` saying why not."""
+    try:
+        return workload_replicas(kubeconfig_path(stack), namespace)
+    except LlmctlError as exc:
+        return {"error": f"{exc.message} ({exc.hint})"}
 
 
 def workload_rows(stack: str, engine: Any) -> list[dict[str, Any]]:

@@ -21,8 +21,9 @@ from llmctl.blueprints import versions as pinned
 
 AddonKind = Literal["chart", "eks-addon"]
 # When the platform installs an add-on: always, when one of its pools has that accelerator family,
-# or when the observability setting of the same name is on.
-Condition = Literal["always", "neuron-pools", "nvidia-pools", "cloudwatch", "metrics-server"]
+# when the observability setting of the same name is on, or when a workload scales a Deployment on
+# its queue (KEDA).
+Condition = Literal["always", "neuron-pools", "nvidia-pools", "cloudwatch", "metrics-server", "queue-scaling"]
 # Accelerators whose pools bring the Neuron chart (and its custom scheduler).
 NEURON_ACCELERATORS = ("inferentia2", "trainium", "trainium2")
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -63,9 +64,16 @@ class Addon(BaseModel):
         description="A chart's upstream Chart.yaml (its subchart conditions are valid value keys).",
     )
 
-    def installed(self, accelerators: Iterable[str], *, cloudwatch: bool, metrics_server: bool) -> bool:
+    def installed(
+        self,
+        accelerators: Iterable[str],
+        *,
+        cloudwatch: bool,
+        metrics_server: bool,
+        queue_scaling: bool = False,
+    ) -> bool:
         """Whether a platform with pools of these accelerator families (and these observability
-        settings) installs this add-on."""
+        and autoscaling settings) installs this add-on."""
         families = set(accelerators)
         return {
             "always": True,
@@ -73,6 +81,7 @@ class Addon(BaseModel):
             "nvidia-pools": "nvidia" in families,
             "cloudwatch": cloudwatch,
             "metrics-server": metrics_server,
+            "queue-scaling": queue_scaling,
         }[self.condition]
 
     def selector(self) -> tuple[str, dict[str, str]]:
@@ -111,6 +120,9 @@ ADDONS: tuple[Addon, ...] = (
     Addon(key="nvidia_device_plugin", kind="chart", version_source="versions.yaml", condition="nvidia-pools",
           namespace="kube-system", after=(_LBC,), component="nvidia",
           upstream_values="nvidia-device-plugin/values.yaml", upstream_chart="nvidia-device-plugin/Chart.yaml"),
+    Addon(key="keda", kind="chart", version_source="versions.yaml", condition="queue-scaling",
+          namespace="keda", after=(_LBC,), component="keda",
+          upstream_values="keda/values.yaml", upstream_chart="keda/Chart.yaml"),
     # EKS managed add-ons (versions chosen by EKS per Kubernetes version)
     *(
         Addon(key=name, kind="eks-addon", version_source="eks", condition="always",
@@ -137,10 +149,18 @@ def addon(key: str) -> Addon:
 
 
 def installed_addons(
-    accelerators: Iterable[str], *, cloudwatch: bool = True, metrics_server: bool = True
+    accelerators: Iterable[str],
+    *,
+    cloudwatch: bool = True,
+    metrics_server: bool = True,
+    queue_scaling: bool = False,
 ) -> list[Addon]:
     """The add-ons a platform with pools of these accelerator families installs, in registry order."""
     families = set(accelerators)
     return [
-        row for row in ADDONS if row.installed(families, cloudwatch=cloudwatch, metrics_server=metrics_server)
+        row
+        for row in ADDONS
+        if row.installed(
+            families, cloudwatch=cloudwatch, metrics_server=metrics_server, queue_scaling=queue_scaling
+        )
     ]

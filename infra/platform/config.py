@@ -21,6 +21,7 @@ from llmctl.blueprints.pools import (
     pool_for_instance,
     pools_for,
 )
+from llmctl.blueprints.rules import queue_scaled
 from llmctl.blueprints.schema import Blueprint, CapacitySpec
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
@@ -220,6 +221,11 @@ class PlatformConfig(_Strict):
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="Observability toggles."
     )
+    queue_scaling: bool = Field(
+        False,
+        description="Install KEDA, for workloads that scale a Deployment on its queue (set from the blueprints: "
+        "scaling.signal queue on a Deployment runtime that autoscales).",
+    )
     admin_principal_arns: list[str] = Field(
         default_factory=list,
         description="IAM principals given cluster-admin access entries. EKS already makes the identity that "
@@ -313,6 +319,7 @@ class PlatformConfig(_Strict):
             {pool(name).accelerator for name in self.pools},
             cloudwatch=self.observability.cloudwatch,
             metrics_server=self.observability.metrics_server,
+            queue_scaling=self.queue_scaling,
         )
 
     def chart_keys(self) -> list[str]:
@@ -341,6 +348,8 @@ class PlatformConfig(_Strict):
             "pools": pools,
             "instance_types": instance_types,
             "capacity_reservations": reservations_by_pool(chosen),
+            # all_pools: a platform ready for any blueprint, KEDA included
+            "queue_scaling": all_pools or any(queue_scaled(bp) for bp in chosen),
         }
         data.update(overrides)
         return validate_config(data, source="platform settings")

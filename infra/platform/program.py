@@ -16,6 +16,7 @@ from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.ingress import Ingress
 from llmctl.infra.platform.karpenter import Karpenter
+from llmctl.infra.platform.keda import Keda
 from llmctl.infra.platform.kuberay import KubeRay
 from llmctl.infra.platform.manifests import taint_dicts
 from llmctl.infra.platform.network import Network
@@ -79,7 +80,7 @@ def build_platform(config: PlatformConfig) -> None:
     # pods are ready, creating a Service fails ("no endpoints available for service
     # aws-load-balancer-webhook-service"; aws-load-balancer-controller issue 4140). The charts and
     # EKS add-ons that create Services therefore wait for the controller's release (and, on
-    # destroy, go before it): Neuron, NVIDIA, KubeRay, CloudWatch observability, metrics-server.
+    # destroy, go before it): Neuron, NVIDIA, KubeRay, KEDA, CloudWatch observability, metrics-server.
     after_lbc = [*cluster.ready, ingress.release]
     karpenter = Karpenter("karpenter", config, cluster, after=[ingress.release], opts=on_both)
     NodePools("nodepools", config, karpenter, opts=on_k8s)
@@ -89,6 +90,8 @@ def build_platform(config: PlatformConfig) -> None:
     if "nvidia_device_plugin" in installs:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
     KubeRay("kuberay", after=after_lbc, opts=on_k8s)
+    if "keda" in installs:
+        Keda("keda", after=after_lbc, opts=on_k8s)
     Observability("observability", config, cluster, opts=on_aws, after=[ingress.release])
     cache = Cache("cache", config, opts=on_aws)
 

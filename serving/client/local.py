@@ -182,14 +182,15 @@ def start_local(
         "blueprint": blueprint.name,
         "port": port,
         "route_prefix": blueprint.serving.route_prefix,
-        "num_cpus": cpus,
+        # Ray's logical CPUs: room for max_replicas replicas of `cpus` each, so Serve autoscales
+        # within the blueprint's bounds here as on a cluster (the replicas share this machine's cores)
+        "num_cpus": cpus * blueprint.scaling.max_replicas,
         "ray_dir": ray_dir,
         "status_file": str(record_path.with_suffix(".status")),
         "app_args": {
             "blueprint": blueprint.model_dump(mode="json"),
             "model_path": model_path,
             "served_model_name": served,
-            "num_replicas": 1,
             "num_cpus": cpus,
             "threads": cpus,
         },
@@ -326,8 +327,16 @@ def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
     return stopped
 
 
+def local_replicas(stack: str, blueprint: str) -> dict[str, Any] | None:
+    """Serve's current and desired replicas of a running local server, as its runner last wrote
+    them (`running`, `desired`, `states`, `at`); None when it is not running or has not said."""
+    replicas = _read(_record_path(stack, blueprint).with_suffix(".status")).get("replicas")
+    return replicas if isinstance(replicas, dict) else None
+
+
 def local_status(stack: str = "dev") -> list[dict[str, Any]]:
-    """One row per local server of the stack: blueprint, url, model, pid, port, healthy, log."""
+    """One row per local server of the stack: blueprint, url, model, pid, port, healthy, replicas
+    (current and desired, see :func:`local_replicas`), log."""
     folder = _records(stack)
     rows = []
     for path in sorted(folder.glob("*.json")) if folder.exists() else []:
@@ -345,6 +354,7 @@ def local_status(stack: str = "dev") -> list[dict[str, Any]]:
                 "port": record.get("port"),
                 "running": running,
                 "healthy": running and _healthy(record.get("health_url", "")),
+                "replicas": local_replicas(stack, record.get("blueprint", path.stem)) if running else None,
                 "log": record.get("log"),
                 "started": record.get("started"),
             }

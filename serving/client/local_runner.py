@@ -1,8 +1,9 @@
 """The detached process behind the local target: ``python -m llmctl.serving.client.local_runner SPEC``.
 
 It starts a private Ray instance (``address="local"``, its own temp dir, no dashboard, a small
-object store), runs the CPU app with Serve on 127.0.0.1, writes its state to the spec's status
-file, and blocks until SIGTERM/SIGINT. Then it drains the app first (``/healthz`` turns 503, new
+object store), runs the CPU app with Serve on 127.0.0.1, writes its state (and, while running,
+Serve's current and desired replicas every half second) to the spec's status file, and blocks
+until SIGTERM/SIGINT. Then it drains the app first (``/healthz`` turns 503, new
 requests get 503 with ``Retry-After``, in-flight streams get the spec's ``grace_s`` to finish and
 end with an error event after it) and only then shuts Serve and Ray down. :mod:`.local` spawns,
 watches and stops it.
@@ -23,10 +24,39 @@ from typing import Any
 OBJECT_STORE_BYTES = 100 * 1024**2
 
 
-def _write_status(path: Path, state: str, message: str = "") -> None:
+REPORT_S = 0.5  # how often the running server writes its replica counts into the status file
+# Serve replica states that count towards the replicas Serve wants (all but STOPPING)
+DESIRED_STATES = ("STARTING", "UPDATING", "RECOVERING", "RUNNING")
+
+
+def _write_status(path: Path, state: str, message: str = "", **extra: Any) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"state": state, "message": message, "pid": os.getpid()}))
+    tmp.write_text(json.dumps({"state": state, "message": message, "pid": os.getpid(), **extra}))
     tmp.replace(path)
+
+
+def replica_counts(replica_states: dict[str, int]) -> dict[str, Any]:
+    """Current and desired replicas from Serve's per-state counts: RUNNING replicas serve now; the
+    desired count is every replica Serve keeps or is bringing up (all states but STOPPING)."""
+    return {
+        "running": int(replica_states.get("RUNNING", 0)),
+        "desired": sum(int(replica_states.get(state, 0)) for state in DESIRED_STATES),
+        "states": dict(replica_states),
+        "at": time.time(),
+    }
+
+
+def _replicas(serve: Any, app: str) -> dict[str, Any] | None:
+    """The app's replica counts from `serve.status()`; None when Serve cannot say (yet)."""
+    try:
+        deployments = serve.status().applications[app].deployments
+        states: dict[str, int] = {}
+        for deployment in deployments.values():
+            for state, count in deployment.replica_states.items():
+                states[str(state)] = states.get(str(state), 0) + int(count)
+        return replica_counts(states)
+    except Exception:  # a status read racing a redeploy: skip this sample
+        return None
 
 
 def run(spec: dict[str, Any]) -> int:
@@ -56,9 +86,9 @@ def run(spec: dict[str, Any]) -> int:
         serve.start(http_options={"host": "127.0.0.1", "port": spec["port"]})
         app = app_builder(spec["app_args"])
         serve.run(app, name=spec["blueprint"], route_prefix=spec["route_prefix"])
-        _write_status(status, "running")
-        while not stop.wait(1.0):
-            pass
+        _write_status(status, "running", replicas=_replicas(serve, spec["blueprint"]))
+        while not stop.wait(REPORT_S):
+            _write_status(status, "running", replicas=_replicas(serve, spec["blueprint"]))
         _write_status(status, "stopping", "draining in-flight requests")
         _drain(serve, spec)
         serve_shutdown: Any = serve.shutdown  # untyped in Ray

@@ -121,13 +121,26 @@ def deployment_options(
     elif scaling.min_replicas == scaling.max_replicas:
         out["num_replicas"] = scaling.max_replicas
     else:
-        out["autoscaling_config"] = {
-            "min_replicas": scaling.min_replicas,
-            "initial_replicas": scaling.replicas,
-            "max_replicas": scaling.max_replicas,
-            "target_ongoing_requests": scaling.target_ongoing_requests,
-        }
+        out["autoscaling_config"] = autoscaling_config(blueprint)
     return out
+
+
+def autoscaling_config(blueprint: Blueprint) -> dict[str, Any]:
+    """Ray Serve's autoscaling_config from the blueprint's scaling section: ongoing requests per
+    replica, the bounds (min_replicas 0 lets Serve stop the last replica; its proxy holds a request
+    until one starts again) and the delays when the blueprint sets them."""
+    scaling = blueprint.scaling
+    config: dict[str, Any] = {
+        "min_replicas": scaling.min_replicas,
+        "initial_replicas": scaling.replicas,
+        "max_replicas": scaling.max_replicas,
+        "target_ongoing_requests": scaling.target_ongoing_requests,
+    }
+    if scaling.upscale_delay_s is not None:
+        config["upscale_delay_s"] = scaling.upscale_delay_s
+    if scaling.downscale_delay_s is not None:
+        config["downscale_delay_s"] = scaling.downscale_delay_s
+    return config
 
 
 def limits_for(blueprint: Blueprint, engine: Engine) -> Limits:

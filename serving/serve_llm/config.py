@@ -13,7 +13,7 @@ from typing import Any
 
 from llmctl.blueprints import serving_limits
 from llmctl.blueprints.schema import Blueprint
-from llmctl.serving.common.ingress import shedding_options
+from llmctl.serving.common.ingress import autoscaling_config, shedding_options
 
 #: the app args every Ray Serve LLM runtime accepts besides ``blueprint``
 ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
@@ -56,7 +56,6 @@ def deployment_config(blueprint: Blueprint, options: dict[str, Any], *, backpres
     ``Retry-After`` when the installed Ray takes ``backpressure_config``, else Ray's 503), and
     ``graceful_shutdown_timeout_s`` lets a stopping replica finish a generation.
     """
-    scaling = blueprint.scaling
     config: dict[str, Any] = {
         "max_ongoing_requests": blueprint.serving.max_concurrent_requests,
         **shedding_options(
@@ -68,12 +67,7 @@ def deployment_config(blueprint: Blueprint, options: dict[str, Any], *, backpres
     if "num_replicas" in options:
         config["num_replicas"] = int(options["num_replicas"])
     else:
-        config["autoscaling_config"] = {
-            "min_replicas": scaling.min_replicas,
-            "initial_replicas": scaling.replicas,
-            "max_replicas": scaling.max_replicas,
-            "target_ongoing_requests": scaling.target_ongoing_requests,
-        }
+        config["autoscaling_config"] = autoscaling_config(blueprint)
     return config
 
 

@@ -1,6 +1,6 @@
-"""Every custom object llmctl creates (NodePool, EC2NodeClass, IngressClassParams, RayService) is
-accepted by the upstream CRD: its openAPIV3Schema with unknown fields rejected, and its
-x-kubernetes-validations CEL rules (transition rules are skipped for creates)."""
+"""Every custom object llmctl creates (NodePool, EC2NodeClass, IngressClassParams, RayService,
+ScaledObject) is accepted by the upstream CRD: its openAPIV3Schema with unknown fields rejected, and
+its x-kubernetes-validations CEL rules (transition rules are skipped for creates)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,11 @@ from conformance_objects import (
 from crd_validation import CrdVersion, evaluate_rule, load_crds, validate
 from upstream_files import DATA, upstream
 
+from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.pools import POOLS
+from llmctl.blueprints.schema import ScalingSpec
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests
 
 
 @functools.cache
@@ -31,6 +35,7 @@ def crds() -> dict[tuple[str, str], CrdVersion]:
         upstream("karpenter/karpenter.sh_nodeclaims.yaml"),
         upstream("kuberay/ray.io_rayservices.yaml"),
         upstream("kuberay/ray.io_rayclusters.yaml"),
+        upstream("keda/keda.sh_scaledobjects.yaml"),
         DATA / "elbv2.k8s.aws_ingressclassparams.yaml",
     )
 
@@ -61,9 +66,9 @@ def test_workload_custom_objects_pass_the_upstream_crds(name: str) -> None:
         _assert_valid(obj)
 
 
-def test_the_catalog_creates_rayservices() -> None:
+def test_the_catalog_creates_rayservices_and_a_scaledobject() -> None:
     kinds = [obj["kind"] for name in CATALOG for obj in workload_custom_objects(name)]
-    assert kinds.count("RayService") >= 4 and set(kinds) == {"RayService"}
+    assert kinds.count("RayService") >= 4 and set(kinds) == {"RayService", "ScaledObject"}
 
 
 def test_cel_rules_are_evaluated_and_transition_rules_named() -> None:
@@ -134,3 +139,25 @@ def test_int_or_string_and_kubernetes_cel_functions() -> None:
     assert validate(obj, crds()).ok
     port["readinessProbe"] = {"httpGet": {"path": "/", "port": 1.5}}
     assert not validate(obj, crds()).ok
+
+
+def test_scaledobject_variants_pass_the_keda_crd() -> None:
+    """The ScaledObject with every optional part llmctl renders (delays, activation) is accepted too,
+    and a misspelt field is refused (the check is not vacuous)."""
+    base = load_blueprint("llama2-triton-vllm-gpu")
+    scaling = {
+        **base.scaling.model_dump(),
+        "upscale_delay_s": 5,
+        "downscale_delay_s": 90,
+        "queue_activation": 2,
+    }
+    bp = base.model_copy(update={"scaling": ScalingSpec.model_validate(scaling)})
+    objects = build_manifests(
+        WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp)), hf_token="x"
+    )
+    [scaled] = [obj for obj in objects if obj["kind"] == "ScaledObject"]
+    assert scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    _assert_valid(scaled)
+    broken = copy.deepcopy(scaled)
+    broken["spec"]["minReplicas"] = 1  # the HPA's spelling, not KEDA's minReplicaCount
+    assert not validate(broken, crds()).ok

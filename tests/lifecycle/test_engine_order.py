@@ -428,7 +428,7 @@ def test_each_add_on_order_fails_when_the_add_on_stops_waiting(invariant: str) -
     """An add-on whose resource no longer depends on anything (but its parent) breaks the order its
     registry row declares, in both phases, and the message names both add-ons' resources."""
     [spec] = [i for i in load_invariants().invariants if i.id == invariant]
-    for name in (BP, "llama2-70b-vllm-gpu"):  # Neuron, then NVIDIA pools
+    for name in (BP, "llama2-70b-vllm-gpu", "llama2-triton-vllm-gpu"):  # Neuron, NVIDIA pools, then KEDA
         graph = platform_graph(name)
         dependents = [n.name for n in graph.nodes.values() if spec.while_any[0].matches("platform", n)]
         if dependents:

@@ -14,6 +14,7 @@ from llmctl.blueprints.models import lookup_model
 from llmctl.blueprints.rules import is_gated
 from llmctl.blueprints.versions import by_digest
 from llmctl.errors import CatalogError
+from llmctl.infra.workload.builders.autoscaling import autoscaler
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import delivery_of, install_script
 from llmctl.infra.workload.meta import labels, metadata
@@ -141,7 +142,7 @@ def blueprint_env(config: WorkloadConfig) -> Obj:
     return {"name": BLUEPRINT_ENV, "value": blueprint_env_value(config.blueprint)}
 
 
-# --- probes, readiness, autoscaling ---------------------------------------------------------------
+# --- probes, readiness --------------------------------------------------------------------------
 
 
 def http_probes(path: str, port: int | str, *, startup_seconds: int) -> Obj:
@@ -187,32 +188,6 @@ def readiness(config: WorkloadConfig, wait_for: str | None = None) -> dict[str, 
     return annotations
 
 
-def autoscaler(config: WorkloadConfig, deployment: str, *, cpu_utilization: int = 80) -> Obj | None:
-    """An HPA (autoscaling/v2) on CPU utilisation between the blueprint's bounds; None when fixed."""
-    scaling = config.blueprint.scaling
-    if scaling.max_replicas <= scaling.min_replicas:
-        return None
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": metadata(config, deployment, "autoscaler"),
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
-            "minReplicas": max(1, scaling.min_replicas),
-            "maxReplicas": scaling.max_replicas,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": cpu_utilization},
-                    },
-                }
-            ],
-        },
-    }
-
-
 def deployment(
     config: WorkloadConfig,
     name: str,
@@ -245,20 +220,21 @@ def deployment(
 def scaled_serving_deployment(
     config: WorkloadConfig, name: str, pod_spec: Obj, metrics_port: int
 ) -> list[Obj]:
-    """The serving Deployment (waited on, scraped) plus its HPA when the blueprint autoscales."""
-    hpa = autoscaler(config, name)
+    """The serving Deployment (waited on, scraped) plus its autoscaler when the blueprint autoscales:
+    a KEDA ScaledObject on the queue, or an HPA on CPU (`builders/autoscaling.py`)."""
+    scaler = autoscaler(config, name, metrics_port)
     objects = [
         deployment(
             config,
             name,
             "serving",
             pod_spec,
-            replicas=None if hpa else config.blueprint.scaling.replicas,
+            replicas=None if scaler else config.blueprint.scaling.replicas,
             annotations=readiness(config),
             pod_annotations=prometheus_annotations(config, metrics_port),
         )
     ]
-    return objects + ([hpa] if hpa else [])
+    return objects + ([scaler] if scaler else [])
 
 
 def prometheus_annotations(config: WorkloadConfig, port: int, path: str = "/metrics") -> dict[str, str]:

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from llmctl.errors import EndpointError, LlmctlError, did_you_mean
 from llmctl.serving.client.bench.client import normalize_base_url
 from llmctl.serving.client.bench.metrics import parse_slo
+from llmctl.serving.client.bench.replicas import endpoint_source
 from llmctl.serving.client.bench.runner import BenchConfig, default_out_dir
 
 ARRIVALS = ("poisson", "constant")
@@ -129,6 +130,7 @@ def bench_config(
     rates = parse_list(rate, float, "--rate") if rate else None
     extra = parse_extra_body(extra_body)
     urls, deployed_model, deployed_limit = resolve_endpoints(endpoints, blueprint, stack, workload)
+    settings.setdefault("replicas", endpoint_source(stack, blueprint, workload))
     return BenchConfig(
         endpoints=urls,
         out_dir=out or default_out_dir(),

@@ -60,6 +60,8 @@ def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
             fig.savefig(path, dpi=100)
             plt.close(fig)
             written.append(str(path))
+        if summary.get("replicas"):
+            written.append(plot_scaling(plt, summary, done, folder))
     if len(levels) > 1:
         closed = levels[0][0]["load"]["mode"] == "closed"
         axis_key = "concurrency" if closed else "requested_rate_rps"
@@ -101,3 +103,32 @@ def plot_all(out_dir: Path, levels: _DATA) -> tuple[list[str], str | None]:
         plt.close(fig)
         written.append(str(path))
     return written, None
+
+
+def plot_scaling(plt: Any, summary: dict[str, Any], done: list[dict[str, Any]], folder: Path) -> str:
+    """`scaling.png`: the replicas sampled during the level under its output throughput (tokens of
+    the requests finished in each second) and each request's TTFT, on one time axis."""
+    fig, (ttft, rate, replicas) = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
+    timed = [r for r in done if r["ttft_s"] is not None]
+    ttft.scatter([r["start_s"] for r in timed], [r["ttft_s"] * 1000 for r in timed], s=8)
+    ttft.set_ylabel("TTFT (ms)")
+    per_second: dict[int, int] = {}
+    for r in done:
+        second = int(r["start_s"] + r["e2e_s"])
+        per_second[second] = per_second.get(second, 0) + int(r["output_tokens"])
+    seconds = sorted(per_second)
+    rate.bar(seconds, [per_second[t] for t in seconds], width=1.0, align="edge", color="#4c72b0")
+    rate.set_ylabel("output tokens/s")
+    samples = summary["replicas"]
+    times = [p["t_s"] for p in samples]
+    replicas.step(times, [p["running"] for p in samples], where="post", label="running")
+    replicas.step(times, [p["desired"] for p in samples], where="post", linestyle="--", label="desired")
+    replicas.set_ylabel("replicas")
+    replicas.set_xlabel("seconds since the level started")
+    replicas.legend()
+    fig.suptitle(f"{summary['model']} {summary.get('label', '')}: scaling under load")
+    fig.tight_layout()
+    path = folder / "scaling.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)

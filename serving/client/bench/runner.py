@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from llmctl.serving.client.bench.loadgen import (
 )
 from llmctl.serving.client.bench.metrics import summarize
 from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.replicas import ReplicaSource, sample_until
 from llmctl.serving.client.bench.tokens import load_tokenizer
 
 
@@ -61,6 +63,7 @@ class BenchConfig:
     seed: int = 0
     plots: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    replicas: ReplicaSource | None = None  # sampled during each level (serving/bench/replicas.py)
 
 
 @dataclass
@@ -173,10 +176,14 @@ async def run_bench(
             break
         if on_level is not None:
             on_level(label, number, len(plans))
-        result = await run_load(plan, prompts, stop=stop, on_progress=on_progress, first_index=next_index)
+        result, replica_samples = await _load_with_replicas(
+            config, plan, prompts, stop, on_progress, next_index
+        )
         next_index += len(result.records) + len(result.warmup_records)
         summary, rows = summarize(result, tokenizer, slo=config.slo, prompt_settings=prompt_settings)
         summary["label"] = label
+        if replica_samples is not None:
+            summary["replicas"] = replica_samples
         summary["started_at"] = started_at
         summary["llmctl_version"] = __version__
         folder = config.out_dir / label if sweep else config.out_dir
@@ -192,6 +199,29 @@ async def run_bench(
     if levels and not stop.is_set() and not any(lv.summary["counts"]["completed"] for lv in levels):
         _raise_all_failed(config, levels)
     return BenchOutcome(config.out_dir, levels, sweep_summary, stop.is_set(), plots, note)
+
+
+async def _load_with_replicas(
+    config: BenchConfig,
+    plan: LoadPlan,
+    prompts: PromptFactory,
+    stop: asyncio.Event,
+    on_progress: Callable[[Progress], None] | None,
+    first_index: int,
+) -> tuple[Any, list[dict[str, Any]] | None]:
+    """One level's load, with the replicas sampled beside it when the endpoint has a source (the
+    samples' clock starts with the level, like the requests' `start_s`)."""
+    if config.replicas is None:
+        return await run_load(
+            plan, prompts, stop=stop, on_progress=on_progress, first_index=first_index
+        ), None
+    done = asyncio.Event()
+    sampler = asyncio.create_task(sample_until(config.replicas, done, time.monotonic()))
+    try:
+        result = await run_load(plan, prompts, stop=stop, on_progress=on_progress, first_index=first_index)
+    finally:
+        done.set()
+    return result, await sampler
 
 
 def _raise_all_failed(config: BenchConfig, levels: list[LevelResult]) -> None:

@@ -47,6 +47,15 @@ KINDS = {
     "nodeclaims.karpenter.sh": "NodeClaim",
     "nodeclaim": "NodeClaim",
     "nodeclaims": "NodeClaim",
+    "hpa": "HorizontalPodAutoscaler",
+    "horizontalpodautoscaler": "HorizontalPodAutoscaler",
+    "horizontalpodautoscalers": "HorizontalPodAutoscaler",
+    "raycluster": "RayCluster",
+    "rayclusters": "RayCluster",
+    "rayclusters.ray.io": "RayCluster",
+    "scaledobject": "ScaledObject",
+    "scaledobjects": "ScaledObject",
+    "scaledobjects.keda.sh": "ScaledObject",
 }
 CLUSTER_SCOPED = {"Node", "Namespace", "NodePool", "CustomResourceDefinition", "EC2NodeClass", "NodeClaim"}
 # control.json `kube_unreachable: true`: the API server does not answer (as with an expired token or
@@ -81,10 +90,42 @@ def objects(root: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
                 obj["spec"] = inputs.get("spec", {})
                 found[_key(obj)] = obj
     extra = root / "kube.json"
-    for obj in json.loads(extra.read_text()) if extra.exists() else []:
+    for obj in [*(json.loads(extra.read_text()) if extra.exists() else []), *sequence_step(root)]:
         key = _key(obj)
         found[key] = {**found.get(key, {}), **obj}
     return {key: obj for key, obj in found.items() if not (obj.get("metadata") or {}).get("deleted")}
+
+
+# A recorded sequence the stand-in replays (kube-sequence.json: {"advance_on": KIND, "steps": [[object
+# overlays], ...]}): every `get` of the `advance_on` kind moves to the next step (the last one stays),
+# and every `get` sees the current step's overlays on top of kube.json, as a cluster's objects change
+# between two polls.
+SEQUENCE = "kube-sequence.json"
+SEQUENCE_POS = "kube-sequence.pos"
+
+
+def sequence_step(root: Path) -> list[dict[str, Any]]:
+    path = root / SEQUENCE
+    if not path.exists():
+        return []
+    steps = json.loads(path.read_text())["steps"]
+    pos = root / SEQUENCE_POS
+    calls = int(pos.read_text()) if pos.exists() else 0
+    return list(steps[max(0, min(calls - 1, len(steps) - 1))])
+
+
+def advance_sequence(root: Path, kind: str) -> None:
+    path = root / SEQUENCE
+    if path.exists() and json.loads(path.read_text())["advance_on"] == kind:
+        pos = root / SEQUENCE_POS
+        pos.write_text(str((int(pos.read_text()) if pos.exists() else 0) + 1))
+
+
+def _labelled(obj: dict[str, Any], selector: str | None) -> bool:
+    """`-l k=v[,k=v]`: equality selectors only."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    pairs = [part.split("=", 1) for part in selector.split(",")] if selector else []
+    return all(labels.get(key) == value for key, value in pairs)
 
 
 def port_forward(root: Path, args: list[str]) -> None:
@@ -207,12 +248,15 @@ def main() -> None:
     if not args or args[0] != "get":
         _fail(f"error: the stand-in kubectl answers only `get` (asked: {' '.join(args)})")
     rest = args[1:]
-    namespace, every, output, words = "default", False, None, []
+    namespace, every, output, words, selector = "default", False, None, [], None
     i = 0
     while i < len(rest):
         arg = rest[i]
         if arg in ("-n", "--namespace"):
             namespace, i = rest[i + 1], i + 2
+            continue
+        if arg in ("-l", "--selector"):
+            selector, i = rest[i + 1], i + 2
             continue
         if arg in ("-A", "--all-namespaces"):
             every = True
@@ -229,6 +273,7 @@ def main() -> None:
     kind = KINDS.get(words[0].lower())
     if kind is None:
         _fail(f'error: the server doesn\'t have a resource type "{words[0]}"')
+    advance_sequence(root, kind)
     everything = objects(root)
     scoped = kind in CLUSTER_SCOPED
     if len(words) > 1:
@@ -240,7 +285,7 @@ def main() -> None:
     items = [
         o
         for (k, ns, _), o in sorted(everything.items())
-        if k == kind and (scoped or every or ns == namespace)
+        if k == kind and (scoped or every or ns == namespace) and _labelled(o, selector)
     ]
     print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 

@@ -1,0 +1,76 @@
+"""Current and desired replicas of a workload on a cluster, and its autoscaling signal where
+Kubernetes knows it: `llmctl status` reads them with kubectl.
+
+- Ray runtimes: each RayCluster's worker group counts (`status.availableWorkerReplicas` and
+  `desiredWorkerReplicas`, KubeRay 1.7's `ray.io_rayclusters` CRD). Their signal, Ray Serve's
+  ongoing requests, lives in Serve, not in Kubernetes, so it is not shown here.
+- Deployment runtimes: the serving Deployment's ready and wanted pods, and its autoscaler's
+  (KEDA's `keda-hpa-<name>` HPA or llmctl's CPU HPA) desired count and current metric value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from llmctl.infra.lifecycle.kube import kubectl_json
+
+SERVING = "app.kubernetes.io/component=serving"
+
+
+def _metric_value(hpa: dict[str, Any]) -> str | None:
+    """The HPA's current metric as text: an external average (KEDA) or a CPU utilisation."""
+    for metric in (hpa.get("status") or {}).get("currentMetrics") or []:
+        external = (metric.get("external") or {}).get("current") or {}
+        if external.get("averageValue") is not None:
+            return f"{external['averageValue']} per pod"
+        if external.get("value") is not None:
+            return str(external["value"])
+        resource = (metric.get("resource") or {}).get("current") or {}
+        if resource.get("averageUtilization") is not None:
+            return f"{resource['averageUtilization']}% cpu"
+    return None
+
+
+def _autoscalers(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """HPAs by the Deployment they scale."""
+    return {
+        (hpa.get("spec") or {}).get("scaleTargetRef", {}).get("name", ""): hpa
+        for hpa in items
+        if (hpa.get("spec") or {}).get("scaleTargetRef", {}).get("kind") == "Deployment"
+    }
+
+
+def workload_replicas(kubeconfig: Path | str | None, namespace: str) -> list[dict[str, Any]]:
+    """One row per scaled object of the namespace: kind, name, current, desired, signal (None when
+    unknown); empty when the namespace has none."""
+    rows: list[dict[str, Any]] = []
+    for cluster in kubectl_json(kubeconfig, "get", "rayclusters", "-n", namespace, "-o", "json")["items"]:
+        status = cluster.get("status") or {}
+        rows.append(
+            {
+                "kind": "RayCluster",
+                "name": cluster["metadata"]["name"],
+                "current": int(status.get("availableWorkerReplicas") or 0),
+                "desired": int(status.get("desiredWorkerReplicas") or 0),
+                "signal": None,
+            }
+        )
+    hpas = _autoscalers(kubectl_json(kubeconfig, "get", "hpa", "-n", namespace, "-o", "json")["items"])
+    deployments = kubectl_json(kubeconfig, "get", "deployments", "-n", namespace, "-l", SERVING, "-o", "json")
+    for deployment in deployments["items"]:
+        name = deployment["metadata"]["name"]
+        hpa = hpas.get(name)
+        hpa_status = (hpa or {}).get("status") or {}
+        rows.append(
+            {
+                "kind": "Deployment",
+                "name": name,
+                "current": int((deployment.get("status") or {}).get("readyReplicas") or 0),
+                "desired": int(
+                    hpa_status.get("desiredReplicas", (deployment.get("spec") or {}).get("replicas", 0)) or 0
+                ),
+                "signal": _metric_value(hpa) if hpa else None,
+            }
+        )
+    return rows

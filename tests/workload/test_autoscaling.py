@@ -1,0 +1,161 @@
+"""Autoscaling per runtime (issue 28): no scaling bound is changed silently; each runtime scales on
+its queue (KEDA on the server's gauge for Deployments, Ray Serve's ongoing requests for Ray) or
+the blueprint names another signal; `min_replicas: 0` is rendered where the runtime can wake from
+zero and refused, with the reason, where it cannot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from workload_helpers import TOKEN, blueprint, find, worker
+
+from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.rules import check, queue_scaled
+from llmctl.blueprints.runtimes import runtime, runtimes
+from llmctl.blueprints.schema import Blueprint, ScalingSpec
+from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests
+
+# one catalog blueprint per runtime
+BY_RUNTIME = {
+    "ray-neuronx": "llama2-inf2",
+    "ray-vllm": "llama3-vllm-inf2",
+    "triton-vllm": "llama2-triton-vllm-gpu",
+    "torchserve-neuronx": "llama2-torchserve-inf2",
+    "ray-cpu": "tiny-cpu",
+}
+RAY = [name for name in BY_RUNTIME if runtime(name).endpoint == "ray-serve"]
+DEPLOYMENT = [name for name in BY_RUNTIME if runtime(name).endpoint == "service"]
+
+
+def scaled(name: str, **scaling: Any) -> Blueprint:
+    """A catalog blueprint with its scaling section replaced (validated like a file would be)."""
+    base = blueprint(name)
+    return base.model_copy(
+        update={"scaling": ScalingSpec.model_validate({**base.scaling.model_dump(), **scaling})}
+    )
+
+
+def objects(bp: Blueprint) -> list[dict[str, Any]]:
+    return build_manifests(
+        WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp)), hf_token=TOKEN
+    )
+
+
+def scaling_problems(bp: Blueprint) -> list[tuple[str, str]]:
+    return [(path, message) for path, message in check(bp, hardware()) if path.startswith("scaling")]
+
+
+def test_every_runtime_is_covered() -> None:
+    assert set(BY_RUNTIME) == {spec.name for spec in runtimes()}
+    for name, catalog_name in BY_RUNTIME.items():
+        assert blueprint(catalog_name).runtime == name
+
+
+@pytest.mark.parametrize("name", RAY)
+def test_ray_runtimes_render_min_replicas_zero_as_given(name: str) -> None:
+    bp = scaled(BY_RUNTIME[name], replicas=0, min_replicas=0, max_replicas=2)
+    assert scaling_problems(bp) == []
+    rendered = objects(bp)
+    group = worker(rendered)
+    # KubeRay may remove every worker pod; the head keeps its own pool (it has no accelerator)
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (0, 0, 2)
+    service = find(rendered, "RayService")
+    assert service["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True
+    app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
+    assert app["args"]["blueprint"]["scaling"]["min_replicas"] == 0
+
+
+@pytest.mark.parametrize("name", DEPLOYMENT)
+@pytest.mark.parametrize("signal", ["queue", "cpu"])
+def test_deployment_runtimes_refuse_zero_and_say_why(name: str, signal: str) -> None:
+    bp = scaled(BY_RUNTIME[name], replicas=1, min_replicas=0, max_replicas=2, signal=signal)
+    messages = [message for path, message in scaling_problems(bp) if path == "scaling.min_replicas"]
+    assert len(messages) == 1, scaling_problems(bp)
+    reason = "cannot go below one pod" if signal == "cpu" else "nothing would wake it"
+    assert f"{name} cannot scale to zero" in messages[0] and reason in messages[0]
+
+
+def test_triton_scales_on_its_queue_through_keda() -> None:
+    bp = scaled("llama2-triton-vllm-gpu", target_queue=3, queue_activation=1)
+    rendered = objects(bp)
+    assert not [o for o in rendered if o["kind"] == "HorizontalPodAutoscaler"]
+    scaled_object = find(rendered, "ScaledObject")
+    deployment = find(rendered, "Deployment")
+    spec = scaled_object["spec"]
+    assert spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 5)
+    [trigger] = spec["triggers"]
+    meta = trigger["metadata"]
+    assert trigger["type"] == "metrics-api" and trigger["metricType"] == "AverageValue"
+    assert meta["valueLocation"] == "nv_inference_pending_request_count"
+    assert meta["format"] == "prometheus" and meta["aggregateFromKubeServiceEndpoints"] == "true"
+    assert (meta["aggregationType"], meta["targetValue"], meta["activationTargetValue"]) == ("sum", "3", "1")
+    # the URL is the workload's own Service at the pods' metrics port
+    service = find(rendered, "Service", deployment["metadata"]["name"])
+    metrics_port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "metrics")
+    ns = deployment["metadata"]["namespace"]
+    assert (
+        meta["url"] == f"http://{service['metadata']['name']}.{ns}.svc.cluster.local:{metrics_port}/metrics"
+    )
+    assert "advanced" not in spec  # no delays set: KEDA's and the HPA's defaults
+
+
+def test_delays_reach_keda_and_the_hpa() -> None:
+    queue = find(
+        objects(scaled("llama2-triton-vllm-gpu", upscale_delay_s=5, downscale_delay_s=120)), "ScaledObject"
+    )
+    behavior = queue["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior == {
+        "scaleUp": {"stabilizationWindowSeconds": 5},
+        "scaleDown": {"stabilizationWindowSeconds": 120},
+    }
+    cpu = find(objects(scaled("llama2-torchserve-inf2", downscale_delay_s=60)), "HorizontalPodAutoscaler")
+    assert cpu["spec"]["behavior"] == {"scaleDown": {"stabilizationWindowSeconds": 60}}
+
+
+def test_the_cpu_hpa_is_only_where_a_blueprint_asks_for_it() -> None:
+    torchserve = objects(blueprint("llama2-torchserve-inf2"))  # signal: cpu in the catalog file
+    hpa = find(torchserve, "HorizontalPodAutoscaler")
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 2)
+    assert not [o for o in torchserve if o["kind"] == "ScaledObject"]
+    cpu_triton = objects(scaled("llama2-triton-vllm-gpu", signal="cpu"))
+    assert find(cpu_triton, "HorizontalPodAutoscaler") and not [
+        o for o in cpu_triton if o["kind"] == "ScaledObject"
+    ]
+
+
+def test_torchserve_has_no_queue_metric_so_queue_scaling_is_refused() -> None:
+    bp = scaled("llama2-torchserve-inf2", signal="queue")
+    [(path, message)] = scaling_problems(bp)
+    assert (
+        path == "scaling.signal" and "exports no queue-depth metric" in message and "signal: cpu" in message
+    )
+    # fixed replicas need no signal
+    assert scaling_problems(scaled("llama2-torchserve-inf2", signal="queue", max_replicas=1)) == []
+
+
+@pytest.mark.parametrize("name", RAY)
+def test_ray_runtimes_keep_serves_signal(name: str) -> None:
+    [(path, message)] = scaling_problems(scaled(BY_RUNTIME[name], signal="cpu"))
+    assert path == "scaling.signal" and "Ray Serve's ongoing requests" in message
+
+
+def test_fixed_replicas_get_no_autoscaler() -> None:
+    rendered = objects(scaled("llama2-triton-vllm-gpu", min_replicas=2, max_replicas=2, replicas=2))
+    assert find(rendered, "Deployment")["spec"]["replicas"] == 2
+    assert not [o for o in rendered if o["kind"] in ("ScaledObject", "HorizontalPodAutoscaler")]
+
+
+def test_the_platform_installs_keda_only_for_queue_scaled_deployments() -> None:
+    triton, tiny = blueprint("llama2-triton-vllm-gpu"), blueprint("tiny-cpu")
+    assert queue_scaled(triton) and not queue_scaled(tiny)
+    assert not queue_scaled(blueprint("llama2-torchserve-inf2"))  # its CPU HPA needs no KEDA
+    with_triton = PlatformConfig.for_blueprints([triton], stack="ci")
+    assert with_triton.queue_scaling and "keda" in with_triton.chart_keys()
+    assert "keda" not in PlatformConfig.for_blueprints([tiny], stack="ci").chart_keys()
+    fixed = scaled("llama2-triton-vllm-gpu", min_replicas=1, max_replicas=1, replicas=1)
+    assert "keda" not in PlatformConfig.for_blueprints([fixed], stack="ci").chart_keys()
