@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from prometheus_client import generate_latest
@@ -29,6 +29,7 @@ from llmctl.serving.common.overload import (
 )
 
 Message = dict[str, Any]
+T = TypeVar("T")
 
 
 def admission(slots: int | None, queue: int = 0, **config: Any) -> tuple[Admission, list[str]]:
@@ -46,6 +47,15 @@ def admission(slots: int | None, queue: int = 0, **config: Any) -> tuple[Admissi
 def gauges(adm: Admission) -> tuple[float, float]:
     text = generate_latest(adm.metrics.registry).decode()
     return metric_value(text, "llmctl_slots_in_use"), metric_value(text, "llmctl_queue_depth")
+
+
+def run(coro: Awaitable[T]) -> T:
+    """Run a scenario; one that hangs (a waiter never woken) fails within seconds, not never."""
+
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, 5)
+
+    return asyncio.run(bounded())
 
 
 async def settle() -> None:
@@ -85,7 +95,7 @@ def test_slots_then_exactly_the_queue_then_429_naming_both_limits() -> None:
         await adm.leave()
         assert (adm.active, adm.waiting) == (0, 0) and gauges(adm) == (0, 0)
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_no_queue_refuses_the_request_after_the_last_slot() -> None:
@@ -99,7 +109,7 @@ def test_no_queue_refuses_the_request_after_the_last_slot() -> None:
         await adm.enter()  # the slot is free again
         assert adm.active == 1
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_without_a_slot_bound_every_request_is_admitted() -> None:
@@ -109,7 +119,7 @@ def test_without_a_slot_bound_every_request_is_admitted() -> None:
             await adm.enter()
         assert (adm.active, adm.waiting) == (50, 0)
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_draining_refuses_new_and_waiting_requests_with_503() -> None:
@@ -118,8 +128,10 @@ def test_draining_refuses_new_and_waiting_requests_with_503() -> None:
         await adm.enter()
         waiter = asyncio.create_task(adm.enter())
         await settle()
+        assert metric_value(generate_latest(adm.metrics.registry).decode(), "llmctl_draining") == 0
         drain = asyncio.create_task(adm.drain(5.0))
         await settle()
+        assert metric_value(generate_latest(adm.metrics.registry).decode(), "llmctl_draining") == 1
         with pytest.raises(Refused) as refused:
             await waiter
         error = refused.value.error
@@ -133,12 +145,16 @@ def test_draining_refuses_new_and_waiting_requests_with_503() -> None:
         with pytest.raises(Refused, match="shutting down"):
             await adm.enter()
         assert not drain.done()  # the request in flight still has its grace period
+        loop = asyncio.get_running_loop()
+        left_at = loop.time()
         await adm.leave()
         summary = await drain
+        # the drain notices within its 50 ms poll (1 s is a bound a busy machine keeps)
+        assert loop.time() - left_at < 1.0
         assert (summary["in_flight"], summary["aborted"], summary["left"]) == (1, 0, 0)
         assert summary["seconds"] < 5.0 and aborted == []
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_a_drain_whose_grace_runs_out_aborts_what_is_left() -> None:
@@ -152,13 +168,17 @@ def test_a_drain_whose_grace_runs_out_aborts_what_is_left() -> None:
             await adm.leave()
 
         finisher = asyncio.create_task(finish_when_aborted())
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         summary = await adm.drain(0.1)
         await finisher
+        # the abort is noticed within the 50 ms poll, not at the 5 s limit (1 s: a busy machine's bound)
+        assert loop.time() - started < 1.0
         assert (summary["in_flight"], summary["aborted"], summary["left"]) == (1, 3, 0)
         assert aborted == ["the server is shutting down and the drain grace period ran out"]
         assert summary["seconds"] >= 0.1
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_an_idle_drain_aborts_nothing_and_uses_the_configured_grace() -> None:
@@ -168,7 +188,7 @@ def test_an_idle_drain_aborts_nothing_and_uses_the_configured_grace() -> None:
         assert summary == {"in_flight": 0, "aborted": 0, "left": 0, "seconds": summary["seconds"]}
         assert aborted == [] and adm.draining
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_the_drain_marker_starts_the_drain_and_the_idle_file_holds_its_summary(tmp_path: Path) -> None:
@@ -183,7 +203,19 @@ def test_the_drain_marker_starts_the_drain_and_the_idle_file_holds_its_summary(t
         assert adm.draining
         return dict(json.loads((tmp_path / "drain.idle").read_text()))
 
-    assert asyncio.run(scenario())["left"] == 0
+    assert run(scenario())["left"] == 0
+
+
+def test_the_drain_marker_is_polled_twice_a_second_by_default(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        adm, _ = admission(slots=2, grace_s=0.0)
+        marker = tmp_path / "drain"
+        watcher = asyncio.create_task(adm.watch(str(marker)))
+        await settle()
+        marker.write_text("stop")
+        await asyncio.wait_for(watcher, 1.2)  # seen at the next 0.5 s poll
+
+    run(scenario())
 
 
 def test_the_config_derives_from_the_blueprint_and_the_drain_file_from_the_environment(
@@ -203,6 +235,15 @@ def test_the_config_derives_from_the_blueprint_and_the_drain_file_from_the_envir
     monkeypatch.setenv(DRAIN_FILE_ENV, "/tmp/drain")
     assert OverloadConfig.from_blueprint(bp).drain_file == "/tmp/drain"
     assert OverloadConfig.for_context(1000) == OverloadConfig(request_bytes=1000 * 32 + 64 * 1024)
+    # plain uvicorn (tests, benchmarks): no slot bound, no queue, 1 s retry hint, 30 s grace
+    bare = OverloadConfig(request_bytes=1)
+    assert (bare.slots, bare.queue, bare.retry_after_s, bare.grace_s, bare.drain_file) == (
+        None,
+        0,
+        1,
+        30.0,
+        None,
+    )
 
 
 # --- the ASGI middleware ---------------------------------------------------------------------------
@@ -216,8 +257,10 @@ async def call(guard: Guarded, request: Message, body: list[Message]) -> tuple[l
     """Run the guard; what it sent, and what the app behind it received."""
     sent: list[Message] = []
     pending = list(body)
+    guard.reads = 0
 
     async def receive() -> Message:
+        guard.reads += 1
         return pending.pop(0) if pending else {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
@@ -234,9 +277,12 @@ class Guarded:
 
     def __init__(self, adm: Admission, seen: list[int]) -> None:
         self.received: list[Message] = []
+        self.reads = 0  # messages read from the client
+        self.read_before_app = 0  # of which before the app ran
 
         async def app(scope: Message, receive: Callable[[], Awaitable[Message]], send: Any) -> None:
             seen.append(adm.active)
+            self.read_before_app = self.reads
             while True:
                 message = await receive()
                 self.received.append(message)
@@ -264,6 +310,7 @@ def test_a_body_is_refused_above_the_limit_and_admitted_at_it() -> None:
         at = [{"type": "http.request", "body": b"x" * 100, "more_body": False}]
         sent, _ = await call(guard, scope("/v1/completions", [(b"content-length", b"100")]), at)
         assert status(sent) == 200 and seen == [1] and adm.active == 0
+        assert guard.read_before_app == 0  # a body with a Content-Length is left to the app to read
         sent, _ = await call(guard, scope("/v1/completions", [(b"Content-Length", b"101")]), at)
         assert status(sent) == 413 and seen == [1]
         error = json.loads(sent[1]["body"])["error"]
@@ -273,8 +320,10 @@ def test_a_body_is_refused_above_the_limit_and_admitted_at_it() -> None:
         )
         assert dict(sent[0]["headers"])[b"content-length"] == str(len(sent[1]["body"])).encode()
         assert b"retry-after" not in dict(sent[0]["headers"])
+        text = generate_latest(adm.metrics.registry).decode()
+        assert metric_value(text, "llmctl_requests_rejected_total", reason="too_large", status="413") == 1
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_a_chunked_body_is_counted_while_read_and_replayed_whole_when_small_enough() -> None:
@@ -289,19 +338,27 @@ def test_a_chunked_body_is_counted_while_read_and_replayed_whole_when_small_enou
         ]
         sent, got = await call(guard, scope("/v1/chat/completions", chunked), small)
         assert status(sent) == 200 and [m["body"] for m in got] == [b"x" * 60, b"x" * 40]
+        assert guard.read_before_app == 2  # a body of unknown length is counted before admission
+        assert guard.reads == 2  # the body, and not one message past its end
         big = [
             {"type": "http.request", "body": b"x" * 60, "more_body": True},
             {"type": "http.request", "body": b"x" * 41, "more_body": True},
             {"type": "http.request", "body": b"x", "more_body": False},
         ]
         sent, _ = await call(guard, scope("/v1/chat/completions", chunked), big)
-        assert status(sent) == 413 and seen == [1]
+        assert status(sent) == 413 and seen == [1] and guard.reads == 2  # stops reading at the limit
         assert "more than 100 bytes" in json.loads(sent[1]["body"])["error"]["message"]
+        text = generate_latest(adm.metrics.registry).decode()
+        assert metric_value(text, "llmctl_requests_rejected_total", reason="too_large", status="413") == 1
+        # ASGI's more_body defaults to false: a message without it is the end of the body
+        last = [{"type": "http.request", "body": b"x" * 10}]
+        sent, got = await call(guard, scope("/v1/chat/completions", chunked), last)
+        assert status(sent) == 200 and got == last and guard.reads == 1
         # a disconnect before the end of the body is passed on to the app, not an error
         sent, got = await call(guard, scope("/v1/chat/completions", chunked), [])
         assert status(sent) == 200 and got == [{"type": "http.disconnect"}]
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_a_broken_content_length_is_read_as_a_body_of_unknown_length() -> None:
@@ -312,7 +369,7 @@ def test_a_broken_content_length_is_read_as_a_body_of_unknown_length() -> None:
         sent, _ = await call(guard, scope("/v1/completions", [(b"content-length", b"ten")]), body)
         assert status(sent) == 413
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_only_generation_routes_take_a_slot_and_refusals_are_counted() -> None:
@@ -331,7 +388,7 @@ def test_only_generation_routes_take_a_slot_and_refusals_are_counted() -> None:
         text = generate_latest(adm.metrics.registry).decode()
         assert metric_value(text, "llmctl_requests_rejected_total", reason="queue_full", status="429") == 3
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_a_websocket_or_lifespan_scope_passes_straight_through() -> None:
@@ -353,4 +410,4 @@ def test_a_websocket_or_lifespan_scope_passes_straight_through() -> None:
         await guard({"type": "lifespan"}, nothing, ignore)
         return seen
 
-    assert asyncio.run(scenario()) == ["lifespan"]
+    assert run(scenario()) == ["lifespan"]
