@@ -54,6 +54,47 @@ def test_a_lock_is_stale_from_exactly_stale_s_on(s3: Any) -> None:
     assert stored(s3) == {"owner": "late", "since": 4600.0}
 
 
+def test_the_default_stale_age_is_an_hour(s3: Any) -> None:
+    """Longer than Ray Serve LLM lets an engine start (RAYLLM_ENGINE_START_TIMEOUT_S, 3600 s)."""
+    s3.put_object(Bucket=BUCKET, Key=KEY, Body=json.dumps({"owner": "old", "since": 1000.0}))
+
+    def at(now: float) -> S3Lock:
+        return S3Lock(s3, botocore.exceptions, BUCKET, KEY, "new", clock=lambda: now)
+
+    assert not at(1000.0 + 3599.5).acquire()
+    assert at(1000.0 + 3600.0).acquire()
+
+
+def racing_clock(now: float, when_read: Any) -> Any:
+    """A clock that runs ``when_read`` on its second call: inside acquire(), after the stale lock was
+    read and before the takeover is written (the first call stamps the create attempt's body)."""
+    calls = [0]
+
+    def clock() -> float:
+        calls[0] += 1
+        if calls[0] == 2:
+            when_read()
+        return now
+
+    return clock
+
+
+def test_of_two_callers_taking_over_the_same_stale_lock_the_slower_one_backs_off(s3: Any) -> None:
+    s3.put_object(Bucket=BUCKET, Key=KEY, Body=json.dumps({"owner": "dead", "since": 0.0}))
+    faster = lock(s3, "faster", 5000.0)
+    clock = racing_clock(5000.0, lambda: faster.acquire())
+    slower = S3Lock(s3, botocore.exceptions, BUCKET, KEY, "slower", clock=clock)
+    assert not slower.acquire() and not slower.held  # its takeover named the old ETag: refused
+    assert faster.held and stored(s3) == {"owner": "faster", "since": 5000.0}
+
+
+def test_a_stale_lock_deleted_before_the_takeover_is_not_taken(s3: Any) -> None:
+    s3.put_object(Bucket=BUCKET, Key=KEY, Body=json.dumps({"owner": "dead", "since": 0.0}))
+    clock = racing_clock(5000.0, lambda: s3.delete_object(Bucket=BUCKET, Key=KEY))
+    late = S3Lock(s3, botocore.exceptions, BUCKET, KEY, "late", clock=clock)
+    assert not late.acquire() and not late.held
+
+
 def test_an_unreadable_lock_is_taken_over_at_once(s3: Any) -> None:
     s3.put_object(Bucket=BUCKET, Key=KEY, Body=b"not json")
     holder = lock(s3, "x", 5.0).holder()
