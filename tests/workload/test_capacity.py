@@ -5,6 +5,8 @@ docstring from Karpenter's formula), not computed with the functions under test.
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from llmctl.blueprints.hardware import hardware
@@ -53,7 +55,17 @@ def test_what_is_not_a_quantity_is_refused_naming_it(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("vcpus", "quantity"),
-    [(4.0, "4"), (2.0, "2"), (3.44, "3400m"), (1.99, "1900m"), (0.05, "0"), (190.7, "190700m"), (10.0, "10")],
+    [
+        (4.0, "4"),
+        (2.0, "2"),
+        (3.44, "3400m"),
+        (1.99, "1900m"),
+        (0.05, "0"),
+        (190.7, "190700m"),
+        (10.0, "10"),
+        (999.0, "999"),
+        (1000.0, "1000"),
+    ],
 )
 def test_cpu_is_rounded_down_to_100m(vcpus: float, quantity: str) -> None:
     assert cpu_quantity(vcpus) == quantity
@@ -93,6 +105,9 @@ def test_allocatable_of_each_resource_memory_in_bytes() -> None:
     ]
     with pytest.raises(KeyError):
         node.of("ephemeral-storage")
+    with pytest.raises(FrozenInstanceError):
+        node.cpu = 1.0  # type: ignore[misc]
+    assert {node: 1}[Allocatable("x", 3.5, 2.0, 3, 6, 4)] == 1
 
 
 def test_allocatable_counts_neuron_devices_only_on_neuron_and_gpus_only_on_nvidia() -> None:
@@ -105,6 +120,13 @@ def test_allocatable_counts_neuron_devices_only_on_neuron_and_gpus_only_on_nvidi
     cpu = allocatable(catalog.instance("m5.xlarge"))
     assert (cpu.instance, cpu.neuron_devices, cpu.neuron_cores, cpu.gpus) == ("m5.xlarge", 0, 0, 0)
     assert cpu.cpu == pytest.approx(3.44, abs=0.005) and cpu.memory_gib == pytest.approx(13.58, abs=0.005)
+
+
+def test_one_neuron_core_is_enough_to_count_the_devices() -> None:
+    single = hardware().instance("inf2.xlarge").model_copy(update={"neuron_cores": 1})
+    node = allocatable(single)
+    assert (node.neuron_devices, node.neuron_cores, node.gpus) == (single.accelerator_count, 1, 0)
+    assert node.neuron_devices == 1
 
 
 def test_instance_types_by_name_in_the_order_given_or_by_family_smallest_first() -> None:
