@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -181,6 +182,19 @@ def test_a_drain_whose_grace_runs_out_aborts_what_is_left() -> None:
     run(scenario())
 
 
+def test_requests_still_running_after_the_abort_get_five_more_seconds_then_are_reported_left() -> None:
+    async def scenario() -> dict[str, Any]:
+        adm, aborted = admission(slots=2)
+        await adm.enter()  # a request the abort does not end
+        summary = await asyncio.wait_for(adm.drain(0.0), 10)
+        assert aborted and adm.active == 1
+        return summary
+
+    summary = asyncio.run(scenario())
+    assert (summary["in_flight"], summary["aborted"], summary["left"]) == (1, 3, 1)
+    assert 5.0 <= summary["seconds"] < 5.9  # the 5 s wait after the abort, polled every 50 ms
+
+
 def test_an_idle_drain_aborts_nothing_and_uses_the_configured_grace() -> None:
     async def scenario() -> None:
         adm, aborted = admission(slots=2, grace_s=0.0)
@@ -237,6 +251,8 @@ def test_the_config_derives_from_the_blueprint_and_the_drain_file_from_the_envir
     assert OverloadConfig.for_context(1000) == OverloadConfig(request_bytes=1000 * 32 + 64 * 1024)
     # plain uvicorn (tests, benchmarks): no slot bound, no queue, 1 s retry hint, 30 s grace
     bare = OverloadConfig(request_bytes=1)
+    with pytest.raises(FrozenInstanceError):
+        bare.queue = 3  # type: ignore[misc]
     assert (bare.slots, bare.queue, bare.retry_after_s, bare.grace_s, bare.drain_file) == (
         None,
         0,
