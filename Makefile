@@ -93,3 +93,15 @@ neuron-chart: install
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# Mutation testing of the decision modules (benchmarks/mutation_modules.toml) with cosmic-ray: each
+# module's mutants against its own test files, results in benchmarks/results/mutation.json. Not part
+# of `make test`; slow (about an hour for every module on 2 cores): MODULES="a b" runs only those.
+.PHONY: mutation
+MUTATION_STAMP := $(VENV)/.cosmic-ray-installed
+$(MUTATION_STAMP): | $(STAMP)
+	$(BIN)/pip install --quiet "cosmic-ray==8.7.0"
+	touch $(MUTATION_STAMP)
+
+mutation: install $(MUTATION_STAMP)
+	nice -n 19 $(BIN)/python benchmarks/mutation.py $(MODULES)

@@ -1,9 +1,11 @@
 """`llmctl images build --push`: ECR login and push against moto's ECR, through a stand-in `docker`
-that accepts only the calls and flags the real one would be given (tests/lifecycle/docker_standin.py)."""
+that accepts only the calls and flags the real one would be given and really pushes the image to
+moto's ECR (tests/lifecycle/docker_standin.py); what was pushed is read back from the registry."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import stat
@@ -42,6 +44,20 @@ def calls(data: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (data / "calls.jsonl").read_text().splitlines()]
 
 
+def pushed(ecr: Any, repository: str, tag: str) -> str:
+    """The digest ECR holds under the tag, after checking it is its manifest's sha256 and that every
+    blob the manifest names was uploaded."""
+    [image] = ecr.batch_get_image(repositoryName=repository, imageIds=[{"imageTag": tag}])["images"]
+    manifest = image["imageManifest"]
+    digest = str(image["imageId"]["imageDigest"])
+    assert digest == "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+    document = json.loads(manifest)
+    blobs = [document["config"]["digest"], *(layer["digest"] for layer in document["layers"])]
+    found = ecr.batch_check_layer_availability(repositoryName=repository, layerDigests=blobs)["layers"]
+    assert [layer["layerAvailability"] for layer in found] == ["AVAILABLE"] * 2
+    return digest
+
+
 def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws: str, docker: Path) -> None:
     ecr = boto3.client("ecr", region_name=aws)
     ecr.create_repository(repositoryName="llmctl/qa/tiny-cpu")  # an earlier push made it
@@ -54,7 +70,10 @@ def test_push_logs_in_with_ecrs_token_and_pushes_to_the_workload_repository(aws:
     out = json.loads(result.stdout)
     assert out["image"] == f"{registry}/llmctl/qa/tiny-cpu:{code_tag()}" and out["pushed"] is True
     assert code_tag().startswith(f"{__version__}-")  # the tag `up` looks up: version and code digest
-    assert out["digest"] == "sha256:" + "ab" * 32
+    assert out["digest"] == pushed(ecr, "llmctl/qa/tiny-cpu", code_tag())
+    assert [
+        i["imageTags"] for i in ecr.describe_images(repositoryName="llmctl/qa/tiny-cpu")["imageDetails"]
+    ] == [[code_tag()]]
     login, built = [c for c in calls(docker) if c["args"][0] in ("login", "buildx")]
     assert (login["user"], login["registry"], login["password"]) == (user, registry, password)
     assert built["-t"] == out["image"] and built["--push"] is True and built["--platform"] == "linux/amd64"
@@ -104,12 +123,12 @@ def test_up_can_build_and_push_first_when_asked(
     monkeypatch.setenv("LLMCTL_DELIVERY", "build")
     notes: list[str] = []
     chosen = decide(config, note=notes.append)
-    assert chosen.mode == "image" and chosen.image.endswith("/llmctl/dev/tiny-cpu@sha256:" + "ab" * 32)
-    assert "LLMCTL_DELIVERY=build" in chosen.reason and "Docker engine" in notes[0]
     [built] = [c for c in calls(docker) if c["args"][0] == "buildx"]
-    assert built["--push"] is True and "/llmctl/dev/tiny-cpu:" in built["-t"]
     ecr = boto3.client("ecr", region_name=aws)
-    assert ecr.describe_repositories(repositoryNames=["llmctl/dev/tiny-cpu"])["repositories"]
+    digest = pushed(ecr, "llmctl/dev/tiny-cpu", built["-t"].rsplit(":", 1)[1])
+    assert chosen.mode == "image" and chosen.image.endswith(f"/llmctl/dev/tiny-cpu@{digest}")
+    assert "LLMCTL_DELIVERY=build" in chosen.reason and "Docker engine" in notes[0]
+    assert built["--push"] is True and "/llmctl/dev/tiny-cpu:" in built["-t"]
 
 
 def test_the_push_hint_of_a_named_workload_uses_its_flags() -> None:

@@ -55,3 +55,51 @@ def uvicorn_app(app: Any) -> Iterator[tuple[str, asyncio.AbstractEventLoop]]:
 def sse_events(lines: list[str]) -> list[str]:
     """The ``data:`` payloads of a server-sent event stream, in order."""
     return [line[len("data: ") :] for line in lines if line.startswith("data: ")]
+
+
+def held_post(
+    client: Any, url: str, payload: dict[str, Any], release: asyncio.Event
+) -> Any:  # a coroutine of httpx.Response
+    """POST ``payload`` with its Content-Length but hold back its last byte until ``release`` is set.
+
+    The overload guard admits a request (a slot or a place in the queue) from its headers, before
+    the body is read, so held requests keep their places for as long as the test wants: the exact
+    queue limit can be pinned without racing the engine.
+    """
+    import json
+
+    body = json.dumps(payload).encode()
+
+    async def parts() -> Any:
+        yield body[:-1]
+        await release.wait()
+        yield body[-1:]
+
+    return client.post(
+        url, content=parts(), headers={"content-type": "application/json", "content-length": str(len(body))}
+    )
+
+
+async def wait_for_metrics(client: Any, url: str, wanted: dict[str, float], timeout_s: float = 60.0) -> str:
+    """Poll ``url`` (Prometheus text) until every sample in ``wanted`` has its value; the last text."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = str((await client.get(url)).text)
+        values = {name: metric_value(text, name) for name in wanted}
+        if values == wanted or time.monotonic() > deadline:
+            assert values == wanted, f"after {timeout_s} s: {values}, wanted {wanted}"
+            return text
+        await asyncio.sleep(0.05)
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` with ``labels`` in the Prometheus text format (0 when absent)."""
+    total = 0.0
+    for line in text.splitlines():
+        if (
+            line.startswith(name)
+            and line[len(name) : len(name) + 1] in ("{", " ")
+            and all(f'{k}="{v}"' in line for k, v in labels.items())
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import types
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,14 @@ import pytest
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import ServingError
-from llmctl.serving.compile_cache import COMPILED_MARKER, compile_cache_url, publish_compiled, slug
+from llmctl.serving.compile_cache import (
+    COMPILED_MARKER,
+    compile_cache_url,
+    has_compiled,
+    publish_compiled,
+    save_compiled,
+    slug,
+)
 from llmctl.serving.neuronx.settings import SPLIT_MARKER, NeuronSettings, neuron_settings
 
 BUCKET = "llmctl-dev-us-west-2-cache"
@@ -263,3 +270,42 @@ def test_the_key_names_everything_that_changes_the_graphs(tmp_path: Path) -> Non
     )
     assert replace(key, revision="other").name != name and replace(key, neuron_sdk="2.24.0").name != name
     assert replace(key, context_length_estimate=(128,)).name != name
+
+
+def test_a_key_is_a_value_it_cannot_be_changed_and_can_be_used_as_a_dict_key(tmp_path: Path) -> None:
+    key = neuron_settings(load_blueprint("llama2-inf2"), cache_root=str(tmp_path)).compile_key
+    with pytest.raises(FrozenInstanceError):
+        key.tp_degree = 4  # type: ignore[misc]
+    assert {key: "x"}[replace(key)] == "x"
+
+
+def test_a_save_cut_short_is_redone_into_the_same_folder(tmp_path: Path) -> None:
+    artifacts = tmp_path / "key"
+    artifacts.mkdir()
+    (artifacts / "model.pt").write_bytes(b"half")  # the last start died while saving: no marker
+    assert not has_compiled(artifacts)
+    save_compiled(artifacts, lambda folder: (Path(folder) / "model.pt").write_bytes(b"whole"))
+    assert has_compiled(artifacts) and (artifacts / "model.pt").read_bytes() == b"whole"
+
+
+def test_a_copy_published_while_we_took_the_lock_is_kept(
+    bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other replica finished its upload between our first look and our lock: we upload nothing."""
+    from llmctl.serving.compile_lock import S3Lock
+
+    settings = _settings(tmp_path)
+    settings.artifacts_dir.mkdir(parents=True)
+    (settings.artifacts_dir / "graph.neff").write_text("mine")
+    prefix = f"neuron-cache/llama2-inf2/{settings.compile_key.name}"
+    real_acquire = S3Lock.acquire
+
+    def acquire_after_the_other_replica_published(lock: S3Lock) -> bool:
+        bucket.put_object(Bucket=BUCKET, Key=f"{prefix}/graph.neff", Body=b"theirs")
+        bucket.put_object(Bucket=BUCKET, Key=f"{prefix}/{COMPILED_MARKER}", Body=b"ok\n")
+        return real_acquire(lock)
+
+    monkeypatch.setattr(S3Lock, "acquire", acquire_after_the_other_replica_published)
+    assert not publish_compiled(settings.artifacts_dir, URL, settings.compile_key)
+    body = bucket.get_object(Bucket=BUCKET, Key=f"{prefix}/graph.neff")["Body"].read()
+    assert body == b"theirs" and f"{prefix}.lock" not in _objects(bucket, "neuron-cache/")

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving_support import sse_events, uvicorn_app
+from serving_support import held_post, metric_value, sse_events, uvicorn_app, wait_for_metrics
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.schema import Blueprint
@@ -31,14 +31,7 @@ LIMITS = Limits(max_context=256, max_new_tokens=200)
 TEN_MB = 10 * 1024 * 1024
 
 
-def _metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in the Prometheus text format (0 when absent)."""
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+_metric = metric_value
 
 
 def _chat(tokens: int, stream: bool = False) -> dict[str, Any]:
@@ -106,7 +99,10 @@ def test_a_burst_beyond_the_queue_is_refused_fast_with_a_retry_hint(engine: Any)
         assert time.perf_counter() - started < 60  # nothing hangs
         codes = [a.status_code for a in answers]
         assert set(codes) <= {200, 429}
-        assert slots <= codes.count(200) and codes.count(429) >= 10 * (slots + queue) - 2 * (slots + queue)
+        # the first slots + queue to arrive always find a place
+        assert slots + queue <= codes.count(200) and codes.count(429) >= 10 * (slots + queue) - 2 * (
+            slots + queue
+        )
         for answer in answers:
             if answer.status_code == 200:
                 assert answer.json()["usage"]["completion_tokens"] == 24
@@ -116,6 +112,64 @@ def test_a_burst_beyond_the_queue_is_refused_fast_with_a_retry_hint(engine: Any)
         metrics = httpx.get(f"{url}/metrics").text
         assert _metric(metrics, "llmctl_requests_rejected_total", reason="queue_full") == codes.count(429)
         assert _metric(metrics, "llmctl_slots_in_use") == 0 and _metric(metrics, "llmctl_queue_depth") == 0
+
+
+def test_exactly_slots_plus_queue_are_admitted_and_the_next_is_refused(engine: Any) -> None:
+    """Requests held open (their bodies not yet complete) keep their places: 2 slots and 2 queued
+    are taken, the fifth is refused at once, and all four held ones are answered once released."""
+    slots, queue = 2, 2
+    app = build_app(engine, LIMITS, overload=OverloadConfig(request_bytes=1 << 20, slots=slots, queue=queue))
+
+    async def scenario(url: str) -> tuple[list[httpx.Response], httpx.Response, str, str]:
+        release = asyncio.Event()
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            held = [
+                asyncio.create_task(held_post(client, "/v1/chat/completions", _chat(2), release))
+                for _ in range(slots + queue)
+            ]
+            full = await wait_for_metrics(
+                client, "/metrics", {"llmctl_slots_in_use": slots, "llmctl_queue_depth": queue}
+            )
+            refused = await client.post("/v1/chat/completions", json=_chat(2))
+            release.set()
+            answers = await asyncio.gather(*held)
+            return answers, refused, full, (await client.get("/metrics")).text
+
+    with uvicorn_app(app) as (url, _):
+        answers, refused, full, after = asyncio.run(scenario(url))
+    assert _metric(full, "llmctl_requests_rejected_total", reason="queue_full") == 0
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+    assert "(2 requests in flight, 2 waiting)" in refused.json()["error"]["message"]
+    assert [a.status_code for a in answers] == [200] * (slots + queue)
+    assert _metric(after, "llmctl_requests_rejected_total", reason="queue_full") == 1
+    assert _metric(after, "llmctl_slots_in_use") == 0 and _metric(after, "llmctl_queue_depth") == 0
+
+
+def test_with_no_queue_the_request_after_the_last_slot_is_refused(engine: Any) -> None:
+    app = build_app(engine, LIMITS, overload=OverloadConfig(request_bytes=1 << 20, slots=3, queue=0))
+
+    async def scenario(url: str) -> tuple[list[httpx.Response], httpx.Response]:
+        release = asyncio.Event()
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            held = [
+                asyncio.create_task(
+                    held_post(
+                        client, "/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2}, release
+                    )
+                )
+                for _ in range(3)
+            ]
+            await wait_for_metrics(client, "/metrics", {"llmctl_slots_in_use": 3, "llmctl_queue_depth": 0})
+            refused = await client.post(
+                "/v1/completions", json={"model": "tiny", "prompt": "hi", "max_tokens": 2}
+            )
+            release.set()
+            return await asyncio.gather(*held), refused
+
+    with uvicorn_app(app) as (url, _):
+        answers, refused = asyncio.run(scenario(url))
+    assert refused.status_code == 429 and "(3 requests in flight, 0 waiting)" in refused.text
+    assert [a.status_code for a in answers] == [200] * 3
 
 
 def test_dropped_streams_free_their_slots(engine: Any) -> None:

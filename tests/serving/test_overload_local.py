@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
-from serving_support import sse_events
+from serving_support import held_post, metric_value, sse_events, wait_for_metrics
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.schema import Blueprint
@@ -55,16 +55,7 @@ def _root(endpoint: Endpoint) -> str:
     return endpoint.base_url.removesuffix("/v1")
 
 
-def _metric(text: str, name: str, **labels: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if (
-            line.startswith(name)
-            and line[len(name)] in "{ "
-            and all(f'{k}="{v}"' in line for k, v in labels.items())
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+_metric = metric_value
 
 
 async def _expect_ok(response: httpx.Response, server: Endpoint) -> None:
@@ -137,6 +128,38 @@ def test_a_burst_beyond_capacity_is_shed_with_a_retry_hint(server: Endpoint) -> 
     metrics = httpx.get(f"{_root(server)}/metrics", timeout=30).text
     # the app refused them (OpenAI body); Ray's proxy backstop (plain text) may take a few
     assert _metric(metrics, "llmctl_requests_rejected_total", reason="queue_full") > 0
+
+
+def test_exactly_slots_plus_queue_are_admitted_through_rays_proxy(server: Endpoint) -> None:
+    """64 slots and 16 queued places held open (bodies not complete): the next request gets the
+    app's 429 naming both limits, and the 80 held ones are answered once released."""
+    root = _root(server)
+
+    async def scenario() -> tuple[list[httpx.Response], httpx.Response, float]:
+        release = asyncio.Event()
+        limits = httpx.Limits(max_connections=SLOTS + QUEUE + 8, max_keepalive_connections=0)
+        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+            before = metric_value(
+                (await client.get(f"{root}/metrics")).text, "llmctl_requests_rejected_total"
+            )
+            url = f"{server.base_url}/chat/completions"
+            held = [
+                asyncio.create_task(held_post(client, url, _chat(2), release)) for _ in range(SLOTS + QUEUE)
+            ]
+            await wait_for_metrics(
+                client, f"{root}/metrics", {"llmctl_slots_in_use": SLOTS, "llmctl_queue_depth": QUEUE}, 120
+            )
+            refused = await client.post(url, json=_chat(2))
+            release.set()
+            answers = await asyncio.gather(*held)
+            after = metric_value((await client.get(f"{root}/metrics")).text, "llmctl_requests_rejected_total")
+            return answers, refused, after - before
+
+    answers, refused, rejected = asyncio.run(scenario())
+    assert refused.status_code == 429, refused.text
+    assert f"({SLOTS} requests in flight, {QUEUE} waiting)" in refused.json()["error"]["message"]
+    assert [a.status_code for a in answers] == [200] * (SLOTS + QUEUE)
+    assert rejected == 1
 
 
 def test_dropped_streams_free_their_slots_and_stop_generating(server: Endpoint) -> None:

@@ -59,10 +59,22 @@ def test_core_objects_validate_against_kubernetes_schema(catalog_name: str) -> N
         kubernetes_validate.validate(namespace, SCHEMA, strict=True)
 
 
+# The blueprints whose runtime runs on a RayService (the others render a Deployment), written out
+# here so that a blueprint that stopped rendering one, or a test that found none, fails.
+RAY_SERVICE_BLUEPRINTS = {
+    "llama2-70b-vllm-gpu",
+    "llama2-7b-cpu",
+    "llama2-inf2",
+    "llama3-vllm-inf2",
+    "tiny-cpu",
+}
+
+
 def test_rayservice_serve_config_and_pod_templates_validate(catalog_name: str) -> None:
-    for obj in manifests_for(catalog_name):
-        if obj["kind"] != "RayService":
-            continue
+    ray_services = [obj for obj in manifests_for(catalog_name) if obj["kind"] == "RayService"]
+    assert len(ray_services) == (catalog_name in RAY_SERVICE_BLUEPRINTS)
+    validated = []
+    for obj in ray_services:
         app = serve_config(obj["spec"]["serveConfigV2"]).applications[0]
         assert app.args == {"blueprint": blueprint(catalog_name).model_dump(mode="json")}
         assert (
@@ -77,6 +89,9 @@ def test_rayservice_serve_config_and_pod_templates_validate(catalog_name: str) -
                 "template": {"metadata": {}, "spec": template.spec},
             }
             kubernetes_validate.validate(wrapped, SCHEMA, strict=True)
+            validated.append(template.where)
+    # the head and the one worker group of each RayService
+    assert len(validated) == 2 * len(ray_services) and validated.count("head group") == len(ray_services)
 
 
 def test_serve_config_model_rejects_a_typo() -> None:
@@ -338,6 +353,19 @@ def test_serving_image_modes() -> None:
     assert serving_image(config.model_copy(update={"image": "my/img:1"})) == ("my/img:1", True)
 
 
+# Per blueprint, the pods that run on the serving pool (kind, where in the object): written out here,
+# not derived from the builders, so a pod that lost its pool selector is missed and the test fails.
+SERVING_POOL_PODS = {
+    "llama2-70b-vllm-gpu": [("RayService", "worker group p4de")],
+    "llama2-7b-cpu": [("RayService", "worker group cpu")],
+    "llama2-inf2": [("RayService", "worker group inf2")],
+    "llama2-torchserve-inf2": [("Deployment", "pod")],
+    "llama2-triton-vllm-gpu": [("Deployment", "pod")],
+    "llama3-vllm-inf2": [("RayService", "worker group inf2")],
+    "tiny-cpu": [("RayService", "worker group cpu")],
+}
+
+
 @pytest.mark.parametrize("name", CATALOG)
 def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
     """The serving pods select exactly what the platform's NodePool labels and taints."""
@@ -348,6 +376,7 @@ def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
     spec = pool_for_instance(hardware().instance(blueprint(name).compute.instance_type))
     nodepool = platform.nodepool_manifest(spec)
     template = nodepool["spec"]["template"]
+    checked = []
     for obj in manifests_for(name):
         for pod in pod_templates(obj):
             selector = pod.spec.get("nodeSelector", {})
@@ -358,9 +387,12 @@ def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
                 POOL_LABEL: nodepool["metadata"]["name"],
             }
             assert all(labels.get(k) == v for k, v in selector.items() if k != INSTANCE_TYPE_LABEL)
+            assert selector[INSTANCE_TYPE_LABEL] == blueprint(name).compute.instance_type
             taints = {(t["key"], t["effect"]) for t in template["spec"].get("taints", [])}
             tolerated = {(t["key"], t["effect"]) for t in pod.spec.get("tolerations", [])}
             assert taints <= tolerated
+            checked.append((pod.kind, pod.where))
+    assert checked == SERVING_POOL_PODS[name]
 
 
 def test_ray_vllm_on_neuron_installs_the_ray_pinned_for_its_vllm() -> None:
