@@ -75,7 +75,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="another llmctl executable to compare `--help` against, in pairs")
     options = parser.parse_args()
-    exe = shutil.which("llmctl") or str(Path(sys.executable).parent / "llmctl")
+    beside = Path(sys.executable).parent / "llmctl"  # this environment's llmctl before any on PATH (a shim)
+    exe = str(beside) if beside.exists() else (shutil.which("llmctl") or str(beside))
     help_ms = time_command([exe, "--help"])
     validate_ms = time_command([exe, "blueprints", "validate"], runs=5)
     result: dict[str, object] = {
