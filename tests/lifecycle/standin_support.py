@@ -22,11 +22,18 @@ def _site_dirs() -> list[str]:
     return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
 
 
-_CLIENT = """
-import array, json, os, signal, socket, struct, sys
+#: both scripts' first lines: the stand-in's folder and the site-packages folders on the path (`-S`)
+_PATHS = """
+import sys
+sys.path.insert(0, {here!r})
+sys.path.extend({site!r})
+"""
+
+_CLIENT = (
+    _PATHS
+    + """
+import array, json, os, signal, socket, struct
 def _local():
-    sys.path.insert(0, {here!r})
-    sys.path.extend({site!r})
     from standin_engine.{module} import main
     main()
 def _remote():
@@ -62,6 +69,7 @@ def _remote():
 if not {server!r} or _remote() is False:
     _local()
 """
+)
 
 
 def install(bin_dir: Path, name: str, module: str, server: str = "") -> Path:
@@ -105,13 +113,13 @@ class ForkServer:
             self.proc.wait(timeout=30)
 
 
-_SERVER = """
-import sys
-sys.path.insert(0, {here!r})
-sys.path.extend({site!r})
+_SERVER = (
+    _PATHS
+    + """
 from standin_engine.forkserver import serve
 serve(sys.argv[1])
 """
+)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ the way the real CLI does, and the light commands that need no engine (stack, co
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -314,17 +315,13 @@ def light(args: Args) -> None:
     raise CliError(f'error: unknown command "{command}" for "pulumi"')
 
 
-_SITE: list[bool] = []
-
-
+@functools.cache
 def enable_site() -> None:
     """Site processing, once: the executable starts with -S (standin_support.install), and the commands
     that run a program need the .pth files (llmctl's editable finder among them)."""
-    if not _SITE:
-        import site
+    import site
 
-        site.main()
-        _SITE.append(True)
+    site.main()
 
 
 def main() -> None:

@@ -66,9 +66,10 @@ def _run(request: dict[str, Any], fds: list[int]) -> None:
     for fd in fds:
         if fd > 2:
             os.close(fd)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
-        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start-up
+    # the handlers a fresh Python starts with (SIGPIPE stays ignored, as Python sets it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
