@@ -23,13 +23,17 @@ from pathlib import Path
 
 RUNS = 15
 TARGET_HELP_MS = 250.0
+# What a user's start-up costs: an installed package has its bytecode cached (pip compiles it; an
+# editable install writes it on the first run). A shell with PYTHONDONTWRITEBYTECODE=1 would make
+# every run compile every llmctl module again (about 2x), so the runs go without it.
+_ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _run(args: list[str]) -> tuple[float, float]:
     """One run's wall and CPU (user + system of the child) milliseconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(args, capture_output=True, check=True)
+    subprocess.run(args, capture_output=True, check=True, env=_ENV)
     wall = (time.perf_counter() - started) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
@@ -47,8 +51,9 @@ def _spread(samples: list[float]) -> dict[str, float]:
 
 def time_command(args: list[str], runs: int = RUNS) -> dict[str, float]:
     _run(args)  # warm-up (bytecode, page cache)
-    samples = [_run(args)[0] for _ in range(runs)]
-    return {**_spread(samples), "runs": runs}
+    samples = [_run(args) for _ in range(runs)]
+    cpu = _spread([sample[1] for sample in samples])
+    return {**_spread([sample[0] for sample in samples]), "cpu_median_ms": cpu["median_ms"], "runs": runs}
 
 
 def paired(this: list[str], baseline: list[str], runs: int = RUNS) -> dict[str, object]:

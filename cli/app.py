@@ -8,22 +8,23 @@ from __future__ import annotations
 
 import os
 import traceback
+from functools import partial
 from typing import Any
 
 import typer
 from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
-from llmctl import __version__
+import llmctl
 from llmctl.cli import bench as bench_cmd
 from llmctl.cli import blueprints as blueprints_cmd
 from llmctl.cli import catalog as catalog_cmd
 from llmctl.cli import chat as chat_cmd
 from llmctl.cli import doctor as doctor_cmd
+from llmctl.cli import help_format, options, output
 from llmctl.cli import images as images_cmd
 from llmctl.cli import lifecycle as lifecycle_cmd
 from llmctl.cli import models as models_cmd
-from llmctl.cli import options, output
 from llmctl.cli import plan as plan_cmd
 from llmctl.cli import render as render_cmd
 from llmctl.cli import sizing as sizing_cmd
@@ -78,8 +79,9 @@ def _quiet_help_option(command: Any) -> None:
 
 
 def tidy_help(command: Any, path: str = "") -> None:
-    """Every command below `command`: metavars in words and choices (`_metavar`), and the Examples
-    section of `cli/examples.py` as its epilog."""
+    """Every command below `command`: metavars in words and choices (`_metavar`), options and
+    sub-commands by panel in plain text (`help_format`), and the Examples section of
+    `cli/examples.py` as its epilog."""
     from typer.core import TyperArgument, TyperOption
 
     from llmctl.cli.examples import examples_epilog
@@ -93,6 +95,7 @@ def tidy_help(command: Any, path: str = "") -> None:
     if path:
         command.epilog = examples_epilog(path) or command.epilog
     _quiet_help_option(command)
+    command.format_options = partial(help_format.format_sections, command)
     for name, sub in (getattr(command, "commands", None) or {}).items():
         tidy_help(sub, f"{path} {name}".strip())
 
@@ -156,7 +159,7 @@ class LlmctlGroup(TyperGroup):
 def _exit_codes_epilog() -> str:
     """`llmctl --help`'s last section: the exit-code table (one paragraph a code, so it stays a list)."""
     rows = [f"{code:>3}  {meaning}" for code, meaning in EXIT_CODES.items()]
-    return "Exit codes (every command):\n\n" + "\n\n".join(rows)
+    return help_format.keep_lines("Exit codes (every command):", rows)
 
 
 app = typer.Typer(
@@ -166,14 +169,14 @@ app = typer.Typer(
     help="Put an LLM behind an endpoint on EKS (Inferentia2, Trainium, NVIDIA GPUs or CPUs).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # plain Click help by panel (cli/help_format.py): no Rich on start-up
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
 def _version_callback(value: bool) -> None:
     if value:
-        typer.echo(f"llmctl {__version__}")
+        typer.echo(f"llmctl {llmctl.__version__}")
         raise typer.Exit()
 
 

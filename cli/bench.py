@@ -41,7 +41,7 @@ bench_app = typer.Typer(
     help="Benchmark an OpenAI-compatible endpoint (TTFT, TPOT, ITL, throughput, goodput).",
     invoke_without_command=True,
     no_args_is_help=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
 )
 
 
@@ -74,7 +74,7 @@ def bench(
         "--concurrency",
         "-c",
         metavar="N",
-        help="Closed loop: requests in flight; several (-c 1 -c 4 or -c 1,4) are a sweep. [dim]\\[default: 1][/]",
+        help="Closed loop: requests in flight; several (-c 1 -c 4 or -c 1,4) are a sweep. Default: 1.",
         rich_help_panel=_LOAD,
     ),
     rate: list[str] = typer.Option(
@@ -96,7 +96,7 @@ def bench(
         "-n",
         min=1,
         metavar="N",
-        help="Measured requests per level. [dim]\\[default: max(50, 8 x concurrency)][/]",
+        help="Measured requests per level. Default: max(50, 8 x concurrency).",
         rich_help_panel=_LOAD,
     ),
     duration: float = typer.Option(
@@ -125,7 +125,7 @@ def bench(
         "--max-tokens",
         min=1,
         metavar="N",
-        help="Cap. [dim]\\[default: the blueprint's][/]",
+        help="Cap. Default: the blueprint's.",
         rich_help_panel=_WORKLOAD,
     ),
     shared_prefix: bool = typer.Option(
@@ -154,7 +154,7 @@ def bench(
         "--out",
         "-o",
         metavar="DIR",
-        help="[dim]\\[default: bench-results/<time>][/]",
+        help="Default: bench-results/<time>.",
         rich_help_panel=_OUTPUT,
     ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="PNG plots.", rich_help_panel=_OUTPUT),
@@ -171,7 +171,7 @@ def bench(
     llm_api: str = typer.Option("openai", "--llm-api", hidden=True),
     fixed_output: bool = typer.Option(True, "--fixed-output", hidden=True),
 ) -> None:
-    """Measure an endpoint: [bold]llmctl bench -e http://localhost:8000/v1 -c 1,4,16[/]."""
+    """Measure an endpoint: llmctl bench -e http://localhost:8000/v1 -c 1,4,16."""
     if ctx.invoked_subcommand is not None:
         return
     from llmctl.cli import output

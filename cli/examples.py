@@ -3,6 +3,8 @@ reference (a test keeps the two in step). Keys are the command path after `llmct
 
 from __future__ import annotations
 
+from llmctl.cli.help_format import keep_lines
+
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "up": ("llmctl up --blueprint tiny-cpu --target local", "llmctl up -b llama2-inf2 --region us-west-2"),
     "down": ("llmctl down --yes", "llmctl down --blueprint llama2-inf2 --keep-platform"),
@@ -46,8 +48,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 
 def examples_epilog(path: str) -> str | None:
-    """The Examples section of a command's help (one paragraph a line, so Rich keeps the lines)."""
+    """The Examples section of a command's help, one example a line."""
     lines = EXAMPLES.get(path)
     if not lines:
         return None
-    return "Examples:\n\n" + "\n\n".join(f"  {line}" for line in lines)
+    return keep_lines("Examples:", [f"  {line}" for line in lines])

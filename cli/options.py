@@ -10,8 +10,7 @@ from pathlib import Path
 import typer
 
 from llmctl.errors import BadInput
-from llmctl.infra.names import DEFAULT_TARGET
-from llmctl.infra.targets.registry import target_help
+from llmctl.infra.names import DEFAULT_TARGET, target_help
 
 
 def flat_list(values: list[str] | None) -> list[str]:

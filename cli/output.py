@@ -6,17 +6,46 @@ import json
 import math
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from llmctl.errors import BadInput, LlmctlError
 
-# Piped output keeps whole table cells (a terminal uses its own width); scripts should use --json.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    console: Console
+    err_console: Console
+
+
+def __getattr__(name: str) -> Console:
+    """`output.console` (stdout) and `output.err_console` (stderr), made on first use: Rich costs
+    about 100 ms to import, which `llmctl --help` and the usage errors never pay."""
+    if name not in ("console", "err_console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console  # heavy: kept off the start-up path
+
+    stream = sys.stderr if name == "err_console" else sys.stdout
+    # Piped output keeps whole table cells (a terminal uses its own width); scripts should use --json.
+    made = Console(stderr=stream is sys.stderr, highlight=False, width=None if stream.isatty() else 160)
+    globals()[name] = made
+    return made
+
+
+def _made(name: str) -> Console:
+    """A console from inside this module (a bare name here does not reach `__getattr__`); one a test
+    put in place with monkeypatch is the one used."""
+    existing: Console | None = globals().get(name)
+    return existing if existing is not None else __getattr__(name)
+
+
+def _out() -> Console:
+    return _made("console")
+
+
+def _err() -> Console:
+    return _made("err_console")
 
 
 class _Mode:
@@ -44,9 +73,9 @@ def start(*, json_output: bool = False) -> None:
     the terminal, or COLUMNS for piped output."""
     mode.json = json_output
     if not sys.stdout.isatty():
-        console.width = _piped_width()
+        _out().width = _piped_width()
     if not sys.stderr.isatty():
-        err_console.width = _piped_width()
+        _err().width = _piped_width()
 
 
 def _finite(value: Any) -> Any:
@@ -68,7 +97,10 @@ def emit_json(data: Any) -> None:
 
 def render_error(error: LlmctlError) -> None:
     """One red line plus the hint on stderr; with `--json` also the error as JSON on stdout."""
+    from rich.markup import escape
+
     # Messages quote user input (names, paths, flags like `[ms|s]`): never read them as markup.
+    err_console = _err()
     err_console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
     for path, problem in getattr(error, "problems", []):
         err_console.print(f"  [red]•[/] [bold]{escape(path)}[/]: {escape(problem)}", soft_wrap=True)
@@ -98,5 +130,5 @@ def confirm(question: str, items: list[str], *, yes: bool) -> bool:
             "confirmation needed but stdin is not a terminal", "re-run with --yes to proceed without asking"
         )
     for item in items:
-        err_console.print(f"  • {item}", markup=False)
+        _err().print(f"  • {item}", markup=False)
     return typer.confirm(question, default=False, err=True)

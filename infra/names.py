@@ -15,6 +15,19 @@ TargetName = Literal[ClusterTarget, "local"]
 
 TARGET_NAMES: tuple[TargetName, ...] = get_args(TargetName)
 DEFAULT_TARGET: TargetName = "eks"
+# A few words each for `--target`'s help; each target class reads its own (`Target.summary`).
+TARGET_SUMMARIES: dict[TargetName, str] = {
+    "eks": "an EKS cluster llmctl builds",
+    "kubeconfig": "an existing cluster",
+    "local": "this machine",
+}
+
+
+def target_help() -> str:
+    """`--target`'s help: each name with its summary (here, so the CLI's start-up loads no target)."""
+    described = [f"{name} ({TARGET_SUMMARIES[name]})" for name in TARGET_NAMES]
+    return f"{', '.join(described[:-1])} or {described[-1]}."
+
 
 _WORKLOAD = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 _ENV = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")

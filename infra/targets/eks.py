@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from llmctl.infra.names import TARGET_SUMMARIES
 from llmctl.infra.targets.base import OwnFlags, UpRequest, needs_table
 from llmctl.infra.targets.cluster import KubernetesTarget, open_engine, plan_offline
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 class EksTarget(KubernetesTarget):
     name = "eks"
-    summary = "an EKS cluster llmctl builds"
+    summary = TARGET_SUMMARIES["eks"]
     owns_platform = True
     needs = needs_table(
         # every tool `up` calls, checked before the plan: the kubeconfig's `aws eks get-token`

@@ -3,13 +3,14 @@ Only the workload stacks are llmctl's: no platform stack, no sweep, no AWS crede
 
 from __future__ import annotations
 
+from llmctl.infra.names import TARGET_SUMMARIES
 from llmctl.infra.targets.base import OwnFlags, needs_table
 from llmctl.infra.targets.cluster import KubernetesTarget
 
 
 class KubeconfigTarget(KubernetesTarget):
     name = "kubeconfig"
-    summary = "an existing cluster"
+    summary = TARGET_SUMMARIES["kubeconfig"]
     owns_platform = False
     needs = needs_table(
         up={"pulumi", "kubectl", "kubeconfig"},

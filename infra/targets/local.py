@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llmctl.errors import Declined
+from llmctl.infra.names import TARGET_SUMMARIES
 from llmctl.infra.targets.base import (
     Confirm,
     Connection,
@@ -42,7 +43,7 @@ class StopResult:
 
 class LocalTarget(Target):
     name = "local"
-    summary = "this machine"
+    summary = TARGET_SUMMARIES["local"]
     needs = needs_table(
         up={"ray"},
         down=(),

@@ -27,12 +27,6 @@ def names_phrase() -> str:
     return f"{', '.join(TARGET_NAMES[:-1])} or {TARGET_NAMES[-1]}"
 
 
-def target_help() -> str:
-    """`--target`'s help: each name with its summary."""
-    described = [f"{name} ({TARGETS[name].summary})" for name in TARGET_NAMES]
-    return f"{', '.join(described[:-1])} or {described[-1]}."
-
-
 def get_target(name: str, request: object | None = None) -> Target:
     """The target called `name`; with a request, also refuse the flags another target owns."""
     target = TARGETS.get(name)

@@ -105,7 +105,7 @@ def test_every_cli_module_is_registered() -> None:
     """A command module app.py does not import would escape the import check below."""
     app_source = (ROOT / "cli" / "app.py").read_text()
     for module in CLI_MODULES:
-        if module in ("app", "output", "views", "options", "examples"):  # shared helpers, not commands
+        if module in ("app", "output", "views", "options", "examples", "help_format"):  # shared helpers
             continue
         assert f"from llmctl.cli import {module} as {module}_cmd" in app_source, module
 
@@ -129,6 +129,30 @@ for argv in [["--help"], *[[name, "--help"] for name in names]]:
     loaded = _modules_after(code)
     assert "llmctl" in loaded
     assert not loaded & set(HEAVY), f"llmctl --help imported {sorted(loaded & set(HEAVY))}"
+
+
+def test_top_level_help_stays_off_the_slow_imports() -> None:
+    """`llmctl --help`'s start-up budget (250 ms, benchmarks/bench_cli.py) in a form that cannot be
+    flaky: the modules it loads. Rich (help is Click's plain text, consoles are made on first use),
+    importlib.metadata (the version is read on demand), pydantic, YAML and the target registry cost
+    tens of milliseconds each and are for the commands that use them."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom llmctl.cli.app import main\nsys.argv=['llmctl','--help']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\nprint('\\n'.join(sys.modules), file=sys.stderr)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={**os.environ, "LLMCTL_STATE_DIR": "/tmp"},
+    )
+    assert "Deploy and operate:" in out.stdout and "Exit codes" in out.stdout, out.stdout
+    loaded = set(out.stderr.split())
+    slow = {"rich", "importlib.metadata", "pydantic", "yaml", "llmctl.infra.targets.registry", "llmctl.state"}
+    assert not loaded & slow, sorted(loaded & slow)
+    assert {"typer", "llmctl.cli.app", "llmctl.cli.lifecycle"} <= loaded  # the probe saw the real start-up
 
 
 def test_blueprints_layer_imports_no_cloud_sdk() -> None:
