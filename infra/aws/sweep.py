@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llmctl.errors import CloudError
+from llmctl.errors import BadInput, CloudError
 from llmctl.infra.aws.session import new_session
 from llmctl.infra.aws.sweep_kinds import BY_NAME, KINDS, TABLE, Kind, Scope, cluster_tag_reason
+from llmctl.state import check_name
 
 __all__ = ["KINDS", "Leftover", "SweepReport", "Sweeper", "cluster_tag_reason", "leftovers", "sweep"]
 
@@ -262,9 +263,6 @@ def leftovers(cluster: str, region: str, *, session: Any = None) -> list[Leftove
 def cluster_to_sweep(cluster: str | None, stack: str | None) -> str:
     """`sweep --stack ENV` (the cluster llmctl-ENV, like every other command's --stack) or
     `--cluster NAME` (a cluster of another name); exactly one of them."""
-    from llmctl.errors import BadInput
-    from llmctl.state import check_name
-
     if cluster and stack:
         raise BadInput(
             "--cluster and --stack exclude each other", f"pass --stack {stack} or --cluster {cluster}"

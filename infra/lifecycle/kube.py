@@ -216,7 +216,7 @@ def wait_ready(
     `watch` (e.g. :func:`launch_findings`) adds what Karpenter says, each finding once; at a final one
     (no instance type can hold a pod, the vCPU quota refuses the family) the wait stops at once with
     the finding and `stop_hint` (the running cost, the `llmctl down` command) instead of the timeout."""
-    from llmctl.infra.lifecycle.launches import LaunchWatch
+    from llmctl.infra.lifecycle.launches import LaunchWatch  # lazy: the hardware catalog, only for a watch
 
     deadline = time.monotonic() + timeout_s
     last = ""

@@ -35,6 +35,7 @@ from llmctl.infra.lifecycle.kube import (
     save_kubeconfig,
     wait_ready,
 )
+from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
@@ -278,8 +279,6 @@ class Lifecycle:
         within a poll instead of at Pulumi's timeout."""
         if kube is None:
             return self.engine.up(spec, on_event=self.progress.on_event)
-        from llmctl.infra.lifecycle.kube import launch_findings
-        from llmctl.infra.lifecycle.launches import LaunchWatch
 
         watch = LaunchWatch(
             functools.partial(

@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import BadInput, Declined, EngineError
+from llmctl.errors import BadInput, Declined, EngineError, PrerequisiteError
 from llmctl.infra.aws.images import delete_workload_repository
+from llmctl.infra.aws.preflight import require_pulumi
 from llmctl.infra.aws.sweep import leftovers, sweep
+from llmctl.infra.lifecycle.backend import resolve_backend
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackInfo, StackSpec
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
 from llmctl.infra.lifecycle.reports import DownResult, check_leftovers
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.names import split_stack
-from llmctl.state import remove_endpoint
+from llmctl.state import remove_endpoint, state_dir
 
 if TYPE_CHECKING:
     from llmctl.infra.lifecycle.teardown import Teardown
@@ -61,8 +63,7 @@ def local_rows() -> list[dict[str, Any]]:
     """Every local server llmctl started (any stack), in the shape of `stack_rows` (kind local)."""
     import datetime
 
-    from llmctl.serving.client.local import local_status
-    from llmctl.state import state_dir
+    from llmctl.serving.client.local import local_status  # lazy: off the CLI start-up path
 
     root = state_dir() / "local"
     rows = []
@@ -89,11 +90,6 @@ def local_rows() -> list[dict[str, Any]]:
 def all_stack_rows(backend: str | None) -> tuple[list[dict[str, Any]], list[str]]:
     """`llmctl stacks list`: the Pulumi stacks and the local servers, and notes. Without the pulumi
     CLI the local servers are still listed (the Pulumi stacks are said to be unread)."""
-    from llmctl.errors import PrerequisiteError
-    from llmctl.infra.aws.preflight import require_pulumi
-    from llmctl.infra.lifecycle.backend import resolve_backend
-    from llmctl.infra.lifecycle.engine import Engine
-
     local = local_rows()
     try:
         require_pulumi()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
 from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.names import TARGET_NAMES, TargetName, check_workload, is_workload_stack
+from llmctl.infra.platform.regions import check_region_flag
 from llmctl.infra.targets.needs import Need, NeedContext, check_needs
 from llmctl.state import list_endpoints
 
@@ -169,12 +170,12 @@ class Target(ABC):
     def check_offline(self, request: UpRequest) -> None:
         """What `up` checks before any prerequisite, with no tool or account: the blueprint loads and
         validates, and a `--region` given is a real region (botocore's list)."""
-        from llmctl.blueprints.catalog import load_blueprint
+        from llmctl.blueprints.catalog import (
+            load_blueprint,  # lazy: pydantic and YAML, off the CLI start-up path
+        )
 
         load_blueprint(request.blueprint)
         if request.region:
-            from llmctl.infra.platform.regions import check_region_flag
-
             check_region_flag(request.region)
 
     def needs_for(self, operation: Operation) -> frozenset[Need]:

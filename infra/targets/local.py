@@ -80,7 +80,7 @@ class LocalTarget(Target):
         from llmctl.serving.client.local import stop_local  # lazy: off the CLI start-up path
 
         self.preflight("down")
-        from llmctl.serving.client.local import local_status
+        from llmctl.serving.client.local import local_status  # lazy: off the CLI start-up path
 
         names = (
             [request.blueprint]

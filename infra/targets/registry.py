@@ -11,7 +11,8 @@ from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
 from llmctl.infra.targets.needs import check_needs
-from llmctl.state import load_endpoint
+from llmctl.state import check_name, load_endpoint, recorded_targets
+from llmctl.state import remember_up as save
 
 if TYPE_CHECKING:
     from llmctl.infra.targets.needs import Need
@@ -49,7 +50,6 @@ def get_target(name: str, request: object | None = None) -> Target:
 def resolve_target(given: str | None, stack: str, blueprint: str | None = None) -> str:
     """`--target` as given; else where the stack's blueprints are recorded as deployed (local
     servers included, a starting one too); else the default (eks)."""
-    from llmctl.state import check_name, recorded_targets
 
     if given:
         return given
@@ -62,7 +62,7 @@ def resolve_target(given: str | None, stack: str, blueprint: str | None = None) 
         )
     if found:
         return found.pop()
-    from llmctl.serving.client.local import local_status
+    from llmctl.serving.client.local import local_status  # lazy: off the CLI start-up path
 
     local = [row for row in local_status(stack) if blueprint is None or row["blueprint"] == blueprint]
     return "local" if any(row["running"] for row in local) else DEFAULT_TARGET
@@ -90,8 +90,7 @@ def up_command(request: UpRequest, target: str) -> str:
 
 def remember_up(request: UpRequest, target: str) -> None:
     """Record the `up` command line (before it runs: an interrupted or failed `up` is repeated too)."""
-    from llmctl.blueprints.catalog import load_blueprint
-    from llmctl.state import remember_up as save
+    from llmctl.blueprints.catalog import load_blueprint  # lazy: pydantic and YAML, off the CLI start-up path
 
     save(request.stack, load_blueprint(request.blueprint).name, request.workload, up_command(request, target))
 

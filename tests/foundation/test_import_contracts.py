@@ -89,3 +89,37 @@ def test_a_deliberate_violation_breaks_its_contract(
     assert result.returncode != 0, result.stdout
     broken = result.stdout.split("Broken contracts")[1]
     assert contract in broken, result.stdout
+
+
+def _function_level_llmctl_imports(folder: Path) -> list[tuple[str, int, str]]:
+    """(file, line, source) of every import of an llmctl module inside a function under `folder`."""
+    import ast
+
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(node):
+                names = (
+                    [inner.module or ""]
+                    if isinstance(inner, ast.ImportFrom)
+                    else [alias.name for alias in inner.names]
+                    if isinstance(inner, ast.Import)
+                    else []
+                )
+                if any(name.startswith("llmctl") for name in names):
+                    statement = lines[inner.lineno - 2 : inner.end_lineno or inner.lineno]
+                    found.append((str(path.relative_to(ROOT)), inner.lineno, "\n".join(statement)))
+    return sorted(set(found))
+
+
+def test_function_level_imports_in_infra_are_few_and_each_says_why() -> None:
+    """Issue 22: an import inside a function exists only to keep a heavy module off the CLI's
+    start-up path (or to read a value at call time), and says so with a `# lazy:` comment on the
+    statement or the line above; a light one belongs at the top of the module."""
+    found = _function_level_llmctl_imports(ROOT / "infra")
+    assert len(found) <= 60, len(found)
+    unmarked = [f"{file}:{line}" for file, line, source in found if "# lazy" not in source]
+    assert not unmarked, unmarked
