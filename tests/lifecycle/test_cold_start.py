@@ -174,8 +174,14 @@ def test_after_an_up_cost_and_plan_print_the_recorded_cold_start(
     assert f"  {BP}: at zero replicas: saves $" in result.stdout
     assert "compile compiled 3m 15s" in result.stdout
 
-    # the next `up` shows the recorded cold start in its plan (and JSON) before it deploys
+    # the next `up` shows the recorded cold start in its plan before it deploys
     again = up()
     assert again.plan.at_zero["cold_start_seconds"] == 689.0
     assert again.plan.to_dict()["at_zero"]["last_start"]["pod"] == start.pod
     assert any("waits for the cold start: 11m 29s" in line for line in again.plan.summary())
+    # and `llmctl up --yes` (no confirmation shown) prints it with the endpoint
+    args = ["up", "-b", str(bp_file), "--target", "kubeconfig", "--kubeconfig", str(kubeconfig)]
+    result = CliRunner().invoke(app, [*args, "--pools", str(pools), "--yes", "--progress", "plain"])
+    assert result.exit_code == 0, result.stderr
+    assert "  at zero replicas: saves $" in result.stdout
+    assert "a wake from zero waits for the cold start: 11m 29s" in result.stdout
