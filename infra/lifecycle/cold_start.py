@@ -10,8 +10,8 @@ the image pull, the weights, the compile or its cache hit, the engine), so the l
 is the cold start to expect. A recorded start that found its node up and the image on it says so:
 from zero, the node and the pull come on top.
 
-Only pydantic and llmctl's state are imported here: `llmctl cost` reads these records without the
-cluster code (kubectl, Pulumi).
+Only pydantic, llmctl's state and errors and the progress module's duration format are imported
+here: `llmctl cost` reads these records without the cluster code (kubectl, Pulumi).
 """
 
 from __future__ import annotations
