@@ -64,6 +64,9 @@ class CostReport:
     platform_hourly_usd: float
     total_hourly_usd: float
     per_1k_tokens: list[TokenCost] = field(default_factory=list)
+    # What scaling to zero saves per hour: the serving node of the last replica (one replica always
+    # fits one node), None when the blueprint's min_replicas keeps a replica up.
+    zero_saving_hourly_usd: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Stable JSON keys, money rounded to 1/10,000 of a dollar."""
@@ -133,4 +136,5 @@ def blueprint_cost(
         platform_hourly_usd=platform,
         total_hourly_usd=serving + platform,
         per_1k_tokens=per_1k,
+        zero_saving_hourly_usd=price if blueprint.scaling.min_replicas == 0 else None,
     )

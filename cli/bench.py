@@ -177,6 +177,7 @@ def bench(
     from llmctl.cli import output
 
     output.start(json_output=json)
+    from llmctl.infra.lifecycle.replicas import bench_source  # off the start-up path
     from llmctl.serving.client.bench.options import bench_config
 
     config = bench_config(
@@ -208,6 +209,7 @@ def bench(
         tokenizer=tokenizer,
         seed=seed,
         plots=plots,
+        replicas=bench_source(stack, blueprint, workload),  # local runner or cluster (kubectl)
     )
     outcome = _run_with_progress(config, show=not json)
     from llmctl.serving.client.bench import report

@@ -98,6 +98,10 @@ def _print_up(result: Any, json_output: bool) -> None:
     con.print(f"[bold green]ready:[/] {bp} on {endpoint.target} ({where})")
     for note in result.plan.notes if result.plan else []:  # shown with --yes too (CI logs)
         con.print(f"  {note}", markup=False)
+    if result.plan and result.plan.at_zero:  # the saving at zero and the cold start it costs
+        from llmctl.infra.lifecycle.cold_start import render_at_zero  # off the start-up path
+
+        con.print(f"  {render_at_zero(result.plan.at_zero)}", markup=False)
     if endpoint.extra.get("note"):  # e.g. the tiny model's answers are random
         con.print(f"  note: {endpoint.extra['note']}", markup=False)
     con.print(

@@ -113,6 +113,11 @@ def _print(result: object) -> None:
         )
     if result.cost:
         output.console.print(f"cost: ${result.cost['hourly_usd']:,.2f} per hour (on-demand)")
+        for row in result.cost["workloads"]:
+            if row.get("at_zero"):  # a blueprint that scales to zero: the saving and the cold start
+                from llmctl.infra.lifecycle.cold_start import render_at_zero  # off the start-up path
+
+                output.console.print(f"  {row['blueprint']}: {render_at_zero(row['at_zero'])}", markup=False)
     for violation in result.violations:
         colour = "red" if violation.severity == "error" else "yellow"
         output.console.print(

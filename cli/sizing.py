@@ -106,20 +106,25 @@ def cost(
     from llmctl.blueprints.hardware import hardware
     from llmctl.blueprints.pricing import blueprint_cost
 
+    # off the start-up path: the saving at zero and the last recorded cold start
+    from llmctl.infra.lifecycle.cold_start import at_zero
+
     catalog = hardware()
+    bp = load_blueprint(blueprint, catalog)
     report = blueprint_cost(
-        load_blueprint(blueprint, catalog),
+        bp,
         catalog,
         pricing=pricing.value,
         node_price=node_price,
         throughputs=options.number_list(throughput, "--throughput", 0.001, 10_000_000),
     )
+    zero = at_zero(bp, report)
     if json:
-        output.emit_json(report.to_dict())
+        output.emit_json({**report.to_dict(), "at_zero": zero})
         return
     from llmctl.cli.views import print_cost_report
 
-    print_cost_report(report)
+    print_cost_report(report, zero)
 
 
 def register(app: typer.Typer) -> None:

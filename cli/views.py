@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -51,8 +51,9 @@ def print_size_report(report: SizeReport) -> None:
         )
 
 
-def print_cost_report(report: CostReport) -> None:
-    """The `llmctl cost` summary."""
+def print_cost_report(report: CostReport, zero: dict[str, Any] | None = None) -> None:
+    """The `llmctl cost` summary (and, for a blueprint that scales to zero, the saving there and
+    the cold start it costs)."""
     console.print(
         f"[bold]{report.blueprint}[/]: {report.nodes} x {report.instance_type} "
         f"({report.replicas} replica(s), {report.replicas_per_node} per node) at ${report.node_hourly_usd:.3f}/h "
@@ -63,6 +64,10 @@ def print_cost_report(report: CostReport) -> None:
     )
     console.print(f"platform (control plane, NAT, core nodes): ${report.platform_hourly_usd:.2f}/h")
     console.print(f"total: [bold]${report.total_hourly_usd:.2f}/h[/]")
+    if zero is not None:
+        from llmctl.infra.lifecycle.cold_start import render_at_zero  # off the start-up path
+
+        console.print(render_at_zero(zero), markup=False)
     if report.per_1k_tokens:
         table = Table(title_justify="left")
         table.add_column("output tokens/s", justify="right")

@@ -24,6 +24,7 @@ from llmctl.errors import BlueprintError, Declined, EngineError, LlmctlError
 from llmctl.infra.aws.images import delete_workload_repository
 from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
+from llmctl.infra.lifecycle.cold_start import at_zero, record_start
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, workload_program
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
@@ -158,7 +159,17 @@ class Lifecycle:
                 ensure_cluster_parts(
                     WorkloadConfig(blueprint=bp, stack=self.stack, platform=offline), kubeconfig
                 )
-        plan = Plan(bp.name, self.stack, region, target, offline.cluster_name, changes, cost, notes)
+        plan = Plan(
+            bp.name,
+            self.stack,
+            region,
+            target,
+            offline.cluster_name,
+            changes,
+            cost,
+            notes,
+            at_zero(bp, cost, target),
+        )
         if confirm is not None and not confirm(plan):
             raise Declined("nothing was changed", None)
         stage = {"serving": False}  # whether the workload step (and so its serving nodes) began
@@ -205,6 +216,7 @@ class Lifecycle:
                         stop_hint=_stop_hint(self.stack, cost, workload),
                     )
                 starts = self._starts(kube, ns)
+                record_start(starts, blueprint=bp.name, target=target, stack=self.stack, workload=workload)
             else:
                 starts = []
         except LlmctlError as exc:

@@ -1,5 +1,6 @@
 """Current and desired replicas of a workload on a cluster, and its autoscaling signal where
-Kubernetes knows it: `llmctl status` reads them with kubectl.
+Kubernetes knows it: `llmctl status` reads them with kubectl, and `llmctl bench` samples them
+during its run for a blueprint deployed on a cluster (:func:`bench_source`).
 
 - Ray runtimes: each RayCluster's worker group counts (`status.availableWorkerReplicas` and
   `desiredWorkerReplicas`, KubeRay 1.7's `ray.io_rayclusters` CRD). Their signal, Ray Serve's
@@ -10,10 +11,13 @@ Kubernetes knows it: `llmctl status` reads them with kubectl.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
-from llmctl.infra.lifecycle.kube import kubectl_json
+from llmctl.infra.lifecycle.kube import kubeconfig_path, kubectl_json
+from llmctl.serving.client.bench.replicas import ReplicaSource, endpoint_source
+from llmctl.state import load_endpoint
 
 SERVING = "app.kubernetes.io/component=serving"
 
@@ -74,3 +78,29 @@ def workload_replicas(kubeconfig: Path | str | None, namespace: str) -> list[dic
             }
         )
     return rows
+
+
+def cluster_replicas(kubeconfig: Path | str | None, namespace: str) -> dict[str, Any] | None:
+    """The namespace's replicas as one reading for `llmctl bench`: running and desired summed over
+    its scaled objects (the rows `status` shows), the first signal Kubernetes reports; None when the
+    namespace has nothing scaled."""
+    rows = workload_replicas(kubeconfig, namespace)
+    if not rows:
+        return None
+    return {
+        "running": sum(row["current"] for row in rows),
+        "desired": sum(row["desired"] for row in rows),
+        "signal": next((row["signal"] for row in rows if row["signal"] is not None), None),
+    }
+
+
+def bench_source(stack: str, blueprint: str | None, workload: str | None) -> ReplicaSource | None:
+    """What `llmctl bench --blueprint` samples: the local runner's replicas on the local target, the
+    cluster's (through kubectl, with the kubeconfig and namespace `up` recorded) on eks and
+    kubeconfig; None for a plain `--endpoint`."""
+    local = endpoint_source(stack, blueprint, workload)
+    if local is not None or not blueprint:
+        return local
+    extra = load_endpoint(stack, blueprint, workload).extra
+    kube = extra.get("kubeconfig") or kubeconfig_path(stack)
+    return functools.partial(cluster_replicas, kube, extra.get("namespace") or blueprint)

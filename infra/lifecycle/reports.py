@@ -8,6 +8,7 @@ from typing import Any
 
 from llmctl.errors import CloudError, LlmctlError
 from llmctl.infra.aws.sweep_kinds import KINDS
+from llmctl.infra.lifecycle.cold_start import render_at_zero
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, PreviewResult
 from llmctl.infra.lifecycle.progress import Timeline
 from llmctl.state import Endpoint
@@ -25,6 +26,8 @@ class Plan:
     changes: dict[str, dict[str, int]]
     cost: Any
     notes: list[str] = field(default_factory=list)  # the environment: shared with, AZs re-chosen
+    # scaling to zero: the hourly saving and the last recorded cold start (cold_start.at_zero)
+    at_zero: dict[str, Any] | None = None
 
     def summary(self) -> list[str]:
         """The lines shown before the confirmation."""
@@ -37,6 +40,7 @@ class Plan:
             f"cost: about ${cost.total_hourly_usd:.2f}/h ({cost.nodes} x {cost.instance_type} "
             f"+ platform ${cost.platform_hourly_usd:.2f}/h)",
             *self.notes,
+            *([render_at_zero(self.at_zero)] if self.at_zero else []),
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -49,6 +53,7 @@ class Plan:
             "changes": self.changes,
             "cost": self.cost.to_dict() if self.cost is not None else None,
             "notes": self.notes,
+            "at_zero": self.at_zero,
         }
 
 

@@ -16,6 +16,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pricing import blueprint_cost
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
+from llmctl.infra.lifecycle.cold_start import at_zero
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.plan.doc import SECRET, canonical, full_inputs, header, placeholders, stack_entry
 from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
@@ -144,6 +145,9 @@ def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
                 "price_source": report.price_source,
             }
         )
+        zero = at_zero(bp, report)
+        if zero is not None:  # a blueprint that scales to zero: the saving and the cold start it costs
+            rows[-1]["at_zero"] = zero
     total = platform + sum(row["serving_hourly_usd"] for row in rows)
     return {
         "pricing": "on-demand",

@@ -178,6 +178,12 @@ class StandinEngine:
         current = json.loads(path.read_text()) if path.exists() else []
         path.write_text(json.dumps([*current, *objects]))
 
+    def kube_log(self, namespace: str, pod: str, text: str) -> None:
+        """The log the stand-in kubectl prints for `kubectl logs -n NAMESPACE POD`."""
+        path = self.root / "kube-logs.json"
+        current = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**current, f"{namespace}/{pod}": text}))
+
     def kubectl_calls(self) -> list[list[str]]:
         path = self.root / "kubectl-calls.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

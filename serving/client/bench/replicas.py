@@ -3,8 +3,10 @@ and the autoscaling benchmark and test wait on them.
 
 A *source* is a function returning the serving app's current replicas as
 ``{"running": int, "desired": int, ...}``, or None when it cannot say. The local target's source
-reads what its runner writes every half second (`serving/local.py` :func:`local_replicas`). For a
-cluster endpoint no source is wired yet, so `bench` records no samples there.
+reads what its runner writes every half second (`serving/local.py` :func:`local_replicas`). A
+blueprint on a cluster is sampled through kubectl, as `llmctl status` reads it
+(`infra/lifecycle/replicas.py` :func:`bench_source`, which `llmctl bench` passes in); a plain
+`--endpoint` has no source, so `bench` records no samples there.
 """
 
 from __future__ import annotations

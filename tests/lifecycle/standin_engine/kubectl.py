@@ -204,6 +204,32 @@ def patch(root: Path, args: list[str]) -> None:
     print(f"{words[0]}/{words[1]} patched")
 
 
+# A pod's log (`kubectl logs -n NS POD [--all-containers=true]`): the text tests put in kube-logs.json
+# under "NS/POD" (StandinEngine.kube_log); a pod the stand-in does not know is NotFound, as kubectl says.
+LOGS = "kube-logs.json"
+
+
+def logs(root: Path, args: list[str]) -> None:
+    namespace, words = "default", []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-n", "--namespace"):
+            namespace, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith("-"):
+            if args[i] != "--all-containers=true":
+                _fail(f"error: the stand-in kubectl does not take {args[i]} with logs")
+        else:
+            words.append(args[i])
+        i += 1
+    if len(words) != 1:
+        _fail("error: the stand-in kubectl answers `logs -n NS POD` for one pod")
+    if ("Pod", namespace, words[0]) not in objects(root):
+        _fail(f'Error from server (NotFound): pods "{words[0]}" not found')
+    path = root / LOGS
+    print(json.loads(path.read_text()).get(f"{namespace}/{words[0]}", "") if path.exists() else "", end="")
+
+
 def write_overlay(root: Path, obj: dict[str, Any]) -> None:
     """Replace the overlay of this object in kube.json (later entries win in `objects`)."""
     path = root / "kube.json"
@@ -244,6 +270,9 @@ def main() -> None:
         return
     if args[:1] == ["patch"]:
         patch(root, args[1:])
+        return
+    if args[:1] == ["logs"]:
+        logs(root, args[1:])
         return
     if not args or args[0] != "get":
         _fail(f"error: the stand-in kubectl answers only `get` (asked: {' '.join(args)})")
