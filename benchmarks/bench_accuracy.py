@@ -10,6 +10,11 @@ clock of the client's ``perf_counter``. Truth is what it recorded, not its nomin
 * output throughput truth = tokens the server wrote for the window's requests / (last chunk
   written - first request read); error = tool / truth - 1.
 
+Each server stream is paired with the client's record of the same request (the server reads the
+request's index from the prompt's ``[<nonce>-<index>]`` tag), which splits a request's error into
+the way out (the client's write stamp to the server's read stamp: time in the sockets and the
+server's loop) and the way back (the server's first content write to the client's arrival stamp).
+
 Scenarios (closed loop, every slot filled at once, fixed output lengths, two warm-up requests
 outside the window): c1 with 32 requests and c16 with 128 (TTFT 100 ms, 20 ms per token, 30
 tokens), c64 with 256 (TTFT 50 ms, 5 ms per token, 100 tokens). Each figure is the median of
@@ -66,10 +71,17 @@ def one_run(url: str, scenario: tuple[int, int, float, float, int]) -> dict[str,
     configure(url, ttft=ttft, tpot=tpot)  # also clears the server's timeline
     result = run_blocking(lambda: run_load(plan, prompts))
     summary, rows = summarize(result, tokenizer)
-    streams = [s for s in timeline(url) if s[0] >= result.t0 - 0.001]  # the window's requests
-    truth_ttft = sorted(first - read for read, first, _end, _n in streams)
+    served = {s[4]: s for s in timeline(url)}
+    # the window's requests, each paired with the server's record of it (the prompt's index tag)
+    pairs = [(r, served[r.index]) for r in result.records if r.index in served and r.chunk_times]
+    streams = [s for _r, s in pairs]
+    truth_ttft = sorted(first - read for read, first, _end, _n, _i in streams)
     truth_rate = sum(s[3] for s in streams) / (max(s[2] for s in streams) - min(s[0] for s in streams))
     tool_ttft = sorted(row["ttft_s"] for row in rows if row["ttft_s"] is not None)
+    # where a request's error comes from: the way out (client's write stamp -> server's read
+    # stamp) and the way back (server's first content write -> client's arrival stamp)
+    way_out = sorted(s[0] - r.sent for r, s in pairs)
+    way_back = sorted(r.chunk_times[0] - s[1] for r, s in pairs)
     measured = summary["throughput"]["output_throughput_tok_s"]
     load = summary["load"]
     return {
@@ -82,7 +94,12 @@ def one_run(url: str, scenario: tuple[int, int, float, float, int]) -> dict[str,
         "output_tok_s": measured,
         "truth_output_tok_s": truth_rate,
         "throughput_error": measured / truth_rate - 1,
+        "way_out_p50_ms": quantile(way_out, 50) * 1000,
+        "way_out_p99_ms": quantile(way_out, 99) * 1000,
+        "way_back_p50_ms": quantile(way_back, 50) * 1000,
+        "way_back_p99_ms": quantile(way_back, 99) * 1000,
         "send_delay_p50_ms": (summary["metrics"]["send_delay_s"]["p50"] or 0.0) * 1000,
+        "lead_in_ms": load["lead_in_s"] * 1000,
         "client_cpu_s_window": load["client_cpu_seconds"],
         "loop_lag_p99_ms": (load["loop_lag_s"]["p99"] or 0.0) * 1000,
     }
@@ -123,7 +140,7 @@ def main() -> int:
             levels[name] = level
             print(
                 f"{name}: TTFT p50 {level['ttft_p50_error_ms']:+.2f} ms, p99 {level['ttft_p99_error_ms']:+.2f} ms, "
-                f"throughput {level['throughput_error']:+.2%}, loop lag p99 {level['loop_lag_p99_ms']:.1f} ms",
+                f"throughput {level['throughput_error']:+.2%}, way out p50 {level['way_out_p50_ms']:.1f} ms, loop lag p99 {level['loop_lag_p99_ms']:.1f} ms",
                 file=sys.stderr,
             )
         cli_runs = [whole_run(url, SCENARIOS["c64"]) for _ in range(REPEATS)]

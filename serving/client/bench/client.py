@@ -12,16 +12,18 @@ Latencies count from ``record.sent``: the moment the request's last byte was han
 (aiohttp writes headers and a small body in one write, with TCP_NODELAY). The connect time of a new
 connection and the client's own preparation before the write are recorded apart.
 
-The streaming requests use aiohttp, whose HTTP parser is written in C: profiled at concurrency 64
-against the fake server, httpx's pure-Python stack (httpcore + h11) took about three times the CPU
-per streamed chunk, and that time delays every other stream's arrival stamps. The one-off calls
-(``GET /models``, ``llmctl chat``) keep httpx.
+The requests use aiohttp, whose HTTP parser is written in C: profiled at concurrency 64 against
+the fake server, httpx's pure-Python stack (httpcore + h11) took about three times the CPU per
+streamed chunk, and that time delays every other stream's arrival stamps. The probe (``GET
+/models``) uses aiohttp too, so ``llmctl bench`` does not import httpx (about 0.14 s of CPU with
+its command-line module); ``llmctl chat`` keeps httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -29,7 +31,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
-import httpx
 
 from llmctl.errors import EndpointError
 
@@ -110,36 +111,39 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def unreachable(base_url: str, error: httpx.TransportError) -> EndpointError:
-    """The error for an endpoint nothing answers at."""
+def unreachable(base_url: str, error: Exception) -> EndpointError:
+    """The error for an endpoint nothing answers at (``error``: the HTTP client's transport error)."""
     return EndpointError(
         f"cannot reach {base_url}: {type(error).__name__}: {error}",
         "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
     )
 
 
-def model_ids(base_url: str, response: httpx.Response) -> list[str]:
-    """The model ids in a ``GET /models`` answer; EndpointError when the key was refused.
+def model_ids(base_url: str, status: int, body: bytes) -> list[str]:
+    """The model ids in a ``GET /models`` answer (its status and body); EndpointError when the key
+    was refused.
 
     A server without ``/models`` (or with an odd answer) yields an empty list.
     """
-    if response.status_code in (401, 403):
-        raise EndpointError(f"{base_url} refused the API key (HTTP {response.status_code})", "pass --api-key")
-    if response.status_code != 200:
+    if status in (401, 403):
+        raise EndpointError(f"{base_url} refused the API key (HTTP {status})", "pass --api-key")
+    if status != 200:
         return []
     try:
-        return [str(m["id"]) for m in response.json().get("data", [])]
+        return [str(m["id"]) for m in json.loads(body).get("data", [])]
     except (ValueError, KeyError, TypeError, AttributeError):
         return []
 
 
-async def probe(client: httpx.AsyncClient, base_url: str, api_key: str | None) -> list[str]:
+async def probe(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:
     """Check that an endpoint answers and return the model ids it lists (may be empty)."""
     try:
-        response = await client.get(f"{base_url}/models", headers=auth_headers(api_key), timeout=10.0)
-    except httpx.TransportError as error:
+        async with session.get(
+            f"{base_url}/models", headers=auth_headers(api_key), timeout=aiohttp.ClientTimeout(total=10.0)
+        ) as response:
+            return model_ids(base_url, response.status, await response.read())
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
         raise unreachable(base_url, error) from error
-    return model_ids(base_url, response)
 
 
 def chat_body(
@@ -237,7 +241,12 @@ async def stream_request(
     record.issued = record.start = time.perf_counter()
     try:
         try:
-            await asyncio.wait_for(_stream(session, record, body, headers), timeout)
+            if sys.version_info >= (3, 11):
+                # a deadline on this task: wait_for would start one more task per request (3.11)
+                async with asyncio.timeout(timeout):
+                    await _stream(session, record, body, headers)
+            else:  # pragma: no cover - Python 3.10
+                await asyncio.wait_for(_stream(session, record, body, headers), timeout)
         finally:
             if parse:
                 parse_stream(record)
