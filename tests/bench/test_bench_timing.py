@@ -20,11 +20,12 @@ the accuracy figures (TTFT within milliseconds, throughput within 3 %) are measu
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 import pytest
 
-from llmctl.serving.client.bench.loadgen import LoadPlan
+from llmctl.serving.client.bench.loadgen import LoadPlan, run_blocking, run_load
 from llmctl.serving.client.bench.metrics import summarize
 from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
@@ -163,3 +164,20 @@ def test_each_request_is_stamped_in_causal_order_and_never_measured_below_the_se
         assert record.chunk_times[0] - record.sent >= first - read - 1e-9
     _summary, rows = summarize(result, ApproxTokenizer())
     assert all(row["connect_s"] is None and row["written_s"] is not None for row in rows)
+
+
+def test_the_window_gate_is_passed_after_the_warmup_and_before_any_measured_request(
+    fake: Any, make_prompts: Any
+) -> None:
+    url = fake(ttft=0.01, tpot=0.002)
+    plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=4, requests=8, warmup=2)
+    passed: list[float] = []
+
+    async def gate() -> None:
+        passed.append(time.perf_counter())
+
+    result = run_blocking(lambda: run_load(plan, make_prompts(), window_gate=gate))
+    assert len(passed) == 1
+    assert max(r.end for r in result.warmup_records) <= passed[0] <= result.t0  # type: ignore[operator]
+    assert passed[0] <= min(r.issued for r in result.records)
+    assert len(result.records) == 8 and all(r.ok for r in result.records)

@@ -27,7 +27,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -338,8 +338,13 @@ async def run_load(
     stop: asyncio.Event | None = None,
     on_progress: ProgressCallback | None = None,
     first_index: int = 0,
+    window_gate: Callable[[], Awaitable[None]] | None = None,
 ) -> LoadResult:
-    """Run the warm-up phase and the measured window of ``plan`` and return every record."""
+    """Run the warm-up phase and the measured window of ``plan`` and return every record.
+
+    ``window_gate``, when given, is awaited after the warm-up, right before the window opens: several
+    load generators (processes) use it to open their windows at one common instant.
+    """
     stop = stop or asyncio.Event()
     run = _Run(plan, prompts, stop, first_index)
     prompts.prepare(first_index + plan.warmup + (run.limit or 0))
@@ -356,6 +361,8 @@ async def run_load(
         warmup_seconds = time.perf_counter() - started
         run.warmup_phase = False
         run.prebuild(run.next_index, min(run.limit or 0, PREBUILT_BODIES))
+        if window_gate is not None:
+            await window_gate()
         run.progress = Progress(phase="measuring", total=run.limit)
         lag_task = asyncio.ensure_future(_lag_monitor(lag))
         cpu0, t0 = time.process_time(), time.perf_counter()
