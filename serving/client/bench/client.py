@@ -328,7 +328,8 @@ def _parse(record: RequestRecord, *, final: bool) -> bool:
                     record.end = now
                     continue
                 try:
-                    chunk = json.loads(payload)
+                    # decoded here: json.loads of bytes first guesses their encoding, every time
+                    chunk = json.loads(payload.decode())
                 except ValueError:
                     _failed(record, times, texts, now, "bad_event", payload[:200].decode(errors="replace"))
                     return True

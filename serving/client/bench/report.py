@@ -56,9 +56,14 @@ def encode(data: Any, indent: int | None = None) -> str:
     """JSON text of ``data`` with NaN and infinities as null; the walk through every value that
     :func:`clean` does is taken only when the fast, strict encoding finds one."""
     try:
-        return json.dumps(data, indent=indent, allow_nan=False)
+        return (_STRICT if indent is None else _STRICT_INDENTED).encode(data)
     except ValueError:
         return json.dumps(clean(data), indent=indent)
+
+
+# built once: json.dumps with any non-default argument builds a new encoder on every call
+_STRICT = json.JSONEncoder(allow_nan=False)
+_STRICT_INDENTED = json.JSONEncoder(allow_nan=False, indent=2)
 
 
 def dump(path: Path, data: Any) -> None:
