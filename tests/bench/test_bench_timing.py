@@ -181,3 +181,27 @@ def test_the_window_gate_is_passed_after_the_warmup_and_before_any_measured_requ
     assert max(r.end for r in result.warmup_records) <= passed[0] <= result.t0  # type: ignore[operator]
     assert passed[0] <= min(r.issued for r in result.records)
     assert len(result.records) == 8 and all(r.ok for r in result.records)
+
+
+def test_chunks_are_stamped_when_their_bytes_came_off_the_socket(
+    fake: Any, run_plan: Any, make_prompts: Any
+) -> None:
+    from llmctl.serving.client.bench.client import StampingHandler, make_session
+
+    async def factory_class() -> type:
+        session = make_session()
+        try:
+            return type(session.connector._factory())  # type: ignore[union-attr]
+        finally:
+            await session.close()
+
+    # every connection of a run gets the stamping protocol ...
+    assert run_blocking(factory_class) is StampingHandler
+    # ... and a run on it still stamps in causal order, each stream's chunks in arrival order
+    url = fake(ttft=0.02, tpot=0.002)
+    plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=16, requests=32, warmup=2)
+    result = run_plan(plan, make_prompts(mean_out=20, std_out=0))
+    for record in result.records:
+        assert record.ok and record.first_byte is not None
+        assert record.sent <= record.first_byte <= record.chunk_times[0] <= record.end  # type: ignore[operator]
+        assert record.chunk_times == sorted(record.chunk_times)

@@ -22,6 +22,7 @@ its command-line module); ``llmctl chat`` keeps httpx.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -31,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from llmctl.errors import EndpointError
 
@@ -171,6 +173,22 @@ def chat_body(
     return body
 
 
+class StampingHandler(ResponseHandler):
+    """aiohttp's protocol, noting when each read came off the socket.
+
+    The event loop runs the protocols' ``data_received`` for every socket that became readable
+    before it resumes the tasks those reads wake up; at concurrency 64 a stream's task can wait
+    behind dozens of other tasks' steps, and a stamp taken there carries that wait. ``arrived`` is
+    the moment the latest bytes of this connection came in.
+    """
+
+    arrived = 0.0
+
+    def data_received(self, data: bytes) -> None:
+        self.arrived = time.perf_counter()
+        super().data_received(data)
+
+
 def make_session() -> aiohttp.ClientSession:
     """The aiohttp session of one run: one connection pool for every request, no overall timeout.
 
@@ -184,6 +202,10 @@ def make_session() -> aiohttp.ClientSession:
     trace.on_connection_create_end.append(_on_connected)
     trace.on_request_chunk_sent.append(_on_written)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    if isinstance(getattr(connector, "_factory", None), functools.partial):
+        # aiohttp builds each connection's protocol with this factory (a private attribute, read
+        # with care: without it, chunks are stamped when their task reads them)
+        connector._factory = functools.partial(StampingHandler, loop=asyncio.get_running_loop())
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
@@ -280,9 +302,18 @@ async def _stream(
 async def _read(response: aiohttp.ClientResponse, record: RequestRecord) -> None:
     # the hot path: a stamp and the bytes, nothing else (see the module docstring)
     raw = record.raw
+    connection = response.connection
+    protocol = connection.protocol if connection is not None else None
+    stamped = protocol if isinstance(protocol, StampingHandler) else None
     record.first_byte = time.perf_counter()
+    if stamped is not None:
+        record.first_byte = min(stamped.arrived, record.first_byte)
     async for data in response.content.iter_any():
+        # when the latest bytes of the connection came in (never before the ones read now did;
+        # never after this read), else the read itself
         now = time.perf_counter()
+        if stamped is not None:
+            now = min(stamped.arrived, now)
         raw.append((now, data))
         if b"[DONE]" in data:
             record.end = now
