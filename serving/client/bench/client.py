@@ -1,7 +1,9 @@
 """One streamed chat-completion request, timed chunk by chunk (asyncio + aiohttp, no SDK).
 
-The client reads the raw SSE byte stream and takes ``time.perf_counter()`` as soon as a read
-returns; every event completed by that read gets that arrival time (they did arrive together).
+The client reads the raw SSE byte stream; each read is stamped with the moment its bytes came off
+the socket (:class:`StampingHandler`, in the protocol's ``data_received``, before the loop resumes
+the reading task), else with ``time.perf_counter()`` when the read returns; every event completed
+by that read gets that arrival time (they did arrive together).
 While the stream runs, the hot path only stamps and keeps the bytes: parsing the events (JSON) is
 deferred to :func:`parse_stream`, which the load generator calls after the measured window, so
 that no stream's parsing delays another stream's arrival stamps. Content deltas, the server's
