@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -207,7 +207,8 @@ def make_session() -> aiohttp.ClientSession:
     if isinstance(getattr(connector, "_factory", None), functools.partial):
         # aiohttp builds each connection's protocol with this factory (a private attribute, read
         # with care: without it, chunks are stamped when their task reads them)
-        connector._factory = functools.partial(StampingHandler, loop=asyncio.get_running_loop())
+        factory = functools.partial(StampingHandler, loop=asyncio.get_running_loop())
+        connector._factory = cast("functools.partial[ResponseHandler]", factory)
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
