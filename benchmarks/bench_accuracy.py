@@ -10,6 +10,11 @@ clock of the client's ``perf_counter``. Truth is what it recorded, not its nomin
 * output throughput truth = tokens the server wrote for the window's requests / (last chunk
   written - first request read); error = tool / truth - 1.
 
+Each server stream is paired with the client's record of the same request (the server reads the
+request's index from the prompt's ``[<nonce>-<index>]`` tag), which splits a request's error into
+the way out (the client's write stamp to the server's read stamp: time in the sockets and the
+server's loop) and the way back (the server's first content write to the client's arrival stamp).
+
 Scenarios (closed loop, every slot filled at once, fixed output lengths, two warm-up requests
 outside the window): c1 with 32 requests and c16 with 128 (TTFT 100 ms, 20 ms per token, 30
 tokens), c64 with 256 (TTFT 50 ms, 5 ms per token, 100 tokens). Each figure is the median of
@@ -59,32 +64,121 @@ TARGETS: dict[str, Any] = {
 def one_run(url: str, scenario: tuple[int, int, float, float, int]) -> dict[str, Any]:
     concurrency, requests, ttft, tpot, n = scenario
     tokenizer = ApproxTokenizer()
-    prompts = PromptFactory(
-        tokenizer, mean_input_tokens=64, stddev_input_tokens=0, mean_output_tokens=n, stddev_output_tokens=0
-    )
     plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=concurrency, requests=requests, warmup=2)
     configure(url, ttft=ttft, tpot=tpot)  # also clears the server's timeline
-    result = run_blocking(lambda: run_load(plan, prompts))
+    result = run_blocking(lambda: run_load(plan, _prompts(n)))
     summary, rows = summarize(result, tokenizer)
-    streams = [s for s in timeline(url) if s[0] >= result.t0 - 0.001]  # the window's requests
-    truth_ttft = sorted(first - read for read, first, _end, _n in streams)
-    truth_rate = sum(s[3] for s in streams) / (max(s[2] for s in streams) - min(s[0] for s in streams))
+    stamps = [(r.index, r.sent, r.chunk_times[0]) for r in result.records if r.chunk_times]
     tool_ttft = sorted(row["ttft_s"] for row in rows if row["ttft_s"] is not None)
-    measured = summary["throughput"]["output_throughput_tok_s"]
     load = summary["load"]
     return {
         "completed": summary["counts"]["completed"],
+        **_against_the_server(url, stamps, tool_ttft, summary["throughput"]["output_throughput_tok_s"]),
+        "send_delay_p50_ms": (summary["metrics"]["send_delay_s"]["p50"] or 0.0) * 1000,
+        "lead_in_ms": load["lead_in_s"] * 1000,
+        "client_cpu_s_window": load["client_cpu_seconds"],
+        "loop_lag_p99_ms": (load["loop_lag_s"]["p99"] or 0.0) * 1000,
+    }
+
+
+def _prompts(n: int) -> PromptFactory:
+    return PromptFactory(
+        ApproxTokenizer(),
+        mean_input_tokens=64,
+        stddev_input_tokens=0,
+        mean_output_tokens=n,
+        stddev_output_tokens=0,
+    )
+
+
+def _against_the_server(
+    url: str, stamps: list[tuple[int, float, float]], tool_ttft: list[float], tool_rate: float
+) -> dict[str, Any]:
+    """The tool's figures against the server's: ``stamps`` = (index, sent, first content) per request."""
+    served = {s[4]: s for s in timeline(url)}
+    # the window's requests, each paired with the server's record of it (the prompt's index tag)
+    pairs = [(sent, first, served[index]) for index, sent, first in stamps if index in served]
+    streams = [s for _sent, _first, s in pairs]
+    truth_ttft = sorted(first - read for read, first, _end, _n, _i in streams)
+    truth_rate = sum(s[3] for s in streams) / (max(s[2] for s in streams) - min(s[0] for s in streams))
+    # where a request's error comes from: the way out (client's write stamp -> server's read
+    # stamp) and the way back (server's first content write -> client's arrival stamp)
+    way_out = sorted(s[0] - sent for sent, _first, s in pairs)
+    way_back = sorted(first - s[1] for _sent, first, s in pairs)
+    # per request: (tool's TTFT) - (server's TTFT) = way out + way back
+    paired_error = sorted((first - sent) - (s[1] - s[0]) for sent, first, s in pairs)
+    return {
         "server_streams": len(streams),
         "ttft_p50_error_ms": (quantile(tool_ttft, 50) - quantile(truth_ttft, 50)) * 1000,
         "ttft_p99_error_ms": (quantile(tool_ttft, 99) - quantile(truth_ttft, 99)) * 1000,
         "truth_ttft_p50_ms": quantile(truth_ttft, 50) * 1000,
         "truth_ttft_p99_ms": quantile(truth_ttft, 99) * 1000,
-        "output_tok_s": measured,
+        "output_tok_s": tool_rate,
         "truth_output_tok_s": truth_rate,
-        "throughput_error": measured / truth_rate - 1,
-        "send_delay_p50_ms": (summary["metrics"]["send_delay_s"]["p50"] or 0.0) * 1000,
-        "client_cpu_s_window": load["client_cpu_seconds"],
-        "loop_lag_p99_ms": (load["loop_lag_s"]["p99"] or 0.0) * 1000,
+        "throughput_error": tool_rate / truth_rate - 1,
+        "paired_error_p50_ms": quantile(paired_error, 50) * 1000,
+        "paired_error_p99_ms": quantile(paired_error, 99) * 1000,
+        "way_out_p50_ms": quantile(way_out, 50) * 1000,
+        "way_out_p99_ms": quantile(way_out, 99) * 1000,
+        "way_back_p50_ms": quantile(way_back, 50) * 1000,
+        "way_back_p99_ms": quantile(way_back, 99) * 1000,
+    }
+
+
+def _one_loop_of_several(url: str, scenario: tuple[int, int, float, float, int], share: int, number: int,
+                         barrier: Any, out: Any) -> None:  # fmt: skip
+    """A child process: its share of the slots and requests, its window opened with the others'."""
+    concurrency, requests, _ttft, _tpot, n = scenario
+    plan = LoadPlan(
+        endpoints=[url],
+        model="fake-model",
+        concurrency=concurrency // share,
+        requests=requests // share,
+        warmup=2,
+    )
+
+    async def gate() -> None:
+        barrier.wait()  # nothing is in flight: blocking this loop for the wait costs nothing
+
+    result = run_blocking(
+        lambda: run_load(plan, _prompts(n), first_index=number * requests, window_gate=gate)
+    )
+    rows = [
+        (r.index, r.sent, r.chunk_times[0], r.end or 0.0, len(r.chunk_times)) for r in result.records if r.ok
+    ]
+    out.send((rows, result.cpu_seconds))
+
+
+def loops_run(url: str, scenario: tuple[int, int, float, float, int], loops: int) -> dict[str, Any]:
+    """The scenario split over ``loops`` processes (one event loop each), windows opened together."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    configure(url, ttft=scenario[2], tpot=scenario[3])
+    barrier = context.Barrier(loops)
+    pipes = [context.Pipe(duplex=False) for _ in range(loops)]
+    workers = [
+        context.Process(target=_one_loop_of_several, args=(url, scenario, loops, k, barrier, pipes[k][1]))
+        for k in range(loops)
+    ]
+    for worker in workers:
+        worker.start()
+    rows: list[tuple[int, float, float, float, int]] = []
+    cpu = 0.0
+    for receiver, _sender in pipes:
+        got, seconds = receiver.recv()
+        rows += got
+        cpu += seconds
+    for worker in workers:
+        worker.join()
+    tool_ttft = sorted(first - sent for _i, sent, first, _end, _n in rows)
+    tool_rate = sum(r[4] for r in rows) / (max(r[3] for r in rows) - min(r[1] for r in rows))
+    return {
+        "completed": len(rows),
+        **_against_the_server(
+            url, [(i, sent, first) for i, sent, first, _e, _n in rows], tool_ttft, tool_rate
+        ),
+        "client_cpu_s_window": cpu,
     }
 
 
@@ -110,6 +204,14 @@ def whole_run(url: str, scenario: tuple[int, int, float, float, int]) -> dict[st
     return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
+def _line(level: dict[str, Any]) -> str:
+    return (
+        f"TTFT p50 {level['ttft_p50_error_ms']:+.2f} ms, p99 {level['ttft_p99_error_ms']:+.2f} ms, "
+        f"throughput {level['throughput_error']:+.2%}, way out p50 {level['way_out_p50_ms']:.1f} ms, "
+        f"way back p50 {level['way_back_p50_ms']:.1f} ms, client CPU {level['client_cpu_s_window']:.2f} s"
+    )
+
+
 def main() -> int:
     started = time.monotonic()
     load_before = os.getloadavg()[0]
@@ -121,11 +223,11 @@ def main() -> int:
             level = median_of(runs)
             level["runs"] = runs
             levels[name] = level
-            print(
-                f"{name}: TTFT p50 {level['ttft_p50_error_ms']:+.2f} ms, p99 {level['ttft_p99_error_ms']:+.2f} ms, "
-                f"throughput {level['throughput_error']:+.2%}, loop lag p99 {level['loop_lag_p99_ms']:.1f} ms",
-                file=sys.stderr,
-            )
+            print(f"{name}: {_line(level)}", file=sys.stderr)
+        # the decision on more than one event loop: c64 split over two processes, measured the same way
+        runs = [loops_run(url, SCENARIOS["c64"], 2) for _ in range(REPEATS)]
+        loops = {"c64_two_loops": {**median_of(runs), "runs": runs}}
+        print(f"c64 on two loops: {_line(loops['c64_two_loops'])}", file=sys.stderr)
         cli_runs = [whole_run(url, SCENARIOS["c64"]) for _ in range(REPEATS)]
     cli = median_of(cli_runs)
     checks = {
@@ -154,6 +256,7 @@ def main() -> int:
         "targets": TARGETS,
         "met": checks,
         "levels": levels,
+        "loops": loops,
         "whole_run_c64": {**cli, "runs": cli_runs},
         "machine": {
             "cpus": os.cpu_count(),

@@ -47,7 +47,7 @@ def list_models(base_url: str, api_key: str | None = None, timeout: float = 10.0
         response = httpx.get(f"{base_url}/models", headers=auth_headers(api_key), timeout=timeout)
     except httpx.TransportError as error:
         raise unreachable(base_url, error) from error
-    return model_ids(base_url, response)
+    return model_ids(base_url, response.status_code, response.content)
 
 
 class ChatSession:

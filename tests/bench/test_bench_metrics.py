@@ -50,6 +50,19 @@ def test_llmperf_per_request_keys_carry_llmperf_meanings(recorded_summary: Any) 
     assert failed["inter_token_latency_s"] is None
 
 
+def test_the_window_counts_from_the_first_request_written(recorded_run: Any) -> None:
+    # the client's lead-in (from the window's first instant to its first request on the wire) is
+    # reported apart and kept out of the duration and every throughput figure
+    first, second, _failed = recorded_run.records
+    first.written = T0 + 1 / 128
+    second.written = T0 + 0.125 + 1 / 128
+    summary, _ = summarize(recorded_run, ApproxTokenizer())
+    assert recorded_run.window_start == T0 + 1 / 128
+    assert summary["duration_s"] == 1 - 1 / 128
+    assert summary["load"]["lead_in_s"] == 1 / 128
+    assert summary["throughput"]["output_throughput_tok_s"] == 7 / (1 - 1 / 128)
+
+
 def test_summary_statistics_window_and_llmperf_keys(recorded_summary: Any) -> None:
     summary, _ = recorded_summary
     metrics = summary["metrics"]

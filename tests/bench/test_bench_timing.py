@@ -20,11 +20,12 @@ the accuracy figures (TTFT within milliseconds, throughput within 3 %) are measu
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 import pytest
 
-from llmctl.serving.client.bench.loadgen import LoadPlan
+from llmctl.serving.client.bench.loadgen import LoadPlan, run_blocking, run_load
 from llmctl.serving.client.bench.metrics import summarize
 from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
@@ -76,8 +77,12 @@ def test_warmup_ends_before_a_window_that_starts_with_every_slot_filled(
     assert result.t0 <= issued[0] and issued[concurrency - 1] < first_end
     # ... and the window closes with its last request
     assert result.t_end == max(r.end for r in result.records)
+    # ... and its duration counts from the first request written, the client's lead-in apart
     summary, _ = summarize(result, ApproxTokenizer())
-    assert summary["duration_s"] == result.t_end - result.t0
+    first_written = min(r.written for r in result.records)  # type: ignore[type-var]
+    assert result.window_start == first_written >= result.t0
+    assert summary["duration_s"] == result.t_end - first_written
+    assert summary["load"]["lead_in_s"] == first_written - result.t0
     assert summary["load"]["warmup_duration_s"] > 0
 
 
@@ -145,13 +150,58 @@ def test_each_request_is_stamped_in_causal_order_and_never_measured_below_the_se
         assert record.first_byte <= record.chunk_times[0] <= record.end  # type: ignore[operator]
         # every slot's connection was opened before the window: no request pays a connect
         assert record.connected is None and record.connect_s is None
-    streams = [s for s in timeline(url) if s[0] >= result.t0]
-    assert len(streams) == 24
-    # the server reads a request only after the client wrote it, and the client sees a chunk only
-    # after the server wrote it: the tool's TTFT is never below the server's own
-    assert min(read for read, *_ in streams) >= min(r.written for r in result.records)  # type: ignore[type-var]
-    tool = sorted(r.chunk_times[0] - r.sent for r in result.records)
-    truth = sorted(first - read for read, first, _end, _n in streams)
-    assert all(t >= s - 1e-6 for t, s in zip(tool, truth, strict=True))
+    # the server pairs each stream with its request (the index in the prompt's tag): exactly the
+    # window's requests, each read once
+    served = {s[4]: s for s in timeline(url) if s[0] >= result.t0}
+    assert sorted(served) == sorted(r.index for r in result.records)
+    for record in result.records:
+        read, first, _end, tokens, _index = served[record.index]
+        assert tokens == len(record.chunk_times) == record.usage_completion_tokens
+        # the server reads a request only after the client wrote it, and the client sees a chunk
+        # only after the server wrote it: the tool's TTFT is never below the server's own
+        assert read >= record.sent
+        assert record.chunk_times[0] >= first
+        assert record.chunk_times[0] - record.sent >= first - read - 1e-9
     _summary, rows = summarize(result, ApproxTokenizer())
     assert all(row["connect_s"] is None and row["written_s"] is not None for row in rows)
+
+
+def test_the_window_gate_is_passed_after_the_warmup_and_before_any_measured_request(
+    fake: Any, make_prompts: Any
+) -> None:
+    url = fake(ttft=0.01, tpot=0.002)
+    plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=4, requests=8, warmup=2)
+    passed: list[float] = []
+
+    async def gate() -> None:
+        passed.append(time.perf_counter())
+
+    result = run_blocking(lambda: run_load(plan, make_prompts(), window_gate=gate))
+    assert len(passed) == 1
+    assert max(r.end for r in result.warmup_records) <= passed[0] <= result.t0  # type: ignore[operator]
+    assert passed[0] <= min(r.issued for r in result.records)
+    assert len(result.records) == 8 and all(r.ok for r in result.records)
+
+
+def test_chunks_are_stamped_when_their_bytes_came_off_the_socket(
+    fake: Any, run_plan: Any, make_prompts: Any
+) -> None:
+    from llmctl.serving.client.bench.client import StampingHandler, make_session
+
+    async def factory_class() -> type:
+        session = make_session()
+        try:
+            return type(session.connector._factory())  # type: ignore[union-attr]
+        finally:
+            await session.close()
+
+    # every connection of a run gets the stamping protocol ...
+    assert run_blocking(factory_class) is StampingHandler
+    # ... and a run on it still stamps in causal order, each stream's chunks in arrival order
+    url = fake(ttft=0.02, tpot=0.002)
+    plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=16, requests=32, warmup=2)
+    result = run_plan(plan, make_prompts(mean_out=20, std_out=0))
+    for record in result.records:
+        assert record.ok and record.first_byte is not None
+        assert record.sent <= record.first_byte <= record.chunk_times[0] <= record.end  # type: ignore[operator]
+        assert record.chunk_times == sorted(record.chunk_times)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from llmctl.errors import EndpointError, LlmctlError
 from llmctl.serving.client.bench.client import RequestRecord, chat_body, normalize_base_url
 from llmctl.serving.client.bench.metrics import describe, parse_slo, quantile, request_metrics
 from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.report import dump_rows, encode
 from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 
@@ -155,3 +157,22 @@ def test_a_named_workload_resolves_its_own_endpoint(tmp_path: Path, monkeypatch:
     with pytest.raises(LlmctlError) as info:
         resolve_endpoints(["http://127.0.0.1:9/v1"], None, "ci", "pr-42")
     assert info.value.message == "--workload needs --blueprint"
+
+
+def test_result_files_write_non_finite_numbers_as_null_and_one_request_a_line(tmp_path: Path) -> None:
+    rows = [{"index": 0, "ttft_s": 0.25, "itl_s": [0.5, float("nan")]}, {"index": 1, "ttft_s": float("inf")}]
+    assert json.loads(encode({"a": float("-inf"), "b": [1.5]})) == {"a": None, "b": [1.5]}
+    first, second = tmp_path / "requests.json", tmp_path / "copy.json"
+    dump_rows([first, second], rows)
+    text = first.read_text()
+    assert text == second.read_text()
+    assert json.loads(text) == [
+        {"index": 0, "ttft_s": 0.25, "itl_s": [0.5, None]},
+        {"index": 1, "ttft_s": None},
+    ]
+    assert text.splitlines()[1:3] == [
+        encode({**rows[0], "itl_s": [0.5, None]}) + ",",
+        encode({**rows[1], "ttft_s": None}),
+    ]
+    dump_rows([first], [])
+    assert json.loads(first.read_text()) == []

@@ -1,7 +1,9 @@
 """One streamed chat-completion request, timed chunk by chunk (asyncio + aiohttp, no SDK).
 
-The client reads the raw SSE byte stream and takes ``time.perf_counter()`` as soon as a read
-returns; every event completed by that read gets that arrival time (they did arrive together).
+The client reads the raw SSE byte stream; each read is stamped with the moment its bytes came off
+the socket (:class:`StampingHandler`, in the protocol's ``data_received``, before the loop resumes
+the reading task), else with ``time.perf_counter()`` when the read returns; every event completed
+by that read gets that arrival time (they did arrive together).
 While the stream runs, the hot path only stamps and keeps the bytes: parsing the events (JSON) is
 deferred to :func:`parse_stream`, which the load generator calls after the measured window, so
 that no stream's parsing delays another stream's arrival stamps. Content deltas, the server's
@@ -12,24 +14,27 @@ Latencies count from ``record.sent``: the moment the request's last byte was han
 (aiohttp writes headers and a small body in one write, with TCP_NODELAY). The connect time of a new
 connection and the client's own preparation before the write are recorded apart.
 
-The streaming requests use aiohttp, whose HTTP parser is written in C: profiled at concurrency 64
-against the fake server, httpx's pure-Python stack (httpcore + h11) took about three times the CPU
-per streamed chunk, and that time delays every other stream's arrival stamps. The one-off calls
-(``GET /models``, ``llmctl chat``) keep httpx.
+The requests use aiohttp, whose HTTP parser is written in C: profiled at concurrency 64 against
+the fake server, httpx's pure-Python stack (httpcore + h11) took about three times the CPU per
+streamed chunk, and that time delays every other stream's arrival stamps. The probe (``GET
+/models``) uses aiohttp too, so ``llmctl bench`` does not import httpx (about 0.14 s of CPU with
+its command-line module); ``llmctl chat`` keeps httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
-import httpx
+from aiohttp.client_proto import ResponseHandler
 
 from llmctl.errors import EndpointError
 
@@ -110,36 +115,39 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def unreachable(base_url: str, error: httpx.TransportError) -> EndpointError:
-    """The error for an endpoint nothing answers at."""
+def unreachable(base_url: str, error: Exception) -> EndpointError:
+    """The error for an endpoint nothing answers at (``error``: the HTTP client's transport error)."""
     return EndpointError(
         f"cannot reach {base_url}: {type(error).__name__}: {error}",
         "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
     )
 
 
-def model_ids(base_url: str, response: httpx.Response) -> list[str]:
-    """The model ids in a ``GET /models`` answer; EndpointError when the key was refused.
+def model_ids(base_url: str, status: int, body: bytes) -> list[str]:
+    """The model ids in a ``GET /models`` answer (its status and body); EndpointError when the key
+    was refused.
 
     A server without ``/models`` (or with an odd answer) yields an empty list.
     """
-    if response.status_code in (401, 403):
-        raise EndpointError(f"{base_url} refused the API key (HTTP {response.status_code})", "pass --api-key")
-    if response.status_code != 200:
+    if status in (401, 403):
+        raise EndpointError(f"{base_url} refused the API key (HTTP {status})", "pass --api-key")
+    if status != 200:
         return []
     try:
-        return [str(m["id"]) for m in response.json().get("data", [])]
+        return [str(m["id"]) for m in json.loads(body).get("data", [])]
     except (ValueError, KeyError, TypeError, AttributeError):
         return []
 
 
-async def probe(client: httpx.AsyncClient, base_url: str, api_key: str | None) -> list[str]:
+async def probe(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:
     """Check that an endpoint answers and return the model ids it lists (may be empty)."""
     try:
-        response = await client.get(f"{base_url}/models", headers=auth_headers(api_key), timeout=10.0)
-    except httpx.TransportError as error:
+        async with session.get(
+            f"{base_url}/models", headers=auth_headers(api_key), timeout=aiohttp.ClientTimeout(total=10.0)
+        ) as response:
+            return model_ids(base_url, response.status, await response.read())
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
         raise unreachable(base_url, error) from error
-    return model_ids(base_url, response)
 
 
 def chat_body(
@@ -167,6 +175,22 @@ def chat_body(
     return body
 
 
+class StampingHandler(ResponseHandler):
+    """aiohttp's protocol, noting when each read came off the socket.
+
+    The event loop runs the protocols' ``data_received`` for every socket that became readable
+    before it resumes the tasks those reads wake up; at concurrency 64 a stream's task can wait
+    behind dozens of other tasks' steps, and a stamp taken there carries that wait. ``arrived`` is
+    the moment the latest bytes of this connection came in.
+    """
+
+    arrived = 0.0
+
+    def data_received(self, data: bytes) -> None:
+        self.arrived = time.perf_counter()
+        super().data_received(data)
+
+
 def make_session() -> aiohttp.ClientSession:
     """The aiohttp session of one run: one connection pool for every request, no overall timeout.
 
@@ -180,6 +204,11 @@ def make_session() -> aiohttp.ClientSession:
     trace.on_connection_create_end.append(_on_connected)
     trace.on_request_chunk_sent.append(_on_written)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    if isinstance(getattr(connector, "_factory", None), functools.partial):
+        # aiohttp builds each connection's protocol with this factory (a private attribute, read
+        # with care: without it, chunks are stamped when their task reads them)
+        factory = functools.partial(StampingHandler, loop=asyncio.get_running_loop())
+        connector._factory = cast("functools.partial[ResponseHandler]", factory)
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
@@ -237,7 +266,12 @@ async def stream_request(
     record.issued = record.start = time.perf_counter()
     try:
         try:
-            await asyncio.wait_for(_stream(session, record, body, headers), timeout)
+            if sys.version_info >= (3, 11):
+                # a deadline on this task: wait_for would start one more task per request (3.11)
+                async with asyncio.timeout(timeout):
+                    await _stream(session, record, body, headers)
+            else:  # pragma: no cover - Python 3.10
+                await asyncio.wait_for(_stream(session, record, body, headers), timeout)
         finally:
             if parse:
                 parse_stream(record)
@@ -271,9 +305,18 @@ async def _stream(
 async def _read(response: aiohttp.ClientResponse, record: RequestRecord) -> None:
     # the hot path: a stamp and the bytes, nothing else (see the module docstring)
     raw = record.raw
+    connection = response.connection
+    protocol = connection.protocol if connection is not None else None
+    stamped = protocol if isinstance(protocol, StampingHandler) else None
     record.first_byte = time.perf_counter()
+    if stamped is not None:
+        record.first_byte = min(stamped.arrived, record.first_byte)
     async for data in response.content.iter_any():
+        # when the latest bytes of the connection came in (never before the ones read now did;
+        # never after this read), else the read itself
         now = time.perf_counter()
+        if stamped is not None:
+            now = min(stamped.arrived, now)
         raw.append((now, data))
         if b"[DONE]" in data:
             record.end = now
@@ -319,7 +362,8 @@ def _parse(record: RequestRecord, *, final: bool) -> bool:
                     record.end = now
                     continue
                 try:
-                    chunk = json.loads(payload)
+                    # decoded here: json.loads of bytes first guesses their encoding, every time
+                    chunk = json.loads(payload.decode())
                 except ValueError:
                     _failed(record, times, texts, now, "bad_event", payload[:200].decode(errors="replace"))
                     return True

@@ -27,7 +27,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -45,6 +45,9 @@ from llmctl.serving.client.bench.client import (
 from llmctl.serving.client.bench.prompts import PromptFactory
 
 T = TypeVar("T")
+
+# request bodies encoded before the window opens (a 512-token prompt is about 3 kB)
+PREBUILT_BODIES = 4096
 
 
 @dataclass
@@ -104,14 +107,26 @@ class LoadResult:
     """
 
     plan: LoadPlan
-    records: list[RequestRecord]
-    warmup_records: list[RequestRecord]
+    # repr=False: asyncio.Runner.run (3.11) formats the main task, result included, when it checks
+    # its SIGINT handler; a repr of every chunk of every record cost about 0.1 CPU s per run
+    records: list[RequestRecord] = field(repr=False)
+    warmup_records: list[RequestRecord] = field(repr=False)
     t0: float
     t_end: float
     cpu_seconds: float
-    loop_lag: list[float]
+    loop_lag: list[float] = field(repr=False)
     interrupted: bool
     warmup_seconds: float = 0.0
+
+    @property
+    def window_start(self) -> float:
+        """Where the window's duration counts from: the first measured request written to the
+        socket (latencies count from there too); ``t0`` when none was.
+
+        The client's own lead-in (``window_start - t0``: building and handing the first requests of a
+        burst to aiohttp) is reported apart, as ``load.lead_in_s``.
+        """
+        return min((r.written for r in self.records if r.written is not None), default=self.t0)
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -130,6 +145,7 @@ class _Run:
         self.warmup_records: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.headers = request_headers(plan.api_key)
+        self.bodies: dict[int, bytes] = {}
         self.session: aiohttp.ClientSession | None = None
         # the phase being run: how many requests it may claim, and how many it has
         self.warmup_phase = True
@@ -144,6 +160,20 @@ class _Run:
             return plan.concurrency
         assert plan.rate
         return plan.max_concurrency or min(256, max(8, int(plan.rate * 4)))
+
+    def encode(self, text: str, max_tokens: int) -> bytes:
+        """The JSON bytes of one request's body."""
+        plan = self.plan
+        body = chat_body(plan.model, text, max_tokens, fixed_output=plan.fixed_output, extra=plan.extra_body)
+        return json.dumps(body).encode()
+
+    def prebuild(self, first: int, count: int) -> None:
+        """Encode the bodies of requests ``first`` .. ``first + count - 1`` before the window opens,
+        so that a burst of starts does not pay for JSON encoding (about 0.1 ms a request) on the hot
+        path; requests beyond them (a ``--duration`` run) are encoded when they start."""
+        for index in range(first, first + count):
+            spec = self.prompts.make(index)
+            self.bodies[index] = self.encode(spec.text, spec.max_tokens)
 
     def claim(self) -> bool:
         """Whether another request of the current phase may start."""
@@ -185,9 +215,7 @@ class _Run:
             scheduled=scheduled,
         )
         (self.warmup_records if self.warmup_phase else self.records).append(record)
-        body = chat_body(
-            plan.model, spec.text, spec.max_tokens, fixed_output=plan.fixed_output, extra=plan.extra_body
-        )
+        body = self.bodies.pop(index, None) or self.encode(spec.text, spec.max_tokens)
         progress = self.progress
         progress.started += 1
         try:
@@ -195,7 +223,7 @@ class _Run:
             await stream_request(
                 self.session,
                 record,
-                json.dumps(body).encode(),
+                body,
                 self.headers,
                 timeout=plan.timeout,
                 parse=False,
@@ -310,8 +338,13 @@ async def run_load(
     stop: asyncio.Event | None = None,
     on_progress: ProgressCallback | None = None,
     first_index: int = 0,
+    window_gate: Callable[[], Awaitable[None]] | None = None,
 ) -> LoadResult:
-    """Run the warm-up phase and the measured window of ``plan`` and return every record."""
+    """Run the warm-up phase and the measured window of ``plan`` and return every record.
+
+    ``window_gate``, when given, is awaited after the warm-up, right before the window opens: several
+    load generators (processes) use it to open their windows at one common instant.
+    """
     stop = stop or asyncio.Event()
     run = _Run(plan, prompts, stop, first_index)
     prompts.prepare(first_index + plan.warmup + (run.limit or 0))
@@ -327,6 +360,9 @@ async def run_load(
             await run.phase(plan.warmup, plan.seed + 1, time.perf_counter())
         warmup_seconds = time.perf_counter() - started
         run.warmup_phase = False
+        run.prebuild(run.next_index, min(run.limit or 0, PREBUILT_BODIES))
+        if window_gate is not None:
+            await window_gate()
         run.progress = Progress(phase="measuring", total=run.limit)
         lag_task = asyncio.ensure_future(_lag_monitor(lag))
         cpu0, t0 = time.process_time(), time.perf_counter()

@@ -35,9 +35,11 @@ DEFINITIONS: dict[str, str] = {
     "total_throughput_tok_s": "input + output tokens of all completed requests / measured duration",
     "requests_per_minute": "completed requests / measured duration x 60",
     "goodput_rps": "completed requests that meet every --slo limit / measured duration",
-    "duration_s": "the measured window: from the moment its requests start (every slot at once in a "
-    "closed loop, the schedule's first instant in an open loop) to the end of its last request; the "
-    "warm-up phase has ended before it opens",
+    "duration_s": "the measured window: from the first request's last byte written to the socket (its "
+    "requests start every slot at once in a closed loop, at the schedule's first instant in an open "
+    "loop) to the end of its last request; the warm-up phase has ended before it opens",
+    "lead_in_s": "the client's own time from the window's first instant to its first request written "
+    "(building and handing a burst of requests to the HTTP client); not part of duration_s",
     "warmup_duration_s": "wall time of the warm-up phase (one connection opened per slot, then the "
     "warm-up requests, all ended before the window opens)",
     "achieved_rate_rps": "(requests started - 1) / (last start - first start): the rate at which the "
@@ -218,7 +220,7 @@ def summarize(
     plan = result.plan
     rows = [request_metrics(r, tokenizer, result.t0, slo) for r in result.records]
     done = [row for row in rows if row["status"] == "ok"]
-    duration = max(result.t_end - result.t0, 1e-9)
+    duration = max(result.t_end - result.window_start, 1e-9)
     errors = Counter(str(row["error_type"]) for row in rows if row["status"] != "ok")
     started = len(rows)
     out_total = sum(row["output_tokens"] for row in done)
@@ -257,6 +259,7 @@ def summarize(
         "duration_limit_s": plan.duration,
         "warmup_requests": len(result.warmup_records),
         "warmup_duration_s": result.warmup_seconds,
+        "lead_in_s": result.window_start - result.t0,
         "timeout_s": plan.timeout,
         "achieved_rate_rps": _start_rate(rows),
         "start_lag_s": describe(lags) if lags else None,

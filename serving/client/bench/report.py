@@ -52,8 +52,33 @@ def outcome_data(outcome: Any) -> dict[str, Any]:
     return dict(clean(data))
 
 
+def encode(data: Any, indent: int | None = None) -> str:
+    """JSON text of ``data`` with NaN and infinities as null; the walk through every value that
+    :func:`clean` does is taken only when the fast, strict encoding finds one."""
+    try:
+        return (_STRICT if indent is None else _STRICT_INDENTED).encode(data)
+    except ValueError:
+        return json.dumps(clean(data), indent=indent)
+
+
+# built once: json.dumps with any non-default argument builds a new encoder on every call
+_STRICT = json.JSONEncoder(allow_nan=False)
+_STRICT_INDENTED = json.JSONEncoder(allow_nan=False, indent=2)
+
+
 def dump(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(clean(data), indent=2) + "\n")
+    path.write_text(encode(data, indent=2) + "\n")
+
+
+def dump_rows(paths: list[Path], rows: list[dict[str, Any]]) -> None:
+    """A JSON list with one row a line, encoded once and written to each of ``paths``.
+
+    One compact row a line is what the C encoder of the json module writes (an indented file goes
+    through its pure-Python encoder: about 0.3 CPU s for 256 requests of 100 tokens).
+    """
+    text = "[\n" + ",\n".join(encode(row) for row in rows) + "\n]\n" if rows else "[]\n"
+    for path in paths:
+        path.write_text(text)
 
 
 def _events(record: RequestRecord, t0: float) -> list[dict[str, Any]]:
@@ -93,18 +118,17 @@ def write_level(
 ) -> None:
     """Write one level's files into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    dump(folder / SUMMARY, summary)
-    dump(folder / "requests.json", rows)
-    with (folder / "events.jsonl").open("w") as out:
-        for record in [*result.warmup_records, *result.records]:
-            for event in _events(record, result.t0):
-                out.write(json.dumps(clean(event)) + "\n")
     prompts = summary.get("prompts") or {}
     stem = llmperf_stem(
         str(summary["model"]), prompts.get("mean_input_tokens"), prompts.get("mean_output_tokens")
     )
-    dump(folder / f"{stem}_summary.json", summary)
-    dump(folder / f"{stem}_individual_responses.json", rows)
+    text = encode(summary, indent=2) + "\n"
+    for name in (SUMMARY, f"{stem}_summary.json"):
+        (folder / name).write_text(text)
+    dump_rows([folder / "requests.json", folder / f"{stem}_individual_responses.json"], rows)
+    with (folder / "events.jsonl").open("w") as out:
+        for record in [*result.warmup_records, *result.records]:
+            out.writelines(encode(event) + "\n" for event in _events(record, result.t0))
 
 
 def sweep_entry(summary: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 
 from llmctl import __version__
 from llmctl.errors import EndpointError, LlmctlError
@@ -93,8 +93,8 @@ def default_out_dir(root: Path | None = None) -> Path:
 
 async def resolve_model(config: BenchConfig) -> str:
     """Probe every endpoint (EndpointError when one is unreachable) and pick the model."""
-    async with httpx.AsyncClient() as client:
-        listed = [await probe(client, url, config.api_key) for url in config.endpoints]
+    async with aiohttp.ClientSession() as session:
+        listed = [await probe(session, url, config.api_key) for url in config.endpoints]
     if config.model:
         return config.model
     if listed[0]:

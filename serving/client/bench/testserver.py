@@ -23,7 +23,9 @@ The timing can be changed at run time with ``POST /_config`` (JSON with the fiel
 :class:`FakeTiming`); ``GET /_stats`` returns the number of requests served and ``GET /_timeline``
 what the server really did for each completed stream: when it had read the request, when it sent
 the first and the last content chunk (``time.monotonic()``, the clock of the client's
-``perf_counter`` on Linux) and how many tokens it sent. ``POST /_config`` clears both.
+``perf_counter`` on Linux), how many tokens it sent and the request's index (read from the
+``[<nonce>-<index>]`` tag that opens an ``llmctl bench`` prompt; -1 without one), so each stream can
+be paired with the client's record of it. ``POST /_config`` clears both.
 
 Run it on its own with ``python -m llmctl.serving.client.bench.testserver --port 8000``.
 """
@@ -35,6 +37,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -113,7 +116,7 @@ class FakeOpenAI:
         self.timing = timing or FakeTiming()
         self.requests = 0
         self.lead = _INITIAL_LEAD
-        self.timeline: list[tuple[float, float, float, int]] = []
+        self.timeline: list[tuple[float, float, float, int, int]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -251,13 +254,27 @@ class FakeOpenAI:
                 self.lead = min(0.001, max(0.0, 0.98 * self.lead + 0.02 * late))
             piece = [word(k) for k in range(first, min(first + per_chunk, max_tokens))]
             sent += len(piece)
-            await content("".join(piece), "length" if sent >= max_tokens else None)
+            # stamped as the first chunk is handed to the socket (a client on the other core may
+            # read it before the write call returns)
             first_sent = first_sent or time.monotonic()
-        self.timeline.append((started, first_sent, time.monotonic(), sent))
+            await content("".join(piece), "length" if sent >= max_tokens else None)
+        self.timeline.append((started, first_sent, time.monotonic(), sent, _request_index(messages)))
         if include_usage:
             await event({"choices": [], "usage": _usage(prompt_tokens(), sent)})
         await event("[DONE]")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+_TAG = re.compile(r"\[[0-9a-f]+-(\d+)\]")
+
+
+def _request_index(messages: Any) -> int:
+    """The index in the ``[<nonce>-<index>]`` tag that opens an llmctl bench prompt, else -1."""
+    try:
+        found = _TAG.match(str(messages[0].get("content", "")))
+    except (IndexError, AttributeError, TypeError):
+        return -1
+    return int(found.group(1)) if found else -1
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
@@ -394,13 +411,14 @@ def configure(base_url: str, **fields: Any) -> dict[str, Any]:
     return result
 
 
-def timeline(base_url: str) -> list[tuple[float, float, float, int]]:
-    """What a running fake server did: (read, first content sent, last content sent, tokens) per stream."""
+def timeline(base_url: str) -> list[tuple[float, float, float, int, int]]:
+    """What a running fake server did, per stream: (read, first content sent, last content sent,
+    tokens, request index or -1)."""
     import httpx
 
     response = httpx.get(base_url.removesuffix("/v1") + "/_timeline", timeout=10.0)
     response.raise_for_status()
-    return [(float(a), float(b), float(c), int(n)) for a, b, c, n in response.json()["streams"]]
+    return [(float(a), float(b), float(c), int(n), int(i)) for a, b, c, n, i in response.json()["streams"]]
 
 
 def main(argv: list[str] | None = None) -> None:
