@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from saved_backend import SavedBackend
 
 from llmctl.blueprints.catalog import load_blueprint
@@ -66,6 +67,12 @@ def test_an_accelerator_blueprint_needs_its_type_and_a_named_workload_its_own_na
     assert found.label() == "llama2-inf2 (workload pr-42)"
     assert found.to_config() == {RECORD_CONFIG: found.model_dump_json()}
     assert WorkloadRecord.model_validate_json(found.to_config()[RECORD_CONFIG]) == found
+
+
+def test_a_record_is_frozen_so_the_union_cannot_be_changed_behind_its_back() -> None:
+    found = WorkloadRecord.for_blueprint(load_blueprint("tiny-cpu"))
+    with pytest.raises(ValidationError, match="frozen"):
+        found.pools = ["gpu-nvidia"]
 
 
 # ---- the union ----------------------------------------------------------------------------------

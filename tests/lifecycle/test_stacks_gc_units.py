@@ -7,6 +7,7 @@ recorded, to pin which cluster in which region is swept and that what is left is
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -24,13 +25,15 @@ from llmctl.infra.lifecycle.stacks import (
     GcResult,
     _endpoint_key,
     _matches,
+    all_stack_rows,
     expired,
     gc,
+    local_rows,
     parse_age,
     stack_rows,
 )
 from llmctl.infra.lifecycle.teardown import DELETE_UNREACHABLE
-from llmctl.state import Endpoint, list_endpoints, save_endpoint
+from llmctl.state import Endpoint, list_endpoints, save_endpoint, state_dir
 
 PLATFORM = "llmctl-platform"
 NOW = datetime(2026, 3, 10, 12, 0, 0)
@@ -138,11 +141,12 @@ def test_a_timezone_aware_last_update_is_compared_in_utc() -> None:
     assert expired(backend, DAY + 2 * timedelta(hours=1), now=NOW) == []  # type: ignore[arg-type]
 
 
-def test_an_update_in_progress_never_expires() -> None:
+def test_an_update_in_progress_never_expires_and_the_stacks_after_it_still_do() -> None:
     backend = SavedBackend()
     backend.add("llmctl-a", "dev.x", last_update=NOW - 30 * DAY, in_progress=True)
     backend.add("llmctl-a", "dev.y", last_update=None, resources=None, in_progress=True)
-    assert expired(backend, DAY, now=NOW) == []  # type: ignore[arg-type]
+    backend.add("llmctl-a", "dev.z", last_update=NOW - 30 * DAY)
+    assert names(expired(backend, DAY, now=NOW)) == ["llmctl-a/dev.z"]  # type: ignore[arg-type]
 
 
 def test_a_never_updated_stack_expires_only_when_it_holds_no_resources() -> None:
@@ -238,6 +242,19 @@ def repositories(region: str) -> set[str]:
     return {r["repositoryName"] for r in reply["repositories"]}
 
 
+def live_platform(region: str) -> SavedBackend:
+    """A backend holding environment ci's platform, recently updated, whose EKS cluster exists."""
+    eks_cluster(region, "llmctl-ci")
+    backend = SavedBackend()
+    backend.add(
+        PLATFORM,
+        "ci",
+        last_update=datetime.now(timezone.utc),
+        outputs={"cluster_name": "llmctl-ci", "region": region},
+    )
+    return backend
+
+
 def test_gc_dry_run_and_nothing_expired_destroy_nothing() -> None:
     backend = SavedBackend()
     backend.add("llmctl-a", "ci.pr-1", last_update=OLD)
@@ -268,14 +285,7 @@ def test_gc_asks_with_the_labels_and_a_no_destroys_nothing() -> None:
 def test_gc_of_workloads_on_a_live_cluster_drops_nothing_and_removes_their_endpoints_and_repositories(
     aws: str, swept: Swept
 ) -> None:
-    eks_cluster(aws, "llmctl-ci")
-    backend = SavedBackend()
-    backend.add(
-        PLATFORM,
-        "ci",
-        last_update=datetime.now(timezone.utc),
-        outputs={"cluster_name": "llmctl-ci", "region": aws},
-    )
+    backend = live_platform(aws)
     backend.add("llmctl-tiny-cpu", "ci.pr-1", last_update=OLD)
     backend.add("llmctl-tiny-cpu", "ci.keep", last_update=datetime.now(timezone.utc))
     endpoint("ci", "tiny-cpu", "pr-1")
@@ -287,6 +297,11 @@ def test_gc_of_workloads_on_a_live_cluster_drops_nothing_and_removes_their_endpo
 
     assert backend.destroyed == [("llmctl-tiny-cpu", "ci.pr-1", {})]
     assert result.removed == ["llmctl-tiny-cpu/ci.pr-1"]
+    # destroyed and removed: the stack itself is gone from the backend
+    assert [(i.project, i.stack) for i in backend.list_stacks()] == [
+        (PLATFORM, "ci"),
+        ("llmctl-tiny-cpu", "ci.keep"),
+    ]
     assert [(e.blueprint, e.workload) for e in list_endpoints("ci")] == [("tiny-cpu", "keep")]
     assert repositories(aws) == {"llmctl/ci.keep/tiny-cpu"}
     assert result.notes == [
@@ -355,15 +370,17 @@ def test_gc_sweeps_each_platform_once_and_reports_what_is_left(aws: str, swept: 
         ("llmctl-b", "pr-2.w"),
         (PLATFORM, "pr-2"),
     ]
-    with pytest.raises(CloudError, match="2 object\\(s\\) left"):
+    with pytest.raises(CloudError, match="2 object\\(s\\) left") as info:
         result.check()
+    assert info.value.hint and "`llmctl sweep --cluster llmctl-pr-1 --region" in info.value.hint  # the first
 
 
 def test_gc_of_a_platform_recording_no_region_uses_the_aws_default(aws: str, swept: Swept) -> None:
     backend = SavedBackend()
     backend.add(PLATFORM, "pr-8", last_update=OLD, outputs={"cluster_name": "other-name"})
-    result = gc(backend, DAY, sweep_timeout_s=5)  # type: ignore[arg-type]
-    assert swept.calls == [("sweep", "other-name", aws, 5), ("leftovers", "other-name", aws, None)]
+    result = gc(backend, DAY)  # type: ignore[arg-type]
+    # the sweep's default time limit is `llmctl down`'s: 600 s
+    assert swept.calls == [("sweep", "other-name", aws, 600), ("leftovers", "other-name", aws, None)]
     assert result.notes[0].startswith(f"cluster other-name is gone (eks:DescribeCluster in {aws}:")
 
 
@@ -378,14 +395,7 @@ def test_gc_lets_a_failed_workload_destroy_through(aws: str) -> None:
 
 
 def test_gc_turns_an_unreachable_cluster_found_by_a_destroy_into_the_refusal(aws: str) -> None:
-    eks_cluster(aws, "llmctl-ci")
-    backend = SavedBackend()
-    backend.add(
-        PLATFORM,
-        "ci",
-        last_update=datetime.now(timezone.utc),
-        outputs={"cluster_name": "llmctl-ci", "region": aws},
-    )
+    backend = live_platform(aws)
     backend.add("llmctl-a", "ci.pr-1", last_update=OLD)
     backend.fail_destroy[("llmctl-a", "ci.pr-1")] = ["error: Kubernetes cluster is unreachable"]
     with pytest.raises(PrerequisiteError, match="a destroy found its Kubernetes API unreachable"):
@@ -417,3 +427,49 @@ def test_the_gc_verdict_fails_only_while_something_is_left() -> None:
     with pytest.raises(CloudError) as info:
         GcResult(["x"], ["x"], leftovers=[left]).check()  # an ECR repository ECR refused: no sweep
     assert info.value.hint and "--cluster ... --region us-west-2" in info.value.hint
+
+
+# ---- `stacks list` with local servers -----------------------------------------------------------------
+def local_server(stack: str, blueprint: str, started: float | None) -> None:
+    folder = state_dir() / "local" / stack
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"blueprint": blueprint, "pid": 0, "base_url": "http://127.0.0.1:1", "started": started}
+    (folder / f"{blueprint}.json").write_text(json.dumps(record))
+
+
+def test_local_rows_list_every_local_server_of_every_stack() -> None:
+    assert local_rows() == []  # nothing started yet
+    local_server("dev", "tiny-cpu", 1767225600.0)  # 2026-01-01T00:00:00Z
+    local_server("ci", "tiny-cpu", None)
+    (state_dir() / "local" / "stray.json").write_text("{}")  # a file beside the stacks' folders
+    assert local_rows() == [
+        {
+            "project": "local/tiny-cpu",
+            "stack": "ci",
+            "kind": "local",
+            "environment": "ci",
+            "workload": None,
+            "last_update": None,
+            "resources": None,
+            "update_in_progress": False,
+        },
+        {
+            "project": "local/tiny-cpu",
+            "stack": "dev",
+            "kind": "local",
+            "environment": "dev",
+            "workload": None,
+            "last_update": "2026-01-01T00:00:00+00:00",
+            "resources": None,
+            "update_in_progress": False,
+        },
+    ]
+
+
+def test_without_pulumi_stacks_list_shows_the_local_servers_or_says_what_is_missing(no_pulumi: None) -> None:
+    with pytest.raises(PrerequisiteError):
+        all_stack_rows(None)  # nothing to list at all
+    local_server("dev", "tiny-cpu", None)
+    rows, notes = all_stack_rows(None)
+    assert [(r["kind"], r["stack"]) for r in rows] == [("local", "dev")]
+    assert len(notes) == 1 and notes[0].startswith("Pulumi stacks not listed: ")

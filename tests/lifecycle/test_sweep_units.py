@@ -9,6 +9,7 @@ Errors are botocore's own exception classes with AWS's error codes."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -265,6 +266,49 @@ def test_no_wait_once_the_deadline_has_passed_exactly() -> None:
     deleted, failed = s.delete(s.find(), timeout_s=6)  # sleeps 2 s then 4 s: at the deadline exactly
     assert time.slept == [2.0, 4.0] and ids(deleted) == ["n-1", "e-1"] and failed == []
     assert waits(account) == []
+
+
+def test_a_wait_with_less_than_a_second_left_still_asks_once() -> None:
+    account = Account(errors={"n-1": ["DependencyViolation", "DependencyViolation"]})
+    account.add(Thing("node", "n-1"), Thing("eni", "e-1"))
+    s = sweeper(account)
+    s.delete(s.find(), timeout_s=6.5)  # 6 s of retries: 0.5 s left
+    assert waits(account) == [("node_gone", {"Ids": ["n-1"], "WaiterConfig": {"Delay": 5, "MaxAttempts": 1}})]
+
+
+def test_without_a_timeout_the_sweep_has_600_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sweep` and `Sweeper.delete` default to `llmctl down`'s 600 s: the waits' attempts after 6 s
+    of retries (594 s left: 118 of 5 s), and the retries of an object that stays blocked (2 + 4 + 8
+    + 16 s, then 30 s while the next still ends by the deadline: 19 times, 600 s in all)."""
+    time = FakeTime()
+    monkeypatch.setattr(
+        sweep_module, "Sweeper", functools.partial(Sweeper, sleep=time.sleep, clock=time.clock)
+    )
+    account = Account(errors={"n-1": ["DependencyViolation", "DependencyViolation"]})
+    account.add(Thing("node", "n-1"), Thing("eni", "e-1"))
+    sweep(CLUSTER, REGION, session=account)
+    assert waits(account) == [
+        ("node_gone", {"Ids": ["n-1"], "WaiterConfig": {"Delay": 5, "MaxAttempts": 118}})
+    ]
+
+    account = Account(errors={"g-1": ["DependencyViolation"] * 50})
+    account.add(Thing("group", "g-1"))
+    time.slept.clear()
+    report = sweep(CLUSTER, REGION, session=account)
+    assert time.slept == [2.0, 4.0, 8.0, 16.0] + [30.0] * 19 and len(report.failed) == 1
+
+    # the same default on Sweeper.delete
+    account = Account(errors={"n-1": ["DependencyViolation", "DependencyViolation"]})
+    account.add(Thing("node", "n-1"), Thing("eni", "e-1"))
+    s = sweeper(account)
+    s.delete(s.find())
+    assert waits(account)[0][1]["WaiterConfig"]["MaxAttempts"] == 118
+    account = Account(errors={"g-1": ["DependencyViolation"] * 50})
+    account.add(Thing("group", "g-1"))
+    slow = FakeTime()
+    s = sweeper(account, slow)
+    s.delete(s.find())
+    assert slow.slept == [2.0, 4.0, 8.0, 16.0] + [30.0] * 19
 
 
 def test_a_failing_waiter_does_not_stop_the_sweep() -> None:

@@ -9,6 +9,7 @@ replies and error codes of eks:DescribeCluster), kubectl through a recorded stan
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -119,6 +120,7 @@ def run_decide(
 # ---- small pieces -----------------------------------------------------------------------------------
 def test_first_line_is_the_last_non_empty_line_cut_to_the_limit() -> None:
     assert first_line("  \nerror: one\n  two  \n\n") == "two"
+    assert first_line("a\nb\nc") == "c"
     assert first_line("") == "" and first_line("   ") == "   "
     assert first_line("x" * 200) == "x" * 160
     assert first_line("abcdef", limit=3) == "abc"
@@ -228,6 +230,12 @@ def test_describe_cluster_reads_gone_status_and_errors() -> None:
     assert describe_cluster(CLUSTER, REGION, session=Eks().found("ACTIVE")) == ClusterState(status="ACTIVE")
     denied = describe_cluster(CLUSTER, REGION, session=Eks().error("AccessDeniedException", "not allowed"))
     assert denied == ClusterState(error="eks:DescribeCluster failed (AccessDeniedException: not allowed)")
+
+
+def test_the_clusters_state_cannot_change_after_it_was_read() -> None:
+    state = ClusterState(status="ACTIVE")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.gone = True  # type: ignore[misc]
 
 
 def test_describe_cluster_that_cannot_reach_aws_says_why() -> None:
