@@ -34,7 +34,7 @@ def save_kubeconfig(stack: str, text: str) -> Path:
 
 def kubectl_text(kubeconfig: Path | str | None, *args: str, timeout: float = 60) -> str:
     """`kubectl <args>` output as text (e.g. `logs`); PrerequisiteError when kubectl is missing,
-    ServingError when it fails."""
+    ServingError when it fails or does not answer within `timeout` seconds."""
     argv = ["kubectl", *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []), *args]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
@@ -42,6 +42,12 @@ def kubectl_text(kubeconfig: Path | str | None, *args: str, timeout: float = 60)
         from llmctl.infra.aws.preflight import KUBECTL_INSTALL  # lazy: off the CLI start-up path
 
         raise PrerequisiteError("kubectl is not installed", KUBECTL_INSTALL) from None
+    except subprocess.TimeoutExpired:  # an API server that accepts but never answers
+        raise ServingError(
+            f"`kubectl {' '.join(args)}` did not answer within {timeout:g} s",
+            "the cluster's API server is unreachable or overloaded: check the network path to it "
+            "(VPN, security groups) and `llmctl status`, then run the command again",
+        ) from None
     if done.returncode != 0:
         raise ServingError(
             f"`kubectl {' '.join(args)}` failed: {done.stderr.strip()[:300]}",
