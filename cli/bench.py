@@ -209,7 +209,9 @@ def bench(
         tokenizer=tokenizer,
         seed=seed,
         plots=plots,
-        replicas=bench_source(stack, blueprint, workload),  # local runner or cluster (kubectl)
+        # local runner or cluster (kubectl); none for --endpoint (with --blueprint too: bench_config
+        # then refuses the pair before anything looks for a deployment)
+        replicas=None if endpoint else bench_source(stack, blueprint, workload),
     )
     outcome = _run_with_progress(config, show=not json)
     from llmctl.serving.client.bench import report

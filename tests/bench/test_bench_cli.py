@@ -143,6 +143,8 @@ def test_bench_compare_two_single_runs(fake: Any, tmp_path: Path) -> None:
         (["--rate", "2", "-c", "4"], "exclude each other"),
         (["--arrival", "poison", "--rate", "1"], "did you mean 'poisson'"),
         (["--extra-body", "{nope"], "--extra-body is not JSON"),
+        # the pair is refused before anything looks for the (undeployed) blueprint
+        (["--blueprint", "never-deployed"], "give --endpoint or --blueprint, not both"),
     ],
 )
 def test_bench_rejects_bad_input_without_traceback(fake: Any, args: list[str], message: str) -> None:
