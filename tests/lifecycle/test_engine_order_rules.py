@@ -6,6 +6,7 @@ order-invariants module (the catalog tests in test_engine_order.py take a minute
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -62,6 +63,12 @@ def test_a_node_names_every_field_it_depends_on_and_only_those_set() -> None:
     assert (node.name, node.label) == ("x", "t:m:R x")
     assert res("a").takes_a_step and not comp("c").takes_a_step
     assert comp("r", remote=True).takes_a_step
+
+
+def test_a_node_is_a_frozen_value_named_by_its_urn_and_edges_not_its_inputs() -> None:
+    assert len({res("a", inputs={"v": 1}), res("a", inputs={"v": 2})}) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res("a").parent = urn("b")  # type: ignore[misc]
 
 
 def test_state_fields_read_with_their_defaults() -> None:
@@ -149,10 +156,17 @@ def test_create_waves_skip_components_without_adding_a_wave_for_them() -> None:
     inside = res("inside", parent=group.urn)
     after = res("after", dependencies=(inside.urn,))
     lone = res("lone")
-    graph = OrderGraph([first, group, inside, after, lone])
-    assert names(graph, graph.create_waves()) == [["first", "lone"], ["inside"], ["after"]]
+    beside = res("beside", dependencies=(first.urn,))
+    graph = OrderGraph([first, group, inside, after, lone, beside])
+    # `inside` waits for `first` through its component, `beside` directly: the same wave
+    assert names(graph, graph.create_waves()) == [["first", "lone"], ["beside", "inside"], ["after"]]
     assert [graph.wave_of(u, "create") for u in (first.urn, inside.urn, after.urn, group.urn)] == [1, 2, 3, 0]
-    assert names(graph, graph.delete_waves()) == [["after", "lone"], ["inside"], ["group"], ["first"]]
+    assert names(graph, graph.delete_waves()) == [
+        ["after", "beside", "lone"],
+        ["inside"],
+        ["group"],
+        ["first"],
+    ]
     assert [graph.wave_of(u, "delete") for u in (after.urn, group.urn, first.urn)] == [1, 3, 4]
     assert OrderGraph([]).create_waves() == [] and OrderGraph([]).delete_waves() == []
 
