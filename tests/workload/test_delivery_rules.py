@@ -1,0 +1,226 @@
+"""The delivery decisions one at a time, without rendering manifests: which delivery a config gets
+(the override, the blueprint's image, the ConfigMap off EKS, the wheel in the cache bucket), the names
+and keys derived from the wheel's digest, the install steps of each mode and the pod pieces each
+mode adds. Fast, so `make mutation` runs it first for the delivery module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from workload_helpers import config_for
+
+from llmctl import DISTRIBUTION, __version__
+from llmctl.errors import LlmctlError
+from llmctl.infra.workload.config import Delivery, WorkloadConfig
+from llmctl.infra.workload.delivery import (
+    APP_DIR,
+    APP_VOLUME,
+    FETCH_CONTAINER,
+    WHEELHOUSE_DIR,
+    app_objects,
+    configmap_delivery,
+    configmap_name,
+    delivery_of,
+    fetch_container,
+    fixed_image,
+    image_tag,
+    install_script,
+    needs_bucket_access,
+    outside_lock_args,
+    pip_install,
+    planned_delivery,
+    runtime_lock,
+    wheel_file,
+    wheel_key,
+    wheelhouse_uri,
+    with_app,
+)
+from llmctl.infra.workload.wheelhouse import wheelhouse_key
+
+DIGEST = "0123456789abcdef" * 4
+
+
+def _off_eks(config: WorkloadConfig) -> WorkloadConfig:
+    facts = config.platform.model_copy(update={"target": "kubeconfig", "cache_bucket": None})
+    return config.model_copy(update={"platform": facts})
+
+
+def test_names_and_keys_derived_from_the_version_and_digest() -> None:
+    assert wheel_file() == f"{DISTRIBUTION.replace('-', '_')}-{__version__}-py3-none-any.whl"
+    assert "-" not in wheel_file().split("-", 1)[0]
+    assert image_tag(DIGEST) == f"{__version__.replace('+', '_')}-0123456789ab"
+    assert wheel_key(DIGEST) == f"llmctl/wheels/{DIGEST}/{wheel_file()}"
+    assert wheel_key(DIGEST, "x.whl") == f"llmctl/wheels/{DIGEST}/x.whl"
+    assert configmap_name(DIGEST) == "llmctl-app-0123456789ab"
+    assert configmap_name(None) == "llmctl-app-planned"
+
+
+def test_the_override_wins_over_the_blueprint_image_and_either_is_decided() -> None:
+    config = config_for("tiny-cpu")
+    assert config.blueprint.image.serving_image is None and fixed_image(config) is None
+    baked = config.model_copy(
+        update={
+            "blueprint": config.blueprint.model_copy(
+                update={"image": config.blueprint.image.model_copy(update={"serving_image": "bp/img:1"})}
+            )
+        }
+    )
+    from_blueprint = fixed_image(baked)
+    assert from_blueprint is not None
+    assert (from_blueprint.mode, from_blueprint.image, from_blueprint.decided) == ("image", "bp/img:1", True)
+    assert from_blueprint.reason == "the blueprint's image.serving_image"
+    override = fixed_image(baked.model_copy(update={"image": "my/img:2"}))
+    assert override is not None
+    assert (override.image, override.reason, override.decided) == ("my/img:2", "the --image override", True)
+    # the plan takes the named image on any target
+    assert planned_delivery(_off_eks(baked)).image == "bp/img:1"
+
+
+def test_the_plan_off_eks_is_the_configmap_and_on_eks_the_wheel_in_the_cache_bucket() -> None:
+    config = config_for("tiny-cpu")
+    off = planned_delivery(_off_eks(config))
+    assert (off.mode, off.image, off.decided, off.wheel_path, off.wheel_digest) == (
+        "configmap",
+        config.blueprint.image.base,
+        False,
+        None,
+        None,
+    )
+    assert off.reason.endswith("from the ConfigMap llmctl-app-planned")
+    named = config.model_copy(update={"platform": config.platform.model_copy(update={"cache_bucket": "b-1"})})
+    wheel = planned_delivery(named)
+    assert (wheel.mode, wheel.image, wheel.decided) == ("wheel", config.blueprint.image.base, False)
+    assert wheel.wheel_uri == f"s3://b-1/llmctl/wheels/planned/{wheel_file()}"
+    unnamed = config.model_copy(
+        update={"platform": config.platform.model_copy(update={"cache_bucket": None})}
+    )
+    bucket = f"llmctl-{config.stack}-{config.platform.region}-cache"
+    assert planned_delivery(unnamed).wheel_uri == f"s3://{bucket}/llmctl/wheels/planned/{wheel_file()}"
+    assert needs_bucket_access(named) and not needs_bucket_access(_off_eks(config))
+
+
+def test_what_up_decided_replaces_the_plan(tmp_path: Path) -> None:
+    config = _off_eks(config_for("tiny-cpu"))
+    wheel = tmp_path / wheel_file()
+    wheel.write_bytes(b"wheel")
+    decided = configmap_delivery(config, wheel, DIGEST)
+    assert (decided.wheel_path, decided.wheel_digest, decided.decided) == (str(wheel), DIGEST, True)
+    assert decided.reason.endswith("from the ConfigMap llmctl-app-0123456789ab")
+    with_delivery = config.model_copy(update={"delivery": decided})
+    assert delivery_of(with_delivery) is decided
+    assert delivery_of(config) == planned_delivery(config)
+    image = config.model_copy(update={"delivery": Delivery(mode="image", image="x@sha256:1", reason="r")})
+    assert not needs_bucket_access(image)
+
+
+def test_outside_lock_arguments_skip_comments_and_blank_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmctl.serving import lockfiles
+
+    config = config_for("tiny-cpu")
+    spec = runtime_lock(config, config.blueprint.image.base)
+    monkeypatch.setattr(lockfiles, "LOCKS_DIR", tmp_path)
+    (tmp_path / f"{spec.name}.outside.txt").write_text(
+        "# a comment\n\n--extra-index-url https://example/whl  # the index\ntorch==2.0 # pinned\n  \n"
+    )
+    with_outside = spec.model_copy(update={"outside_lock": {"torch": "a CPU build"}})
+    assert outside_lock_args(with_outside) == ["--extra-index-url", "https://example/whl", "torch==2.0"]
+    assert outside_lock_args(with_outside.model_copy(update={"outside_lock": {}})) == []
+    # the install runs them before the lock
+    monkeypatch.setattr("llmctl.infra.workload.delivery.runtime_lock", lambda _config, _image: with_outside)
+    steps = install_script(config, config.blueprint.image.base).split(" && ")
+    assert steps[-3] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
+    assert steps[-2].endswith("/requirements.txt")
+
+
+def test_pip_install_quotes_each_argument() -> None:
+    assert pip_install(["a b", "c"]) == "python3 -m pip install --no-cache-dir -q 'a b' c"
+
+
+def test_install_steps_of_each_mode_and_the_refusal_of_a_package_outside_the_lock(tmp_path: Path) -> None:
+    config = config_for("tiny-cpu")
+    image = config.blueprint.image.base
+    wheel_steps = install_script(config, image).split(" && ")
+    app = f"{APP_DIR}/{wheel_file()}"
+    assert wheel_steps[-2:] == [
+        pip_install(
+            [
+                "--no-index",
+                "--find-links",
+                WHEELHOUSE_DIR,
+                "--require-hashes",
+                "-r",
+                f"{WHEELHOUSE_DIR}/requirements.txt",
+            ]
+        ),
+        pip_install(["--no-index", "--no-deps", app]),
+    ]
+    off = _off_eks(config)
+    configmap_steps = install_script(off, image).split(" && ")
+    assert configmap_steps[-2:] == [
+        pip_install(["--require-hashes", "-r", f"{APP_DIR}/requirements.txt"]),
+        pip_install(["--no-index", "--no-deps", app]),
+    ]
+    wheel = tmp_path / "named_by_up-1-py3-none-any.whl"
+    decided = off.model_copy(update={"delivery": configmap_delivery(off, wheel, DIGEST)})
+    assert install_script(decided, image).endswith(
+        pip_install(["--no-index", "--no-deps", f"{APP_DIR}/{wheel.name}"])
+    )
+    assert install_script(config, image, []) == install_script(config, image)
+    with pytest.raises(LlmctlError) as error:
+        install_script(config, image, ["gradio", "x"])
+    assert (
+        error.value.message
+        == f"the {config.blueprint.runtime} pods would install gradio x outside their lock"
+    )
+
+
+def test_each_mode_adds_its_pod_pieces(tmp_path: Path) -> None:
+    spec = {
+        "containers": [{"name": "c", "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+        "volumes": [{"name": "v"}],
+    }
+    mount = {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True}
+    config = config_for("tiny-cpu")
+    image = config.model_copy(update={"delivery": Delivery(mode="image", image="x@sha256:1", reason="r")})
+    assert with_app(image, spec) is spec
+    off = _off_eks(config)
+    mounted = with_app(off, spec)
+    assert mounted["containers"][0]["volumeMounts"] == [{"name": "v", "mountPath": "/v"}, mount]
+    assert mounted["volumes"] == [
+        {"name": "v"},
+        {"name": APP_VOLUME, "configMap": {"name": "llmctl-app-planned"}},
+    ]
+    assert "initContainers" not in mounted
+    fetched = with_app(config, {"containers": [{"name": "c"}], "initContainers": [{"name": "first"}]})
+    assert [c["name"] for c in fetched["initContainers"]] == ["first", FETCH_CONTAINER]
+    assert fetched["containers"][0]["volumeMounts"] == [mount]
+    assert fetched["volumes"] == [{"name": APP_VOLUME, "emptyDir": {}}]
+
+
+def test_the_fetch_container_copies_the_wheel_and_the_wheelhouse_of_the_bucket() -> None:
+    config = config_for("tiny-cpu")
+    config = config.model_copy(
+        update={"platform": config.platform.model_copy(update={"cache_bucket": "b-2"})}
+    )
+    lock = runtime_lock(config, config.blueprint.image.base)
+    assert wheelhouse_uri(config) == f"s3://b-2/{wheelhouse_key(lock)}/"
+    container = fetch_container(config)
+    assert container["name"] == FETCH_CONTAINER
+    assert container["command"][2] == (
+        f"aws s3 cp --only-show-errors s3://b-2/llmctl/wheels/planned/{wheel_file()} {APP_DIR}/{wheel_file()} "
+        f"&& aws s3 cp --only-show-errors --recursive {wheelhouse_uri(config)} {WHEELHOUSE_DIR}/"
+    )
+    assert container["env"] == [{"name": "AWS_REGION", "value": config.platform.region}]
+
+
+def test_only_the_configmap_mode_has_an_app_object(tmp_path: Path) -> None:
+    config = config_for("tiny-cpu")
+    assert app_objects(config) == []
+    off = _off_eks(config)
+    [planned] = app_objects(off)
+    assert planned["metadata"]["name"] == "llmctl-app-planned" and planned["binaryData"] == {wheel_file(): ""}
+    assert planned["immutable"] is True
+    assert planned["metadata"]["annotations"]["llmctl.dev/wheel-sha256"] == "planned"
