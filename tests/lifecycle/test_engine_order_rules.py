@@ -418,3 +418,24 @@ def test_produced_images_read_the_named_fields_and_the_pins_when_asked() -> None
     assert violation.invariant == "img" and violation.phase == "image"
     assert violation.message.startswith("Job/j container 'c' uses z, which no earlier step produced")
     assert violation.message.endswith("recorded as delivered in the workload config (image, pushed))")
+
+
+def test_recorded_deletes_check_every_required_resource_after_one_that_was_in_order() -> None:
+    """A protected resource that outlived the first base but not the second: the second is named
+    (the loop goes on past a pair in order instead of leaving the resource's other requirements)."""
+    first, second, app = res("base-1"), res("base-2"), res("app")
+    stack = StackGraph("platform", "p", OrderGraph([first, second, app]))
+    [violation] = check_recorded_deletes([(stack, [[second.urn], [app.urn], [first.urn]])], _spec(RULE))
+    assert violation.message.startswith("t:m:R base-2 (p) (the base) was deleted (run 1, wave 1)")
+
+
+def test_the_invariants_and_their_results_cannot_be_changed_after_they_are_made() -> None:
+    """Selectors, invariants and results are values: shared by every check of a run, never edited."""
+    with pytest.raises(ValueError):
+        HELD.label = "changed"  # type: ignore[misc]
+    stack = StackGraph("platform", "p", OrderGraph([res("base")]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stack.name = "q"  # type: ignore[misc]
+    violation = Violation("i", "create", "m")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        violation.message = "other"  # type: ignore[misc]
