@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from workload_helpers import CATALOG, config_for, find, manifests_for
+from workload_helpers import CATALOG, config_for, existing_cluster, find, manifests_for
 
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pools import HEAD_POOL, POOL_LABEL, pool
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.manifests import nodepool_manifest
-from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
+from llmctl.infra.workload.config import PoolFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.schedulability import check_schedulable, pod_templates, selector_matches
 
@@ -78,12 +78,8 @@ def test_uis_stay_on_the_default_pool() -> None:
 
 
 def test_existing_cluster_head_goes_to_an_untainted_pool_without_karpenter_annotation() -> None:
-    facts = PlatformFacts(
-        cluster_name="k3s",
-        region="on-prem",
-        kubernetes_version="1.35",
-        target="kubeconfig",
-        pools=[
+    facts = existing_cluster(
+        [
             PoolFacts.model_validate(
                 {
                     "name": "gpu",
@@ -101,7 +97,7 @@ def test_existing_cluster_head_goes_to_an_untainted_pool_without_karpenter_annot
                     "managed_by": "existing",
                 }
             ),
-        ],
+        ]
     )
     bp = config_for("tiny-cpu").blueprint
     head = _head(build_manifests(WorkloadConfig(blueprint=bp, platform=facts), hf_token=None))

@@ -9,11 +9,12 @@ import dataclasses
 from typing import Any
 
 import pytest
+from workload_helpers import existing_cluster
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.infra.workload.capacity import allocatable
-from llmctl.infra.workload.config import PlatformFacts, PoolFacts
+from llmctl.infra.workload.config import PoolFacts
 from llmctl.infra.workload.pods import PodTemplate
 from llmctl.infra.workload.schedulability import (
     Problem,
@@ -333,14 +334,8 @@ def test_a_problem_is_a_frozen_value() -> None:
 
 def test_a_workload_that_cannot_be_built_keeps_the_error_and_its_hint() -> None:
     bp = load_blueprint("llama2-triton-vllm-gpu")
-    facts = PlatformFacts(
-        cluster_name="k3s",
-        region="on-prem",
-        kubernetes_version="1.35",
-        target="kubeconfig",
-        pools=[
-            PoolFacts(name="cpu", labels={"pool": "cpu"}, instance_types=["m5.xlarge"], managed_by="existing")
-        ],
+    facts = existing_cluster(
+        [PoolFacts(name="cpu", labels={"pool": "cpu"}, instance_types=["m5.xlarge"], managed_by="existing")]
     )
     [problem] = validate_workload(bp, facts)
     assert (problem.kind, problem.name, problem.where) == ("Blueprint", bp.name, "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from workload_helpers import blueprint, config_for, find, manifests_for, worker
+from workload_helpers import blueprint, config_for, existing_cluster, find, manifests_for, worker
 
 from llmctl.blueprints.hardware import hardware
 from llmctl.errors import BlueprintError
@@ -137,14 +137,8 @@ def test_platform_without_the_pool_fails_validation() -> None:
 
 def test_kubeconfig_target_uses_the_named_pools() -> None:
     bp = blueprint("tiny-cpu")
-    facts = PlatformFacts(
-        cluster_name="k3s",
-        region="on-prem",
-        kubernetes_version="1.35",
-        target="kubeconfig",
-        pools=[
-            PoolFacts(name="cpu", labels={"pool": "cpu"}, instance_types=["m5.xlarge"], managed_by="existing")
-        ],
+    facts = existing_cluster(
+        [PoolFacts(name="cpu", labels={"pool": "cpu"}, instance_types=["m5.xlarge"], managed_by="existing")]
     )
     assert validate_workload(bp, facts) == []
     from llmctl.infra.workload.config import WorkloadConfig

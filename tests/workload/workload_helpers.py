@@ -7,7 +7,7 @@ from typing import Any
 
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.schema import Blueprint
-from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
 
 TOKEN = "hf_TESTtokenValue0123456789"
@@ -39,3 +39,10 @@ def find(manifests: list[dict[str, Any]], kind: str, name: str | None = None) ->
 
 def worker(manifests: list[dict[str, Any]]) -> dict[str, Any]:
     return find(manifests, "RayService")["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
+
+
+def existing_cluster(pools: list[PoolFacts]) -> PlatformFacts:
+    """An existing cluster (`--target kubeconfig`, on-prem k3s) with the node pools given."""
+    return PlatformFacts(
+        cluster_name="k3s", region="on-prem", kubernetes_version="1.35", target="kubeconfig", pools=pools
+    )
