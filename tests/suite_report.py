@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 SLOWEST = 20
+SLOWEST_FILES = 25
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +48,15 @@ class SuiteReport:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         wall = time.monotonic() - self.started
         slowest = sorted(self.durations.items(), key=lambda item: item[1], reverse=True)[:SLOWEST]
+        files: dict[str, list[float]] = {}
+        groups: dict[str, float] = {}
+        for nodeid, seconds in self.durations.items():
+            entry = files.setdefault(nodeid.split("::", 1)[0], [0.0, 0.0])
+            entry[0] += seconds
+            entry[1] += 1
+            group = nodeid.rsplit("@", 1)[1] if "@" in nodeid else "(any worker)"
+            groups[group] = groups.get(group, 0.0) + seconds
+        by_file = sorted(files.items(), key=lambda item: item[1][0], reverse=True)[:SLOWEST_FILES]
         data: dict[str, Any] = {
             "what": "the default suite (make test): wall time and the slowest tests",
             "commit": _commit(session.config.rootpath),
@@ -61,7 +71,15 @@ class SuiteReport:
                 "load_average_1m_at_start": round(self.load_at_start, 2),
                 "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             },
+            "test_seconds_total": round(sum(self.durations.values()), 1),
+            "groups": {
+                name: round(seconds, 1) for name, seconds in sorted(groups.items(), key=lambda g: -g[1])
+            },
             "slowest": [{"test": nodeid, "seconds": round(seconds, 2)} for nodeid, seconds in slowest],
+            "slowest_files": [
+                {"file": name, "seconds": round(total, 1), "tests": int(count)}
+                for name, (total, count) in by_file
+            ],
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(data, indent=2) + "\n")

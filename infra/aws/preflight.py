@@ -130,9 +130,7 @@ def resolve_region(region: str | None) -> str:
     """--region, then AWS_REGION / AWS_DEFAULT_REGION, then the profile's region (checked)."""
     found = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not found:
-        import boto3
-
-        found = boto3.session.Session().region_name
+        found = new_session().region_name
     if not found:
         raise PrerequisiteError(
             "no AWS region is set", "pass --region (e.g. --region us-west-2) or set AWS_REGION"
@@ -156,9 +154,7 @@ CREDENTIALS_FIX = (
 
 def require_local_credentials() -> None:
     """Credentials are configured on this machine (found by boto's chain; no call to AWS)."""
-    import boto3
-
-    if boto3.session.Session().get_credentials() is None:
+    if new_session().get_credentials() is None:
         raise PrerequisiteError("no AWS credentials found", CREDENTIALS_FIX)
 
 
@@ -173,12 +169,11 @@ class AwsIdentity:
 
 def require_aws(region: str | None = None) -> AwsIdentity:
     """STS GetCallerIdentity with the credentials in effect, or an error naming the fix."""
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     resolved = resolve_region(region)
     try:
-        sts = boto3.session.Session(region_name=resolved).client("sts", region_name=resolved)
+        sts = new_session(resolved).client("sts", region_name=resolved)
         reply = sts.get_caller_identity()
     except NoCredentialsError:
         raise PrerequisiteError("no AWS credentials found", CREDENTIALS_FIX) from None

@@ -208,9 +208,7 @@ def decide(
     the cluster exists but cannot be reached. `outputs` is None when there is no platform stack
     (a kubeconfig target, or nothing left): then no AWS call is made and nothing is dropped."""
     if region is None:  # `stacks gc` of a platform that recorded none: the AWS default
-        import boto3
-
-        region = str(boto3.session.Session().region_name or "us-west-2")
+        region = str(new_session().region_name or "us-west-2")
     plan = Teardown(cluster=cluster, region=region, stack=stack)
     if force:
         counts = kind_counts(engine, specs)

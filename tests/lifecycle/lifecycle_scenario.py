@@ -26,6 +26,18 @@ class Scenario:
         (self.ours if mine else self.others).setdefault(kind, set()).add(id_)
 
 
+# One of the AMIs moto serves in every region (moto/ec2/resources/amis.json.gz). Looked up by name:
+# `describe_images(Owners=["amazon"])` returns over a thousand images, about 2.5 CPU seconds of
+# moto serialisation each time, for one id.
+MOTO_AMI_NAME = "amzn-ami-hvm-2017.09.1.20171103-x86_64-gp2"
+
+
+def an_image(ec2: Any) -> str:
+    """The id of one AMI that `run_instances` accepts in moto."""
+    [image] = ec2.describe_images(Filters=[{"Name": "name", "Values": [MOTO_AMI_NAME]}])["Images"]
+    return str(image["ImageId"])
+
+
 def build(region: str) -> Scenario:
     ec2 = boto3.client("ec2", region_name=region)
     elbv2 = boto3.client("elbv2", region_name=region)
@@ -36,7 +48,7 @@ def build(region: str) -> Scenario:
         ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.1.{i}.0/24", AvailabilityZone=zone)["Subnet"]["SubnetId"]
         for i, zone in enumerate(zones)
     ]
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = an_image(ec2)
 
     variants = {
         "alb-ours": (True, {"elbv2.k8s.aws/cluster": CLUSTER, "ingress.k8s.aws/stack": "ns/ui"}),

@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
-from lifecycle_scenario import CLUSTER
+from lifecycle_scenario import CLUSTER, an_image
 from lifecycle_support import eks_cluster
 from standin_support import StandinEngine
 from typer.testing import CliRunner
@@ -248,7 +248,7 @@ def attached_volume(region: str, cluster: str) -> str:
     """A volume tagged for the cluster and still attached to an instance: the sweep leaves it, the
     leftover check counts it."""
     ec2 = boto3.client("ec2", region_name=region)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = an_image(ec2)
     instance = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]
     zone = instance["Placement"]["AvailabilityZone"]
     volume = ec2.create_volume(
