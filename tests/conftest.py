@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -47,8 +48,13 @@ def moto_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def wheel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One cache of built llmctl wheels per test process (infra/workload/wheel_cache.py): every `up`
-    builds the wheel of this checkout, and unchanged sources are built once, not once per test."""
+    """One cache of built llmctl wheels per run (infra/workload/wheel_cache.py): every `up` builds
+    the wheel of this checkout, and unchanged sources are built once, not once per test. pytest-xdist's
+    workers share it (their base temp folders have one parent for the run; the cache's `os.replace`
+    keeps one copy when two build at once)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent / "wheel-cache" if "PYTEST_XDIST_WORKER" in os.environ else base / "wheel-cache"
+    folder.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LLMCTL_WHEEL_CACHE", str(tmp_path_factory.mktemp("wheel-cache")))
+        patch.setenv("LLMCTL_WHEEL_CACHE", str(folder))
         yield
