@@ -20,6 +20,7 @@ from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import delivery_of, needs_bucket_access
 from llmctl.infra.workload.manifests import endpoint_info
 from llmctl.infra.workload.schedulability import ensure_schedulable
+from llmctl.infra.workload.ui_packages import UI_SERVICE_ACCOUNT, needs_ui_access
 
 
 def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key: str | None = None) -> None:
@@ -48,6 +49,19 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
                     namespace=config.ns,
                     service_account=SERVICE_ACCOUNT,
                     bucket=bucket,
+                )
+            )
+        ui_prefix = needs_ui_access(config)
+        if bucket and ui_prefix:  # the UI pod reads its lock's wheelhouse, nothing else
+            depends.append(
+                CacheAccess(
+                    "ui-access",
+                    cluster_name=config.platform.cluster_name,
+                    stack=config.stack,
+                    namespace=config.ns,
+                    service_account=UI_SERVICE_ACCOUNT,
+                    bucket=bucket,
+                    read_prefix=ui_prefix,
                 )
             )
     generated = bp.exposure.api_key and not api_key
