@@ -23,6 +23,32 @@ from llmctl.infra.workload.schedulability import ensure_schedulable
 from llmctl.infra.workload.ui_packages import UI_SERVICE_ACCOUNT, needs_ui_access
 
 
+def _bucket_access(config: WorkloadConfig) -> list[pulumi.Resource]:
+    """On EKS, the Pod Identity roles on the cache bucket: the serving pods' (read/write, for caches
+    or a wheel delivery) and the Gradio UI's (read-only, its lock's wheelhouse prefix)."""
+    bucket = config.platform.cache_bucket
+    if config.platform.target != "eks" or not bucket:
+        return []
+    wanted: list[tuple[str, str, str | None]] = []
+    if mirror_enabled(config) or compile_cache_enabled(config) or needs_bucket_access(config):
+        wanted.append(("cache-access", SERVICE_ACCOUNT, None))
+    ui_prefix = needs_ui_access(config)
+    if ui_prefix:
+        wanted.append(("ui-access", UI_SERVICE_ACCOUNT, ui_prefix))
+    return [
+        CacheAccess(
+            name,
+            cluster_name=config.platform.cluster_name,
+            stack=config.stack,
+            namespace=config.ns,
+            service_account=account,
+            bucket=bucket,
+            read_prefix=prefix,
+        )
+        for name, account, prefix in wanted
+    ]
+
+
 def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key: str | None = None) -> None:
     """Register the workload's resources and export where its endpoint is."""
     bp = config.blueprint
@@ -34,36 +60,7 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
     if config.platform.kubeconfig:
         provider = k8s.Provider("k8s", kubeconfig=pulumi.Output.secret(config.platform.kubeconfig))
         opts = pulumi.ResourceOptions(providers=[provider])
-    depends: list[pulumi.Resource] = []
-    on_eks = config.platform.target == "eks"
-    if on_eks:
-        bucket = config.platform.cache_bucket
-        if bucket and (
-            mirror_enabled(config) or compile_cache_enabled(config) or needs_bucket_access(config)
-        ):
-            depends.append(
-                CacheAccess(
-                    "cache-access",
-                    cluster_name=config.platform.cluster_name,
-                    stack=config.stack,
-                    namespace=config.ns,
-                    service_account=SERVICE_ACCOUNT,
-                    bucket=bucket,
-                )
-            )
-        ui_prefix = needs_ui_access(config)
-        if bucket and ui_prefix:  # the UI pod reads its lock's wheelhouse, nothing else
-            depends.append(
-                CacheAccess(
-                    "ui-access",
-                    cluster_name=config.platform.cluster_name,
-                    stack=config.stack,
-                    namespace=config.ns,
-                    service_account=UI_SERVICE_ACCOUNT,
-                    bucket=bucket,
-                    read_prefix=ui_prefix,
-                )
-            )
+    depends = _bucket_access(config)
     generated = bp.exposure.api_key and not api_key
     if generated:
         api_key = secrets.token_urlsafe(32)  # kept stable after creation (ignore_changes)
