@@ -123,7 +123,6 @@ def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
     pod = ui_packages.with_packages(config, lock, pod)
     name = f"{config.blueprint.name}-gradio"
     return [
-        *ui_packages.service_account(config),
         script,
         common.deployment(config, name, "ui", pod, replicas=1),
         service(config, ui_service_name(config), "ui", [port("http", UI_PORT, "http")], exposed=False),
