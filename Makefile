@@ -70,7 +70,7 @@ typecheck: install pkg-tree
 imports: install pkg-tree
 	cd $(PKG_TREE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
-# One lock per runtime and base image (serving/locks/locks.yaml), resolved with uv for the image's
+# One lock per component (runtime or UI) and base image (serving/locks/locks.yaml), resolved with uv for the image's
 # Python and platform, with hashes, constrained by what the image ships. Needs the package index.
 locks: install
 	$(BIN)/python -m llmctl.serving.lock_compile write

@@ -1,8 +1,9 @@
-"""The runtime locks (``serving/locks/``): one per runtime and base image, as data.
+"""The dependency locks (``serving/locks/``): one per component and base image, as data.
 
-``locks/locks.yaml`` names, per base image (a ``versions.yaml`` image key), its Python version, its
-platform (glibc) and the constraints file of what it ships; per lock, the runtime, the base image and
-the requirements file with the runtime's top-level pins. ``make locks`` writes ``locks/<lock>.txt``
+A component is a runtime (its serving pods) or a workload UI (the Gradio pod). ``locks/locks.yaml``
+names, per base image (a ``versions.yaml`` image key), its Python version, its platform (glibc) and
+the constraints file of what it ships; per lock, the component, the base image and the requirements
+file with the component's top-level pins. ``make locks`` writes ``locks/<lock>.txt``
 (:mod:`llmctl.serving.lock_compile`); ``serving/image.sh`` and the pod start install that file with
 ``--require-hashes``. Pure data: reads packaged files, imports nothing heavy, reaches no network.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,17 +44,27 @@ class BaseImage(_Strict):
 
 
 class LockSpec(_Strict):
-    """One lock: a runtime's requirements resolved for one base image."""
+    """One lock: a component's requirements resolved for one base image."""
 
     name: str = Field(description="The lock's name (its file is locks/<name>.txt).")
-    runtime: str = Field(description="The runtime (data/runtimes.yaml) whose pods install it.")
+    kind: Literal["runtime", "ui"] = Field(
+        description="What installs it: a runtime's serving pods, or the pod of a workload UI."
+    )
+    component: str = Field(
+        description="The runtime (data/runtimes.yaml) or the UI (a blueprint's `ui:` value) whose pods install it."
+    )
     image: str = Field(description="Key of the base image under `images:` in versions.yaml and locks.yaml.")
-    requirements: str = Field(description="The runtime's top-level pins, relative to serving/.")
+    requirements: str = Field(description="The component's top-level pins, relative to serving/.")
     outside_lock: dict[str, str] = Field(
         default_factory=dict,
         description="Projects of the input that the lock leaves out, with the reason: the build the image "
         "needs is served by no index the resolver reaches (a CPU torch); the pods install them apart.",
     )
+
+    @property
+    def label(self) -> str:
+        """The component in words: `the ray-cpu runtime`, `the gradio UI`."""
+        return f"the {self.component} {'UI' if self.kind == 'ui' else 'runtime'}"
 
     @property
     def path(self) -> Path:
@@ -93,26 +105,25 @@ def locks() -> Locks:
     return Locks.model_validate(raw)
 
 
-def lock_for(runtime: str, image: str) -> LockSpec:
-    """The lock a runtime's pods install on `image` (a full image reference).
+def lock_for(component: str, image: str, kind: Literal["runtime", "ui"] = "runtime") -> LockSpec:
+    """The lock a component's pods install on `image` (a full image reference): a runtime by default,
+    or a UI (`kind="ui"`, the blueprint's `ui:` value).
 
-    The image must be the pinned image of a versions.yaml key that has a lock for this runtime;
+    The image must be the pinned image of a versions.yaml key that has a lock for this component;
     anything else is refused with the fix, since nothing was resolved for its interpreter.
     """
     from llmctl.blueprints.versions import versions
 
     pinned = versions().images
     image = image.split("@", 1)[0]  # the same image pinned by digest
-    for spec in locks().locks.values():
-        if spec.runtime == runtime and spec.image in pinned and pinned[spec.image].image == image:
+    mine = [s for s in locks().locks.values() if (s.kind, s.component) == (kind, component)]
+    for spec in mine:
+        if spec.image in pinned and pinned[spec.image].image == image:
             return spec
-    known = [
-        f"{pinned[s.image].image}"
-        for s in locks().locks.values()
-        if s.runtime == runtime and s.image in pinned
-    ]
+    known = [f"{pinned[s.image].image}" for s in mine if s.image in pinned]
+    what = "UI" if kind == "ui" else "runtime"
     raise LlmctlError(
-        f"no dependency lock for the {runtime} runtime on {image}: nothing was resolved for that image's Python",
+        f"no dependency lock for the {component} {what} on {image}: nothing was resolved for that image's Python",
         f"use a pinned base image ({', '.join(known) or 'none'}), or add the image to "
         "serving/locks/locks.yaml with its constraints and run `make locks`; or push a built image "
         "(llmctl images build --push) and name it in image.serving_image",

@@ -2,7 +2,8 @@
 
 An IAM role trusted by `pods.eks.amazonaws.com`, allowed to read and write the platform's cache
 bucket (weights mirror and Neuron compile cache), associated with the workload's
-`llmctl-serving` service account. Its ARNs use the account's partition (as the load balancer
+`llmctl-serving` service account; the same component with `read_prefix` gives a service account read
+access to one key prefix only (the Gradio UI's `llmctl-ui` and its lock's wheelhouse). Its ARNs use the account's partition (as the load balancer
 controller's policy does) and its taggable resources carry the same `llmctl:stack` and
 `llmctl:cluster` tags as the platform's, which the sweep and the leftover check read.
 """
@@ -31,6 +32,20 @@ def s3_statements(partition: str, bucket: str) -> list[dict[str, object]]:
     ]
 
 
+def read_statements(partition: str, bucket: str, prefix: str) -> list[dict[str, object]]:
+    """List and read the objects under one key prefix of the cache bucket, nothing else."""
+    arn = f"arn:{partition}:s3:::{bucket}"
+    return [
+        {
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket"],
+            "Resource": [arn],
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}},
+        },
+        {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{arn}/{prefix}/*"]},
+    ]
+
+
 class CacheAccess(pulumi.ComponentResource):
     """Pod Identity role + association giving one namespace's service account the cache bucket."""
 
@@ -45,6 +60,7 @@ class CacheAccess(pulumi.ComponentResource):
         namespace: str,
         service_account: str,
         bucket: str,
+        read_prefix: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("llmctl:workload:CacheAccess", name, None, opts)
@@ -64,8 +80,14 @@ class CacheAccess(pulumi.ComponentResource):
         tags = standard_tags(stack, cluster_name, extra={WORKLOAD_TAG: namespace})
         role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(trust), tags=tags, opts=child)
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+
+        def statements(value: str) -> list[dict[str, object]]:
+            if read_prefix is not None:
+                return read_statements(value, bucket, read_prefix)
+            return s3_statements(value, bucket)
+
         policy = partition.apply(
-            lambda value: json.dumps({"Version": "2012-10-17", "Statement": s3_statements(value, bucket)})
+            lambda value: json.dumps({"Version": "2012-10-17", "Statement": statements(value)})
         )
         aws.iam.RolePolicy(f"{name}-s3", role=role.id, policy=policy, opts=child)
         aws.eks.PodIdentityAssociation(

@@ -113,6 +113,11 @@ def configmap_delivery(
     )
 
 
+def cache_bucket_name(config: WorkloadConfig) -> str:
+    """The platform's cache bucket (EKS), or offline its placeholder (the real name has a suffix)."""
+    return config.platform.cache_bucket or f"llmctl-{config.stack}-{config.platform.region}-cache"
+
+
 def planned_delivery(config: WorkloadConfig) -> Delivery:
     """The delivery without asking AWS: a named image, else a wheel in the cache bucket (EKS)."""
     fixed = fixed_image(config)
@@ -120,11 +125,10 @@ def planned_delivery(config: WorkloadConfig) -> Delivery:
         return fixed
     if config.platform.target != "eks":
         return configmap_delivery(config)
-    bucket = config.platform.cache_bucket or f"llmctl-{config.stack}-{config.platform.region}-cache"
     return Delivery(
         mode="wheel",
         image=config.blueprint.image.base,
-        wheel_uri=f"s3://{bucket}/{wheel_key(PLANNED_DIGEST)}",
+        wheel_uri=f"s3://{cache_bucket_name(config)}/{wheel_key(PLANNED_DIGEST)}",
         reason="planned: `up` uses the stack's ECR image when it exists, else uploads this wheel",
     )
 
@@ -222,29 +226,34 @@ def wheelhouse_uri(config: WorkloadConfig) -> str:
     return f"s3://{bucket}/{wheelhouse_key(runtime_lock(config, delivery.image))}/"
 
 
-def fetch_container(config: WorkloadConfig) -> Obj:
-    """The init container that copies the wheel from S3 with the pod's Pod Identity."""
+def aws_cli_container(config: WorkloadConfig, name: str, script: str, volume: str, path: str) -> Obj:
+    """An init container on the pinned AWS CLI image running `script` (S3 copies with the pod's Pod
+    Identity) into the emptyDir `volume` mounted at `path`."""
     from llmctl.blueprints.versions import (  # lazy: read at call time: tests swap versions()
         by_digest,
         versions,
     )
 
-    delivery = delivery_of(config)
     return {
-        "name": FETCH_CONTAINER,
+        "name": name,
         "image": by_digest(versions().images["aws_cli"].image),
-        # the wheel, then the runtime lock's wheelhouse (everything the serving container installs)
-        "command": [
-            "/bin/sh",
-            "-c",
-            f"aws s3 cp --only-show-errors {shlex.quote(str(delivery.wheel_uri))} "
-            f"{shlex.quote(f'{APP_DIR}/{delivery.wheel_file}')} && aws s3 cp --only-show-errors --recursive "
-            f"{shlex.quote(wheelhouse_uri(config))} {WHEELHOUSE_DIR}/",
-        ],
+        "command": ["/bin/sh", "-c", script],
         "env": [{"name": "AWS_REGION", "value": config.platform.region}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-        "volumeMounts": [{"name": APP_VOLUME, "mountPath": APP_DIR}],
+        "volumeMounts": [{"name": volume, "mountPath": path}],
     }
+
+
+def fetch_container(config: WorkloadConfig) -> Obj:
+    """The init container that copies the wheel from S3 with the pod's Pod Identity."""
+    delivery = delivery_of(config)
+    # the wheel, then the runtime lock's wheelhouse (everything the serving container installs)
+    script = (
+        f"aws s3 cp --only-show-errors {shlex.quote(str(delivery.wheel_uri))} "
+        f"{shlex.quote(f'{APP_DIR}/{delivery.wheel_file}')} && aws s3 cp --only-show-errors --recursive "
+        f"{shlex.quote(wheelhouse_uri(config))} {WHEELHOUSE_DIR}/"
+    )
+    return aws_cli_container(config, FETCH_CONTAINER, script, APP_VOLUME, APP_DIR)
 
 
 def with_app(config: WorkloadConfig, pod_spec: Obj) -> Obj:

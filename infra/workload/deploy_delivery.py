@@ -48,9 +48,11 @@ from llmctl.infra.workload.delivery import (
     image_tag,
     wheel_key,
 )
+from llmctl.infra.workload.ui_packages import from_bucket, ui_lock
 from llmctl.infra.workload.wheel_cache import cached_build
-from llmctl.infra.workload.wheelhouse import upload_wheelhouse
-from llmctl.serving.lockfiles import lock_for
+from llmctl.infra.workload.wheelhouse import upload_wheelhouse, wheelhouse_key
+from llmctl.serving.lock_compile import PYPI
+from llmctl.serving.lockfiles import LockSpec, lock_for
 from llmctl.state import state_dir
 
 #: zip timestamps of a source build (1980-01-01, the zip epoch): the same sources, the same bytes
@@ -357,23 +359,57 @@ def _decide_on_eks(
     )
 
 
-def upload_lock_wheelhouse(config: WorkloadConfig, bucket: str, note: Callable[[str], None]) -> str:
-    """The runtime lock's wheelhouse in the cache bucket (downloaded and uploaded once per lock)."""
+def upload_lock_wheelhouse(
+    config: WorkloadConfig,
+    bucket: str,
+    note: Callable[[str], None],
+    spec: LockSpec | None = None,
+    who: str = "the pods install",
+) -> str:
+    """A lock's wheelhouse in the cache bucket (downloaded and uploaded once per lock): the runtime's
+    by default, or `spec` (the UI's)."""
 
-    spec = lock_for(config.blueprint.runtime, config.blueprint.image.base)
+    spec = spec or lock_for(config.blueprint.runtime, config.blueprint.image.base)
     prefix, uploaded = upload_wheelhouse(config.platform.region, bucket, spec)
     what = "uploaded" if uploaded else "reusing"
-    note(
-        f"    {what} s3://{bucket}/{prefix}/ (the {spec.name} lock's wheels: the pods install with no index)"
-    )
+    note(f"    {what} s3://{bucket}/{prefix}/ (the {spec.name} lock's wheels: {who} with no index)")
     return prefix
 
 
+def deliver_ui_packages(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True) -> None:
+    """The UI lock's wheelhouse in the cache bucket (EKS), whatever the serving code's delivery; on an
+    existing cluster, says plainly that the UI pod installs its lock from the package index."""
+    spec = ui_lock(config)
+    if spec is None:
+        return
+    if not from_bucket(config):
+        note(
+            f"ui packages: the {spec.name} lock from the package index (hash-checked): this cluster has no "
+            f"llmctl bucket for a wheelhouse, so the {spec.component} UI pod needs access to {PYPI} "
+            "(or set the blueprint's ui to open-webui or none)"
+        )
+        return
+    bucket = config.platform.cache_bucket
+    if not bucket:
+        raise LlmctlError(
+            f"the platform exports no cache bucket, so the {spec.component} UI's packages cannot be delivered",
+            "run `llmctl up` for the platform first, or set the blueprint's ui to open-webui or none",
+        )
+    if upload:
+        upload_lock_wheelhouse(config, bucket, note, spec, who=f"the {spec.component} UI pod installs")
+    note(
+        f"ui packages: wheelhouse s3://{bucket}/{wheelhouse_key(spec)}/ (the {spec.component} UI pod installs "
+        f"the {spec.name} lock from it with no package index)"
+    )
+
+
 def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True) -> WorkloadConfig:
-    """The config with the delivery decided; says which one and why (`up`'s and `preview`'s hook)."""
+    """The config with the delivery decided; says which one and why (`up`'s and `preview`'s hook).
+    The UI's packages go to the cache bucket too (:func:`deliver_ui_packages`)."""
     chosen = decide(config, note=note, upload=upload)
     what = chosen.image if chosen.mode == "image" else (chosen.wheel_uri or chosen.wheel_path)
     note(f"serving code: {chosen.mode} {what} ({chosen.reason})")
+    deliver_ui_packages(config, note=note, upload=upload)
     return config.model_copy(update={"delivery": chosen})
 
 

@@ -1,7 +1,8 @@
 """The single entry point to the builders: every object of a workload, in apply order.
 
-Order: Namespace, ServiceAccount, Secrets, the wheel's ConfigMap (configmap delivery), cache objects
-(script ConfigMap, mirror Job), the runtime's objects (RayService or Deployment, Services, HPA), then the UI.
+Order: Namespace, ServiceAccounts (the serving pods', then the UI's when it has one), Secrets, the
+wheel's ConfigMap (configmap delivery), cache objects (script ConfigMap, mirror Job), the runtime's
+objects (RayService or Deployment, Services, HPA), then the UI.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.runtimes import runtime
+from llmctl.infra.workload import ui_packages
 from llmctl.infra.workload.builders import cache, common, ray, ui
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
@@ -85,6 +87,7 @@ def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: st
     is then emitted with an empty value.
     """
     objects: list[Obj] = [common.namespace(config), common.service_account(config)]
+    objects.extend(ui_packages.service_account(config))  # the Gradio UI's own (EKS), with the others
     if common.needs_hf_token(config):
         objects.append(common.opaque_secret(config, common.HF_SECRET, common.HF_SECRET_KEY, hf_token))
     if config.blueprint.exposure.api_key:

@@ -20,6 +20,33 @@ from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import delivery_of, needs_bucket_access
 from llmctl.infra.workload.manifests import endpoint_info
 from llmctl.infra.workload.schedulability import ensure_schedulable
+from llmctl.infra.workload.ui_packages import UI_SERVICE_ACCOUNT, needs_ui_access
+
+
+def _bucket_access(config: WorkloadConfig) -> list[pulumi.Resource]:
+    """On EKS, the Pod Identity roles on the cache bucket: the serving pods' (read/write, for caches
+    or a wheel delivery) and the Gradio UI's (read-only, its lock's wheelhouse prefix)."""
+    bucket = config.platform.cache_bucket
+    if config.platform.target != "eks" or not bucket:
+        return []
+    wanted: list[tuple[str, str, str | None]] = []
+    if mirror_enabled(config) or compile_cache_enabled(config) or needs_bucket_access(config):
+        wanted.append(("cache-access", SERVICE_ACCOUNT, None))
+    ui_prefix = needs_ui_access(config)
+    if ui_prefix:
+        wanted.append(("ui-access", UI_SERVICE_ACCOUNT, ui_prefix))
+    return [
+        CacheAccess(
+            name,
+            cluster_name=config.platform.cluster_name,
+            stack=config.stack,
+            namespace=config.ns,
+            service_account=account,
+            bucket=bucket,
+            read_prefix=prefix,
+        )
+        for name, account, prefix in wanted
+    ]
 
 
 def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key: str | None = None) -> None:
@@ -33,23 +60,7 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
     if config.platform.kubeconfig:
         provider = k8s.Provider("k8s", kubeconfig=pulumi.Output.secret(config.platform.kubeconfig))
         opts = pulumi.ResourceOptions(providers=[provider])
-    depends: list[pulumi.Resource] = []
-    on_eks = config.platform.target == "eks"
-    if on_eks:
-        bucket = config.platform.cache_bucket
-        if bucket and (
-            mirror_enabled(config) or compile_cache_enabled(config) or needs_bucket_access(config)
-        ):
-            depends.append(
-                CacheAccess(
-                    "cache-access",
-                    cluster_name=config.platform.cluster_name,
-                    stack=config.stack,
-                    namespace=config.ns,
-                    service_account=SERVICE_ACCOUNT,
-                    bucket=bucket,
-                )
-            )
+    depends = _bucket_access(config)
     generated = bp.exposure.api_key and not api_key
     if generated:
         api_key = secrets.token_urlsafe(32)  # kept stable after creation (ignore_changes)

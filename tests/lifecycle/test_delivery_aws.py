@@ -27,11 +27,14 @@ from llmctl.infra.workload.deploy_delivery import (
     build_wheel,
     content_digest,
     decide,
+    deliver,
+    deliver_ui_packages,
     find_image,
     repack_installed,
     serving_code_tag,
     upload_wheel,
 )
+from llmctl.infra.workload.ui_packages import needs_ui_access
 from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
 from llmctl.serving.lockfiles import locks
 
@@ -246,6 +249,85 @@ def test_an_upload_without_the_bucket_is_one_line_with_the_fix(aws: str, wheel: 
     ) as caught:
         upload_wheel(aws, "missing-bucket", wheel)
     assert caught.value.hint is not None and "llmctl images build --push" in caught.value.hint
+
+
+# ---- the UI lock's wheelhouse ---------------------------------------------------------------------
+GRADIO = locks().locks["gradio"]
+
+
+def gradio_config(region: str, *, image: str | None = None) -> WorkloadConfig:
+    """llama2-inf2 (the Gradio UI) on EKS; `image`: the serving code as a named image."""
+    bp = load_blueprint("llama2-inf2")
+    facts = PlatformFacts.for_blueprint(bp, region=region).model_copy(
+        update={"ecr_registry": REGISTRY, "cache_bucket": BUCKET}
+    )
+    return WorkloadConfig(blueprint=bp, platform=facts, image=image)
+
+
+def test_the_ui_lock_wheelhouse_is_in_the_bucket_whatever_the_serving_delivery(aws: str) -> None:
+    """With the serving code in an image, the Gradio pod still installs from the cache bucket: `up`
+    makes sure its lock's wheelhouse is there (complete: its lock is there, so nothing is downloaded;
+    the proxies of this test point at a closed port, so a download would fail)."""
+    s3 = bucket(aws)
+    prefix = wheelhouse_key(GRADIO)
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{LOCK_FILE}", Body=GRADIO.path.read_bytes())
+    notes: list[str] = []
+    image = f"{REGISTRY}/{REPO}@sha256:" + "ab" * 32
+    chosen = deliver(gradio_config(aws, image=image), note=notes.append)
+    assert chosen.delivery is not None and chosen.delivery.mode == "image"
+    assert notes[1:] == [
+        f"    reusing s3://{BUCKET}/{prefix}/ (the gradio lock's wheels: the gradio UI pod installs with no index)",
+        f"ui packages: wheelhouse s3://{BUCKET}/{prefix}/ (the gradio UI pod installs the gradio lock from it "
+        "with no package index)",
+    ]
+    assert s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 1  # nothing else written
+    # the rendered pod fetches exactly that prefix
+    assert needs_ui_access(chosen) == prefix
+
+
+def test_a_missing_ui_wheelhouse_is_downloaded_and_uploaded_once(
+    aws: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An empty bucket: the wheels are downloaded (here from a local folder standing in for the index:
+    the proxies are closed) and uploaded, the lock last; the next `up` reuses the prefix."""
+    from llmctl.infra.workload import wheelhouse
+
+    s3 = bucket(aws)
+    downloads: list[str] = []
+
+    def local_index(spec: Any, out_dir: Path, python: str | None = None) -> Path:
+        downloads.append(spec.name)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "gradio-6.31.0-py3-none-any.whl").write_bytes(b"wheel")
+        shutil.copyfile(spec.path, out_dir / LOCK_FILE)
+        return out_dir
+
+    monkeypatch.setattr(wheelhouse, "build_wheelhouse", local_index)
+    config = gradio_config(aws, image=f"{REGISTRY}/{REPO}@sha256:" + "cd" * 32)
+    notes: list[str] = []
+    deliver(config, note=notes.append)
+    prefix = wheelhouse_key(GRADIO)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"])
+    assert keys == [f"{prefix}/gradio-6.31.0-py3-none-any.whl", f"{prefix}/{LOCK_FILE}"]
+    assert f"    uploaded s3://{BUCKET}/{prefix}/ (the gradio lock's wheels" in notes[1]
+    deliver(config, note=notes.append)
+    assert downloads == ["gradio"] and f"    reusing s3://{BUCKET}/{prefix}/" in notes[4]
+    # `preview` decides without uploading anything
+    s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/{LOCK_FILE}")
+    deliver(config, note=notes.append, upload=False)
+    assert downloads == ["gradio"]
+
+
+def test_on_an_existing_cluster_up_says_the_ui_pod_needs_the_index(aws: str) -> None:
+    config = gradio_config(aws)
+    facts = config.platform.model_copy(update={"target": "kubeconfig", "cache_bucket": None})
+    notes: list[str] = []
+    deliver_ui_packages(config.model_copy(update={"platform": facts}), note=notes.append)
+    assert notes == [
+        "ui packages: the gradio lock from the package index (hash-checked): this cluster has no llmctl "
+        "bucket for a wheelhouse, so the gradio UI pod needs access to https://pypi.org (or set the "
+        "blueprint's ui to open-webui or none)"
+    ]
 
 
 # ---- a first `up` on an empty account --------------------------------------------------------------

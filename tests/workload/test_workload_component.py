@@ -3,6 +3,7 @@ Workload component, secrets marked secret, readiness annotations in place."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from llmctl.infra.workload.component import resource_name
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.program import build_workload
 from llmctl.infra.workload.render import redact
+from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.serving.lockfiles import locks
 
 WORKLOAD = "llmctl:workload:Workload"
 
@@ -66,14 +69,45 @@ def test_workload_graph(catalog_name: str) -> None:
 def test_cache_access_uses_pod_identity_for_the_serving_account() -> None:
     config = config_for("llama2-inf2")
     registered = run_offline(lambda: build_workload(config))
-    [association] = [
-        r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
-    ]
+    associations = {
+        r.inputs["serviceAccount"]: r
+        for r in registered
+        if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+    }
+    assert sorted(associations) == ["llmctl-serving", "llmctl-ui"]  # the Gradio UI has its own
+    association = associations["llmctl-serving"]
     assert association.inputs["namespace"] == "llama2-inf2"
-    assert association.inputs["serviceAccount"] == "llmctl-serving"
     assert association.inputs["clusterName"] == "llmctl-dev"
     namespace = next(r for r in registered if r.type == "kubernetes:core/v1:Namespace")
     assert association.urn in namespace.dependencies  # pods start only once S3 access exists
+    assert associations["llmctl-ui"].urn in namespace.dependencies
+
+
+def test_the_ui_role_reads_only_its_locks_wheelhouse() -> None:
+    """The Gradio UI pod's role: list and get under the gradio lock's wheelhouse prefix, no writes."""
+    config = config_for("llama2-inf2")
+    registered = run_offline(lambda: build_workload(config))
+    policies = {
+        r.name: json.loads(r.inputs["policy"])
+        for r in registered
+        if r.type == "aws:iam/rolePolicy:RolePolicy"
+    }
+    prefix = wheelhouse_key(locks().locks["gradio"])
+    bucket = f"arn:aws:s3:::{config.platform.cache_bucket}"
+    assert policies["ui-access-s3"]["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket"],
+            "Resource": [bucket],
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}},
+        },
+        {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{bucket}/{prefix}/*"]},
+    ]
+    actions = {a for s in policies["cache-access-s3"]["Statement"] for a in s["Action"]}
+    assert "s3:PutObject" in actions  # the serving pods' role stays read/write (caches)
+    # no UI (or Open WebUI, whose image carries its packages): no UI role
+    registered = run_offline(lambda: build_workload(config_for("tiny-cpu")))
+    assert not [r for r in registered if r.name == "ui-access-s3"]
 
 
 def test_kubeconfig_provider_is_secret_and_used() -> None:

@@ -236,18 +236,38 @@ def test_every_runtime_installs_its_dockerfile_requirements_before_the_wheel(
     assert lock[-1] == f"{WHEELHOUSE_DIR if target == 'eks' else APP_DIR}/{LOCK_FILE}"
 
 
+#: commands other than `pip install` that would fetch packages from an index
+OTHER_FETCHES = ("pip download", "pip wheel", "uv pip", "uv add", "easy_install", "pipx ", "conda install")
+
+
+@pytest.mark.parametrize("found_image", [False, True], ids=["wheel", "image"])
 @pytest.mark.parametrize("name", CATALOG)
-def test_no_serving_container_on_eks_reaches_a_package_index_but_the_cpu_torch(name: str) -> None:
-    """Wheel delivery: every install is --no-index; only ray-cpu's CPU torch (outside its lock, served
-    by no index the locks resolve against) names an index, as its lock's outside file says."""
+def test_no_container_of_any_pod_on_eks_reaches_a_package_index_but_the_cpu_torch(
+    name: str, found_image: bool
+) -> None:
+    """Every container (init containers too) of every pod of the rendered manifests, as `llmctl
+    render` writes them, with the serving code as a wheel or as an image `up` found: every install is
+    --no-index, and nothing else fetches packages. The one exception is ray-cpu's CPU torch (outside
+    its lock, served by no index the locks resolve against), as its lock's outside file says."""
     config = config_for(name)
-    for spec in serving_specs(build_manifests(config, hf_token=None)):
-        installs = pip_installs([c for c in spec["containers"] if c["name"] != "autoscaler"])
-        assert installs, name
-        for args in installs:
+    if found_image:
+        image = "1.dkr.ecr.example/llmctl/dev/x@sha256:" + "ab" * 32
+        config = config.model_copy(update={"delivery": Delivery(mode="image", image=image, reason="found")})
+    rendered = list(yaml.safe_load_all(render_yaml(build_manifests(config, hf_token=None), None).text))
+    containers = [
+        container
+        for spec in pod_specs(rendered)
+        for container in [*spec.get("initContainers", []), *spec["containers"]]
+    ]
+    assert containers, name
+    for container in containers:
+        where = f"{name}: container {container['name']}"
+        text = " ".join(strings([container.get("command", []), container.get("args", [])]))
+        assert not [fetch for fetch in OTHER_FETCHES if fetch in text], f"{where}: {text}"
+        for args in pip_installs([container]):
             if "--no-index" in args:
                 continue
-            assert blueprint(name).runtime == "ray-cpu", f"{name}: pip install {' '.join(args)}"
+            assert blueprint(name).runtime == "ray-cpu", f"{where}: pip install {' '.join(args)}"
             assert args == [
                 "--no-cache-dir",
                 "-q",

@@ -76,11 +76,16 @@ class GovCloudMocks(OfflineMocks):
 
 def test_the_cache_role_policy_uses_the_accounts_partition() -> None:
     _, resources = workload("llama2-inf2", GovCloudMocks(region="us-gov-west-1"))
-    [policy] = [r for r in resources if r.type == "aws:iam/rolePolicy:RolePolicy"]
-    text = policy.inputs["policy"]
-    assert "arn:aws:" not in text
-    resources_named = [arn for st in json.loads(text)["Statement"] for arn in st["Resource"]]
+    policies = {r.name: r.inputs["policy"] for r in resources if r.type == "aws:iam/rolePolicy:RolePolicy"}
+    assert sorted(policies) == ["cache-access-s3", "ui-access-s3"]  # the serving pods' and the UI's
+    assert not [text for text in policies.values() if "arn:aws:" in text]
+    resources_named = [
+        arn for st in json.loads(policies["cache-access-s3"])["Statement"] for arn in st["Resource"]
+    ]
     assert resources_named == [
         "arn:aws-us-gov:s3:::llmctl-dev-us-west-2-cache",
         "arn:aws-us-gov:s3:::llmctl-dev-us-west-2-cache/*",
     ]
+    ui_named = [arn for st in json.loads(policies["ui-access-s3"])["Statement"] for arn in st["Resource"]]
+    assert ui_named[0] == "arn:aws-us-gov:s3:::llmctl-dev-us-west-2-cache"
+    assert ui_named[1].startswith("arn:aws-us-gov:s3:::llmctl-dev-us-west-2-cache/llmctl/wheelhouse/")

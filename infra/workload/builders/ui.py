@@ -1,13 +1,16 @@
 """Optional UIs: Open WebUI (talks to the OpenAI API) and Gradio (talks to the seed's /infer route).
 
 Each is a Deployment on the CPU head pool plus a ClusterIP Service `<blueprint>-ui` on port 80,
-reached with `kubectl port-forward` (or `llmctl connect`). Their images and the Gradio version are
-pinned in `blueprints/data/versions.yaml`.
+reached with `kubectl port-forward` (or `llmctl connect`). Their images are pinned in
+`blueprints/data/versions.yaml`; the Gradio pod installs its lock (`serving/locks/gradio.txt`) as
+`ui_packages.py` describes, with no package index on EKS.
 """
 
 from __future__ import annotations
 
 from llmctl.blueprints.versions import by_digest, versions
+from llmctl.errors import LlmctlError
+from llmctl.infra.workload import ui_packages
 from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -83,18 +86,23 @@ def open_webui(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
 
 
 def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
-    """A Gradio chat UI pointed at the endpoint's /infer route (`<endpoint_url>/infer`)."""
-    script, items = common.config_map(
-        config, f"{config.blueprint.name}-gradio-app", {"app.py": _GRADIO_APP}, "ui"
-    )
-    gradio_version = versions().python["gradio"].value
+    """A Gradio chat UI pointed at the endpoint's /infer route (`<endpoint_url>/infer`), installing
+    the gradio lock at start (from the cache bucket's wheelhouse on EKS: no package index)."""
+    lock = ui_packages.ui_lock(config)
+    if lock is None:
+        raise LlmctlError(
+            "no dependency lock for the gradio UI in serving/locks/locks.yaml",
+            "add its row (kind: ui, component: gradio) and run `make locks`",
+        )
+    files = {"app.py": _GRADIO_APP, **ui_packages.configmap_files(config, lock)}
+    script, items = common.config_map(config, f"{config.blueprint.name}-gradio-app", files, "ui")
     container: Obj = {
         "name": "gradio",
         "image": by_digest(versions().images["gradio"].image),
         "command": [
             "/bin/sh",
             "-c",
-            f"pip install --no-cache-dir -q gradio=={gradio_version} && exec python /app/app.py",
+            f"{ui_packages.install_command(config, lock, '/app')} && exec python /app/app.py",
         ],
         "ports": [{"name": "http", "containerPort": GRADIO_PORT}],
         "env": [
@@ -112,6 +120,7 @@ def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
         container,
         [{"name": "app", "configMap": {"name": script["metadata"]["name"], "items": items}}],
     )
+    pod = ui_packages.with_packages(config, lock, pod)
     name = f"{config.blueprint.name}-gradio"
     return [
         script,
