@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.infra.aws.checks import Check
-from llmctl.infra.aws.registry_http import TIMEOUT_S, RegistryError, base_url, bearer_token
+from llmctl.infra.aws.registry_http import RegistryError, base_url, bearer_token, registry_client
 
 PLATFORM = ("linux", "amd64")
 INDEX_TYPES = (
@@ -203,10 +203,8 @@ def image_pins(blueprint: Any) -> list[tuple[str, str, str | None]]:
 
 def check_images(pins: list[tuple[str, str, str | None]], client: Any = None) -> list[Check]:
     """One check per (versions.yaml key, image, recorded digest)."""
-    import httpx
-
     own = client is None
-    client = client or httpx.Client(timeout=TIMEOUT_S, follow_redirects=True)
+    client = client or registry_client()
     try:
         return [check_image(client, key, image, digest) for key, image, digest in pins]
     finally:

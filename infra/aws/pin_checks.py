@@ -26,7 +26,7 @@ from urllib.parse import urljoin
 from llmctl.blueprints.pools import pool
 from llmctl.infra.aws.checks import Check
 from llmctl.infra.aws.image_checks import check_images, image_pins
-from llmctl.infra.aws.registry_http import TIMEOUT_S, RegistryError, base_url, bearer_token
+from llmctl.infra.aws.registry_http import RegistryError, base_url, bearer_token, registry_client
 from llmctl.infra.platform.config import PlatformConfig
 
 ARCH = "x86_64"  # every llmctl pool launches x86_64 instances
@@ -164,10 +164,8 @@ def check_chart(client: Any, repository: str, chart: str, version: str) -> Check
 
 def check_charts(charts: Iterable[tuple[str, str, str]], client: Any = None) -> list[Check]:
     """One check per (repository, chart, version)."""
-    import httpx
-
     own = client is None
-    client = client or httpx.Client(timeout=TIMEOUT_S, follow_redirects=True)
+    client = client or registry_client()
     try:
         return [check_chart(client, repository, chart, version) for repository, chart, version in charts]
     finally:

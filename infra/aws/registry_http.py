@@ -3,6 +3,7 @@ registry's base URL, shared by the chart pin checks and the image checks."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -16,6 +17,22 @@ class RegistryError(Exception):
     def __init__(self, message: str, *, missing: bool = False) -> None:
         super().__init__(message)
         self.missing = missing
+
+
+@functools.cache
+def _tls_context() -> Any:
+    """One TLS context per process: building one loads the CA bundle (tens of ms of CPU), and an
+    httpx client builds one for itself and one per proxy setting unless it is given one."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
+def registry_client() -> Any:
+    """An httpx client for registries and chart repositories (proxies from the environment)."""
+    import httpx
+
+    return httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, verify=_tls_context())
 
 
 def base_url(host: str) -> str:
