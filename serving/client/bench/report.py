@@ -231,9 +231,10 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
         if lag.get("p99") is not None:
             rate += f", start lag p99 {lag['p99'] * 1000:.1f} ms"
     loop_lag = load["loop_lag_s"].get("p99")
+    loops = load.get("loops") or 1
     console.print(
         f"load generator: {rate}; CPU {load['client_cpu_percent']:.0f}%; "
-        f"event-loop lag p99 {_ms(loop_lag)} ms"
+        f"event-loop lag p99 {_ms(loop_lag)} ms" + (f"; {loops} event loops (processes)" if loops > 1 else "")
     )
     tokens = summary["tokens"]
     sources = ", ".join(f"{k}: {v}" for k, v in tokens["output_source"].items()) or "-"
