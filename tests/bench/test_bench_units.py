@@ -176,3 +176,19 @@ def test_result_files_write_non_finite_numbers_as_null_and_one_request_a_line(tm
     ]
     dump_rows([first], [])
     assert json.loads(first.read_text()) == []
+
+
+def test_event_lines_are_what_the_json_encoder_writes_for_each_event() -> None:
+    from llmctl.serving.client.bench.report import _event_lines
+
+    record = RequestRecord(index=12, endpoint="http://x/v1", max_tokens=4)
+    record.start, record.written, record.first_byte, record.end = 10.0, 10.001, 10.25, 10.75
+    record.chunk_times = [10.3, 10.4 + 1e-9, 10.5, 10.6]
+    record.chunk_texts = [' "quoted"', "\n\ttab", " caf\u00e9 \u2014 \U0001f600", "\\ back"]
+    record.status, record.usage_completion_tokens = "ok", 4
+    lines = _event_lines(record, 9.5)
+    events = [json.loads(line) for line in lines]
+    assert "".join(lines) == "".join(json.dumps(event) + "\n" for event in events)
+    assert [e["event"] for e in events] == ["start", "written", "first_byte", *["chunk"] * 4, "end"]
+    assert [e["text"] for e in events if e["event"] == "chunk"] == record.chunk_texts
+    assert [e["t"] for e in events if e["event"] == "chunk"] == [t - 9.5 for t in record.chunk_times]
