@@ -185,6 +185,9 @@ def bench(
     from llmctl.cli import output
 
     output.start(json_output=json)
+    from llmctl.serving.client.bench.tls import import_http_client  # off the start-up path
+
+    import_http_client(options.flat_list(endpoint) or None, blueprint)  # first: no CA bundle for http://
     from llmctl.infra.lifecycle.replicas import bench_source  # off the start-up path
     from llmctl.serving.client.bench.options import bench_config
 
