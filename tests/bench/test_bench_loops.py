@@ -129,3 +129,29 @@ def test_a_worker_that_dies_fails_the_run_with_a_clear_error(
     assert "load worker 2 of 2 (level c4) died (killed by SIGKILL)" in result.output
     assert "--loops 1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_stop_ends_every_loop_cleanly_with_what_was_measured(fake: Any, make_prompts: Any) -> None:
+    import asyncio
+    import time
+
+    from llmctl.serving.client.bench.loadgen import run_blocking
+    from llmctl.serving.client.bench.loops import run_level
+
+    url = fake(ttft=0.005, tpot=0.05)  # 20 tokens: each request about a second long
+    plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=4, duration=60.0, warmup=0)
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(1.5, stop.set)  # what the first Ctrl-C does
+        return await run_level(plan, make_prompts(mean_out=20, std_out=0), 2, stop=stop)
+
+    began = time.monotonic()
+    result = run_blocking(main)
+    assert time.monotonic() - began < 30  # long before the 60 s duration
+    assert result.interrupted and result.loops == 2
+    statuses = {record.status for record in result.records}
+    assert "error" in statuses  # the requests in flight were cancelled and kept
+    cancelled = [r for r in result.records if r.error_type == "cancelled"]
+    assert 1 <= len(cancelled) <= 4
+    assert len({r.index for r in result.records}) == len(result.records)  # no index sent twice
