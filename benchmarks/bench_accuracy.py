@@ -17,9 +17,12 @@ server's loop) and the way back (the server's first content write to the client'
 
 Scenarios (closed loop, every slot filled at once, fixed output lengths, two warm-up requests
 outside the window): c1 with 32 requests and c16 with 128 (TTFT 100 ms, 20 ms per token, 30
-tokens), c64 with 256 (TTFT 50 ms, 5 ms per token, 100 tokens). Each figure is the median of
-``REPEATS`` runs. Then the whole CLI (`llmctl bench ... --no-plots`) at c64 / 256 requests: CPU
-seconds (user + system) and peak RSS of its process, start to exit (``os.wait4``).
+tokens), c64 with 256 (TTFT 50 ms, 5 ms per token, 100 tokens), each on the event loops
+`llmctl bench` picks for it (serving/client/bench/loops.py). Each figure is the median of
+``REPEATS`` runs. The rule's evidence: c16, c32 and c64 on one and on two loops (``loops`` in the
+result). Then the whole CLI (`llmctl bench ... --no-plots`) at c64 / 256 requests: CPU seconds
+(user + system, its worker processes included) and peak RSS summed over its processes, start to
+exit, with bytecode compiled as an installed CLI has it, and once in the inherited environment.
 
 The machine is shared: another process's load shows up as lateness on both sides; the result
 records the load average before and after. Writes benchmarks/results/accuracy.json.

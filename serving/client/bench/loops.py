@@ -40,6 +40,7 @@ from llmctl.serving.client.bench.prompts import PromptFactory
 # slots one event loop serves before a second one pays off (measured: docs/bench.md, "Loops")
 LOOP_SLOTS = 32
 _POLL_S = 0.05
+_PROGRESS_S = 0.25  # as often as one loop's ticker reports
 # progress counters per worker in shared memory: phase (0 warm-up, 1 measuring), started, completed, failed
 _FIELDS = 4
 
@@ -180,6 +181,7 @@ class _Workers:
         for _receiver, sender in self.pipes:
             sender.close()  # the workers hold the write ends: a dead worker reads as EOF
         outcomes: dict[int, tuple[Any, ...]] = {}
+        reported = 0.0
         try:
             while len(outcomes) < self.loops:
                 if stop.is_set():
@@ -188,11 +190,15 @@ class _Workers:
                 if any(outcome[0] != "ok" for outcome in outcomes.values()):
                     self.halt.value = 1  # the others stop (and leave the barrier) too
                     self.barrier.abort()
-                if on_progress is not None:
-                    on_progress(self._progress(time.perf_counter() - started))
+                if on_progress is not None and time.perf_counter() - reported >= _PROGRESS_S:
+                    reported = time.perf_counter()
+                    on_progress(self._progress(reported - started))
                 if len(outcomes) < self.loops:
                     await asyncio.sleep(_POLL_S)
         finally:
+            if len(outcomes) < self.loops:  # left early (cancelled): the workers stop first
+                self.halt.value = 1
+                self.barrier.abort()
             self._reap()
         if on_progress is not None:
             on_progress(self._progress(time.perf_counter() - started))
