@@ -155,3 +155,26 @@ def test_a_stop_ends_every_loop_cleanly_with_what_was_measured(fake: Any, make_p
     cancelled = [r for r in result.records if r.error_type == "cancelled"]
     assert 1 <= len(cancelled) <= 4
     assert len({r.index for r in result.records}) == len(result.records)  # no index sent twice
+
+
+def test_a_stop_during_the_warmup_opens_no_window(fake: Any, make_prompts: Any) -> None:
+    import asyncio
+    import time
+
+    from llmctl.serving.client.bench.loadgen import run_blocking
+    from llmctl.serving.client.bench.loops import run_level
+
+    url = fake(ttft=0.005, tpot=0.05)
+    plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=4, requests=40, warmup=3)
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.5, stop.set)  # the warm-up requests take a second
+        return await run_level(plan, make_prompts(mean_out=20, std_out=0), 2, stop=stop)
+
+    began = time.monotonic()
+    result = run_blocking(main)
+    assert time.monotonic() - began < 20
+    assert result.interrupted and result.records == []
+    assert sorted(r.index for r in result.warmup_records) == [0, 1, 2]
+    assert {r.error_type for r in result.warmup_records} == {"cancelled"}

@@ -100,14 +100,13 @@ class _Workers:
         self.halt = context.Value("b", 0, lock=False)
         self.counts = context.Array("q", _FIELDS * loops, lock=False)
         self.pipes = [context.Pipe(duplex=False) for _ in range(loops)]
-        limit = plan.request_limit()
+        self.limit = plan.request_limit()
         self.processes = [
             context.Process(
                 target=self._main, args=(number,), name=f"llmctl-bench-loop-{number}", daemon=True
             )
             for number in range(loops)
         ]
-        self.limit = limit
 
     def sub_plan(self, number: int) -> LoadPlan:
         """Worker ``number``'s share of the slots, measured requests and warm-up requests."""
@@ -184,11 +183,10 @@ class _Workers:
         reported = 0.0
         try:
             while len(outcomes) < self.loops:
-                if stop.is_set():
-                    self.halt.value = 1
                 self._collect(outcomes)
-                if any(outcome[0] != "ok" for outcome in outcomes.values()):
-                    self.halt.value = 1  # the others stop (and leave the barrier) too
+                if stop.is_set() or any(outcome[0] != "ok" for outcome in outcomes.values()):
+                    # stopped, or a worker failed: every worker stops, also one waiting at the barrier
+                    self.halt.value = 1
                     self.barrier.abort()
                 if on_progress is not None and time.perf_counter() - reported >= _PROGRESS_S:
                     reported = time.perf_counter()
