@@ -105,6 +105,14 @@ def bench(
     warmup: int = typer.Option(
         2, "--warmup", min=0, metavar="N", help="Warm-up requests, before the window.", rich_help_panel=_LOAD
     ),
+    loops: int = typer.Option(
+        None,
+        "--loops",
+        min=1,
+        metavar="N",
+        help="Event loops (processes) per closed-loop level. Default: by concurrency.",
+        rich_help_panel=_LOAD,
+    ),
     timeout: float = typer.Option(
         300.0, "--timeout", min=0.1, metavar="S", help="Per-request timeout.", rich_help_panel=_LOAD
     ),
@@ -177,6 +185,9 @@ def bench(
     from llmctl.cli import output
 
     output.start(json_output=json)
+    from llmctl.serving.client.bench.tls import import_http_client  # off the start-up path
+
+    import_http_client(options.flat_list(endpoint) or None, blueprint)  # first: no CA bundle for http://
     from llmctl.infra.lifecycle.replicas import bench_source  # off the start-up path
     from llmctl.serving.client.bench.options import bench_config
 
@@ -199,6 +210,7 @@ def bench(
         requests=requests or max_num_completed_requests,
         duration=duration,
         warmup=warmup,
+        loops=loops,
         timeout=timeout,
         mean_input_tokens=mean_input_tokens,
         stddev_input_tokens=stddev_input_tokens,

@@ -117,6 +117,8 @@ class LoadResult:
     loop_lag: list[float] = field(repr=False)
     interrupted: bool
     warmup_seconds: float = 0.0
+    loops: int = 1  # event loops (processes) the level ran on (loops.py)
+    worker_peak_rss_mib: list[float] = field(default_factory=list)  # each worker process's, when several
 
     @property
     def window_start(self) -> float:
@@ -135,11 +137,14 @@ ProgressCallback = Callable[[Progress], None]
 class _Run:
     """One level: the warm-up phase, then the measured window."""
 
-    def __init__(self, plan: LoadPlan, prompts: PromptFactory, stop: asyncio.Event, first_index: int) -> None:
+    def __init__(
+        self, plan: LoadPlan, prompts: PromptFactory, stop: asyncio.Event, first_index: int, stride: int = 1
+    ) -> None:
         self.plan = plan
         self.prompts = prompts
         self.stop = stop
         self.next_index = first_index
+        self.stride = stride  # one of several loops takes every stride-th request index (loops.py)
         self.limit = plan.request_limit()
         self.progress = Progress(phase="warm-up", total=plan.warmup)
         self.warmup_records: list[RequestRecord] = []
@@ -171,7 +176,7 @@ class _Run:
         """Encode the bodies of requests ``first`` .. ``first + count - 1`` before the window opens,
         so that a burst of starts does not pay for JSON encoding (about 0.1 ms a request) on the hot
         path; requests beyond them (a ``--duration`` run) are encoded when they start."""
-        for index in range(first, first + count):
+        for index in range(first, first + count * self.stride, self.stride):
             spec = self.prompts.make(index)
             self.bodies[index] = self.encode(spec.text, spec.max_tokens)
 
@@ -203,7 +208,7 @@ class _Run:
     async def one(self, scheduled: float | None = None) -> None:
         assert self.session is not None
         index = self.next_index
-        self.next_index += 1
+        self.next_index += self.stride
         plan = self.plan
         spec = self.prompts.make(index)
         record = RequestRecord(
@@ -339,15 +344,20 @@ async def run_load(
     on_progress: ProgressCallback | None = None,
     first_index: int = 0,
     window_gate: Callable[[], Awaitable[None]] | None = None,
+    stride: int = 1,
+    window_first_index: int | None = None,
 ) -> LoadResult:
     """Run the warm-up phase and the measured window of ``plan`` and return every record.
 
     ``window_gate``, when given, is awaited after the warm-up, right before the window opens: several
-    load generators (processes) use it to open their windows at one common instant.
+    load generators (processes) use it to open their windows at one common instant. One of several
+    loops (loops.py) numbers its requests ``first_index``, ``first_index + stride``, ... in the
+    warm-up and from ``window_first_index`` on in the window, so that the loops' requests together
+    are the indices one loop would have sent.
     """
     stop = stop or asyncio.Event()
-    run = _Run(plan, prompts, stop, first_index)
-    prompts.prepare(first_index + plan.warmup + (run.limit or 0))
+    run = _Run(plan, prompts, stop, first_index, stride)
+    prompts.prepare(first_index + (plan.warmup + (run.limit or 0)) * stride)
     started = time.perf_counter()
     ticker = asyncio.ensure_future(_ticker(run, on_progress, started)) if on_progress else None
     lag: list[float] = []
@@ -360,6 +370,8 @@ async def run_load(
             await run.phase(plan.warmup, plan.seed + 1, time.perf_counter())
         warmup_seconds = time.perf_counter() - started
         run.warmup_phase = False
+        if window_first_index is not None:
+            run.next_index = window_first_index
         run.prebuild(run.next_index, min(run.limit or 0, PREBUILT_BODIES))
         if window_gate is not None:
             await window_gate()

@@ -53,9 +53,12 @@ DEFINITIONS: dict[str, str] = {
     "error_rate": "failed requests (HTTP errors, stream errors, timeouts, cancelled) / started requests",
     "rejected_by_status": "failed requests answered with an HTTP error status, by status code (413 too "
     "large, 429 shed by a full queue, 503 draining or unavailable)",
-    "client_cpu_percent": "CPU time of the load generator process / measured duration",
-    "loop_lag_s": "how late the load generator's 10 ms timer fires; large values mean the client "
-    "itself is saturated and its latency figures are inflated",
+    "client_cpu_percent": "CPU time of the load generator (every loop's process) in the window / "
+    "measured duration",
+    "loop_lag_s": "how late the load generator's 10 ms timer fires (samples of every loop); large "
+    "values mean the client itself is saturated and its latency figures are inflated",
+    "loops": "event loops the level ran on: one, or worker processes each with its share of the slots "
+    "(--loops, else chosen by concurrency); worker_peak_rss_mib is each worker's peak RSS",
     "output_tokens": "the server's usage.completion_tokens when sent (stream_options.include_usage), "
     "otherwise counted with the tokenizer; tokens.output_source says which",
 }
@@ -267,6 +270,8 @@ def summarize(
         "client_cpu_percent": 100.0 * result.cpu_seconds / duration,
         "client_cpu_seconds_per_1k_tokens": 1000.0 * result.cpu_seconds / out_total if out_total else None,
         "loop_lag_s": describe(result.loop_lag),
+        "loops": result.loops,
+        "worker_peak_rss_mib": result.worker_peak_rss_mib,
         "interrupted": result.interrupted,
     }
     sources_out = Counter(row["output_token_source"] for row in rows)

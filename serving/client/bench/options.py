@@ -126,6 +126,11 @@ def bench_config(
             "--rate (open loop) and --concurrency (closed loop) exclude each other",
             "cap an open loop with --max-concurrency",
         )
+    if rate and settings.get("loops") not in (None, 1):
+        raise LlmctlError(
+            "--loops splits a closed loop's slots over processes; an open loop (--rate) runs on one",
+            "drop --loops, or use --concurrency",
+        )
     levels = parse_list(concurrency or "1", int, "--concurrency")
     rates = parse_list(rate, float, "--rate") if rate else None
     extra = parse_extra_body(extra_body)

@@ -27,8 +27,8 @@ from llmctl.serving.client.bench.loadgen import (
     Progress,
     install_stop_on_sigint,
     run_blocking,
-    run_load,
 )
+from llmctl.serving.client.bench.loops import loops_for, run_level
 from llmctl.serving.client.bench.metrics import summarize
 from llmctl.serving.client.bench.prompts import PromptFactory
 from llmctl.serving.client.bench.replicas import ReplicaSource, sample_until
@@ -64,6 +64,7 @@ class BenchConfig:
     plots: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
     replicas: ReplicaSource | None = None  # sampled during each level (serving/bench/replicas.py)
+    loops: int | None = None  # event loops per closed-loop level (--loops); None: chosen by concurrency
 
 
 @dataclass
@@ -179,7 +180,8 @@ async def run_bench(
         result, replica_samples = await _load_with_replicas(
             config, plan, prompts, stop, on_progress, next_index
         )
-        next_index += len(result.records) + len(result.warmup_records)
+        # past every index used (several loops with --duration leave gaps in the range)
+        next_index = max((r.index + 1 for r in (*result.records, *result.warmup_records)), default=next_index)
         summary, rows = summarize(result, tokenizer, slo=config.slo, prompt_settings=prompt_settings)
         summary["label"] = label
         if replica_samples is not None:
@@ -211,14 +213,17 @@ async def _load_with_replicas(
 ) -> tuple[Any, list[dict[str, Any]] | None]:
     """One level's load, with the replicas sampled beside it when the endpoint has a source (the
     samples' clock starts with the level, like the requests' `start_s`)."""
+    loops = loops_for(plan, config.loops)
     if config.replicas is None:
-        return await run_load(
-            plan, prompts, stop=stop, on_progress=on_progress, first_index=first_index
+        return await run_level(
+            plan, prompts, loops, stop=stop, on_progress=on_progress, first_index=first_index
         ), None
     done = asyncio.Event()
     sampler = asyncio.create_task(sample_until(config.replicas, done, time.monotonic()))
     try:
-        result = await run_load(plan, prompts, stop=stop, on_progress=on_progress, first_index=first_index)
+        result = await run_level(
+            plan, prompts, loops, stop=stop, on_progress=on_progress, first_index=first_index
+        )
     finally:
         done.set()
     return result, await sampler
