@@ -96,7 +96,8 @@ clean:
 
 # Mutation testing of the decision modules (benchmarks/mutation_modules.toml) with cosmic-ray: each
 # module's mutants against its own test files, results in benchmarks/results/mutation.json. Not part
-# of `make test`; slow (about an hour for every module on 2 cores): MODULES="a b" runs only those.
+# of `make test`; MODULES="a b" runs only those; JOBS=n modules at a time, each in its own copy of
+# the tree (default: one per core).
 .PHONY: mutation
 MUTATION_STAMP := $(VENV)/.cosmic-ray-installed
 $(MUTATION_STAMP): | $(STAMP)
@@ -104,4 +105,4 @@ $(MUTATION_STAMP): | $(STAMP)
 	touch $(MUTATION_STAMP)
 
 mutation: install $(MUTATION_STAMP)
-	nice -n 19 $(BIN)/python benchmarks/mutation.py $(MODULES)
+	nice -n 19 $(BIN)/python benchmarks/mutation.py $(if $(JOBS),--jobs $(JOBS)) $(MODULES)

@@ -337,6 +337,17 @@ def test_a_missing_requirement_is_named_unless_optional_and_a_resource_never_nee
     assert check_order([StackGraph("platform", "p", OrderGraph([res("app")]))], _spec(both)) == []
 
 
+def test_an_invariant_nothing_holds_is_passed_over_and_the_next_one_is_still_checked() -> None:
+    idle = Invariant(
+        id="idle", why="w", while_any=[Selector(label="no one", type="t:*", name="none*")], requires=[NEEDED]
+    )
+    loose = StackGraph("platform", "p", OrderGraph([res("base"), res("app")]))
+    assert [(v.invariant, v.phase) for v in check_order([loose], _spec(idle, RULE))] == [
+        ("app-needs-base", "create"),
+        ("app-needs-base", "delete"),
+    ]
+
+
 def test_recorded_deletes_need_the_protected_resource_gone_strictly_first() -> None:
     base, app = res("base"), res("app")
     stack = StackGraph("platform", "p", OrderGraph([base, app]))
