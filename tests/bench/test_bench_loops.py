@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from llmctl.cli.app import app
 from llmctl.serving.client.bench import loops as loops_module
 from llmctl.serving.client.bench.loadgen import LoadPlan
-from llmctl.serving.client.bench.loops import LOOP_SLOTS, auto_loops, loops_for, share
+from llmctl.serving.client.bench.loops import LOOP_SLOTS, auto_loops, is_loopback, loops_for, share
 from llmctl.serving.client.bench.testserver import timeline
 
 runner = CliRunner()
@@ -90,6 +90,44 @@ def test_the_rule_picks_one_loop_per_full_loop_slots_up_to_the_cpus(
     concurrency: int, cpus: int, loops: int
 ) -> None:
     assert auto_loops(concurrency, cpus=cpus) == loops
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "cpus", "loops"),
+    [(64, 2, 1), (128, 2, 1), (64, 3, 2), (256, 8, 7), (16, 8, 1), (64, 1, 1)],
+)
+def test_a_server_on_this_machine_keeps_a_cpu(concurrency: int, cpus: int, loops: int) -> None:
+    assert auto_loops(concurrency, cpus=cpus, local_server=True) == loops
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://127.0.0.1:8000/v1", True),
+        ("http://localhost:8000/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("127.0.0.5:8000", True),
+        ("http://10.0.0.7:8000/v1", False),
+        ("https://api.example.com/v1", False),
+        ("http://localhost.example.com/v1", False),
+    ],
+)
+def test_loopback_endpoints_are_told_apart(url: str, local: bool) -> None:
+    assert is_loopback(url) is local
+
+
+def test_the_rule_leaves_a_cpu_only_when_every_endpoint_is_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loops_module, "usable_cpus", lambda: 2)
+    local = LoadPlan(endpoints=["http://127.0.0.1:8000/v1"], model="m", concurrency=64, requests=256)
+    remote = LoadPlan(endpoints=["http://10.0.0.7:8000/v1"], model="m", concurrency=64, requests=256)
+    both = LoadPlan(
+        endpoints=["http://127.0.0.1:8000/v1", "http://10.0.0.7:8000/v1"],
+        model="m",
+        concurrency=64,
+        requests=256,
+    )
+    assert (loops_for(local, None), loops_for(remote, None), loops_for(both, None)) == (1, 2, 2)
+    assert loops_for(local, 2) == 2  # --loops still decides
 
 
 def test_the_override_and_the_limits_of_the_loops() -> None:

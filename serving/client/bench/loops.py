@@ -13,7 +13,8 @@ monotonic clock, the same in every process), so the result files are those of on
 
 How many loops: :func:`auto_loops`, measured on a 2-core machine with the recording server on one
 core (benchmarks/bench_accuracy.py, docs/bench.md): one loop up to ``LOOP_SLOTS`` slots, then a
-loop per ``LOOP_SLOTS`` slots, at most one per usable CPU. ``--loops N`` overrides it.
+loop per ``LOOP_SLOTS`` slots, at most one per usable CPU, less one when every endpoint is on this
+machine (its server needs a core too). ``--loops N`` overrides it.
 
 Ctrl-C is the CLI's: workers ignore SIGINT and stop when the parent says so (a shared flag). A
 worker that dies makes the level fail with :class:`~llmctl.errors.LlmctlError`, the others stopped.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import multiprocessing
 import os
 import resource
@@ -32,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from llmctl.errors import LlmctlError
 from llmctl.serving.client.bench.loadgen import LoadPlan, LoadResult, Progress, run_blocking, run_load
@@ -52,10 +55,24 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1  # pragma: no cover - platforms without affinity
 
 
-def auto_loops(concurrency: int, cpus: int | None = None) -> int:
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (127.0.0.0/8, ``localhost``, ``::1``)."""
+    host = (urlsplit(url if "://" in url else f"http://{url}").hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def auto_loops(concurrency: int, cpus: int | None = None, *, local_server: bool = False) -> int:
     """The number of event loops for a closed loop of ``concurrency`` slots: one per ``LOOP_SLOTS``
-    full slots, at least one, at most one per usable CPU."""
+    full slots, at least one, at most one per usable CPU; with ``local_server`` (every endpoint is
+    on this machine) one CPU is left to the server, which streams on the same cores."""
     cpus = usable_cpus() if cpus is None else cpus
+    if local_server:
+        cpus -= 1
     return max(1, min(cpus, concurrency // LOOP_SLOTS))
 
 
@@ -64,7 +81,8 @@ def loops_for(plan: LoadPlan, requested: int | None) -> int:
     runs on one, and no loop gets fewer than one slot or one measured request."""
     if plan.mode == "open":
         return 1
-    loops = auto_loops(plan.concurrency) if requested is None else requested
+    local = bool(plan.endpoints) and all(is_loopback(url) for url in plan.endpoints)
+    loops = auto_loops(plan.concurrency, local_server=local) if requested is None else requested
     limit = plan.request_limit()
     return max(1, min(loops, plan.concurrency, loops if limit is None else limit))
 
