@@ -63,7 +63,7 @@ class LockSpec(_Strict):
 
     @property
     def label(self) -> str:
-        """The component in words: `the ray-cpu runtime`, `the gradio UI`."""
+        """The component in words: e.g. `the <runtime> runtime`, `the gradio UI`."""
         return f"the {self.component} {'UI' if self.kind == 'ui' else 'runtime'}"
 
     @property
