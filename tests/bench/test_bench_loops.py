@@ -176,12 +176,14 @@ def test_a_stop_ends_every_loop_cleanly_with_what_was_measured(fake: Any, make_p
     from llmctl.serving.client.bench.loadgen import run_blocking
     from llmctl.serving.client.bench.loops import run_level
 
-    url = fake(ttft=0.005, tpot=0.05)  # 20 tokens: each request about a second long
+    # 20 tokens: each request about 8 s long, so every slot holds one when the stop comes, however
+    # slowly a busy machine lets the workers start their first requests
+    url = fake(ttft=0.005, tpot=0.4)
     plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=4, duration=60.0, warmup=0)
 
     async def main() -> Any:
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(1.5, stop.set)  # what the first Ctrl-C does
+        asyncio.get_running_loop().call_later(3.0, stop.set)  # what the first Ctrl-C does
         return await run_level(plan, make_prompts(mean_out=20, std_out=0), 2, stop=stop)
 
     began = time.monotonic()
@@ -202,12 +204,14 @@ def test_a_stop_during_the_warmup_opens_no_window(fake: Any, make_prompts: Any) 
     from llmctl.serving.client.bench.loadgen import run_blocking
     from llmctl.serving.client.bench.loops import run_level
 
-    url = fake(ttft=0.005, tpot=0.05)
+    # the warm-up requests take about 8 s: the stop at 3 s comes after both workers began theirs
+    # (at 0.5 s, a busy machine had not yet let the second worker send its one)
+    url = fake(ttft=0.005, tpot=0.4)
     plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=4, requests=40, warmup=3)
 
     async def main() -> Any:
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(0.5, stop.set)  # the warm-up requests take a second
+        asyncio.get_running_loop().call_later(3.0, stop.set)
         return await run_level(plan, make_prompts(mean_out=20, std_out=0), 2, stop=stop)
 
     began = time.monotonic()
