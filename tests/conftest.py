@@ -6,8 +6,14 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from moto_amis import use_one_image
 
 pytest_plugins = ["suite_report"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module imports moto: its EC2 image catalogue cut to one image (moto_amis.py)."""
+    use_one_image()
 
 
 @pytest.hookimpl(trylast=True)

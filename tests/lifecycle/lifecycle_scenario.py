@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+from moto_amis import MOTO_AMI_NAME
 
 CLUSTER = "llmctl-dev"
 OTHER = "llmctl-prod"
@@ -24,12 +25,6 @@ class Scenario:
 
     def add(self, mine: bool, kind: str, id_: str) -> None:
         (self.ours if mine else self.others).setdefault(kind, set()).add(id_)
-
-
-# One of the AMIs moto serves in every region (moto/ec2/resources/amis.json.gz). Looked up by name:
-# `describe_images(Owners=["amazon"])` returns over a thousand images, about 2.5 CPU seconds of
-# moto serialisation each time, for one id.
-MOTO_AMI_NAME = "amzn-ami-hvm-2017.09.1.20171103-x86_64-gp2"
 
 
 def an_image(ec2: Any) -> str:
