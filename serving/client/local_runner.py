@@ -78,6 +78,13 @@ def stop_handler(stop: threading.Event, starting: threading.Event) -> Callable[.
     return handle
 
 
+def _abort_if(stop: threading.Event) -> None:
+    """Between the start's steps: a stop whose StartAborted was lost (Python drops an exception
+    raised in a finaliser or a fork hook, which is where a signal can land) still ends the start."""
+    if stop.is_set():
+        raise StartAborted
+
+
 def run(spec: dict[str, Any]) -> int:
     """Start Ray and Serve, deploy, then block until told to stop."""
     status = Path(spec["status_file"])
@@ -103,10 +110,13 @@ def run(spec: dict[str, Any]) -> int:
         )
         for sig in (signal.SIGTERM, signal.SIGINT):  # again: ray.init replaces the driver's SIGTERM handler
             signal.signal(sig, handler)
+        _abort_if(stop)
         _write_status(status, "deploying", "loading the model")
         serve.start(http_options={"host": "127.0.0.1", "port": spec["port"]})
+        _abort_if(stop)
         app = app_builder(spec["app_args"])
         serve.run(app, name=spec["blueprint"], route_prefix=spec["route_prefix"])
+        _abort_if(stop)
         starting.clear()  # from here on a signal drains the running app
         _write_status(status, "running", replicas=_replicas(serve, spec["blueprint"]))
         while not stop.wait(REPORT_S):
