@@ -1,9 +1,10 @@
 """Autoscaling on the local target, measured: tiny-cpu's Serve app under `llmctl bench` load.
 
 Two runs of the tiny-cpu blueprint on a generated tiny model (no download), each with short delays
-set through its `scaling` section (upscale 1 s, downscale 5 s) and `target_ongoing_requests: 1`,
-loaded by `llmctl bench`'s runner at concurrency 4 for 30 s while the runner's replica counts are
-sampled every 0.25 s (serving/client/bench/scaling_run.py):
+set through its `scaling` section (upscale 1 s, downscale 5 s, to zero 15 s, Serve's metrics window
+12 s instead of its 30 s) and `target_ongoing_requests: 1`, loaded by `llmctl bench`'s runner at
+concurrency 4 until the second replica runs (at least 10 s, at most 120 s) while the runner's
+replica counts are sampled every 0.25 s (serving/client/bench/scaling_run.py):
 - min_replicas 1, max_replicas 2: seconds from the start of the load to a second running replica,
   and from the end of the load until Serve wants one again;
 - min_replicas 0, max_replicas 2: the same, then seconds until no replica runs, and how long the
@@ -25,7 +26,13 @@ from llmctl.blueprints.schema import Blueprint, ScalingSpec
 from llmctl.serving.client.bench.scaling_run import measure_scaling
 from llmctl.serving.client.tiny import write_tiny_model
 
-DELAYS = {"upscale_delay_s": 1.0, "downscale_delay_s": 5.0, "target_ongoing_requests": 1.0}
+DELAYS = {
+    "upscale_delay_s": 1.0,
+    "downscale_delay_s": 5.0,
+    "downscale_to_zero_delay_s": 15.0,
+    "look_back_period_s": 12.0,
+    "target_ongoing_requests": 1.0,
+}
 
 
 def tiny_cpu(min_replicas: int, max_replicas: int) -> Blueprint:
@@ -44,7 +51,11 @@ def main() -> dict[str, Any]:
         write_tiny_model(model)
         runs = {
             f"min{low}_max2": measure_scaling(
-                tiny_cpu(low, 2), model=str(model), stack="autoscale-bench", out=Path(tmp) / f"bench-{low}"
+                tiny_cpu(low, 2),
+                model=str(model),
+                stack="autoscale-bench",
+                out=Path(tmp) / f"bench-{low}",
+                load_s=120,
             )
             for low in (1, 0)
         }

@@ -295,6 +295,16 @@ def _scaling(ctx: Context) -> list[Problem]:
             ]
         return []
     problems: list[Problem] = []
+    ray_only = {
+        "look_back_period_s": "the HPA (also the one KEDA drives) scales on the metric's latest value, "
+        "with no averaging window to set; upscale_delay_s and downscale_delay_s are its smoothing",
+        "downscale_to_zero_delay_s": "it never scales to zero",
+    }
+    for field, what in ray_only.items():
+        if getattr(scaling, field) is not None:
+            problems.append(
+                (f"scaling.{field}", f"{bp.runtime} cannot use scaling.{field}: {what}; remove it")
+            )
     if scaling.min_replicas == 0:
         why = (
             "an HPA on CPU utilisation cannot go below one pod"

@@ -22,6 +22,9 @@ Accelerator = Literal["inferentia2", "trainium", "trainium2", "nvidia", "cpu"]
 UI = Literal["gradio", "open-webui", "none"]
 ExposureMode = Literal["port-forward", "internal-lb", "public"]
 ScalingSignal = Literal["queue", "cpu"]
+# Ray Serve's metrics_interval_s default (ray-project/ray python/ray/serve/config.py at 2.60.0,
+# DEFAULT_METRICS_INTERVAL_S): a look-back window must be longer than it (see ScalingSpec)
+RAY_METRICS_INTERVAL_S = 10.0
 
 RUNTIMES: tuple[str, ...] = runtime_names()
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -134,6 +137,40 @@ class ScalingSpec(_Strict):
         description="Seconds the signal must stay below target before a replica is removed; None keeps the "
         "autoscaler's default (Ray Serve 600 s, the HPA 300 s).",
     )
+    # The two fields below are Ray Serve's own (ray-project/ray python/ray/serve/config.py,
+    # AutoscalingConfig, at ray 2.60.0, the version of the local target's venv; both fields are also in
+    # the 2.53.0 and 2.58.0 of the serving locks: the second came with ray-project/ray#56573, in
+    # 2.50): `look_back_period_s` is the
+    # window its controller averages the ongoing-request metrics over (default 30 s), and Ray warns
+    # (and says it will refuse) a window no longer than `metrics_interval_s`, the 10 s at which
+    # replicas and proxies push those metrics; `downscale_to_zero_delay_s` replaces
+    # `downscale_delay_s` for the last step, from one replica to none (autoscaling_policy.py).
+    look_back_period_s: float | None = Field(
+        None,
+        description="Ray runtimes: the window in seconds over which Ray Serve averages the ongoing "
+        "requests it scales on (Serve's look_back_period_s; None keeps its 30 s). Must be more than "
+        f"{RAY_METRICS_INTERVAL_S:g} s, the interval at which Serve's replicas push their metrics. A "
+        "shorter window reacts sooner to the end of a load. Deployment runtimes (KEDA, HPA) have no "
+        "such window and refuse it.",
+    )
+    downscale_to_zero_delay_s: float | None = Field(
+        None,
+        ge=0,
+        description="Ray runtimes with min_replicas 0: seconds the signal must stay at zero before "
+        "the last replica is stopped (Serve's downscale_to_zero_delay_s; None uses downscale_delay_s). "
+        "Deployment runtimes cannot scale to zero and refuse it.",
+    )
+
+    @field_validator("look_back_period_s")
+    @classmethod
+    def _window(cls, value: float | None) -> float | None:
+        if value is not None and value <= RAY_METRICS_INTERVAL_S:
+            raise ValueError(
+                f"look_back_period_s ({value:g}) must be more than {RAY_METRICS_INTERVAL_S:g} s: Ray Serve's "
+                f"replicas push their metrics every {RAY_METRICS_INTERVAL_S:g} s and Ray refuses a window "
+                "no longer than that; leave it out for Serve's 30 s"
+            )
+        return value
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:

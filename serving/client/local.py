@@ -291,6 +291,19 @@ def _wait_ready(
     )
 
 
+#: seconds a runner that is still starting gets to end its start before it is killed: it has no
+#: request to drain, and drops the start at once (local_runner.py); the wait only covers Ray's
+#: shutdown, and a stop signal that Ray's own handler swallowed during `ray.init`
+STARTING_GRACE_S = 15.0
+
+
+def stop_grace_s(record: dict[str, Any], state: str | None) -> float:
+    """How long `stop_local` waits for the runner: the drain's grace once it has served, else
+    :data:`STARTING_GRACE_S`."""
+    grace = float(record.get("stop_grace_s", 30))
+    return grace if state in ("running", "stopping") else min(grace, STARTING_GRACE_S)
+
+
 def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
     """Stop the local server(s) of a stack; returns the blueprints stopped. Safe to run twice."""
     folder = _records(stack)
@@ -307,7 +320,7 @@ def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
             continue
         record = _read(path)
         name = record.get("blueprint", path.stem)
-        grace = float(record.get("stop_grace_s", 30))
+        grace = stop_grace_s(record, _read(path.with_suffix(".status")).get("state"))
         survivors = kill_tree(
             int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=grace
         )

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,33 +60,64 @@ def _replicas(serve: Any, app: str) -> dict[str, Any] | None:
         return None
 
 
+class StartAborted(BaseException):
+    """SIGTERM or SIGINT while Ray or the app was still starting (not an error: the start is dropped)."""
+
+
+def stop_handler(stop: threading.Event, starting: threading.Event) -> Callable[..., None]:
+    """The runner's SIGTERM/SIGINT handler: once running, it asks the main loop to drain and stop;
+    while still starting there is nothing to drain, so it raises :class:`StartAborted` in the main
+    thread and the start ends at once (a Ctrl-C during `up` then returns in seconds, not after the
+    whole start)."""
+
+    def handle(*_: object) -> None:
+        stop.set()
+        if starting.is_set():
+            raise StartAborted
+
+    return handle
+
+
+def _abort_if(stop: threading.Event) -> None:
+    """Between the start's steps: a stop whose StartAborted was lost (Python drops an exception
+    raised in a finaliser or a fork hook, which is where a signal can land) still ends the start."""
+    if stop.is_set():
+        raise StartAborted
+
+
 def run(spec: dict[str, Any]) -> int:
     """Start Ray and Serve, deploy, then block until told to stop."""
     status = Path(spec["status_file"])
-    stop = threading.Event()
+    stop, starting = threading.Event(), threading.Event()
+    starting.set()
+    handler = stop_handler(stop, starting)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    _write_status(status, "starting", "starting Ray")
-    import ray
-    from ray import serve
-
-    from llmctl.serving.ray_cpu.app import app_builder
-
-    ray.init(
-        address="local",
-        num_cpus=spec["num_cpus"],
-        include_dashboard=False,
-        object_store_memory=OBJECT_STORE_BYTES,
-        log_to_driver=True,
-        _temp_dir=spec["ray_dir"],
-    )
-    for sig in (signal.SIGTERM, signal.SIGINT):  # again: ray.init replaces the driver's SIGTERM handler
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, handler)
     try:
+        _write_status(status, "starting", "starting Ray")
+        import ray
+        from ray import serve
+
+        from llmctl.serving.ray_cpu.app import app_builder
+
+        ray.init(
+            address="local",
+            num_cpus=spec["num_cpus"],
+            include_dashboard=False,
+            object_store_memory=OBJECT_STORE_BYTES,
+            log_to_driver=True,
+            _temp_dir=spec["ray_dir"],
+        )
+        for sig in (signal.SIGTERM, signal.SIGINT):  # again: ray.init replaces the driver's SIGTERM handler
+            signal.signal(sig, handler)
+        _abort_if(stop)
         _write_status(status, "deploying", "loading the model")
         serve.start(http_options={"host": "127.0.0.1", "port": spec["port"]})
+        _abort_if(stop)
         app = app_builder(spec["app_args"])
         serve.run(app, name=spec["blueprint"], route_prefix=spec["route_prefix"])
+        _abort_if(stop)
+        starting.clear()  # from here on a signal drains the running app
         _write_status(status, "running", replicas=_replicas(serve, spec["blueprint"]))
         while not stop.wait(REPORT_S):
             _write_status(status, "running", replicas=_replicas(serve, spec["blueprint"]))
@@ -95,12 +127,19 @@ def run(spec: dict[str, Any]) -> int:
         serve_shutdown()
         return 0
     except BaseException as error:  # report any failure to the waiting CLI, then clean up
+        # A stop while starting: StartAborted, or what it became where it landed (a C call wraps it
+        # in a SystemError), or the SystemExit of Ray's own SIGTERM handler during ray.init
+        if starting.is_set() and (stop.is_set() or isinstance(error, SystemExit)):
+            starting.clear()  # a second signal during the shutdown below only sets `stop`
+            _write_status(status, "stopped", "stopped while starting")
+            return 0
         _write_status(status, "failed", f"{type(error).__name__}: {error}")
         traceback.print_exc()
         return 1
     finally:
-        shutdown: Any = ray.shutdown  # untyped in Ray
-        shutdown()
+        started_ray: Any = sys.modules.get("ray")  # None when the stop came before Ray was imported
+        if started_ray is not None:
+            started_ray.shutdown()
 
 
 def _drain(serve: Any, spec: dict[str, Any]) -> None:

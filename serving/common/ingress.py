@@ -128,7 +128,8 @@ def deployment_options(
 def autoscaling_config(blueprint: Blueprint) -> dict[str, Any]:
     """Ray Serve's autoscaling_config from the blueprint's scaling section: ongoing requests per
     replica, the bounds (min_replicas 0 lets Serve stop the last replica; its proxy holds a request
-    until one starts again) and the delays when the blueprint sets them."""
+    until one starts again), and the delays and the metrics window (`look_back_period_s`) when the
+    blueprint sets them."""
     scaling = blueprint.scaling
     config: dict[str, Any] = {
         "min_replicas": scaling.min_replicas,
@@ -140,6 +141,10 @@ def autoscaling_config(blueprint: Blueprint) -> dict[str, Any]:
         config["upscale_delay_s"] = scaling.upscale_delay_s
     if scaling.downscale_delay_s is not None:
         config["downscale_delay_s"] = scaling.downscale_delay_s
+    if scaling.downscale_to_zero_delay_s is not None:
+        config["downscale_to_zero_delay_s"] = scaling.downscale_to_zero_delay_s
+    if scaling.look_back_period_s is not None:
+        config["look_back_period_s"] = scaling.look_back_period_s
     return config
 
 

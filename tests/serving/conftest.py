@@ -1,4 +1,5 @@
-"""Fixtures of the serving tests: one tiny model per session, an isolated state dir."""
+"""Fixtures of the serving tests: one tiny model per session, an isolated state dir, one shared local
+server."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from serving_support import LOCAL_KEY, LOCAL_QUEUE, LOCAL_SLOTS, LOCAL_STACK, LocalServer
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +28,53 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private llmctl state dir."""
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path / "state"))
     yield tmp_path / "state"
+
+
+@pytest.fixture(scope="session")
+def local_server_holder(
+    tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """Where the session's shared local server is kept; stopped at the end if a test left it running."""
+    holder: dict[str, Any] = {"state": tmp_path_factory.mktemp("local-shared-state"), "model": tiny_model}
+    yield holder
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLMCTL_STATE_DIR", str(holder["state"]))
+        from llmctl.serving.client.local import stop_local
+
+        stop_local(LOCAL_STACK)
+
+
+@pytest.fixture
+def local_server(local_server_holder: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> LocalServer:
+    """One local Ray server (tiny-cpu on the tiny model, an API key, 64 slots and 16 queued) that the
+    local-target tests share, so Ray and its first replica start once per session instead of once
+    per module (issue 21). It is started on first use, and again by a test that finds it stopped
+    (the last overload test stops it on purpose, and asserts what the stop leaves). The test runs
+    with the server's state dir and key in its environment."""
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.blueprints.schema import Blueprint
+    from llmctl.serving.client.local import local_status, start_local
+
+    monkeypatch.setenv("LLMCTL_STATE_DIR", str(local_server_holder["state"]))
+    monkeypatch.setenv("LLMCTL_API_KEY", LOCAL_KEY)
+    running = local_server_holder.get("server")
+    if running is None or not any(row["running"] for row in local_status(LOCAL_STACK)):
+        data = load_blueprint("tiny-cpu").model_dump(mode="json")
+        data["serving"].update({"max_concurrent_requests": LOCAL_SLOTS, "max_queued_requests": LOCAL_QUEUE})
+        progress: list[str] = []
+        endpoint = start_local(
+            Blueprint.model_validate(data),
+            stack=LOCAL_STACK,
+            model=str(local_server_holder["model"]),
+            on_progress=progress.append,
+            timeout_s=300,
+        )
+        running = LocalServer(
+            endpoint, local_server_holder["state"], local_server_holder["model"], progress, LOCAL_KEY
+        )
+        local_server_holder["server"] = running
+    assert isinstance(running, LocalServer)
+    return running
 
 
 def _free_port() -> int:

@@ -8,8 +8,32 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from llmctl.state import Endpoint
+
+
+@dataclass
+class LocalServer:
+    """The local server the serving tests share (conftest.py `local_server`)."""
+
+    endpoint: Endpoint
+    state: Path  # its LLMCTL_STATE_DIR
+    model: Path  # the tiny model it serves
+    progress: list[str]  # what `start_local` said while it started
+    api_key: str  # every route but /healthz needs it
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+
+LOCAL_STACK = "local-shared"
+LOCAL_KEY = "sk-local-shared"
+#: the shared server's slots and queue (tiny-cpu's own limits are smaller): the overload tests fill them
+LOCAL_SLOTS, LOCAL_QUEUE = 64, 16
 
 
 def mirror_model(model: Path, uri: str, *, complete: bool = True) -> None:

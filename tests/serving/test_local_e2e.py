@@ -7,111 +7,96 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from serving_support import LOCAL_STACK, LocalServer, metric_value
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import ServingError
-from llmctl.serving.client.local import local_status, start_local, stop_local
-from llmctl.serving.client.local_procs import alive, related
+from llmctl.serving.client.local import local_status, start_local
+from llmctl.serving.client.local_procs import alive
 from llmctl.state import list_endpoints
 
-# Ray on one xdist worker: one local Ray cluster at a time, and the module's server started once
+# Ray on one xdist worker: one local Ray cluster at a time, and the session's server started once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
-KEY = "sk-local-e2e"
-
-
-def test_local_target_serves_and_stops_cleanly(
-    tiny_model: Path, state: Path, free_port: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("LLMCTL_API_KEY", KEY)  # the runner gets it through its env: every route needs it
-    auth = {"Authorization": f"Bearer {KEY}"}
-    blueprint = load_blueprint("tiny-cpu")
-    progress: list[str] = []
-    endpoint = start_local(
-        blueprint,
-        stack="e2e",
-        model=str(tiny_model),
-        port=free_port,
-        on_progress=progress.append,
-        timeout_s=300,
-    )
+def test_local_target_serves(local_server: LocalServer) -> None:
+    # the session's shared server (tests/serving/conftest.py): its start is this test's subject, and
+    # its stop (SIGTERM while streams run, then nothing left) is the last test of test_overload_local.py
+    endpoint, key, auth = local_server.endpoint, local_server.api_key, local_server.headers
     pid = int(endpoint.extra["pid"])
-    ray_dir = None
-    try:
-        assert endpoint.target == "local" and endpoint.base_url.startswith("http://127.0.0.1:")
-        assert endpoint.model == "tiny"
-        assert [e.blueprint for e in list_endpoints("e2e")] == ["tiny-cpu"]
-        assert any("ready" in line for line in progress)
-        rows = local_status("e2e")
-        assert rows[0]["healthy"] is True and rows[0]["pid"] == pid
-        ray_dir = __import__("json").loads((state / "local" / "e2e" / "tiny-cpu.json").read_text())["ray_dir"]
+    assert endpoint.target == "local" and endpoint.base_url.startswith("http://127.0.0.1:")
+    assert endpoint.model == "tiny"
+    assert [e.blueprint for e in list_endpoints(LOCAL_STACK)] == ["tiny-cpu"]
+    assert any("ready" in line for line in local_server.progress)
+    rows = local_status(LOCAL_STACK)
+    assert rows[0]["healthy"] is True and rows[0]["pid"] == pid
 
-        client = openai.OpenAI(base_url=endpoint.base_url, api_key=KEY, max_retries=0)
-        assert [m.id for m in client.models.list().data] == ["tiny"]
-        denied = httpx.get(f"{endpoint.base_url}/models", timeout=10)
-        assert denied.status_code == 401 and denied.json()["error"]["code"] == "invalid_api_key"
-        with pytest.raises(openai.AuthenticationError):
-            openai.OpenAI(base_url=endpoint.base_url, api_key="wrong", max_retries=0).models.list()
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0)
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+    denied = httpx.get(f"{endpoint.base_url}/models", timeout=10)
+    assert denied.status_code == 401 and denied.json()["error"]["code"] == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=endpoint.base_url, api_key="wrong", max_retries=0).models.list()
 
-        answer = client.chat.completions.create(
-            model="tiny", messages=[{"role": "user", "content": "hello"}], max_tokens=6, temperature=0
+    answer = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hello"}], max_tokens=6, temperature=0
+    )
+    assert answer.choices[0].finish_reason == "length"
+    assert answer.usage is not None and answer.usage.completion_tokens == 6
+    assert answer.choices[0].message.content
+
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "hello"}],
+            max_tokens=6,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
         )
-        assert answer.choices[0].finish_reason == "length"
-        assert answer.usage is not None and answer.usage.completion_tokens == 6
-        assert answer.choices[0].message.content
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == answer.choices[0].message.content  # greedy: same text streamed or not
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 2
 
-        chunks = list(
-            client.chat.completions.create(
-                model="tiny",
-                messages=[{"role": "user", "content": "hello"}],
-                max_tokens=6,
-                temperature=0,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
+    root = endpoint.base_url.removesuffix("/v1")
+    infer = httpx.get(
+        f"{root}/infer", params={"sentence": "what is data parallelism"}, headers=auth, timeout=60
+    )
+    assert infer.status_code == 200 and infer.text
+
+    def bad_requests() -> float:  # the server is shared: count this test's own 400s
+        text = httpx.get(f"{root}/metrics", headers=auth, timeout=10).text
+        return metric_value(
+            text, "llmctl_requests_total", model="tiny", route="/v1/chat/completions", status="400"
         )
-        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-        assert streamed == answer.choices[0].message.content  # greedy: same text streamed or not
-        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
-        assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 2
 
-        root = endpoint.base_url.removesuffix("/v1")
-        infer = httpx.get(
-            f"{root}/infer", params={"sentence": "what is data parallelism"}, headers=auth, timeout=60
+    before = bad_requests()
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match="maximum context length"):
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "data " * 3000}])
+    with pytest.raises(openai.BadRequestError, match="at least 1"):
+        client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "x"}], max_tokens=-1
         )
-        assert infer.status_code == 200 and infer.text
 
-        with pytest.raises(openai.NotFoundError, match="does not exist"):
-            client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
-        with pytest.raises(openai.BadRequestError, match="maximum context length"):
-            client.chat.completions.create(
-                model="tiny", messages=[{"role": "user", "content": "data " * 3000}]
-            )
-        with pytest.raises(openai.BadRequestError, match="at least 1"):
-            client.chat.completions.create(
-                model="tiny", messages=[{"role": "user", "content": "x"}], max_tokens=-1
-            )
+    again = client.completions.create(model="tiny", prompt="hello", max_tokens=3, temperature=0)
+    assert again.choices[0].finish_reason == "length"  # still serving after the errors
 
-        again = client.completions.create(model="tiny", prompt="hello", max_tokens=3, temperature=0)
-        assert again.choices[0].finish_reason == "length"  # still serving after the errors
+    assert httpx.get(f"{root}/healthz", timeout=10).status_code == 200  # open for probes
+    assert bad_requests() - before == 2
+    metrics = httpx.get(f"{root}/metrics", headers=auth, timeout=10).text
+    assert "llmctl_time_to_first_token_seconds_count" in metrics
 
-        assert httpx.get(f"{root}/healthz", timeout=10).status_code == 200  # open for probes
-        metrics = httpx.get(f"{root}/metrics", headers=auth, timeout=10).text
-        assert 'llmctl_requests_total{model="tiny",route="/v1/chat/completions",status="400"} 2.0' in metrics
-        assert "llmctl_time_to_first_token_seconds_count" in metrics
-
-        # a second `up` finds the running server instead of starting another
-        assert (
-            start_local(blueprint, stack="e2e", model=str(tiny_model), timeout_s=30).base_url
-            == endpoint.base_url
-        )
-    finally:
-        assert stop_local("e2e") == ["tiny-cpu"]
-    assert not alive(pid)
-    assert related(pid, ray_dir) == []
-    assert stop_local("e2e") == []  # idempotent
-    assert list_endpoints("e2e") == [] and local_status("e2e") == []
+    # a second `up` finds the running server instead of starting another
+    blueprint = load_blueprint("tiny-cpu")
+    assert (
+        start_local(blueprint, stack=LOCAL_STACK, model=str(local_server.model), timeout_s=30).base_url
+        == endpoint.base_url
+    )
+    assert alive(pid)
 
 
 def test_gpu_blueprint_is_refused_with_the_reason(state: Path) -> None:

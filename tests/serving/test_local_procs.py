@@ -45,6 +45,7 @@ def test_down_names_processes_that_did_not_exit(tmp_path: Path, monkeypatch: pyt
     record = local._record_path("dev", "tiny-cpu")
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"blueprint": "tiny-cpu", "pid": 4242}))
+    record.with_suffix(".status").write_text(json.dumps({"state": "running"}))  # the drain's grace
     monkeypatch.setattr(local, "kill_tree", lambda pid, **kw: [4243, 4244])
     with pytest.raises(ServingError) as info:
         local.stop_local("dev")

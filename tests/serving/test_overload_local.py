@@ -1,7 +1,8 @@
 """Overload, disconnects and draining on the local target (Ray Serve proxy + the CPU app).
 
-One local server for the module (64 slots, 16 queued), loopback only; the last test stops it with
-SIGTERM while streams run. Bounds are generous; benchmarks/bench_overload.py records the figures.
+The session's shared local server (tests/serving/conftest.py `local_server`: 64 slots, 16 queued, an
+API key), loopback only; the last test stops it with SIGTERM while streams run, and checks that the
+stop leaves nothing behind. Bounds are generous; benchmarks/bench_overload.py records the figures.
 """
 
 from __future__ import annotations
@@ -11,44 +12,42 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import httpx
 import pytest
-from serving_support import held_post, metric_value, sse_events, wait_for_metrics
+from serving_support import (
+    LOCAL_QUEUE,
+    LOCAL_SLOTS,
+    LOCAL_STACK,
+    LocalServer,
+    held_post,
+    metric_value,
+    sse_events,
+    wait_for_metrics,
+)
 
-from llmctl.blueprints.catalog import load_blueprint
-from llmctl.blueprints.schema import Blueprint
-from llmctl.serving.client.local import start_local, stop_local
-from llmctl.serving.client.local_procs import alive
-from llmctl.state import Endpoint
+from llmctl.serving.client.local import local_status, stop_local
+from llmctl.serving.client.local_procs import alive, related
+from llmctl.state import Endpoint, list_endpoints
 
-# Ray on one xdist worker: one local Ray cluster at a time, and the module's server started once
+# Ray on one xdist worker: one local Ray cluster at a time, and the session's server started once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
-SLOTS, QUEUE = 64, 16
-STACK = "overload"
+SLOTS, QUEUE = LOCAL_SLOTS, LOCAL_QUEUE
+STACK = LOCAL_STACK
 
 
-def _blueprint() -> Blueprint:
-    data = load_blueprint("tiny-cpu").model_dump(mode="json")
-    data["serving"].update({"max_concurrent_requests": SLOTS, "max_queued_requests": QUEUE})
-    return Blueprint.model_validate(data)
+@pytest.fixture
+def server(local_server: LocalServer) -> Endpoint:
+    return local_server.endpoint
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LLMCTL_STATE_DIR", str(tmp_path_factory.mktemp("state")))
-        patch.delenv("LLMCTL_API_KEY", raising=False)
-        endpoint = start_local(_blueprint(), stack=STACK, model=str(tiny_model), timeout_s=300)
-        try:
-            yield endpoint
-        finally:
-            stop_local(STACK)
+@pytest.fixture
+def auth(local_server: LocalServer) -> dict[str, str]:
+    return local_server.headers
 
 
 def _root(endpoint: Endpoint) -> str:
@@ -88,9 +87,9 @@ def test_the_servers_port_is_its_own(server: Endpoint) -> None:
             other.bind(("127.0.0.1", port))
 
 
-def test_a_ten_megabyte_body_is_refused_fast(server: Endpoint) -> None:
+def test_a_ten_megabyte_body_is_refused_fast(server: Endpoint, auth: dict[str, str]) -> None:
     body = json.dumps({"model": "tiny", "prompt": "a" * (10 * 1024 * 1024)}).encode()
-    with httpx.Client(timeout=60) as client:
+    with httpx.Client(timeout=60, headers=auth) as client:
         started = time.perf_counter()
         refused = client.post(
             f"{server.base_url}/completions", content=body, headers={"content-type": "application/json"}
@@ -102,14 +101,14 @@ def test_a_ten_megabyte_body_is_refused_fast(server: Endpoint) -> None:
     assert elapsed < 10.0
 
 
-def test_a_burst_beyond_capacity_is_shed_with_a_retry_hint(server: Endpoint) -> None:
+def test_a_burst_beyond_capacity_is_shed_with_a_retry_hint(server: Endpoint, auth: dict[str, str]) -> None:
     # 3x here to keep the suite short; test_overload.py bursts 10x on plain uvicorn, and
     # benchmarks/bench_overload.py 10x on this local target
     count = 3 * (SLOTS + QUEUE)
 
     async def burst() -> list[httpx.Response | Exception]:
         limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
-        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        async with httpx.AsyncClient(timeout=120, limits=limits, headers=auth) as client:
             calls = (client.post(f"{server.base_url}/chat/completions", json=_chat(4)) for _ in range(count))
             return await asyncio.gather(*calls, return_exceptions=True)
 
@@ -125,12 +124,14 @@ def test_a_burst_beyond_capacity_is_shed_with_a_retry_hint(server: Endpoint) -> 
             assert int(response.headers["retry-after"]) >= 1
         else:
             assert response.json()["usage"]["completion_tokens"] == 4
-    metrics = httpx.get(f"{_root(server)}/metrics", timeout=30).text
+    metrics = httpx.get(f"{_root(server)}/metrics", headers=auth, timeout=30).text
     # the app refused them (OpenAI body); Ray's proxy backstop (plain text) may take a few
     assert _metric(metrics, "llmctl_requests_rejected_total", reason="queue_full") > 0
 
 
-def test_exactly_slots_plus_queue_are_admitted_through_rays_proxy(server: Endpoint) -> None:
+def test_exactly_slots_plus_queue_are_admitted_through_rays_proxy(
+    server: Endpoint, auth: dict[str, str]
+) -> None:
     """64 slots and 16 queued places held open (bodies not complete): the next request gets the
     app's 429 naming both limits, and the 80 held ones are answered once released."""
     root = _root(server)
@@ -138,7 +139,7 @@ def test_exactly_slots_plus_queue_are_admitted_through_rays_proxy(server: Endpoi
     async def scenario() -> tuple[list[httpx.Response], httpx.Response, float]:
         release = asyncio.Event()
         limits = httpx.Limits(max_connections=SLOTS + QUEUE + 8, max_keepalive_connections=0)
-        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        async with httpx.AsyncClient(timeout=120, limits=limits, headers=auth) as client:
             before = metric_value(
                 (await client.get(f"{root}/metrics")).text, "llmctl_requests_rejected_total"
             )
@@ -162,9 +163,11 @@ def test_exactly_slots_plus_queue_are_admitted_through_rays_proxy(server: Endpoi
     assert rejected == 1
 
 
-def test_dropped_streams_free_their_slots_and_stop_generating(server: Endpoint) -> None:
+def test_dropped_streams_free_their_slots_and_stop_generating(server: Endpoint, auth: dict[str, str]) -> None:
     root = _root(server)
-    before = _metric(httpx.get(f"{root}/metrics", timeout=30).text, "llmctl_tokens_total", kind="completion")
+    before = _metric(
+        httpx.get(f"{root}/metrics", headers=auth, timeout=30).text, "llmctl_tokens_total", kind="completion"
+    )
 
     async def one(client: httpx.AsyncClient, drop: bool) -> int:
         tokens = 250 if drop else 8
@@ -180,14 +183,16 @@ def test_dropped_streams_free_their_slots_and_stop_generating(server: Endpoint) 
         return lines
 
     async def run() -> list[int]:
-        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as client:
+        async with httpx.AsyncClient(
+            timeout=120, limits=httpx.Limits(max_connections=64), headers=auth
+        ) as client:
             return await asyncio.gather(*(one(client, i % 4 == 0) for i in range(64)))
 
     lines = asyncio.run(run())
     assert len(lines) == 64 and all(n >= 1 for n in lines)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        metrics = httpx.get(f"{root}/metrics", timeout=30).text
+        metrics = httpx.get(f"{root}/metrics", headers=auth, timeout=30).text
         if (
             _metric(metrics, "llmctl_slots_in_use") == 0
             and _metric(metrics, "llmctl_requests_in_flight") == 0
@@ -201,9 +206,13 @@ def test_dropped_streams_free_their_slots_and_stop_generating(server: Endpoint) 
     assert 48 * 8 <= generated < 48 * 8 + 16 * 250 / 2
 
 
-def test_sigterm_during_streams_ends_every_stream_cleanly(server: Endpoint) -> None:
+def test_sigterm_during_streams_ends_every_stream_cleanly(
+    local_server: LocalServer, server: Endpoint, auth: dict[str, str]
+) -> None:
     pid = int(server.extra["pid"])
+    ray_dir = json.loads((local_server.state / "local" / STACK / "tiny-cpu.json").read_text())["ray_dir"]
     started = threading.Event()
+    stopped: list[list[str]] = []
 
     async def one(client: httpx.AsyncClient, counter: list[int]) -> list[str]:
         lines: list[str] = []
@@ -219,12 +228,12 @@ def test_sigterm_during_streams_ends_every_stream_cleanly(server: Endpoint) -> N
 
     async def run() -> list[list[str] | BaseException]:
         counter = [0]
-        async with httpx.AsyncClient(timeout=300) as client:
+        async with httpx.AsyncClient(timeout=300, headers=auth) as client:
             return await asyncio.gather(*(one(client, counter) for _ in range(16)), return_exceptions=True)
 
     # bounds for a busy 2-core machine (the suite runs on every core): the stop waits until all 16
     # streams have their first chunk (a stop before that refuses the late ones with 503, another test)
-    stopper = threading.Thread(target=lambda: (started.wait(300), stop_local(STACK)))
+    stopper = threading.Thread(target=lambda: (started.wait(300), stopped.append(stop_local(STACK))))
     stopper.start()
     results = asyncio.run(run())
     stopper.join(timeout=400)
@@ -237,3 +246,9 @@ def test_sigterm_during_streams_ends_every_stream_cleanly(server: Endpoint) -> N
             assert last["error"]["code"] == "server_shutting_down"
         else:
             assert last["choices"][0]["finish_reason"] == "length"
+    # the stop left nothing: no process of the runner's session or its Ray, no record, no endpoint;
+    # a second stop is a no-op
+    assert stopped == [["tiny-cpu"]]
+    assert related(pid, ray_dir) == []
+    assert stop_local(STACK) == []
+    assert list_endpoints(STACK) == [] and local_status(STACK) == []

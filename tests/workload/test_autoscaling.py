@@ -159,3 +159,46 @@ def test_the_platform_installs_keda_only_for_queue_scaled_deployments() -> None:
     assert "keda" not in PlatformConfig.for_blueprints([tiny], stack="ci").chart_keys()
     fixed = scaled("llama2-triton-vllm-gpu", min_replicas=1, max_replicas=1, replicas=1)
     assert "keda" not in PlatformConfig.for_blueprints([fixed], stack="ci").chart_keys()
+
+
+def test_the_metrics_window_and_the_zero_delay_reach_ray_serve_as_ray_reads_them() -> None:
+    import warnings
+
+    from ray.serve.config import AutoscalingConfig
+
+    from llmctl.serving.common.ingress import autoscaling_config
+
+    bp = scaled(
+        "tiny-cpu",
+        replicas=1,
+        min_replicas=0,
+        max_replicas=2,
+        look_back_period_s=12,
+        downscale_to_zero_delay_s=20,
+    )
+    config = autoscaling_config(bp)
+    assert (config["look_back_period_s"], config["downscale_to_zero_delay_s"]) == (12, 20)
+    assert "look_back_period_s" not in autoscaling_config(scaled("tiny-cpu", max_replicas=2))  # Serve's 30 s
+    # Ray's own model of the config takes it without a warning (a window no longer than Ray's
+    # metrics interval warns there, and Ray says it will refuse it)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parsed = AutoscalingConfig(**config)
+    assert (parsed.look_back_period_s, parsed.downscale_to_zero_delay_s) == (12, 20)
+    with pytest.warns(FutureWarning, match="look_back_period_s"):
+        AutoscalingConfig(**{**config, "look_back_period_s": 10})
+
+
+@pytest.mark.parametrize("window", [10, 5])
+def test_a_window_no_longer_than_rays_metrics_interval_is_refused(window: float) -> None:
+    with pytest.raises(ValueError, match=r"must be more than 10 s: Ray Serve's replicas push their metrics"):
+        ScalingSpec(max_replicas=2, look_back_period_s=window)
+
+
+@pytest.mark.parametrize("name", DEPLOYMENT)
+@pytest.mark.parametrize("field", ["look_back_period_s", "downscale_to_zero_delay_s"])
+def test_deployment_runtimes_refuse_rays_own_scaling_fields(name: str, field: str) -> None:
+    problems = scaling_problems(scaled(BY_RUNTIME[name], **{field: 30}))
+    [message] = [message for path, message in problems if path == f"scaling.{field}"]
+    assert f"{name} cannot use scaling.{field}" in message and message.endswith("remove it")
+    assert scaling_problems(scaled(BY_RUNTIME["ray-cpu"], **{field: 30})) == []  # Serve's own fields

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,17 @@ def first_at(
     return next((s["t_s"] for s in samples if since <= s["t_s"] <= until and s[key] >= at_least), None)
 
 
-def _load(url: str, model: str, out: Path, concurrency: int, load_s: float, source: Any) -> dict[str, Any]:
+def _load(
+    url: str,
+    model: str,
+    out: Path,
+    concurrency: int,
+    load_s: float,
+    watch: ReplicaWatch,
+    enough: Callable[[], bool],
+) -> dict[str, Any]:
+    """`llmctl bench`'s runner at `concurrency` until `enough()` (checked at the watch's interval)
+    or for `load_s`, whichever comes first; its summary."""
     config = BenchConfig(
         endpoints=[url],
         out_dir=out,
@@ -40,11 +51,25 @@ def _load(url: str, model: str, out: Path, concurrency: int, load_s: float, sour
         mean_output_tokens=48,
         stddev_output_tokens=0,
         plots=False,
-        replicas=source,
+        replicas=watch.source,
     )
-    outcome = asyncio.run(run_bench(config))
-    summary: dict[str, Any] = outcome.levels[0].summary
-    return summary
+
+    async def until_enough(stop: asyncio.Event) -> None:
+        while not stop.is_set() and not enough():
+            await asyncio.sleep(watch.interval_s)
+        stop.set()
+
+    async def main() -> dict[str, Any]:
+        stop = asyncio.Event()
+        stopper = asyncio.create_task(until_enough(stop))
+        try:
+            outcome = await run_bench(config, stop=stop)
+        finally:
+            stopper.cancel()
+        summary: dict[str, Any] = outcome.levels[0].summary
+        return summary
+
+    return asyncio.run(main())
 
 
 def _first_request_s(url: str, model: str) -> float:
@@ -68,6 +93,7 @@ def measure_scaling(
     concurrency: int = 4,
     load_s: float = 30.0,
     settle_s: float = 180.0,
+    min_load_s: float = 10.0,
 ) -> dict[str, Any]:
     """Start the blueprint locally, load it, watch its replicas, stop it; the timings and samples.
 
@@ -79,6 +105,10 @@ def measure_scaling(
     `to_zero_s` and `wake_s` (only with `min_replicas: 0`): from the end of the load until no replica
     runs, and how long the first request then takes (its cold start). A None means it did not happen
     within the load or `settle_s`.
+
+    The load ends as soon as `max_replicas` run (and it has lasted `min_load_s`, so `llmctl bench`
+    has sampled the replicas beside its requests a few times), else after `load_s`: the timings
+    after the load do not wait for the rest of a fixed load.
     """
     scaling = blueprint.scaling
     started = time.monotonic()
@@ -87,7 +117,14 @@ def measure_scaling(
     try:
         with ReplicaWatch(local_source(stack, blueprint.name)) as watch:
             load_from = watch.now()
-            summary = _load(endpoint.base_url, endpoint.model, out, concurrency, load_s, watch.source)
+
+            def scaled_up() -> bool:
+                return watch.now() - load_from >= min_load_s and any(
+                    s["t_s"] >= load_from and s["running"] >= scaling.max_replicas
+                    for s in list(watch.samples)
+                )
+
+            summary = _load(endpoint.base_url, endpoint.model, out, concurrency, load_s, watch, scaled_up)
             load_to = watch.now()
             wants = first_at(watch.samples, load_from, load_to, "desired", scaling.max_replicas)
             if wants is None:  # a decision on metrics that arrive late (a busy machine) still counts
