@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import urllib.request
 from collections.abc import Iterator
@@ -165,13 +166,30 @@ def _replay_llmctl_programs(monkeypatch: pytest.MonkeyPatch, memo: Path) -> None
     def run(self: Any, args: list[str], on_output: Any = None, on_error: Any = None) -> Any:
         program = self.workspace.program
         ours = program is not None and str(getattr(program, "__module__", "")).startswith("llmctl.")
-        env = {k: v for k, v in self.workspace.env_vars.items() if k != "STANDIN_MEMO_DIR"}
-        if ours and len(monkeypatch._setattr) == patches:
-            env["STANDIN_MEMO_DIR"] = str(memo)
+        env = {k: v for k, v in self.workspace.env_vars.items() if not k.startswith("STANDIN_MEMO_")}
+        inputs = _closure_digest(program) if ours else None
+        if inputs and len(monkeypatch._setattr) == patches:
+            env.update(STANDIN_MEMO_DIR=str(memo), STANDIN_MEMO_PROGRAM=inputs)
         self.workspace.env_vars = env
         return real(self, args, on_output, on_error)
 
     monkeypatch.setattr(auto_stack.Stack, "_run_pulumi_cmd_sync", run)
+
+
+def _closure_digest(program: Any) -> str | None:
+    """A digest of what an llmctl program closes over (its platform or workload config, the token,
+    the workload record: the stack config holds only part of them), or None when a value has no
+    stable form (then the run is not replayed)."""
+    parts: list[str] = [program.__qualname__]
+    for cell in program.__closure__ or ():
+        value = cell.cell_contents
+        if hasattr(value, "model_dump_json"):
+            parts.append(f"{type(value).__qualname__}:{value.model_dump_json()}")
+        elif value is None or isinstance(value, (str, int, float, bool)):
+            parts.append(repr(value))
+        else:
+            return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def _no_debug(*args: object, **kwargs: object) -> None:

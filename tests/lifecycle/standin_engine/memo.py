@@ -9,8 +9,10 @@ the program. The first run of each shape still runs the real program; a test who
 program itself, or that changes program code inside the test process (a monkeypatch the stand-in
 cannot see), asks for `fresh_programs`.
 
-The key holds what the stand-in can see: operation, project, stack, config, the checkpoint's
-resources and outputs, and control.json. Runs with a fault (fail, hang, crash), a program error or a
+The key holds operation, project, stack, config, the checkpoint's resources and outputs,
+control.json, and $STANDIN_MEMO_PROGRAM: a digest the engine fixture makes in the test process of
+what the program closes over (llmctl's programs are closures over their platform or workload config;
+the stack config holds only part of it). Without that digest nothing is replayed. Runs with a fault (fail, hang, crash), a program error or a
 cancel are never recorded. Names the provider makes unique at create time (`unique_name`) are made
 anew on each replay, so two creates never share one. $STANDIN_MEMO=verify runs every program and
 records any difference from the memo in memo-mismatch.jsonl (how the suite proves the key complete).
@@ -47,7 +49,7 @@ def key(
     ctl: dict[str, Any],
 ) -> str | None:
     """The run's inputs as a hash; None when the run must not be replayed (a fault is set)."""
-    if any(ctl.get(fault) for fault in FAULTS):
+    if any(ctl.get(fault) for fault in FAULTS) or not os.environ.get("STANDIN_MEMO_PROGRAM"):
         return None
     shape = {
         "kind": kind,
@@ -60,6 +62,8 @@ def key(
         "pending": checkpoint.get("pending_operations", []),
         "outputs": checkpoint.get("outputs", {}),
         "control": ctl,
+        # what the program closes over (its config object, token, record), from the test process
+        "program": os.environ.get("STANDIN_MEMO_PROGRAM", ""),
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
 
