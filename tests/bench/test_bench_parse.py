@@ -74,17 +74,33 @@ def test_a_stream_without_done_or_finish_reason_is_incomplete() -> None:
     assert record.error_type == "incomplete_stream" and record.chunk_texts == ["x"]
 
 
-def test_a_read_that_resumes_the_protocol_keeps_the_arrival_stamp() -> None:
-    """aiohttp resumes a connection's protocol after each chunk a task reads, feeding its parser no
-    bytes (``data_received(b"")``): the stamp stays the moment the last bytes came in."""
+def test_bytes_that_are_no_bytes_keep_the_arrival_stamp() -> None:
+    """aiohttp's resume feeds the protocol no bytes (``data_received(b"")``, when a pause left
+    something unparsed): the stamp stays the moment the last bytes came in, not that call's."""
 
     async def stamps() -> tuple[float, float]:
         handler = StampingHandler(loop=asyncio.get_running_loop())
         handler.data_received(b"HTTP/1.1 200 OK\r\n")
         came_in = handler.arrived
         time.sleep(0.002)
-        handler.resume_reading()  # what the StreamReader does when a task has read a chunk
+        handler.data_received(b"")
         return came_in, handler.arrived
 
     came_in, after = asyncio.run(stamps())
     assert came_in > 0 and after == came_in
+
+
+def test_a_resume_feeds_the_parser_only_after_a_pause() -> None:
+    """After each chunk a task reads, aiohttp resumes the protocol; with nothing paused that is no
+    work at all, after a pause it is aiohttp's own resume (the parser fed, the flag cleared)."""
+
+    async def fed_after(paused: bool) -> tuple[list[bytes], bool]:
+        handler = StampingHandler(loop=asyncio.get_running_loop())
+        fed: list[bytes] = []
+        handler.data_received = fed.append  # type: ignore[method-assign]
+        handler._reading_paused = paused
+        handler.resume_reading()
+        return fed, handler._reading_paused
+
+    assert asyncio.run(fed_after(False)) == ([], False)
+    assert asyncio.run(fed_after(True)) == ([b""], False)
