@@ -240,8 +240,12 @@ _assign_panels()
 def main() -> None:
     """Console-script entry point."""
     # What the process holds now (its modules, mostly) lives until it exits: frozen, the garbage
-    # collector's full collections and the interpreter's collection at exit never walk it again
-    # (0.2 of the 2 CPU s of `llmctl bench -c 64 -n 256`, issue 29). Only in the CLI's own process:
-    # a test that imports the app keeps its collector as it was.
+    # collector's full collections and the interpreter's collection at exit never walk it again;
+    # and once the command is done, what it imported and made is frozen too, as the process ends
+    # (together 0.2-0.3 of the 2 CPU s of `llmctl bench -c 64 -n 256`, issue 29). Only in the
+    # CLI's own process: a test that imports the app keeps its collector as it was.
     gc.freeze()
-    app(prog_name="llmctl")
+    try:
+        app(prog_name="llmctl")
+    finally:
+        gc.freeze()
