@@ -28,7 +28,9 @@ def __getattr__(name: str) -> Console:
 
     stream = sys.stderr if name == "err_console" else sys.stdout
     # Piped output keeps whole table cells (a terminal uses its own width); scripts should use --json.
-    made = Console(stderr=stream is sys.stderr, highlight=False, width=None if stream.isatty() else 160)
+    made = Console(
+        stderr=stream is sys.stderr, highlight=False, width=None if stream.isatty() else _piped_width()
+    )
     globals()[name] = made
     return made
 
@@ -70,12 +72,13 @@ def fits_width() -> bool:
 
 def start(*, json_output: bool = False) -> None:
     """Called first by every command that prints: records the output mode and takes the width of
-    the terminal, or COLUMNS for piped output."""
+    the terminal, or COLUMNS for piped output. A console not made yet takes it when it is made, so
+    a run that prints only JSON (`llmctl bench --json`) never imports Rich."""
     mode.json = json_output
-    if not sys.stdout.isatty():
-        _out().width = _piped_width()
-    if not sys.stderr.isatty():
-        _err().width = _piped_width()
+    for name, stream in (("console", sys.stdout), ("err_console", sys.stderr)):
+        made: Console | None = globals().get(name)
+        if made is not None and not stream.isatty():
+            made.width = _piped_width()
 
 
 def _finite(value: Any) -> Any:

@@ -15,14 +15,14 @@ import math
 import re
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from llmctl.serving.client.bench.client import RequestRecord
 from llmctl.serving.client.bench.loadgen import LoadResult
 from llmctl.serving.client.bench.metrics import DEFINITIONS
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SUMMARY = "summary.json"
 
@@ -194,6 +194,8 @@ MIN_REQUESTS_FOR_RATE = 10
 
 def render_level(console: Console, summary: dict[str, Any], *, definitions: bool = True) -> None:
     """The summary table of one level, then throughput, errors and how tokens were counted."""
+    from rich.table import Table  # Rich only for the tables: `llmctl bench --json` never imports it
+
     metrics = summary["metrics"]
     load = summary["load"]
     what = (
@@ -285,6 +287,8 @@ def render_definitions(console: Console) -> None:
 
 
 def render_sweep(console: Console, sweep: dict[str, Any]) -> None:
+    from rich.table import Table  # as in render_level
+
     table = Table(title=f"{sweep['model']} - sweep", title_justify="left")
     for column in (
         "level",

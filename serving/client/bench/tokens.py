@@ -54,7 +54,7 @@ class ApproxTokenizer:
         return list(_PIECE.findall(text))
 
     def decode(self, pieces: list[Any]) -> str:
-        return "".join(str(p) for p in pieces)
+        return "".join(map(str, pieces))
 
 
 class HFTokenizer:
