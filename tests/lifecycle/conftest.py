@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from lifecycle_support import seed_ami_parameters, seed_cache_bucket
@@ -103,31 +101,8 @@ def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.close()
 
 
-@pytest.fixture(scope="session")
-def program_memo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One folder of recorded program runs for the test run (standin_engine/memo.py), shared by the
-    pytest-xdist workers as the wheel cache is (their base temp folders have one parent)."""
-    base = tmp_path_factory.getbasetemp()
-    folder = base.parent / "program-memo" if "PYTEST_XDIST_WORKER" in os.environ else base / "program-memo"
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
 @pytest.fixture
-def fresh_programs() -> None:
-    """Every program of this test runs: no replay of a recorded run (standin_engine/memo.py). For tests
-    whose subject is the program, or that patch program code in the test process."""
-
-
-@pytest.fixture
-def engine(
-    tmp_path: Path,
-    state: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    fork_server: str,
-    program_memo: Path,
-    request: pytest.FixtureRequest,
-) -> StandinEngine:
+def engine(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, fork_server: str) -> StandinEngine:
     """The stand-in engine as `pulumi` first on PATH (tests/lifecycle/standin_engine): it runs the
     inline programs through the Automation API and keeps state in llmctl's local file backend."""
     bin_dir = tmp_path / "standin-bin"
@@ -148,48 +123,7 @@ def engine(
     import pulumi.log
 
     monkeypatch.setattr(pulumi.log, "debug", _no_debug)
-    monkeypatch.delenv("STANDIN_MEMO_DIR", raising=False)
-    if "fresh_programs" not in request.fixturenames and os.environ.get("STANDIN_MEMO") != "off":
-        _replay_llmctl_programs(monkeypatch, program_memo)
     return StandinEngine(data, state / "pulumi")
-
-
-def _replay_llmctl_programs(monkeypatch: pytest.MonkeyPatch, memo: Path) -> None:
-    """Let the stand-in replay recorded runs (standin_engine/memo.py) of llmctl's own programs, and
-    only while the test has patched no attribute: a program a test wrote, or program code a test
-    changed in this process, is invisible to the stand-in's key, so those runs always run."""
-    import pulumi.automation._stack as auto_stack
-
-    real = auto_stack.Stack._run_pulumi_cmd_sync
-    patches = len(monkeypatch._setattr) + 1  # pytest's record of setattr patches (this fixture's own)
-
-    def run(self: Any, args: list[str], on_output: Any = None, on_error: Any = None) -> Any:
-        program = self.workspace.program
-        ours = program is not None and str(getattr(program, "__module__", "")).startswith("llmctl.")
-        env = {k: v for k, v in self.workspace.env_vars.items() if not k.startswith("STANDIN_MEMO_")}
-        inputs = _closure_digest(program) if ours else None
-        if inputs and len(monkeypatch._setattr) == patches:
-            env.update(STANDIN_MEMO_DIR=str(memo), STANDIN_MEMO_PROGRAM=inputs)
-        self.workspace.env_vars = env
-        return real(self, args, on_output, on_error)
-
-    monkeypatch.setattr(auto_stack.Stack, "_run_pulumi_cmd_sync", run)
-
-
-def _closure_digest(program: Any) -> str | None:
-    """A digest of what an llmctl program closes over (its platform or workload config, the token,
-    the workload record: the stack config holds only part of them), or None when a value has no
-    stable form (then the run is not replayed)."""
-    parts: list[str] = [program.__qualname__]
-    for cell in program.__closure__ or ():
-        value = cell.cell_contents
-        if hasattr(value, "model_dump_json"):
-            parts.append(f"{type(value).__qualname__}:{value.model_dump_json()}")
-        elif value is None or isinstance(value, (str, int, float, bool)):
-            parts.append(repr(value))
-        else:
-            return None
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def _no_debug(*args: object, **kwargs: object) -> None:

@@ -27,7 +27,6 @@ from pulumi.runtime.proto import (
 from llmctl.infra.lifecycle.engine_order import OrderGraph, nodes_from_state
 from llmctl.infra.plan.offline import OfflineMocks
 
-from . import memo
 from .control import append, control, root
 from .events import EventLog
 from .kube_faults import delete_blocker
@@ -314,47 +313,6 @@ class Deployment:
         if "error" in result:
             return str(result["error"])
         return str(result["response"].error)
-
-    def run_or_replay(self, client: str) -> str:
-        """`run_program`, or the recorded result of the same run (memo.py); '' or an error."""
-        digest = memo.key(
-            self.kind,
-            self.preview,
-            self.stack.project,
-            self.stack.name,
-            self.stack.config_values(),
-            self.checkpoint,
-            self.ctl,
-        )
-        outcome = {"error": ""}
-
-        def run() -> dict[str, Any] | None:
-            start = len(self.events.emitted)
-            outcome["error"] = self.run_program(client)
-            if outcome["error"] or self.errors or self.canceled.is_set():
-                return None
-            events = [
-                {k: v for k, v in e.items() if k not in ("sequence", "timestamp")}
-                for e in self.events.emitted[start:]
-            ]
-            return {
-                "region": self.region,
-                "events": events,
-                "new": list(self.new.values()),
-                "outputs": self.outputs,
-                "changes": dict(self.changes),
-            }
-
-        def replay(recorded: dict[str, Any]) -> None:
-            self.region = recorded["region"]
-            for event in recorded["events"]:
-                self.events.emit(**event)
-            self.new = {res["urn"]: res for res in recorded["new"]}
-            self.outputs = recorded["outputs"]
-            self.changes = Counter(recorded["changes"])
-
-        memo.replay_or_run(digest, f"{self.stack.project}/{self.stack.name} {self.kind}", run, replay)
-        return outcome["error"]
 
     # ---- after the program -------------------------------------------------------------------
     def doomed(self) -> list[dict[str, Any]]:

@@ -103,7 +103,7 @@ def operate(args: Args) -> int:
             if runs and not dep.canceled.is_set():
                 if not client:
                     raise CliError("error: the stand-in engine runs only inline programs (--client ADDRESS)")
-                error = dep.run_or_replay(client)
+                error = dep.run_program(client)
             dep.finish(started, error)
         canceled = dep.canceled.is_set()
         if canceled:
