@@ -418,10 +418,6 @@ def _data_lines(raw: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
             continue
         *events, buffer = buffer.split(b"\n\n")
         for event in events:
-            if b"\n" not in event:  # the usual event: one line
-                if event.startswith(b"data:"):
-                    lines.append((now, event[5:].strip()))
-                continue
             lines.extend((now, line[5:].strip()) for line in event.split(b"\n") if line.startswith(b"data:"))
     return lines
 
