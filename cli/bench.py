@@ -185,10 +185,6 @@ def bench(
     from llmctl.cli import output
 
     output.start(json_output=json)
-    from llmctl.serving.client.bench.tls import import_http_client  # off the start-up path
-
-    import_http_client(options.flat_list(endpoint) or None, blueprint)  # first: no CA bundle for http://
-    from llmctl.infra.lifecycle.replicas import bench_source  # off the start-up path
     from llmctl.serving.client.bench.options import bench_config
 
     config = bench_config(
@@ -223,7 +219,7 @@ def bench(
         plots=plots,
         # local runner or cluster (kubectl); none for --endpoint (with --blueprint too: bench_config
         # then refuses the pair before anything looks for a deployment)
-        replicas=None if endpoint else bench_source(stack, blueprint, workload),
+        replicas=None if endpoint else _replica_source(stack, blueprint, workload),
     )
     outcome = _run_with_progress(config, show=not json)
     from llmctl.serving.client.bench import report
@@ -247,6 +243,12 @@ def bench(
             console.print(f"[yellow]{outcome.plot_note}[/]")
     if outcome.interrupted:
         raise typer.Exit(130)
+
+
+def _replica_source(stack: str, blueprint: str | None, workload: str | None) -> Any:
+    from llmctl.infra.lifecycle.replicas import bench_source  # only without --endpoint
+
+    return bench_source(stack, blueprint, workload)
 
 
 def _run_with_progress(config: Any, *, show: bool) -> Any:

@@ -261,11 +261,16 @@ def test_bench_help_shows_whole_flag_names_at_80_columns() -> None:
         assert flag in result.output, flag
 
 
-# the process as the console script runs it, reporting at exit what its collector froze and whether
-# Rich was imported
+# the process as the console script runs it, reporting at exit what its collector froze, whether
+# Rich or an HTTP client library was imported, and how many TLS contexts the bench client made
 _PROCESS = """
 import atexit, gc, sys
-atexit.register(lambda: print(gc.get_freeze_count(), len(gc.get_objects()), "rich" in sys.modules, file=sys.stderr))
+def report():
+    from llmctl.serving.client.bench.wire import _tls_context
+    libraries = any(name in sys.modules for name in ("aiohttp", "httpx", "httpcore"))
+    made = _tls_context.cache_info().currsize
+    print(gc.get_freeze_count(), len(gc.get_objects()), "rich" in sys.modules, libraries, made, file=sys.stderr)
+atexit.register(report)
 from llmctl.cli.app import main
 before = gc.get_freeze_count()
 sys.argv = ["llmctl", *sys.argv[1:]]
@@ -280,16 +285,18 @@ def test_a_json_run_imports_no_rich_and_its_process_freezes_what_it_imported(
     """Issue 29, the whole CLI's CPU: `--json` prints no table, so Rich (about 40 ms of CPU) stays
     unimported; and the console script freezes its modules, so that no full collection during the
     run walks them, and everything once the command is done, so that the interpreter's collection
-    at exit walks nothing (together about 0.2-0.3 CPU s at c64)."""
+    at exit walks nothing (together about 0.2-0.3 CPU s at c64). The client is wire.py: no HTTP
+    client library is imported, and an http:// run loads no CA certificates."""
     args = ["bench", "-e", fake(ttft=0.001, tpot=0.001), "-c", "2", "-n", "4", *SMALL, "--json", "--no-plots"]
     done = subprocess.run(
         [sys.executable, "-c", _PROCESS, *args, "-o", str(tmp_path / "out")], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["summary"]["counts"]["completed"] == 4
-    before, (frozen, unfrozen, rich) = int(done.stderr.split()[0]), done.stderr.split()[-3:]
+    before, (frozen, unfrozen, rich, libraries, tls) = int(done.stderr.split()[0]), done.stderr.split()[-5:]
     assert before == 0  # importing the app alone leaves the collector as it was
     assert int(frozen) > 10_000 and rich == "False", done.stderr
+    assert (libraries, tls) == ("False", "0"), done.stderr
     # at exit the command's own imports and objects are frozen too: nothing left for the
     # interpreter's last collection to walk but what the exit hooks made
     assert int(unfrozen) < 1_000, done.stderr

@@ -6,12 +6,12 @@ that completed it (its blank line), whatever the other reads carried.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from typing import Any
 
-from llmctl.serving.client.bench.client import RequestRecord, StampingHandler, parse_stream
+import pytest
+
+from llmctl.serving.client.bench.client import RequestRecord, parse_stream
 
 
 def _event(
@@ -74,33 +74,31 @@ def test_a_stream_without_done_or_finish_reason_is_incomplete() -> None:
     assert record.error_type == "incomplete_stream" and record.chunk_texts == ["x"]
 
 
-def test_bytes_that_are_no_bytes_keep_the_arrival_stamp() -> None:
-    """aiohttp's resume feeds the protocol no bytes (``data_received(b"")``, when a pause left
-    something unparsed): the stamp stays the moment the last bytes came in, not that call's."""
+@pytest.mark.parametrize(
+    "reads",
+    [
+        [b"data: one\n\n", b"data: two\n\n"],  # an event a read: the common case
+        [b"data: one\n\ndata: two\n\n"],  # two events in one read
+        [b"data: on", b"e\n\ndata: two\n", b"\n"],  # events split across reads
+        [b"data:one\r\n\r\n", b"data: two \n\n"],  # CRLF, no space, trailing blanks
+        [b": comment\n\n", b"data: one\n\n", b"event: x\ndata: two\n\n"],  # not only data lines
+        [b"data: one\n\n", b"data: tw", b"data: o\n\n"],  # a common read after a partial one
+    ],
+)
+def test_every_way_of_splitting_events_into_reads_gives_the_same_lines(reads: list[bytes]) -> None:
+    from llmctl.serving.client.bench.client import _data_lines
 
-    async def stamps() -> tuple[float, float]:
-        handler = StampingHandler(loop=asyncio.get_running_loop())
-        handler.data_received(b"HTTP/1.1 200 OK\r\n")
-        came_in = handler.arrived
-        time.sleep(0.002)
-        handler.data_received(b"")
-        return came_in, handler.arrived
-
-    came_in, after = asyncio.run(stamps())
-    assert came_in > 0 and after == came_in
-
-
-def test_a_resume_feeds_the_parser_only_after_a_pause() -> None:
-    """After each chunk a task reads, aiohttp resumes the protocol; with nothing paused that is no
-    work at all, after a pause it is aiohttp's own resume (the parser fed, the flag cleared)."""
-
-    async def fed_after(paused: bool) -> tuple[list[bytes], bool]:
-        handler = StampingHandler(loop=asyncio.get_running_loop())
-        fed: list[bytes] = []
-        handler.data_received = fed.append  # type: ignore[method-assign]
-        handler._reading_paused = paused
-        handler.resume_reading()
-        return fed, handler._reading_paused
-
-    assert asyncio.run(fed_after(False)) == ([], False)
-    assert asyncio.run(fed_after(True)) == ([b""], False)
+    raw = [(float(i), data) for i, data in enumerate(reads)]
+    # the reference: the whole stream split into events at once; each event's stamp is the read
+    # in which its blank line arrived
+    stream = b"".join(reads).replace(b"\r\n", b"\n")
+    ends, total = [], 0
+    for i, data in enumerate(reads):
+        total += len(data.replace(b"\r\n", b"\n"))
+        ends.append((total, float(i)))
+    expected, offset = [], 0
+    for event in stream.split(b"\n\n")[:-1]:
+        offset += len(event) + 2
+        stamp = next(when for end, when in ends if end >= offset)
+        expected += [(stamp, line[5:].strip()) for line in event.split(b"\n") if line.startswith(b"data:")]
+    assert _data_lines(raw) == expected

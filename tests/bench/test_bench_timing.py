@@ -189,18 +189,8 @@ def test_the_window_gate_is_passed_after_the_warmup_and_before_any_measured_requ
 def test_chunks_are_stamped_when_their_bytes_came_off_the_socket(
     fake: Any, run_plan: Any, make_prompts: Any
 ) -> None:
-    from llmctl.serving.client.bench.client import StampingHandler, make_session
-
-    async def factory_class() -> type:
-        session = make_session()
-        try:
-            return type(session.connector._factory())  # type: ignore[union-attr]
-        finally:
-            await session.close()
-
-    # every connection of a run gets the stamping protocol ...
-    assert run_blocking(factory_class) is StampingHandler
-    # ... and a run on it still stamps in causal order, each stream's chunks in arrival order
+    # (each read's stamp: tests/bench/test_bench_wire.py) a run stamps in causal order, each
+    # stream's chunks in arrival order
     url = fake(ttft=0.02, tpot=0.002)
     plan = LoadPlan(endpoints=[url], model="fake-model", concurrency=16, requests=32, warmup=2)
     result = run_plan(plan, make_prompts(mean_out=20, std_out=0))
@@ -208,3 +198,38 @@ def test_chunks_are_stamped_when_their_bytes_came_off_the_socket(
         assert record.ok and record.first_byte is not None
         assert record.sent <= record.first_byte <= record.chunk_times[0] <= record.end  # type: ignore[operator]
         assert record.chunk_times == sorted(record.chunk_times)
+
+
+def test_the_recording_server_stamps_a_request_when_its_bytes_reached_the_kernel() -> None:
+    """The truth's read stamp is the kernel's receive time of the request's bytes, peeked when the
+    server's ``select()`` returns (testserver._StampingSelector): a server loop busy with other
+    streams reads later, and that wait is not the client's. Nothing is consumed by the peek."""
+    import selectors
+    import socket
+
+    from llmctl.serving.client.bench.testserver import _StampingSelector
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        server_side, _address = listener.accept()
+        with client, server_side:
+            fd = server_side.fileno()
+            selector = _StampingSelector()
+            selector.register(server_side, selectors.EVENT_READ)
+            selector.watch(fd)
+            sent = time.monotonic()
+            client.sendall(b"GET /v1/models HTTP/1.1\r\n\r\n")
+            time.sleep(0.2)  # the server's loop is busy elsewhere
+            looked = time.monotonic()
+            assert selector.select(0)
+            arrived = selector.arrived[fd]
+            assert sent <= arrived <= looked < selector.ready_at
+            assert selector.ready_at - arrived > 0.1  # the kernel's moment, not the loop's
+            assert server_side.recv(100) == b"GET /v1/models HTTP/1.1\r\n\r\n"
+            selector.forget(fd)
+            assert fd not in selector.arrived
+            # a connection it does not watch gets the moment select() returned
+            client.sendall(b"x")
+            time.sleep(0.01)
+            assert selector.select(0) and fd not in selector.arrived
+            selector.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -193,54 +192,3 @@ def test_event_lines_are_what_the_json_encoder_writes_for_each_event() -> None:
     assert [e["event"] for e in events] == ["start", "written", "first_byte", *["chunk"] * 4, "end"]
     assert [e["text"] for e in events if e["event"] == "chunk"] == record.chunk_texts
     assert [e["t"] for e in events if e["event"] == "chunk"] == [t - 9.5 for t in record.chunk_times]
-
-
-@pytest.mark.parametrize(
-    ("endpoints", "blueprint", "env_base", "plain"),
-    [
-        (["http://127.0.0.1:8000/v1"], None, None, True),
-        (["localhost:8000;http://10.0.0.6:8000/v1"], None, None, True),
-        (["http://a:1/v1", "https://b/v1"], None, None, False),
-        (None, None, "http://a:1/v1;http://b:2/v1", True),
-        (None, None, "https://api.example.com/v1", False),
-        (None, "tiny-cpu", "http://a:1/v1", False),  # a blueprint's URL is read later
-        (None, None, None, False),
-    ],
-)
-def test_which_runs_can_do_without_tls(
-    endpoints: list[str] | None,
-    blueprint: str | None,
-    env_base: str | None,
-    plain: bool,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from llmctl.serving.client.bench.tls import given_urls, plain_http
-
-    if env_base is None:
-        monkeypatch.delenv("OPENAI_API_BASE", raising=False)
-    else:
-        monkeypatch.setenv("OPENAI_API_BASE", env_base)
-    assert plain_http(given_urls(endpoints, blueprint)) is plain
-
-
-@pytest.mark.parametrize(("url", "plain"), [("http://127.0.0.1:8000/v1", True), ("https://b/v1", False)])
-def test_aiohttp_loads_no_ca_certificates_when_every_endpoint_is_plain_http(url: str, plain: bool) -> None:
-    import ssl
-    import subprocess
-    import sys
-
-    script = (
-        "import json, os, sys\n"
-        "from llmctl.serving.client.bench.tls import import_http_client\n"
-        "import_http_client([sys.argv[1]], None)\n"
-        "from aiohttp import connector\n"
-        "print(json.dumps([connector._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509_ca'],\n"
-        "                  os.environ.get('SSL_CERT_FILE'), os.environ.get('SSL_CERT_DIR')]))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
-    done = subprocess.run(
-        [sys.executable, "-c", script, url], capture_output=True, text=True, env=env, check=True
-    )
-    loaded, cert_file, cert_dir = json.loads(done.stdout)
-    assert (cert_file, cert_dir) == (None, None)  # OpenSSL's variables are restored
-    assert loaded == (0 if plain else ssl.create_default_context().cert_store_stats()["x509_ca"])

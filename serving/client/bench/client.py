@@ -1,42 +1,37 @@
-"""One streamed chat-completion request, timed chunk by chunk (asyncio + aiohttp, no SDK).
+"""One streamed chat-completion request, timed chunk by chunk (asyncio + httptools, no SDK).
 
-The client reads the raw SSE byte stream; each read is stamped with the moment its bytes came off
-the socket (:class:`StampingHandler`, in the protocol's ``data_received``, before the loop resumes
-the reading task), else with ``time.perf_counter()`` when the read returns; every event completed
-by that read gets that arrival time (they did arrive together).
-While the stream runs, the hot path only stamps and keeps the bytes: parsing the events (JSON) is
-deferred to :func:`parse_stream`, which the load generator calls after the measured window, so
-that no stream's parsing delays another stream's arrival stamps. Content deltas, the server's
-``usage`` and any error are then stored on the :class:`RequestRecord`, which is filled in place so
-that a request that times out or is cancelled keeps what it received.
+The client reads the raw SSE byte stream over :mod:`wire`'s connections: each piece of the body is
+kept with the moment its socket read came in (in the protocol's ``data_received``, before the
+event loop resumes any task), and every event completed by that read gets that arrival time (they
+did arrive together). While the stream runs, the hot path only stamps and keeps the bytes, and the
+request's task is woken once, when the answer is complete: parsing the events (JSON) is deferred to
+:func:`parse_stream`, which the load generator calls after the measured window, so that no
+stream's parsing delays another stream's arrival stamps. Content deltas, the server's ``usage`` and
+any error are then stored on the :class:`RequestRecord`, which is filled in place so that a
+request that times out or is cancelled keeps what it received.
 
-Latencies count from ``record.sent``: the moment the request's last byte was handed to the socket
-(aiohttp writes headers and a small body in one write, with TCP_NODELAY). The connect time of a new
-connection and the client's own preparation before the write are recorded apart.
+Latencies count from ``record.sent``: the moment the request (headers and body, one write, with
+TCP_NODELAY) was handed to the socket. The connect time of a new connection and the client's own
+preparation before the write are recorded apart.
 
-The requests use aiohttp, whose HTTP parser is written in C: profiled at concurrency 64 against
-the fake server, httpx's pure-Python stack (httpcore + h11) took about three times the CPU per
-streamed chunk, and that time delays every other stream's arrival stamps. The probe (``GET
-/models``) uses aiohttp too, so ``llmctl bench`` does not import httpx (about 0.14 s of CPU with
-its command-line module); ``llmctl chat`` keeps httpx.
+Why not an HTTP client library: profiled at concurrency 64 against the recording server, httpx's
+pure-Python stack (httpcore + h11) took about three times aiohttp's CPU per streamed chunk, and
+aiohttp about twice what :mod:`wire` takes (its response streams wake the reading task for every
+chunk); that CPU delays every other stream's arrival stamps. ``llmctl chat`` keeps httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import sys
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
-from aiohttp.client_proto import ResponseHandler
-
 from llmctl.errors import EndpointError
+from llmctl.serving.client.bench import wire
 
 
 @dataclass
@@ -117,8 +112,9 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
 
 def unreachable(base_url: str, error: Exception) -> EndpointError:
     """The error for an endpoint nothing answers at (``error``: the HTTP client's transport error)."""
+    reason = str(error) or ("no answer within 10 s" if isinstance(error, asyncio.TimeoutError) else "")
     return EndpointError(
-        f"cannot reach {base_url}: {type(error).__name__}: {error}",
+        f"cannot reach {base_url}: {type(error).__name__}: {reason}",
         "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
     )
 
@@ -139,15 +135,13 @@ def model_ids(base_url: str, status: int, body: bytes) -> list[str]:
         return []
 
 
-async def probe(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:
+async def probe(pool: wire.Pool, base_url: str, api_key: str | None) -> list[str]:
     """Check that an endpoint answers and return the model ids it lists (may be empty)."""
     try:
-        async with session.get(
-            f"{base_url}/models", headers=auth_headers(api_key), timeout=aiohttp.ClientTimeout(total=10.0)
-        ) as response:
-            return model_ids(base_url, response.status, await response.read())
-    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+        status, body = await wire.fetch(pool, f"{base_url}/models", request_headers(api_key, stream=False))
+    except (wire.WireError, OSError, asyncio.TimeoutError) as error:
         raise unreachable(base_url, error) from error
+    return model_ids(base_url, status, body)
 
 
 def chat_body(
@@ -175,107 +169,47 @@ def chat_body(
     return body
 
 
-class StampingHandler(ResponseHandler):
-    """aiohttp's protocol, noting when each read came off the socket.
-
-    The event loop runs the protocols' ``data_received`` for every socket that became readable
-    before it resumes the tasks those reads wake up; at concurrency 64 a stream's task can wait
-    behind dozens of other tasks' steps, and a stamp taken there carries that wait. ``arrived`` is
-    the moment the latest bytes of this connection came in.
-    """
-
-    arrived = 0.0
-
-    def data_received(self, data: bytes) -> None:
-        # aiohttp calls this with no bytes too: each read of a chunk resumes the protocol, which
-        # feeds its parser ``b""`` (base_protocol.resume_reading); stamped, that made every chunk's
-        # arrival the moment its task read it, not the moment it came in
-        if data:
-            self.arrived = time.perf_counter()
-        super().data_received(data)
-
-    def resume_reading(self, resume_parser: bool = True) -> None:
-        """Resume only what was paused. aiohttp calls this after every chunk a task reads, and its
-        own version re-feeds the parser ``b""`` (to finish what a pause left unparsed) and resumes
-        the transport each time (aiohttp base_protocol.py, ``BaseProtocol.resume_reading``); with
-        nothing paused both are no-ops, yet they were 5-15 % of the client's CPU in a c64 window.
-        ``_reading_paused`` / ``_buffer_paused``: the protocol's own pause flags (read with care,
-        absent in older versions: then every call goes through)."""
-        if getattr(self, "_reading_paused", True) or getattr(self, "_buffer_paused", False):
-            super().resume_reading(resume_parser)
+def request_headers(api_key: str | None, *, stream: bool = True) -> bytes:
+    """The header lines of every request of a run (built once); EndpointError for an API key that
+    cannot go into a header."""
+    headers = {"User-Agent": "llmctl-bench", **auth_headers(api_key)}
+    if stream:
+        headers = {"Accept": "text/event-stream", "Content-Type": "application/json", **headers}
+    try:
+        return wire.header_block(headers)
+    except ValueError as error:
+        raise EndpointError(
+            "the API key holds a line break or a character an HTTP header cannot carry",
+            'pass the key alone, e.g. --api-key "$(cat key.txt)" with no trailing newline',
+        ) from error
 
 
-def make_session() -> aiohttp.ClientSession:
-    """The aiohttp session of one run: one connection pool for every request, no overall timeout.
-
-    Call it inside the running event loop. TCP_NODELAY is aiohttp's default (without it a request's
-    body would wait for the ACK of its headers: Nagle + delayed ACK). ``record.start`` is stamped
-    from the session's trace hooks (see :func:`stream_request`).
-    """
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_create_start.append(_on_wire)
-    trace.on_connection_reuseconn.append(_on_wire)
-    trace.on_connection_create_end.append(_on_connected)
-    trace.on_request_chunk_sent.append(_on_written)
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-    if isinstance(getattr(connector, "_factory", None), functools.partial):
-        # aiohttp builds each connection's protocol with this factory (a private attribute, read
-        # with care: without it, chunks are stamped when their task reads them)
-        factory = functools.partial(StampingHandler, loop=asyncio.get_running_loop())
-        connector._factory = cast("functools.partial[ResponseHandler]", factory)
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
-        trace_configs=[trace],
-    )
-
-
-async def _on_wire(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:
-    record = context.trace_request_ctx
-    if isinstance(record, RequestRecord) and record.start == record.issued:
-        record.start = time.perf_counter()
-
-
-async def _on_connected(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:
-    record = context.trace_request_ctx
-    if isinstance(record, RequestRecord):
-        record.connected = time.perf_counter()
-
-
-async def _on_written(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:
-    # aiohttp awaits this right before the write of the chunk (headers and body together for a
-    # small body), with no await in between: the stamp is the moment the request goes out
-    record = context.trace_request_ctx
-    if isinstance(record, RequestRecord):
-        record.written = time.perf_counter()
-
-
-def request_headers(api_key: str | None) -> dict[str, str]:
-    """The headers of every streamed request (built once per run)."""
-    return {"Accept": "text/event-stream", "Content-Type": "application/json", **auth_headers(api_key)}
+# a stream's error event carries this key: the task is woken to look (the server ends such a
+# stream, and the client stops reading it)
+_ERROR_MARK = b'"error"'
 
 
 async def stream_request(
-    session: aiohttp.ClientSession,
+    pool: wire.Pool,
     record: RequestRecord,
     body: bytes,
-    headers: dict[str, str],
+    headers: bytes,
     *,
     timeout: float = 120.0,
     parse: bool = True,
 ) -> RequestRecord:
-    """Send one request (``body`` is the JSON bytes) and fill ``record``; never raises for a failed
-    request (except cancellation). ``parse=False`` leaves the events unparsed (status
-    ``"received"``) for a later :func:`parse_stream`.
+    """Send one request (``body`` is the JSON bytes, ``headers`` from :func:`request_headers`) and
+    fill ``record``; never raises for a failed request (except cancellation). ``parse=False``
+    leaves the events unparsed (status ``"received"``) for a later :func:`parse_stream`.
 
     A request that exceeds ``timeout`` seconds (from sending to the end of the stream) is recorded
     as ``error_type='timeout'`` with whatever chunks arrived before.
 
     ``record.issued`` is when the client began the request; ``record.start`` is when it went to the
     network: the start of the TCP connect when a new connection is needed, else the moment a pooled
-    connection was taken for it (right before its headers are written), from aiohttp's trace
-    hooks. ``record.written`` is when its last byte was handed to the socket; latencies count from
-    there (``record.sent``), and the client's own preparation time is reported separately.
+    connection was taken for it. ``record.written`` is the moment of the request's one write;
+    latencies count from there (``record.sent``), and the client's own preparation time is
+    reported separately.
     """
     record.issued = record.start = time.perf_counter()
     try:
@@ -283,9 +217,9 @@ async def stream_request(
             if sys.version_info >= (3, 11):
                 # a deadline on this task: wait_for would start one more task per request (3.11)
                 async with asyncio.timeout(timeout):
-                    await _stream(session, record, body, headers)
+                    await _stream(pool, record, body, headers)
             else:  # pragma: no cover - Python 3.10
-                await asyncio.wait_for(_stream(session, record, body, headers), timeout)
+                await asyncio.wait_for(_stream(pool, record, body, headers), timeout)
         finally:
             if parse:
                 parse_stream(record)
@@ -294,51 +228,48 @@ async def stream_request(
     except asyncio.CancelledError:
         record.fail("cancelled", "stopped before the answer completed")
         raise
-    except aiohttp.ClientConnectorError as error:
-        record.fail("connect_error", str(error) or type(error).__name__)
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as error:
-        record.fail("protocol_error", str(error) or type(error).__name__)
-    except (aiohttp.ClientError, OSError) as error:
+    except wire.ConnectError as error:
+        record.fail("connect_error", str(error))
+    except wire.ProtocolError as error:
+        record.fail("protocol_error", str(error))
+    except OSError as error:
         record.fail("transport_error", f"{type(error).__name__}: {error}")
     return record
 
 
-async def _stream(
-    session: aiohttp.ClientSession, record: RequestRecord, body: bytes, headers: dict[str, str]
-) -> None:
-    url = record.endpoint + "/chat/completions"
-    async with session.post(url, data=body, headers=headers, trace_request_ctx=record) as response:
-        record.http_status = response.status
-        if response.status != 200:
-            text = (await response.read()).decode(errors="replace")
-            record.fail(f"http_{response.status}", text)
-            return
-        await _read(response, record)
-
-
-async def _read(response: aiohttp.ClientResponse, record: RequestRecord) -> None:
-    # the hot path: a stamp and the bytes, nothing else (see the module docstring)
+async def _stream(pool: wire.Pool, record: RequestRecord, body: bytes, headers: bytes) -> None:
+    where = wire.target(record.endpoint + "/chat/completions")
+    connection, new = await pool.acquire(where)
+    if new:
+        record.connected = time.perf_counter()
+    else:
+        record.start = time.perf_counter()
     raw = record.raw
-    connection = response.connection
-    protocol = connection.protocol if connection is not None else None
-    stamped = protocol if isinstance(protocol, StampingHandler) else None
-    record.first_byte = time.perf_counter()
-    if stamped is not None:
-        record.first_byte = min(stamped.arrived, record.first_byte)
-    async for data in response.content.iter_any():
-        # when the latest bytes of the connection came in (never before the ones read now did;
-        # never after this read), else the read itself
-        now = time.perf_counter()
-        if stamped is not None:
-            now = min(stamped.arrived, now)
-        raw.append((now, data))
-        if b"[DONE]" in data:
-            record.end = now
-        elif b'"error"' in data and _parse(record, final=False):
-            return  # an error event: the server ends the stream, the client stops reading
-    if record.end is None:
-        record.end = time.perf_counter()
-    record.status = "received"
+    try:
+        record.written = connection.send(
+            wire.request_bytes("POST", where, headers, body), raw, watch=_ERROR_MARK
+        )
+        while True:
+            await connection.wait()
+            if connection.complete:
+                break
+            if connection.status == 200 and _parse(record, final=False):
+                return  # an error event: the stream is over for the client
+        record.http_status = connection.status
+        if connection.status != 200:
+            text = b"".join(piece for _now, piece in raw).decode(errors="replace")
+            raw.clear()
+            record.fail(f"http_{connection.status}", text)
+            return
+        # when the read that completed the answer came in, or the one that carried [DONE]
+        record.end = next((now for now, piece in reversed(raw) if b"[DONE]" in piece), connection.now)
+        record.status = "received"
+    finally:
+        if connection.first_byte is not None:
+            record.first_byte = connection.first_byte
+        if record.http_status is None and connection.status:
+            record.http_status = connection.status
+        pool.release(where, connection)
 
 
 def parse_stream(record: RequestRecord) -> None:
@@ -411,6 +342,17 @@ def _data_lines(raw: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
     lines: list[tuple[float, bytes]] = []
     buffer = b""
     for now, data in raw:
+        # the common case: the read is one whole event of one ``data:`` line (a server writes an
+        # event at a time), taken apart the way the general case below would
+        if (
+            not buffer
+            and data.startswith(b"data:")
+            and data.endswith(b"\n\n")
+            and data.count(b"\n") == 2
+            and b"\r" not in data
+        ):
+            lines.append((now, data[5:-2].strip()))
+            continue
         buffer = buffer + data if buffer else data
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")

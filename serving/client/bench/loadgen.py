@@ -31,13 +31,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import aiohttp
-
+from llmctl.serving.client.bench import wire
 from llmctl.serving.client.bench.client import (
     RequestRecord,
-    auth_headers,
     chat_body,
-    make_session,
     parse_stream,
     request_headers,
     stream_request,
@@ -126,7 +123,7 @@ class LoadResult:
         socket (latencies count from there too); ``t0`` when none was.
 
         The client's own lead-in (``window_start - t0``: building and handing the first requests of a
-        burst to aiohttp) is reported apart, as ``load.lead_in_s``.
+        burst to the sockets) is reported apart, as ``load.lead_in_s``.
         """
         return min((r.written for r in self.records if r.written is not None), default=self.t0)
 
@@ -151,7 +148,7 @@ class _Run:
         self.records: list[RequestRecord] = []
         self.headers = request_headers(plan.api_key)
         self.bodies: dict[int, bytes] = {}
-        self.session: aiohttp.ClientSession | None = None
+        self.pool = wire.Pool()
         # the phase being run: how many requests it may claim, and how many it has
         self.warmup_phase = True
         self.quota: int | None = plan.warmup
@@ -193,20 +190,17 @@ class _Run:
 
     async def open_connections(self) -> None:
         """One connection per slot, opened before any clock starts (errors are the requests' to report)."""
-        assert self.session is not None
-        session, headers = self.session, auth_headers(self.plan.api_key)
+        pool, headers = self.pool, request_headers(self.plan.api_key, stream=False)
         endpoints = self.plan.endpoints
 
         async def touch(number: int) -> None:
             url = endpoints[number % len(endpoints)] + "/models"
-            with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
-                async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as r:
-                    await r.read()
+            with contextlib.suppress(wire.WireError, OSError, asyncio.TimeoutError):
+                await wire.fetch(pool, url, headers)
 
         await asyncio.gather(*(touch(n) for n in range(self.slots())))
 
     async def one(self, scheduled: float | None = None) -> None:
-        assert self.session is not None
         index = self.next_index
         self.next_index += self.stride
         plan = self.plan
@@ -226,7 +220,7 @@ class _Run:
         try:
             # parsed after the window (parse_stream): no stream's parsing delays another's stamps
             await stream_request(
-                self.session,
+                self.pool,
                 record,
                 body,
                 self.headers,
@@ -363,7 +357,6 @@ async def run_load(
     lag: list[float] = []
     lag_task: asyncio.Future[None] | None = None
     t0 = t_end = cpu0 = cpu1 = warmup_seconds = 0.0
-    run.session = make_session()
     try:
         await run.open_connections()
         if plan.warmup and not stop.is_set():
@@ -395,7 +388,7 @@ async def run_load(
         if on_progress is not None:
             run.progress.elapsed = time.perf_counter() - started
             on_progress(run.progress)
-        await run.session.close()
+        run.pool.close()
     return LoadResult(
         plan=plan,
         records=run.records,

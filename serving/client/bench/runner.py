@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from llmctl import __version__
 from llmctl.errors import EndpointError, LlmctlError
-from llmctl.serving.client.bench import report
+from llmctl.serving.client.bench import report, wire
 from llmctl.serving.client.bench.client import probe
 from llmctl.serving.client.bench.loadgen import (
     LoadPlan,
@@ -94,8 +92,11 @@ def default_out_dir(root: Path | None = None) -> Path:
 
 async def resolve_model(config: BenchConfig) -> str:
     """Probe every endpoint (EndpointError when one is unreachable) and pick the model."""
-    async with aiohttp.ClientSession() as session:
-        listed = [await probe(session, url, config.api_key) for url in config.endpoints]
+    pool = wire.Pool()
+    try:
+        listed = [await probe(pool, url, config.api_key) for url in config.endpoints]
+    finally:
+        pool.close()
     if config.model:
         return config.model
     if listed[0]:

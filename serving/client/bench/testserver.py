@@ -37,8 +37,12 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
+import platform
 import re
+import selectors
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -294,8 +298,6 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
     The event loop polls with ``select()``, whose timeout has microsecond resolution; the default
     epoll selector rounds every timer up to the next millisecond, which would blur the schedule.
     """
-    import selectors
-
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -304,17 +306,18 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
     sock.bind((host, port))
     sock.listen(1024)
     bound = sock.getsockname()[1]
+    selector = _StampingSelector()
     config = uvicorn.Config(
         FakeOpenAI(timing),
         loop="none",
-        http=_stamping_protocol() if _has("httptools") else "h11",
+        http=_stamping_protocol(selector) if _has("httptools") else "h11",
         log_level="critical",  # stalled streams are cancelled at shutdown; not an error
         access_log=False,
         backlog=1024,
         timeout_keep_alive=60,
         timeout_graceful_shutdown=1,
     )
-    loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
+    loop = asyncio.SelectorEventLoop(selector)
     asyncio.set_event_loop(loop)
     print(f"listening on http://{host}:{bound}", flush=True)
     try:
@@ -323,20 +326,105 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
         loop.close()
 
 
-def _stamping_protocol() -> type[asyncio.Protocol]:
-    """uvicorn's httptools protocol, stamping when each request's last bytes were read.
+# SO_TIMESTAMPNS (socket(7)): the kernel notes when each packet came in and recvmsg() hands it over;
+# the socket module has no name for it. Its number on the architectures checked here.
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None
+
+
+class _StampingSelector(selectors.SelectSelector):
+    """``select()``, noting for each readable connection when its bytes reached the server's kernel.
+
+    The moment a request is read by the server's loop carries the loop's own queue: the timers and
+    callbacks it was running when the request came in (at c64 and 5 ms a token it writes 64 chunks
+    every 5 ms), and the other sockets that became readable with it. That wait is the server's,
+    yet it would count as the client's way out. So each connection's socket gets the kernel's
+    receive timestamps (SO_TIMESTAMPNS), and when ``select()`` returns, the oldest unread bytes of
+    each readable connection are peeked (``MSG_PEEK``: nothing is consumed) for theirs, turned from
+    the kernel's wall clock to ``time.monotonic()``. Where that is not available, the stamp is the
+    moment ``select()`` returned.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ready_at = 0.0
+        self.arrived: dict[int, float] = {}
+        self._peers: dict[int, socket.socket] = {}  # fd -> a duplicate of the connection's socket
+
+    def watch(self, fd: int) -> None:
+        """Start stamping the connection on ``fd`` (call :meth:`forget` before it is closed)."""
+        if _SO_TIMESTAMPNS is None or fd < 0:
+            return
+        try:
+            peer = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            return
+        try:
+            peer.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:
+            peer.close()
+            return
+        self._peers[fd] = peer
+
+    def forget(self, fd: int) -> None:
+        peer = self._peers.pop(fd, None)
+        if peer is not None:
+            peer.close()
+        self.arrived.pop(fd, None)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        events = super().select(timeout)
+        now = time.monotonic()
+        self.ready_at = now
+        offset = now - time.time()
+        for key, mask in events:
+            peer = self._peers.get(key.fd)
+            if peer is not None and mask & selectors.EVENT_READ:
+                self.arrived[key.fd] = _kernel_stamp(peer, offset) or now
+        return events
+
+
+def _kernel_stamp(peer: socket.socket, offset: float) -> float | None:
+    """When the oldest unread bytes of ``peer`` came in (``time.monotonic()``), None if unknown."""
+    try:
+        _data, ancillary, _flags, _address = peer.recvmsg(
+            1, socket.CMSG_SPACE(16), socket.MSG_PEEK | socket.MSG_DONTWAIT
+        )
+    except OSError:
+        return None
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
+            seconds, nanoseconds = struct.unpack("@qq", payload[:16])
+            return float(seconds + nanoseconds / 1e9 + offset)
+    return None
+
+
+def _stamping_protocol(selector: _StampingSelector) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol, stamping when the bytes that completed each request reached
+    the server (the oldest unread ones of the read that completed it).
 
     The app's own clock starts only when its task runs; with 64 requests arriving in one burst the
-    last one waits for the other 63, and that wait is the server's, not the client's. The stamp
-    goes to ``scope["state"]["read_at"]`` (``time.monotonic()``).
+    last one waits for the other 63, and that wait is the server's, not the client's; so is the
+    wait before the loop reads a socket (:class:`_StampingSelector`). The stamp goes to
+    ``scope["state"]["read_at"]`` (``time.monotonic()``).
     """
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class StampingProtocol(HttpToolsProtocol):
         _arrived = 0.0
+        _fd = -1
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            self._fd = sock.fileno() if sock is not None else -1
+            selector.watch(self._fd)
+            super().connection_made(transport)  # type: ignore[arg-type]
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            selector.forget(self._fd)
+            super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
-            self._arrived = time.monotonic()
+            self._arrived = selector.arrived.get(self._fd, selector.ready_at)
             super().data_received(data)
 
         def on_message_complete(self) -> None:
