@@ -48,7 +48,13 @@ from llmctl.serving.client.bench.loadgen import LoadPlan, run_blocking
 from llmctl.serving.client.bench.loops import loops_for, run_level
 from llmctl.serving.client.bench.metrics import quantile, summarize
 from llmctl.serving.client.bench.prompts import PromptFactory
-from llmctl.serving.client.bench.testserver import FakeTiming, configure, running_server, timeline
+from llmctl.serving.client.bench.testserver import (
+    FakeTiming,
+    configure,
+    read_stamps,
+    running_server,
+    timeline,
+)
 from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 # name -> (concurrency, requests, TTFT s, TPOT s, output tokens)
@@ -273,6 +279,9 @@ def main() -> int:
             cli_runs = [whole_run(url, SCENARIOS["c64"], env) for _ in range(CLI_REPEATS)]
         # as the earlier figures were taken: in this environment, which may forbid bytecode files
         as_before = whole_run(url, SCENARIOS["c64"])
+        # how the server stamped the reads: the kernel's receive time, or (where a read came without
+        # one) the moment its select() returned
+        stamped = read_stamps(url)
     cli = median_of(cli_runs)
     checks = {
         **{
@@ -307,6 +316,7 @@ def main() -> int:
             **as_before,
             "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
         },
+        "server_read_stamps": stamped,
         "machine": {
             "cpus": os.cpu_count(),
             "load_average_1m_before": load_before,

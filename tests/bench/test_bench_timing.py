@@ -217,6 +217,11 @@ def test_the_recording_server_stamps_a_request_when_its_bytes_reached_the_kernel
             selector = _StampingSelector()
             selector.register(server_side, selectors.EVENT_READ)
             selector.watch(fd)
+            # a first packet: the kernel may switch receive timestamps on for the host a moment
+            # after the first socket asks for them
+            client.sendall(b"x")
+            time.sleep(0.05)
+            assert selector.select(0) and server_side.recv(10) == b"x"
             sent = time.monotonic()
             client.sendall(b"GET /v1/models HTTP/1.1\r\n\r\n")
             time.sleep(0.2)  # the server's loop is busy elsewhere
@@ -226,8 +231,10 @@ def test_the_recording_server_stamps_a_request_when_its_bytes_reached_the_kernel
             assert sent <= arrived <= looked < selector.ready_at
             assert selector.ready_at - arrived > 0.1  # the kernel's moment, not the loop's
             assert server_side.recv(100) == b"GET /v1/models HTTP/1.1\r\n\r\n"
+            assert selector.stamps["kernel"] >= 1
             selector.forget(fd)
             assert fd not in selector.arrived
+            assert server_side.fileno() == fd  # the descriptor stays the connection's
             # a connection it does not watch gets the moment select() returned
             client.sendall(b"x")
             time.sleep(0.01)

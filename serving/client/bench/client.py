@@ -67,12 +67,15 @@ class RequestRecord:
 
     @property
     def sent(self) -> float:
-        """Where latencies count from: the request fully written, else when it went to the network."""
+        """Where latencies count from: the moment the request was handed to the socket (its one
+        write; a large body on a slow link is still going out after it), else when it went to the
+        network."""
         return self.start if self.written is None else self.written
 
     @property
     def connect_s(self) -> float | None:
-        """The TCP connect of a new connection (None when a pooled connection was reused)."""
+        """Opening a new connection: name lookup, TCP connect and, for https, the TLS handshake
+        (None when a pooled connection was reused)."""
         return None if self.connected is None else self.connected - self.start
 
     def fail(self, error_type: str, message: str) -> None:
@@ -103,7 +106,12 @@ def normalize_base_url(url: str) -> str:
         path = path.removesuffix(suffix)
     if not path:
         path = "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    base = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    try:
+        wire.target(base)
+    except ValueError as error:
+        raise EndpointError(f"bad endpoint URL {url!r}: {error}", "e.g. http://localhost:8000/v1") from error
+    return base
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -239,31 +247,48 @@ async def stream_request(
 
 async def _stream(pool: wire.Pool, record: RequestRecord, body: bytes, headers: bytes) -> None:
     where = wire.target(record.endpoint + "/chat/completions")
-    connection, new = await pool.acquire(where)
+    request = wire.request_bytes("POST", where, headers, body)
+    if await _exchange(pool, record, where, request, fresh=False):
+        # the server had closed the pooled connection (its idle timeout) as the request went out,
+        # and answered nothing: the request goes once more, on a new connection
+        record.start = time.perf_counter()
+        await _exchange(pool, record, where, request, fresh=True)
+
+
+async def _exchange(
+    pool: wire.Pool, record: RequestRecord, where: wire.Target, request: bytes, *, fresh: bool
+) -> bool:
+    """One try of the request; True when it went out on a pooled connection that the server closed
+    without a byte of answer (worth one more try on a new connection)."""
+    connection, new = await pool.acquire(where, fresh=fresh)
     if new:
         record.connected = time.perf_counter()
     else:
         record.start = time.perf_counter()
     raw = record.raw
     try:
-        record.written = connection.send(
-            wire.request_bytes("POST", where, headers, body), raw, watch=_ERROR_MARK
-        )
+        record.written = connection.send(request, raw, watch=_ERROR_MARK)
         while True:
-            await connection.wait()
+            try:
+                await connection.wait()
+            except wire.ProtocolError:
+                if not new and connection.unanswered:
+                    return True
+                raise
             if connection.complete:
                 break
             if connection.status == 200 and _parse(record, final=False):
-                return  # an error event: the stream is over for the client
+                return False  # an error event: the stream is over for the client
         record.http_status = connection.status
         if connection.status != 200:
             text = b"".join(piece for _now, piece in raw).decode(errors="replace")
             raw.clear()
             record.fail(f"http_{connection.status}", text)
-            return
+            return False
         # when the read that completed the answer came in, or the one that carried [DONE]
         record.end = next((now for now, piece in reversed(raw) if b"[DONE]" in piece), connection.now)
         record.status = "received"
+        return False
     finally:
         if connection.first_byte is not None:
             record.first_byte = connection.first_byte

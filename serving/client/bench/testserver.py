@@ -25,7 +25,8 @@ what the server really did for each completed stream: when it had read the reque
 the first and the last content chunk (``time.monotonic()``, the clock of the client's
 ``perf_counter`` on Linux), how many tokens it sent and the request's index (read from the
 ``[<nonce>-<index>]`` tag that opens an ``llmctl bench`` prompt; -1 without one), so each stream can
-be paired with the client's record of it. ``POST /_config`` clears both.
+be paired with the client's record of it. ``GET /_stats`` also says how many reads were stamped with
+the kernel's receive time and how many with the moment ``select()`` returned (``read_stamps``). ``POST /_config`` clears both.
 
 Run it on its own with ``python -m llmctl.serving.client.bench.testserver --port 8000``.
 """
@@ -37,7 +38,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import platform
 import re
 import selectors
@@ -121,6 +121,8 @@ class FakeOpenAI:
         self.requests = 0
         self.lead = _INITIAL_LEAD
         self.timeline: list[tuple[float, float, float, int, int]] = []
+        # how the requests' read moments were stamped (the server's selector keeps the counts)
+        self.read_stamps: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -157,7 +159,7 @@ class FakeOpenAI:
             self.timeline = []
             await _json(send, 200, dataclasses.asdict(self.timing))
         elif method == "GET" and path == "/_stats":
-            await _json(send, 200, {"requests": self.requests})
+            await _json(send, 200, {"requests": self.requests, "read_stamps": self.read_stamps})
         elif method == "GET" and path == "/_timeline":
             await _json(send, 200, {"streams": self.timeline[-100_000:]})
         elif method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
@@ -303,12 +305,19 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+    if _SO_TIMESTAMPNS is not None:
+        # inherited too: a connection's first request, in its socket before the protocol could ask
+        # for receive times, has one as well (_StampingSelector)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     sock.bind((host, port))
     sock.listen(1024)
     bound = sock.getsockname()[1]
     selector = _StampingSelector()
+    app = FakeOpenAI(timing)
+    app.read_stamps = selector.stamps
     config = uvicorn.Config(
-        FakeOpenAI(timing),
+        app,
         loop="none",
         http=_stamping_protocol(selector) if _has("httptools") else "h11",
         log_level="critical",  # stalled streams are cancelled at shutdown; not an error
@@ -338,64 +347,89 @@ class _StampingSelector(selectors.SelectSelector):
     callbacks it was running when the request came in (at c64 and 5 ms a token it writes 64 chunks
     every 5 ms), and the other sockets that became readable with it. That wait is the server's,
     yet it would count as the client's way out. So each connection's socket gets the kernel's
-    receive timestamps (SO_TIMESTAMPNS), and when ``select()`` returns, the oldest unread bytes of
-    each readable connection are peeked (``MSG_PEEK``: nothing is consumed) for theirs, turned from
-    the kernel's wall clock to ``time.monotonic()``. Where that is not available, the stamp is the
-    moment ``select()`` returned.
+    receive timestamps (SO_TIMESTAMPNS), and when ``select()`` returns, each readable connection's
+    unread bytes are peeked (``MSG_PEEK``: nothing is consumed) for the receive time the kernel
+    gives them (for bytes that came in several segments TCP may have merged, the newest merged
+    one's), turned from the kernel's wall clock to ``time.monotonic()``. Where that is not
+    available, the stamp is the moment ``select()`` returned; ``stamps`` counts both kinds.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.ready_at = 0.0
         self.arrived: dict[int, float] = {}
-        self._peers: dict[int, socket.socket] = {}  # fd -> a duplicate of the connection's socket
+        self.stamps = {"kernel": 0, "select": 0}
+        # fd -> a socket object on the connection's own descriptor (not a duplicate: the
+        # descriptors must stay below select()'s 1,024), detached before the connection closes it
+        self._peers: dict[int, socket.socket] = {}
 
     def watch(self, fd: int) -> None:
         """Start stamping the connection on ``fd`` (call :meth:`forget` before it is closed)."""
         if _SO_TIMESTAMPNS is None or fd < 0:
             return
         try:
-            peer = socket.socket(fileno=os.dup(fd))
+            peer = socket.socket(fileno=fd)
         except OSError:
             return
         try:
             peer.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         except OSError:
-            peer.close()
+            peer.detach()
             return
         self._peers[fd] = peer
 
     def forget(self, fd: int) -> None:
         peer = self._peers.pop(fd, None)
         if peer is not None:
-            peer.close()
+            peer.detach()  # the descriptor is the connection's to close
         self.arrived.pop(fd, None)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         events = super().select(timeout)
         now = time.monotonic()
         self.ready_at = now
-        offset = now - time.time()
+        offset: float | None = None
         for key, mask in events:
             peer = self._peers.get(key.fd)
             if peer is not None and mask & selectors.EVENT_READ:
-                self.arrived[key.fd] = _kernel_stamp(peer, offset) or now
+                if offset is None:
+                    offset = _wall_to_monotonic()
+                came, stamp = _kernel_stamp(peer, offset)
+                if came:  # bytes, not the end of the connection
+                    self.stamps["kernel" if stamp is not None else "select"] += 1
+                self.arrived[key.fd] = stamp if stamp is not None else now
         return events
 
 
-def _kernel_stamp(peer: socket.socket, offset: float) -> float | None:
-    """When the oldest unread bytes of ``peer`` came in (``time.monotonic()``), None if unknown."""
+def _wall_to_monotonic() -> float:
+    """What to add to a wall-clock time to get ``time.monotonic()``: the wall clock read on both
+    sides of the monotonic one (again when a preemption came between them)."""
+    offset, spread = 0.0, float("inf")
+    for _ in range(3):
+        before = time.time()
+        monotonic = time.monotonic()
+        after = time.time()
+        if after - before < spread:
+            offset, spread = monotonic - (before + after) / 2, after - before
+        if spread < 50e-6:
+            break
+    return offset
+
+
+def _kernel_stamp(peer: socket.socket, offset: float) -> tuple[bool, float | None]:
+    """Whether ``peer`` has unread bytes, and when they came in (``time.monotonic()``; None if the
+    kernel did not say)."""
     try:
-        _data, ancillary, _flags, _address = peer.recvmsg(
+        data, ancillary, _flags, _address = peer.recvmsg(
             1, socket.CMSG_SPACE(16), socket.MSG_PEEK | socket.MSG_DONTWAIT
         )
     except OSError:
-        return None
+        return False, None
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
             seconds, nanoseconds = struct.unpack("@qq", payload[:16])
-            return float(seconds + nanoseconds / 1e9 + offset)
-    return None
+            return bool(data), float(seconds + nanoseconds / 1e9 + offset)
+    return bool(data), None
 
 
 def _stamping_protocol(selector: _StampingSelector) -> type[asyncio.Protocol]:
@@ -497,6 +531,15 @@ def configure(base_url: str, **fields: Any) -> dict[str, Any]:
     response.raise_for_status()
     result: dict[str, Any] = response.json()
     return result
+
+
+def read_stamps(base_url: str) -> dict[str, int]:
+    """How a running fake server stamped its reads so far: ``{"kernel": n, "select": m}``."""
+    import httpx
+
+    response = httpx.get(base_url.removesuffix("/v1") + "/_stats", timeout=10.0)
+    response.raise_for_status()
+    return {str(k): int(v) for k, v in response.json()["read_stamps"].items()}
 
 
 def timeline(base_url: str) -> list[tuple[float, float, float, int, int]]:

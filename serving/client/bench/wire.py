@@ -22,9 +22,11 @@ import contextlib
 import functools
 import socket
 import ssl
+import sys
 import time
-from typing import NamedTuple, cast
-from urllib.parse import urlsplit
+from collections.abc import Awaitable
+from typing import NamedTuple, TypeVar, cast
+from urllib.parse import quote, urlsplit
 
 import httptools
 
@@ -39,6 +41,18 @@ class ConnectError(WireError):
 
 class ProtocolError(WireError):
     """The server closed the connection before the answer was complete, or broke HTTP."""
+
+
+T = TypeVar("T")
+
+
+async def _within(seconds: float, step: Awaitable[T]) -> T:
+    """``step``, or TimeoutError after ``seconds``: a deadline on this task on Python 3.11+ (3.11's
+    ``wait_for`` can swallow a cancellation that comes as its inner task ends)."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await step
+    return await asyncio.wait_for(step, seconds)  # pragma: no cover - Python 3.10
 
 
 class Target(NamedTuple):
@@ -57,13 +71,25 @@ class Target(NamedTuple):
 
 @functools.lru_cache(maxsize=64)
 def target(url: str) -> Target:
-    """The :class:`Target` of an absolute ``http(s)://`` URL (ValueError for anything else)."""
+    """The :class:`Target` of an absolute ``http(s)://`` URL (ValueError for anything else): the
+    host in its IDNA form, the path and query percent-encoded where a request line needs it."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {url!r}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Target(parts.scheme, parts.hostname, port, parts.netloc.rpartition("@")[2], path)
+    default = 443 if parts.scheme == "https" else 80
+    port = parts.port or default
+    try:
+        host = (
+            parts.hostname.encode("idna").decode("ascii") if not parts.hostname.isascii() else parts.hostname
+        )
+    except UnicodeError as error:
+        raise ValueError(f"not a valid host name: {parts.hostname!r}") from error
+    shown = f"[{host}]" if ":" in host else host
+    host_header = shown if parts.port in (None, default) else f"{shown}:{port}"
+    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+    if parts.query:
+        path += "?" + quote(parts.query, safe="/%:@!$&'()*+,;=-._~?")
+    return Target(parts.scheme, host, port, host_header, path)
 
 
 def header_block(headers: dict[str, str]) -> bytes:
@@ -116,8 +142,13 @@ class Connection(asyncio.Protocol):
             parser.feed_data(data)
         except httptools.HttpParserError as error:
             self._fail(ProtocolError(f"the server's answer is not valid HTTP/1.1 ({error})"))
+        except httptools.HttpParserUpgrade:
+            self._fail(ProtocolError("the server switched protocols (HTTP 101); a benchmark needs HTTP/1.1"))
 
     def eof_received(self) -> bool:
+        # the server is done with this connection (an idle one timed out, say): no request may
+        # take it from the pool any more, though connection_lost comes only on a later turn
+        self.closed = True
         return False  # close the transport: connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -151,6 +182,10 @@ class Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         assert self._parser is not None
+        if 100 <= self.status < 200:
+            # an interim answer (103 Early Hints, say): the real one follows on the same connection
+            self.status, self._framed = 0, False
+            return
         self.complete = True
         self.keep_alive = self._parser.should_keep_alive()
         self._wake()
@@ -194,6 +229,11 @@ class Connection(asyncio.Protocol):
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.closed
 
+    @property
+    def unanswered(self) -> bool:
+        """The server closed the connection without a byte of answer to the request sent on it."""
+        return self.error is not None and self.first_byte is None
+
     def finish(self) -> None:
         """The exchange is over: nothing more is awaited (bytes that still come are an error)."""
         self._waiter = None
@@ -233,13 +273,16 @@ class Pool:
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._all: set[Connection] = set()
 
-    async def acquire(self, where: Target) -> tuple[Connection, bool]:
-        """An open connection to ``where`` and whether it is new; ConnectError when none opens."""
+    async def acquire(self, where: Target, *, fresh: bool = False) -> tuple[Connection, bool]:
+        """An open connection to ``where`` (a new one with ``fresh``) and whether it is new;
+        ConnectError when none opens."""
         idle = self._idle.get(where.origin)
-        while idle:
+        while idle and not fresh:
             connection = idle.pop()
-            if not connection.closed:
+            transport = connection.transport
+            if not connection.closed and transport is not None and not transport.is_closing():
                 return connection, False
+            connection.close()
             self._all.discard(connection)
         loop = asyncio.get_running_loop()
         tls = (self.tls or _tls_context()) if where.scheme == "https" else None
@@ -247,7 +290,7 @@ class Pool:
             Connection, where.host, where.port, ssl=tls, server_hostname=where.host if tls else None
         )
         try:
-            _transport, connection = await asyncio.wait_for(opening, self.connect_timeout)
+            _transport, connection = await _within(self.connect_timeout, opening)
         except asyncio.TimeoutError as error:
             raise ConnectError(
                 f"no connection to {where.host}:{where.port} within {self.connect_timeout:g} s"
@@ -295,4 +338,4 @@ async def fetch(pool: Pool, url: str, headers: bytes = b"", *, timeout: float = 
         finally:
             pool.release(where, connection)
 
-    return await asyncio.wait_for(get(), timeout)
+    return await _within(timeout, get())
