@@ -92,7 +92,9 @@ def test_each_read_keeps_its_moment_and_the_task_wakes_once_per_answer() -> None
     assert wakes == 1  # not once per chunk
     assert [piece for _now, piece in raw] == pieces
     stamps = [now for now, _piece in raw]
-    assert stamps == sorted(stamps) and stamps[-1] - stamps[0] >= 0.05
+    # the last piece was written at least two sleeps after the first began, one after the first
+    # piece was read (a busy loop may read the first late, never after the second was written)
+    assert stamps == sorted(stamps) and stamps[-1] - stamps[0] >= 0.025
     # each piece is stamped when its read came in: after the server began writing it, and before it
     # began the next (server and client share one loop: the read runs before the server's timer)
     for i, stamp in enumerate(stamps):
