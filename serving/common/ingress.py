@@ -137,14 +137,11 @@ def autoscaling_config(blueprint: Blueprint) -> dict[str, Any]:
         "max_replicas": scaling.max_replicas,
         "target_ongoing_requests": scaling.target_ongoing_requests,
     }
-    if scaling.upscale_delay_s is not None:
-        config["upscale_delay_s"] = scaling.upscale_delay_s
-    if scaling.downscale_delay_s is not None:
-        config["downscale_delay_s"] = scaling.downscale_delay_s
-    if scaling.downscale_to_zero_delay_s is not None:
-        config["downscale_to_zero_delay_s"] = scaling.downscale_to_zero_delay_s
-    if scaling.look_back_period_s is not None:
-        config["look_back_period_s"] = scaling.look_back_period_s
+    # Serve's own names; each only when the blueprint sets it (else Serve's default)
+    for name in ("upscale_delay_s", "downscale_delay_s", "downscale_to_zero_delay_s", "look_back_period_s"):
+        value = getattr(scaling, name)
+        if value is not None:
+            config[name] = value
     return config
 
 

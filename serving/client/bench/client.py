@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,7 +119,8 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
 
 def unreachable(base_url: str, error: Exception) -> EndpointError:
     """The error for an endpoint nothing answers at (``error``: the HTTP client's transport error)."""
-    reason = str(error) or ("no answer within 10 s" if isinstance(error, asyncio.TimeoutError) else "")
+    timed_out = isinstance(error, asyncio.TimeoutError)
+    reason = str(error) or (f"no answer within {wire.FETCH_TIMEOUT_S:g} s" if timed_out else "")
     return EndpointError(
         f"cannot reach {base_url}: {type(error).__name__}: {reason}",
         "check the URL and that the server runs (for a deployed blueprint: `llmctl status`)",
@@ -222,12 +222,8 @@ async def stream_request(
     record.issued = record.start = time.perf_counter()
     try:
         try:
-            if sys.version_info >= (3, 11):
-                # a deadline on this task: wait_for would start one more task per request (3.11)
-                async with asyncio.timeout(timeout):
-                    await _stream(pool, record, body, headers)
-            else:  # pragma: no cover - Python 3.10
-                await asyncio.wait_for(_stream(pool, record, body, headers), timeout)
+            # a deadline on this task (wait_for would start one more task per request on 3.11)
+            await wire.within(timeout, _stream(pool, record, body, headers))
         finally:
             if parse:
                 parse_stream(record)

@@ -336,7 +336,11 @@ def serve(host: str = "127.0.0.1", port: int = 0, timing: FakeTiming | None = No
 
 
 # SO_TIMESTAMPNS (socket(7)): the kernel notes when each packet came in and recvmsg() hands it over;
-# the socket module has no name for it. Its number on the architectures checked here.
+# the socket module has no name for it. 35 is SO_TIMESTAMPNS_OLD in the kernel's
+# include/uapi/asm-generic/socket.h, which x86_64 and arm64 use; with a 64-bit time_t it is the
+# SO_TIMESTAMPNS there, and its control message (SCM_TIMESTAMPNS, the same number) holds a
+# struct timespec of two 64-bit fields. Seen here: Debian's linux-libc-dev headers, and the kernel
+# answering a recvmsg() with a control message of level 1, type 35.
 _SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None
 
 
@@ -367,6 +371,7 @@ class _StampingSelector(selectors.SelectSelector):
         """Start stamping the connection on ``fd`` (call :meth:`forget` before it is closed)."""
         if _SO_TIMESTAMPNS is None or fd < 0:
             return
+        self.forget(fd)  # never drop a socket object on a descriptor undetached: it would close it
         try:
             peer = socket.socket(fileno=fd)
         except OSError:

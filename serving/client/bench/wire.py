@@ -46,7 +46,7 @@ class ProtocolError(WireError):
 T = TypeVar("T")
 
 
-async def _within(seconds: float, step: Awaitable[T]) -> T:
+async def within(seconds: float, step: Awaitable[T]) -> T:
     """``step``, or TimeoutError after ``seconds``: a deadline on this task on Python 3.11+ (3.11's
     ``wait_for`` can swallow a cancellation that comes as its inner task ends)."""
     if sys.version_info >= (3, 11):
@@ -116,7 +116,6 @@ class Connection(asyncio.Protocol):
         self.complete = False
         self.keep_alive = False
         self.watch = b""
-        self.noticed = False  # a read carried ``watch``
         self.error: WireError | None = None
         self._framed = False  # the answer has a Content-Length or is chunked (else it ends at close)
         self._parser: httptools.HttpResponseParser | None = None
@@ -177,7 +176,6 @@ class Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self.raw.append((self.now, body))
         if self.watch and self.watch in body:
-            self.noticed = True
             self._wake()
 
     def on_message_complete(self) -> None:
@@ -206,7 +204,7 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None and self._waiter is None
         self.raw = [] if raw is None else raw
         self.status, self.first_byte, self.complete, self.keep_alive = 0, None, False, False
-        self.watch, self.noticed, self._framed, self.error = watch, False, False, None
+        self.watch, self._framed, self.error = watch, False, None
         self._parser = httptools.HttpResponseParser(self)
         self._waiter = asyncio.get_running_loop().create_future()
         written = time.perf_counter()
@@ -214,8 +212,8 @@ class Connection(asyncio.Protocol):
         return written
 
     async def wait(self) -> None:
-        """Until the answer is complete, or a read carried ``watch`` (then ``noticed`` is set and
-        the next call waits on); ProtocolError when the connection broke first."""
+        """Until the answer is complete, or a read carried ``watch`` (then ``complete`` is still
+        False and the next call waits on); ProtocolError when the connection broke first."""
         if self.error is not None:
             raise self.error
         if self.complete:
@@ -223,7 +221,6 @@ class Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is None or waiter.done():
             waiter = self._waiter = asyncio.get_running_loop().create_future()
-        self.noticed = False
         await waiter
 
     def reusable(self) -> bool:
@@ -290,7 +287,7 @@ class Pool:
             Connection, where.host, where.port, ssl=tls, server_hostname=where.host if tls else None
         )
         try:
-            _transport, connection = await _within(self.connect_timeout, opening)
+            _transport, connection = await within(self.connect_timeout, opening)
         except asyncio.TimeoutError as error:
             raise ConnectError(
                 f"no connection to {where.host}:{where.port} within {self.connect_timeout:g} s"
@@ -316,16 +313,20 @@ class Pool:
         self._idle.clear()
 
 
-def request_bytes(
-    method: str, where: Target, headers: bytes, body: bytes = b"", path: str | None = None
-) -> bytes:
+def request_bytes(method: str, where: Target, headers: bytes, body: bytes = b"") -> bytes:
     """One request's bytes: the request line, Host, Content-Length (with a body), ``headers``."""
     length = f"Content-Length: {len(body)}\r\n" if body or method == "POST" else ""
-    head = f"{method} {path or where.path} HTTP/1.1\r\nHost: {where.host_header}\r\n{length}"
+    head = f"{method} {where.path} HTTP/1.1\r\nHost: {where.host_header}\r\n{length}"
     return head.encode("latin-1") + headers + b"\r\n" + body
 
 
-async def fetch(pool: Pool, url: str, headers: bytes = b"", *, timeout: float = 10.0) -> tuple[int, bytes]:
+# how long a plain GET (the endpoint probe, a connection's first request) may take
+FETCH_TIMEOUT_S = 10.0
+
+
+async def fetch(
+    pool: Pool, url: str, headers: bytes = b"", *, timeout: float = FETCH_TIMEOUT_S
+) -> tuple[int, bytes]:
     """``GET url``: its status and whole body (WireError, or TimeoutError after ``timeout`` s)."""
     where = target(url)
 
@@ -338,4 +339,4 @@ async def fetch(pool: Pool, url: str, headers: bytes = b"", *, timeout: float = 
         finally:
             pool.release(where, connection)
 
-    return await _within(timeout, get())
+    return await within(timeout, get())
