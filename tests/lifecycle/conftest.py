@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from lifecycle_support import seed_ami_parameters, seed_cache_bucket
-from standin_support import STANDIN_BUCKET, ForkServer, StandinEngine, install
+from standin_support import STANDIN_BUCKET, ForkServer, StandinEngine, build_client, install
 
 HERE = Path(__file__).parent
 REGION = "us-west-2"
@@ -91,12 +91,14 @@ def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One warm parent per test process for the stand-in's commands (standin_engine/forkserver.py);
-    STANDIN_FORKSERVER=0 runs each command in a fresh process instead."""
-    if os.environ.get("STANDIN_FORKSERVER") == "0":
+    """One warm parent per test process for the stand-in's commands (standin_engine/forkserver.py)
+    and its compiled client (standin_engine/client.c). STANDIN_FORKSERVER=0, or no C compiler, runs
+    each command in a fresh Python process instead."""
+    folder = tmp_path_factory.mktemp("forkserver")
+    if os.environ.get("STANDIN_FORKSERVER") == "0" or build_client(folder) is None:
         yield ""
         return
-    server = ForkServer(tmp_path_factory.mktemp("forkserver"))
+    server = ForkServer(folder)
     yield server.path
     server.close()
 

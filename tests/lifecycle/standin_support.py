@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -29,61 +31,68 @@ sys.path.insert(0, {here!r})
 sys.path.extend({site!r})
 """
 
-_CLIENT = (
+#: the command in a Python process of its own (no fork server, or one that does not answer)
+_LOCAL = (
     _PATHS
     + """
-import array, json, os, signal, socket, struct
-def _local():
-    from standin_engine.{module} import main
-    main()
-def _remote():
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect({server!r})
-    except OSError:
-        return False
-    body = json.dumps({{"module": {module!r}, "argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
-    fds = array.array("i", [0, 1, 2])
-    conn.sendmsg([struct.pack("!I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-    replies = conn.makefile("r")
-    first = replies.readline().split()
-    if not first:
-        sys.exit("stand-in: the fork server did not start the command")
-    runner = int(first[1])
-    def forward(signum, frame):
-        try:
-            os.kill(runner, signum)
-        except ProcessLookupError:
-            pass
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, forward)
-    last = replies.readline().split()
-    if not last:
-        sys.exit("stand-in: the fork server lost the command")
-    how, value = last
-    if how == "signal":
-        if int(value) != signal.SIGKILL:
-            signal.signal(int(value), signal.SIG_DFL)
-        os.kill(os.getpid(), int(value))
-    os._exit(int(value))
-if not {server!r} or _remote() is False:
-    _local()
+from standin_engine.{module} import main
+main()
 """
 )
+
+#: the executable on PATH when a fork server runs: the compiled client, told its module and server
+_FORKED = """#!/bin/sh
+exec {client} {module} {server} {local} "$0" "$@"
+"""
+
+CLIENT_SOURCE = HERE / "standin_engine" / "client.c"
+
+
+def build_client(folder: Path) -> Path | None:
+    """standin_engine/client.c compiled into folder; None when no C compiler is there (the commands
+    then run in their own Python processes: correct, slower)."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        return None
+    client = folder / "standin-client"
+    done = subprocess.run(
+        [compiler, "-O2", "-Wall", "-Werror", "-o", str(client), str(CLIENT_SOURCE)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling {CLIENT_SOURCE} failed:\n{done.stderr}")
+    return client
 
 
 def install(bin_dir: Path, name: str, module: str, server: str = "") -> Path:
     """An executable `name` in bin_dir that runs standin_engine.<module>:main: in a child of the fork
-    server at `server` when that one answers (standin_engine/forkserver.py), else in its own process."""
+    server at `server` when that one answers (standin_engine/forkserver.py, through its compiled client
+    beside the socket), else in its own process."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / name
+    local = bin_dir / f".{name}-local"
     # `-S`: no site processing at start-up (the .pth files, the editable finder), about half of a light
     # call's cost; the site-packages folders are on the path for yaml, and the commands that run a
     # program call `site.main()` before importing llmctl (standin_engine/cli.py).
-    body = _CLIENT.format(here=str(HERE), site=_site_dirs(), module=module, server=server)
-    script.write_text(f"#!{sys.executable} -S{body}")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    _executable(
+        local, f"#!{sys.executable} -S" + _LOCAL.format(here=str(HERE), site=_site_dirs(), module=module)
+    )
+    client = Path(server).with_name("standin-client") if server else None
+    if client is not None and client.exists():
+        quoted = {
+            key: shlex.quote(str(value))
+            for key, value in (("client", client), ("module", module), ("server", server), ("local", local))
+        }
+        _executable(script, _FORKED.format(**quoted))
+    else:
+        _executable(script, local.read_text())
     return script
+
+
+def _executable(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
 class ForkServer:

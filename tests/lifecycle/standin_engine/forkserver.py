@@ -7,13 +7,14 @@ scenario's CPU went to the stand-in's processes, half of that to imports). A for
 with those modules loaded and otherwise runs the command exactly as the executable would: the
 caller's argv, working directory, environment and standard streams, its signals, its exit status.
 
-The executable on PATH (standin_support.install) stays a process of its own: it passes its argv,
-cwd, environment and file descriptors 0-2 over a Unix socket, forwards SIGINT/SIGTERM/SIGHUP to the
-child that runs the command, and exits with that child's status (killed children included). When the
-server is not there it runs the command itself, as before.
+The executable on PATH (standin_support.install) stays a process of its own: a small compiled client
+(client.c) passes its argv, cwd, environment and file descriptors 0-2 over a Unix socket, forwards
+SIGINT/SIGTERM/SIGHUP to the child that runs the command, and exits with that child's status (killed
+children included). When the server is not there it runs the command in its own Python process.
 
-Protocol, per connection: the client sends one message carrying its three descriptors (SCM_RIGHTS)
-and a length-prefixed JSON request {module, argv, cwd, env}; the server forks a waiter, the waiter
+Protocol, per connection: the client sends one message carrying its three descriptors (SCM_RIGHTS):
+a 4-byte big-endian length, then NUL-ended fields: the module, the working directory, the argument
+count, the arguments, the environment's NAME=VALUE entries. The server forks a waiter, the waiter
 forks the runner and sends back the runner's pid ("pid N\\n"), then its wait status ("exit N\\n" or
 "signal N\\n").
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 import array
 import contextlib
 import importlib
-import json
 import os
 import signal
 import socket
@@ -45,7 +45,7 @@ def preload() -> None:
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     fds = array.array("i")
-    data, ancdata, _flags, _addr = conn.recvmsg(4096, socket.CMSG_SPACE(3 * fds.itemsize))
+    data, ancdata, _flags, _addr = conn.recvmsg(65536, socket.CMSG_SPACE(3 * fds.itemsize))
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
@@ -56,7 +56,17 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
         if not chunk:
             raise ConnectionError("the client went away")
         body += chunk
-    return json.loads(body), list(fds)
+    return parse_request(body), list(fds)
+
+
+def parse_request(body: bytes) -> dict[str, Any]:
+    """The client's NUL-ended fields as {module, cwd, argv, env}: bytes decoded as Python decodes its
+    own argv and environment (os.fsdecode), entries without "=" skipped as os.environ skips them."""
+    fields = [os.fsdecode(field) for field in body.split(b"\0")[:-1]]
+    count = int(fields[2])
+    argv = fields[3 : 3 + count]
+    env = dict(entry.split("=", 1) for entry in fields[3 + count :] if "=" in entry)
+    return {"module": fields[0], "cwd": fields[1], "argv": argv, "env": env}
 
 
 def _run(request: dict[str, Any], fds: list[int]) -> None:
