@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 
@@ -14,6 +15,24 @@ pytest_plugins = ["suite_report"]
 def pytest_configure(config: pytest.Config) -> None:
     """Before any test module imports moto: its EC2 image catalogue cut to one image (moto_amis.py)."""
     use_one_image()
+
+
+#: the cyclic collector's thresholds while tests run (Python's default: 700, 10, 10)
+GC_THRESHOLDS = (50_000, 20, 10)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The cyclic garbage collector tuned for a process that holds a large, long-lived heap.
+
+    After collection a worker holds about 700,000 objects (moto's backends, botocore's service
+    models, the Pulumi SDK and providers), and a lifecycle scenario allocates enough to trigger a
+    full collection every few CLI calls: about 0.65 CPU s each, a fifth of a scenario's CPU. What
+    exists now is moved out of the collector's reach (`gc.freeze`: it stays alive, as imported
+    modules do anyway), and young collections run every 50,000 net allocations instead of 700.
+    Garbage is still collected; a scenario's garbage waits a little longer for it."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 @pytest.hookimpl(trylast=True)

@@ -3,6 +3,8 @@ each reads its own credentials and endpoint from the environment."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from llmctl.infra.aws.session import new_session
@@ -31,3 +33,32 @@ def test_each_session_reads_its_own_credentials_and_endpoint(monkeypatch: pytest
     two = new_session("us-west-2")
     assert two.get_credentials().access_key == "second"
     assert two.client("ec2").meta.endpoint_url == "http://127.0.0.1:2"
+
+
+def test_sessions_reuse_a_client_only_while_everything_it_depends_on_is_the_same(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "config"
+    config.write_text("[default]\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "first")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    ec2 = new_session("us-west-2").client("ec2")
+    # another session, the same service, region, credentials and environment: the same client
+    assert new_session("us-west-2").client("ec2") is ec2
+    assert new_session().client("ec2", region_name="us-west-2") is ec2
+    # anything else it depends on: a new client
+    assert new_session("eu-west-1").client("ec2") is not ec2
+    assert new_session("us-west-2").client("sqs") is not ec2
+    assert new_session("us-west-2").client("ec2", endpoint_url="http://127.0.0.1:3") is not ec2
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s2")
+    other_secret = new_session("us-west-2").client("ec2")
+    assert other_secret is not ec2 and other_secret._request_signer._credentials.secret_key == "s2"
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert new_session("us-west-2").client("ec2") is not other_secret
+    proxied = new_session("us-west-2").client("ec2")
+    config.write_text("[default]\nretry_mode = adaptive\n")
+    assert new_session("us-west-2").client("ec2") is not proxied
