@@ -318,11 +318,7 @@ def connect(
     from llmctl.infra.targets.registry import connect as open_connection
 
     connection = open_connection(stack, blueprint, port, workload)
-    for line in connection.lines:
-        output.console.print(line, markup=False)
-    if connection.forwarding:
-        output.console.print("forwarding; Ctrl-C to stop")
-        connection.wait()
+    connection.run(lambda line: output.console.print(line, markup=False))
 
 
 def register(app: typer.Typer) -> None:

@@ -128,16 +128,24 @@ class Connection:
     def forwarding(self) -> bool:
         return bool(self.procs)
 
-    def wait(self) -> None:
-        """Block until the forwards end or Ctrl-C; then stop them all."""
+    def run(self, show: Callable[[str], None]) -> None:
+        """Show the lines, then (when forwarding) block until the forwards end or Ctrl-C; then stop
+        them all. A Ctrl-C at any point after the forwards started is the normal way to stop."""
         try:
-            for proc in self.procs:
-                proc.wait()
+            for line in self.lines:
+                show(line)
+            if self.forwarding:
+                show("forwarding; Ctrl-C to stop")
+                for proc in self.procs:
+                    proc.wait()
         except KeyboardInterrupt:
             pass
         finally:
-            for proc in self.procs:
-                proc.terminate()
+            self.stop()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
 
 
 class Target(ABC):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from llmctl import interrupts
 from llmctl.errors import PrerequisiteError
 from llmctl.infra.lifecycle.kube import kubeconfig_path, port_forward
 from llmctl.infra.names import ClusterTarget
@@ -118,9 +119,16 @@ class KubernetesTarget(Target):
         namespace = endpoint.extra.get("namespace", endpoint.blueprint)
         kube = endpoint.extra.get("kubeconfig") or kubeconfig_path(endpoint.stack)
         connection = Connection(lines=[])
-        for label, service, local, remote, url in port_forwards(endpoint, port):
-            connection.procs.append(port_forward(kube, namespace, service, local, remote))
-            connection.lines.append(f"{label:10} {url}")
+        # every forward started is in `connection` at once (no Ctrl-C in between), and a failure or
+        # Ctrl-C before the last has started stops those already running
+        try:
+            for label, service, local, remote, url in port_forwards(endpoint, port):
+                with interrupts.deferred():
+                    connection.procs.append(port_forward(kube, namespace, service, local, remote))
+                connection.lines.append(f"{label:10} {url}")
+        except BaseException:
+            connection.stop()
+            raise
         if not connection.procs:
             raise PrerequisiteError(
                 "the endpoint has no service to forward", "re-run `llmctl up` to record it"

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from llmctl import interrupts
 from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
@@ -207,34 +208,36 @@ def start_local(
     env["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "0"
     if key:
         env[API_KEY_ENV] = key
-    say(f"starting Ray Serve on 127.0.0.1:{port} (log: {log})")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llmctl.serving.client.local_runner", str(spec_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-            close_fds=True,
-        )
-    record = {
-        "blueprint": blueprint.name,
-        "stack": stack,
-        "pid": proc.pid,
-        "port": port,
-        "base_url": f"{root}/v1",
-        "health_url": f"{root}/healthz",
-        "model": served,
-        "model_path": model_path,
-        "requested_model": model,  # --model as given (a second up compares it)
-        "ray_dir": ray_dir,
-        "log": str(log),
-        "started": time.time(),
-        "stop_grace_s": termination_grace_s(blueprint),
-    }
-    record_path.write_text(json.dumps(record, indent=2))
     with _stopped_if_interrupted(stack, blueprint.name, say):
+        # the runner and its record together: a Ctrl-C in between would leave a runner no record names
+        with interrupts.deferred():
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "llmctl.serving.client.local_runner", str(spec_path)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=env,
+                    close_fds=True,
+                )
+            record = {
+                "blueprint": blueprint.name,
+                "stack": stack,
+                "pid": proc.pid,
+                "port": port,
+                "base_url": f"{root}/v1",
+                "health_url": f"{root}/healthz",
+                "model": served,
+                "model_path": model_path,
+                "requested_model": model,  # --model as given (a second up compares it)
+                "ray_dir": ray_dir,
+                "log": str(log),
+                "started": time.time(),
+                "stop_grace_s": termination_grace_s(blueprint),
+            }
+            record_path.write_text(json.dumps(record, indent=2))
+        say(f"starting Ray Serve on 127.0.0.1:{port} (log: {log})")
         _wait_ready(proc, record, Path(spec["status_file"]), log, timeout_s, say, stack, key)
     endpoint = _endpoint(stack, blueprint, record)
     save_endpoint(endpoint)

@@ -88,11 +88,19 @@ def test_connect_forwards_each_recorded_service_until_interrupted(
         env=dict(os.environ),
     )
     log = engine.root / "port-forwards.jsonl"
+    # the command says when it forwards (a Ctrl-C before that stops what started, with exit 130)
+    assert proc.stdout is not None
+    said = []
+    for line in proc.stdout:
+        said.append(line)
+        if line.startswith("forwarding; Ctrl-C to stop"):
+            break
     deadline = time.monotonic() + 300  # a bound for a busy machine; the loop ends when both started
     while (not log.exists() or len(log.read_text().splitlines()) < 2) and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)  # only the process this test started
-    out, err = proc.communicate(timeout=300)
+    rest, err = proc.communicate(timeout=300)
+    out = "".join(said) + rest
     assert proc.returncode == 0, err
     assert "endpoint   http://localhost:18000/v1" in out and "dashboard  http://localhost:8265" in out
     events = [json.loads(line) for line in log.read_text().splitlines()]
