@@ -16,7 +16,14 @@ from llmctl.serving.client.bench.scaling_run import measure_scaling
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
-def test_tiny_cpu_scales_up_down_to_zero_and_wakes(tiny_model: Path, state: Path, tmp_path: Path) -> None:
+def test_tiny_cpu_scales_up_down_to_zero_and_wakes(
+    tiny_model: Path, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Serve's replicas and handles push their metrics every 10 s by default; this test's server (its
+    # processes inherit the environment) pushes every second, so Serve's decisions follow the load
+    # within a second instead of up to 10 s (ray/serve/_private/constants.py, Ray 2.60)
+    monkeypatch.setenv("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "1")
+    monkeypatch.setenv("RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "1")
     base = load_blueprint("tiny-cpu")
     scaling = ScalingSpec(
         replicas=1,
@@ -25,9 +32,10 @@ def test_tiny_cpu_scales_up_down_to_zero_and_wakes(tiny_model: Path, state: Path
         target_ongoing_requests=1,
         upscale_delay_s=1,
         downscale_delay_s=3,
-        # Serve's metrics reach its controller every 10 s: a last replica kept 15 s is not stopped
-        # on the silence before the first report of the load, and a 12 s window (Serve's shortest
-        # above that interval; its default is 30 s) lets the scale-down follow the load's end sooner
+        # a last replica kept 15 s is not stopped on the silence between the start and the load's
+        # first report, and a 12 s window (above Serve's default metrics interval of 10 s, which its
+        # config still checks the window against; its default window is 30 s) lets the scale-down
+        # follow the load's end sooner
         downscale_to_zero_delay_s=15,
         look_back_period_s=12,
     )
