@@ -5,8 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import boto3
-
+from llmctl.infra.aws.session import new_session
 from llmctl.infra.lifecycle.backend import resolve_backend
 from llmctl.infra.lifecycle.engine import Engine
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
@@ -72,9 +71,7 @@ def seed_ami_parameters(
 def eks_cluster(region: str, name: str = "llmctl-dev") -> None:
     """The platform's EKS cluster as `eks:DescribeCluster` then finds it (the stand-in engine does not
     create AWS objects; moto answers for them)."""
-    import boto3
-
-    boto3.client("eks", region_name=region).create_cluster(
+    new_session(region).client("eks").create_cluster(
         name=name,
         roleArn="arn:aws:iam::123456789012:role/llmctl-dev-cluster",
         resourcesVpcConfig={"subnetIds": []},
@@ -94,8 +91,6 @@ def push(region: str, repository: str, tag: str) -> str:
     """An image in moto's ECR (as `llmctl images build --push` leaves it); returns its digest."""
     import json
 
-    import boto3
-
     from llmctl.infra.aws.images import ensure_repository
 
     ensure_repository(region, repository, "llmctl-dev")
@@ -109,9 +104,11 @@ def push(region: str, repository: str, tag: str) -> str:
         },
         "layers": [],
     }
-    image = boto3.client("ecr", region_name=region).put_image(
-        repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
-    )["image"]
+    image = (
+        new_session(region)
+        .client("ecr")
+        .put_image(repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag)["image"]
+    )
     return str(image["imageId"]["imageDigest"])
 
 
@@ -119,7 +116,7 @@ def seed_cache_bucket(bucket: str, region: str) -> None:
     """A platform's cache bucket in which every runtime lock's wheelhouse is already there (a prefix
     with its lock is complete, so `up` reuses it instead of downloading the wheels, which needs the
     package index; tests/serving/test_wheelhouse.py builds a real one)."""
-    s3 = boto3.client("s3", region_name=region)
+    s3 = new_session(region).client("s3")  # the process's client (made once, not once per test)
     s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
     for spec in locks().locks.values():
         s3.put_object(Bucket=bucket, Key=f"{wheelhouse_key(spec)}/{LOCK_FILE}", Body=spec.path.read_bytes())
