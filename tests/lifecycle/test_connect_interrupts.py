@@ -18,14 +18,9 @@ from llmctl.infra.targets.base import Connection
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.state import Endpoint
 
-ENDPOINT = Endpoint(
-    stack="dev",
-    blueprint="tiny-cpu",
-    target="eks",
-    base_url="http://localhost:8000/v1",
-    model="m",
-    extra={"namespace": "tiny-cpu", "service": "svc", "dashboard_service": "head", "port": "8000"},
-)
+#: a deployed endpoint's record as `up` saves it: its serving and dashboard services
+ENDPOINT = Endpoint("dev", "tiny-cpu", "eks", "http://localhost:8000/v1", "m")
+ENDPOINT.extra.update(namespace="tiny-cpu", service="svc", dashboard_service="head", port="8000")
 
 
 def _sleeper() -> subprocess.Popen[bytes]:
