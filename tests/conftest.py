@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 from collections.abc import Iterator
 
 import pytest
+import typer.main
+import typer.testing
 from moto_amis import use_one_image
 
 pytest_plugins = ["suite_report"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any test module imports moto: its EC2 image catalogue cut to one image (moto_amis.py)."""
+    """Before any test module imports moto: its EC2 image catalogue cut to one image (moto_amis.py).
+    And Typer's CliRunner builds each Typer app's click command once per process, as the console
+    script does, instead of once per `invoke` (typer.testing calls `typer.main.get_command` every
+    time: 35 ms of CPU for llmctl's command tree; the tests invoke it thousands of times)."""
     use_one_image()
+    typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
 
 
 #: the cyclic collector's thresholds while tests run (Python's default: 700, 10, 10)
