@@ -18,9 +18,10 @@ from types import FrameType
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Hold SIGINT for the duration of the block (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    """Hold SIGINT for the duration of the block (main thread, a handler set from Python; else a no-op)."""
+    current = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or current is None:
+        yield  # off the main thread, or a handler Python did not install: left as it is
         return
     caught: list[int] = []
 

@@ -134,8 +134,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* a server that went away is an error below, not a silent death */
 
     struct message m = {0};
-    add(&m, "----"); /* room for the length */
-    m.len -= 1;
+    add(&m, "len"); /* four bytes (with its NUL) held for the length, written below */
     add(&m, module);
     char *cwd = getcwd(NULL, 0);
     if (!cwd) {
