@@ -17,6 +17,10 @@ def data_file(*parts: str) -> Traversable:
     return node
 
 
+# libyaml's parser when PyYAML has it: the same documents, several times faster on the catalogs
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(*parts: str) -> Any:
     """Parse one packaged YAML file."""
-    return yaml.safe_load(data_file(*parts).read_text(encoding="utf-8"))
+    return yaml.load(data_file(*parts).read_text(encoding="utf-8"), Loader=_LOADER)

@@ -240,8 +240,10 @@ def load_hardware(overlay: Path | None = None) -> HardwareCatalog:
 
 
 def hardware() -> HardwareCatalog:
-    """The catalog in effect: shipped rows plus the user's refresh overlay, if any."""
-    return load_hardware(overlay_path())
+    """The catalog in effect: shipped rows plus the user's refresh overlay, if any. Without an
+    overlay every state dir shares one cached catalog (each command asks several times)."""
+    overlay = overlay_path()
+    return load_hardware(overlay if overlay.exists() else None)
 
 
 def ceil_div(a: float, b: float) -> int:

@@ -43,6 +43,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """What the run left is frozen too (after the session fixtures' teardown): at exit pytest runs two
+    full collections (its check for exceptions raised in `__del__` of garbage still uncollected),
+    which walked everything the tests imported and kept, 5 to 10 s per worker at the end of the
+    suite. Exceptions raised in `__del__` during the tests are still reported with their test."""
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse to run when ``--dist loadgroup`` does not group: a module-scoped server (Ray, moto)
     split over two workers makes two of them, and two local Ray servers share a port."""

@@ -15,6 +15,7 @@ profile, region, `AWS_*` or proxy variable, or of the config file, gets a new cl
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import threading
@@ -85,12 +86,27 @@ def _session_class() -> type[Any]:
     return ReusingSession
 
 
+@functools.cache
+def _builtin_handlers() -> Any:
+    """botocore's built-in event handlers, registered once: a new botocore session registers its few
+    hundred (`handlers.BUILTIN_HANDLERS`) one by one, about 5 ms of CPU, and `down` makes dozens of
+    sessions. Each session gets a copy, as each botocore client gets a copy of its session's."""
+    import botocore.session
+    from botocore.hooks import HierarchicalEmitter
+
+    emitter = HierarchicalEmitter()
+    botocore.session.Session(event_hooks=emitter)  # registers the built-in handlers on it
+    return emitter
+
+
 def new_session(region_name: str | None = None) -> Any:
-    """A fresh boto3 session (its own credentials and configuration) with the shared data loader and
-    the process's clients."""
+    """A fresh boto3 session (its own credentials and configuration) with the shared data loader, a
+    copy of botocore's built-in handlers and the process's clients."""
     import botocore.session
 
-    core = botocore.session.get_session()
+    core = botocore.session.Session(
+        event_hooks=copy.copy(_builtin_handlers()), include_builtin_handlers=False
+    )
     loader = _shared_loader()
     core.register_component("data_loader", loader)
     session = _session_class()(botocore_session=core, region_name=region_name)

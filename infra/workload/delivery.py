@@ -27,6 +27,7 @@ preview), :func:`planned_delivery` gives the plan: `up` replaces its placeholder
 
 from __future__ import annotations
 
+import functools
 import shlex
 from pathlib import Path
 from typing import Any
@@ -156,8 +157,14 @@ def runtime_lock(config: WorkloadConfig, image: str) -> LockSpec:
 
 def locked_names(config: WorkloadConfig, image: str) -> set[str]:
     """The projects the runtime's lock installs on `image` (normalised names)."""
+    return set(_lock_names(runtime_lock(config, image).path.read_text(encoding="utf-8")))
 
-    return set(parse_lock(runtime_lock(config, image).path.read_text(encoding="utf-8")))
+
+@functools.lru_cache(maxsize=16)
+def _lock_names(text: str) -> frozenset[str]:
+    """A lock's names by its content: each manifest build asks again, and a lock is a few thousand
+    lines."""
+    return frozenset(parse_lock(text))
 
 
 def outside_lock_args(spec: LockSpec) -> list[str]:

@@ -24,6 +24,7 @@ downloads the runtime's packages and takes minutes, which a first `up` should no
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -178,8 +179,22 @@ def content_digest(wheel: Path) -> str:
     hashes, and a re-packed install writes it differently), so a source build and a re-packed
     install of the same code give the same digest: the S3 key, the ConfigMap name and the image tag.
     """
+    data = wheel.read_bytes()
+    # by the file's own hash: each `up` asks again for the same wheel, and hashing the file is much
+    # cheaper than decompressing its members
+    key = hashlib.sha256(data).hexdigest()
+    found = _DIGESTS.get(key)
+    if found is None:
+        found = _DIGESTS[key] = _members_digest(data)
+    return found
+
+
+_DIGESTS: dict[str, str] = {}
+
+
+def _members_digest(data: bytes) -> str:
     digest = hashlib.sha256()
-    with zipfile.ZipFile(wheel) as archive:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for name in sorted(archive.namelist()):
             if name.endswith(".dist-info/RECORD"):
                 continue

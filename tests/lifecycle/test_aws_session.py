@@ -4,6 +4,7 @@ each reads its own credentials and endpoint from the environment."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +63,34 @@ def test_sessions_reuse_a_client_only_while_everything_it_depends_on_is_the_same
     proxied = new_session("us-west-2").client("ec2")
     config.write_text("[default]\nretry_mode = adaptive\n")
     assert new_session("us-west-2").client("ec2") is not proxied
+
+
+def test_a_session_has_exactly_botocores_built_in_handlers_and_its_own_copy_of_them() -> None:
+    import boto3.session
+    import botocore.handlers
+
+    plain = boto3.session.Session(region_name="us-west-2")._session._original_handler
+    ours = new_session("us-west-2")._session._original_handler
+    events = {spec[0] for spec in botocore.handlers.BUILTIN_HANDLERS}
+    events |= {"creating-client-class.s3", "before-parameter-build.s3.PutObject", "needs-retry.ec2"}
+
+    def names(emitter: Any, event: str) -> list[str]:
+        # boto3 registers its own handlers per session as new closures: compared by what they are
+        found = emitter._handlers.prefix_search(event)
+        return [
+            f"{getattr(h, '__module__', '')}.{getattr(h, '__qualname__', type(h).__name__)}" for h in found
+        ]
+
+    for event in sorted(events):
+        assert names(ours, event) == names(plain, event), event
+    assert sum(len(names(ours, event)) for event in events) > 100
+
+    # a handler one session registers is not seen by another
+    def mine(**kwargs: Any) -> None:
+        pass
+
+    other = new_session("us-west-2")._session
+    other.register("before-call.ec2.DescribeVpcs", mine)
+    fresh = new_session("us-west-2")._session._original_handler
+    assert mine not in list(fresh._handlers.prefix_search("before-call.ec2.DescribeVpcs"))
+    assert mine in list(other._original_handler._handlers.prefix_search("before-call.ec2.DescribeVpcs"))

@@ -263,10 +263,12 @@ def light(args: Args) -> None:
         return
     if command == "config set-all":
         stack.unlock_secrets()
+        entries = []
         for flag, secret in (("--plaintext", False), ("--secret", True)):
             for pair in args.values.get(flag, []):
                 key, _, value = pair.partition("=")
-                stack.set_config(key, value, secret)
+                entries.append((key, value, secret))
+        stack.set_config(entries)
         return
     if command == "config refresh":
         return

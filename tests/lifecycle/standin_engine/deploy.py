@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import yaml
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.proto import (
@@ -30,10 +29,10 @@ from llmctl.infra.plan.offline import OfflineMocks
 from .control import append, control, root
 from .events import EventLog
 from .kube_faults import delete_blocker
-from .store import CliError, Stack, now
+from .store import CliError, Stack, load_yaml, now
 
 STACK_TYPE = "pulumi:pulumi:Stack"
-REPLACE_ON: dict[str, list[str]] = yaml.safe_load((Path(__file__).parent / "replace_on.yaml").read_text())
+REPLACE_ON: dict[str, list[str]] = load_yaml((Path(__file__).parent / "replace_on.yaml").read_text())
 SEVERITY = {
     engine_pb2.DEBUG: "debug",
     engine_pb2.INFO: "info",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import gc
 import importlib
 import os
 import signal
@@ -143,6 +144,10 @@ def _stop(signum: int, frame: Any) -> None:
 def serve(path: str) -> None:
     """Accept commands until SIGTERM; one waiter process per command."""
     preload()
+    # the preloaded heap to the permanent generation: a child's collections then never walk (and so
+    # never copy on write) the pages it shares with this parent
+    gc.collect()
+    gc.freeze()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(64)

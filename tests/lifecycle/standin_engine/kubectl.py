@@ -256,9 +256,9 @@ def main() -> None:
         try:
             clusters = json.loads(path.read_text()).get("clusters")
         except ValueError:
-            import yaml
+            from .store import load_yaml
 
-            clusters = (yaml.safe_load(path.read_text()) or {}).get("clusters")
+            clusters = (load_yaml(path.read_text()) or {}).get("clusters")
         if not clusters:
             _fail("error: invalid configuration: no configuration has been provided")
     from .control import control

@@ -20,6 +20,18 @@ from typing import Any
 import yaml
 
 FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# libyaml's parser and emitter when PyYAML was built with it: the same documents as the pure-Python
+# ones, several times faster (every `pulumi config` call reads and writes Pulumi.<stack>.yaml)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_LOADER)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_DUMPER, sort_keys=True)
 
 
 class CliError(Exception):
@@ -49,7 +61,7 @@ def project_name() -> str:
         raise CliError(
             "error: no Pulumi.yaml project file found (searching upwards from the current directory)"
         )
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_yaml(path.read_text()) or {}
     return str(data.get("name", ""))
 
 
@@ -107,10 +119,10 @@ class Stack:
     def read_config(self) -> dict[str, Any]:
         if not self.config_path.exists():
             return {}
-        return dict(yaml.safe_load(self.config_path.read_text()) or {})
+        return dict(load_yaml(self.config_path.read_text()) or {})
 
     def write_config(self, data: dict[str, Any]) -> None:
-        self.config_path.write_text(yaml.safe_dump(data, sort_keys=True))
+        self.config_path.write_text(dump_yaml(data))
 
     def unlock_secrets(self) -> None:
         """Fail like the CLI when the passphrase is missing or does not match the stack's salt."""
@@ -142,10 +154,13 @@ class Stack:
                 config[key] = value if isinstance(value, str) else json.dumps(value)
         return config, secret_keys
 
-    def set_config(self, key: str, value: str, secret: bool) -> None:
+    def set_config(self, values: list[tuple[str, str, bool]]) -> None:
+        """Set (key, value, secret) entries in one read and one write of the config file."""
         data = self.read_config()
-        full = key if ":" in key else f"{self.project}:{key}"
-        data.setdefault("config", {})[full] = {"secure": value} if secret else value
+        config = data.setdefault("config", {})
+        for key, value, secret in values:
+            full = key if ":" in key else f"{self.project}:{key}"
+            config[full] = {"secure": value} if secret else value
         self.write_config(data)
 
     # ---- checkpoint and history --------------------------------------------------------------
