@@ -172,6 +172,11 @@ def build_wheel(out_dir: Path) -> Path:
     return wheels[-1]
 
 
+#: the digest of each wheel seen, by the wheel file's own sha256: each `up` asks again for the same
+#: wheel, and hashing the file is much cheaper than decompressing its members
+_DIGESTS: dict[str, str] = {}
+
+
 def content_digest(wheel: Path) -> str:
     """sha256 over the wheel's member names and contents: the digest of the serving code.
 
@@ -180,16 +185,10 @@ def content_digest(wheel: Path) -> str:
     install of the same code give the same digest: the S3 key, the ConfigMap name and the image tag.
     """
     data = wheel.read_bytes()
-    # by the file's own hash: each `up` asks again for the same wheel, and hashing the file is much
-    # cheaper than decompressing its members
     key = hashlib.sha256(data).hexdigest()
-    found = _DIGESTS.get(key)
-    if found is None:
-        found = _DIGESTS[key] = _members_digest(data)
-    return found
-
-
-_DIGESTS: dict[str, str] = {}
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _members_digest(data)
+    return _DIGESTS[key]
 
 
 def _members_digest(data: bytes) -> str:
