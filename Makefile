@@ -8,7 +8,7 @@ TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.llmctl-installed
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: install upstream registry test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks
+.PHONY: install upstream registry test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -86,6 +86,12 @@ check-locks: install
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+
+# The GPU run (docs/testing.md, "Runs on a GPU"; never part of `make test`: CI has no GPU): downloads
+# the vLLM/Ray wheels of benchmarks/gpu/carry-*.txt for the device's Python, builds this llmctl's
+# wheel, renders the 70B blueprint's serveConfigV2 and splits it all into parts the device calls carry.
+gpu-prepare: install
+	$(BIN)/python benchmarks/gpu/prepare.py
 
 # Where public.ecr.aws is reachable: pull the pinned Neuron chart and check the values llmctl sets
 # against its values.yaml (issue 25; record the result under upstream_files.neuron in versions.yaml).
