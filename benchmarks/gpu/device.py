@@ -47,9 +47,32 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 # the shape vLLM's kernels serve (head size 64) whose heads split over 1, 2 and 4 GPUs; the 70B
 # blueprint's max_context (4096) fits its positions
 TINY_ARGS = ["--heads", "8", "--kv-heads", "8", "--head-dim", "64", "--layers", "2", "--max-position", "4096"]
-PLAIN_UTIL = "0.4"  # plain vLLM shares GPU 0 with Triton's engine: both take a share of its memory
-TRITON_UTIL = 0.3
-TP4_UTIL = 0.25  # phase C: three engines on GPU 0 (the warm plain vLLM and both tp-4 engines)
+# Every engine starts at once, so each takes a share of its GPUs' memory (the blueprint's 0.9 is for a
+# GPU of its own; the tiny model's KV cache needs a sliver of any share, and gpu_memory_utilization is
+# not part of vLLM's compile-cache hash, vllm/config/cache.py compute_hash). Per GPU: 0: vllm + triton +
+# ray4 + vllm4 = 0.85; 1: ray1 + ray4 + vllm4 = 0.85; 2 and 3: ray2 + ray4 + vllm4 = 0.8.
+UTIL = {
+    "vllm": 0.3,
+    "vllmw": 0.3,
+    "vllmc": 0.3,
+    "triton": 0.15,
+    "ray1": 0.45,
+    "ray2": 0.4,
+    "ray4": 0.2,
+    "vllm4": 0.2,
+}
+# vLLM's own ports (ZMQ, torch.distributed's TCPStore) start at VLLM_PORT: one range per engine, so
+# engines starting together never race for one (a tp-2 start failed with EADDRINUSE without it)
+VLLM_PORTS = {
+    "vllm": 31000,
+    "vllmw": 31200,
+    "vllmc": 31400,
+    "triton": 32000,
+    "ray1": 33000,
+    "ray2": 34000,
+    "ray4": 35000,
+    "vllm4": 36000,
+}
 
 SERVERS = {
     # name: port, GPUs (phase A/C)
@@ -57,6 +80,7 @@ SERVERS = {
     "ray1": (8001, "1"),
     "ray2": (8002, "2,3"),
     "vllmw": (8000, "0"),
+    "vllmc": (8000, "0"),
     "ray4": (8004, "0,1,2,3"),
     "vllm4": (8005, "0,1,2,3"),
 }
@@ -190,15 +214,16 @@ def spawn(name: str, argv: list[str], environ: dict[str, str], *, started: float
     (RES / f"{name}.pid").write_text(str(process.pid))
 
 
-def plain_vllm(name: str, tp: int = 1, util: str = PLAIN_UTIL, cache: str | None = None) -> None:
+def plain_vllm(name: str, tp: int = 1, cache: str | None = None) -> None:
     port, gpus = SERVERS[name]
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL)]
     argv += ["--served-model-name", "tiny", "--port", str(port), "--host", "127.0.0.1"]
     # the 70B blueprint's engine settings (serving/ray_vllm/app.py llm_config): max_model_len 4096,
     # bfloat16, max_num_seqs 256
     argv += ["--max-model-len", "4096", "--dtype", "bfloat16", "--max-num-seqs", "256"]
-    argv += ["--gpu-memory-utilization", util, "--tensor-parallel-size", str(tp)]
+    argv += ["--gpu-memory-utilization", str(UTIL[name]), "--tensor-parallel-size", str(tp)]
     extra = cache_env(cache or name)
+    extra["VLLM_PORT"] = str(VLLM_PORTS[name])
     if tp > 1:
         extra["NCCL_DEBUG"] = "INFO"
     spawn(name, argv, env(gpus, **extra))
@@ -211,6 +236,7 @@ def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | N
     offset = {"ray1": 0, "ray2": 1, "ray4": 2}[name]
     extra = cache_env(name)
     extra["NCCL_DEBUG"] = "INFO"
+    extra["VLLM_PORT"] = str(VLLM_PORTS[name])
     temp = f"/tmp/r{offset}"
     argv = ["ray", "start", "--head", f"--port={gcs}", f"--num-gpus={gpus_total}", "--num-cpus=16"]
     argv += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
@@ -244,26 +270,60 @@ def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | N
     ]
     driver += ["--tp", str(tp), "--config", str(CARRY / "serve_config.json"), "--model", str(MODEL)]
     driver += ["--ready", str(RES / f"{name}.ready"), "--bundles", str(RES / f"{name}.bundles.json")]
+    driver += ["--util", str(UTIL[name])]
     if variant:
         driver += ["--experimental", json.dumps(variant)]
     spawn(name, driver, environ, started=began)  # ready counts from `ray start`
 
 
+def transformers4_copy() -> Path:
+    """The tiny model with its tokenizer config in transformers 4's terms (vLLM 0.22.1 pins
+    transformers 4.57; the model was written by the device's transformers 5, whose
+    ``TokenizersBackend`` class and list-valued ``extra_special_tokens`` 4.57 cannot load)."""
+    target = WHEELS / "tiny-tf4"
+    if not target.exists():
+        shutil.copytree(MODEL, target)
+    config_path = target / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config.pop("backend", None)
+    extra = config.pop("extra_special_tokens", None)
+    if isinstance(extra, list):
+        config["additional_special_tokens"] = extra
+    config_path.write_text(json.dumps(config, indent=1))
+    record("model_copy", path=str(target), tokenizer_config=config)
+    return target
+
+
 def triton_engine(_: argparse.Namespace | None = None) -> None:
-    environ = env("0", **cache_env("triton"))
+    environ = env("0", **cache_env("triton"), VLLM_PORT=str(VLLM_PORTS["triton"]))
     environ["PYTHONPATH"] = f"{SITE22}:{SITE2}:{SITE}"
-    argv = [sys.executable, str(HERE / "triton_engine.py"), "--model", str(MODEL), "--util", str(TRITON_UTIL)]
+    (RES / "triton.json").unlink(missing_ok=True)
+    model = transformers4_copy()
+    argv = [
+        sys.executable,
+        str(HERE / "triton_engine.py"),
+        "--model",
+        str(model),
+        "--util",
+        str(UTIL["triton"]),
+    ]
     argv += ["--out", str(RES / "triton.json"), "--metrics", str(LOGS / "metrics-triton-vllm-0.22.1.txt")]
     spawn("triton", argv, environ)
 
 
 def start_a(args: argparse.Namespace) -> None:
+    """Every cold start at once (the device's time is the scarce thing)."""
     plain_vllm("vllm")
     ray_vllm("ray1", tp=1, gpus_total=1)
+    started = ["vllm", "ray1", "triton"]
     if args.gpus >= 4:
         ray_vllm("ray2", tp=2, gpus_total=2)
+        ray_vllm("ray4", tp=4, gpus_total=4)
+        plain_vllm("vllm4", tp=4)
+        started += ["ray2", "ray4", "vllm4"]
     triton_engine()
-    record("start_a", servers=["vllm", "ray1", "ray2" if args.gpus >= 4 else None, "triton"])
+    record("start_a", servers=started, util=UTIL)
     export()
 
 
@@ -275,6 +335,8 @@ def ready(name: str) -> float | None:
         return float(marker.read_text()) - started
     if name == "triton":
         return 0.0 if (RES / "triton.json").exists() else None
+    if name.startswith("ray"):  # Ray Serve LLM's ingress answers /v1/models before its engine runs
+        return None
     port = SERVERS[name][0]
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as answer:
@@ -310,7 +372,7 @@ def wait(args: argparse.Namespace) -> None:
                 pending.discard(name)
                 record("died", name=name, error=(RES / f"{name}.failed").read_text()[-3000:])
         time.sleep(1)
-    for name in pending:
+    for name in sorted(pending):
         record("not_ready", name=name, waited=args.limit, log_tail=(LOGS / f"{name}.log").read_text()[-1500:])
     if "triton" in names and (RES / "triton.json").exists():
         record("triton_engine", **json.loads((RES / "triton.json").read_text()))
@@ -577,7 +639,7 @@ def bench_b(args: argparse.Namespace) -> None:
     ):
         chat_check(label, port)
     # the serving path: ray-vllm tp 1 against plain vLLM, c1 / c16 / c64, one after the other
-    for c, n in ((1, 48), (16, 256), (64, 512)):
+    for c, n in ((1, 32), (16, 256), (64, 512)):
         llmctl_bench(f"ray1-c{c}", ray1_port, c, n)
         if c == 64:
             metric_names("ray1-serve-under-load", "http://127.0.0.1:8090/metrics")
@@ -606,6 +668,8 @@ def bench_b(args: argparse.Namespace) -> None:
             "--experimental",
             json.dumps({"stream_batching_interval_ms": 0}),
             "--no-start",
+            "--util",
+            str(UTIL["ray1"]),
         ],
         env=env("1"),
         stdout=(LOGS / "ray1b.log").open("w"),
@@ -614,7 +678,7 @@ def bench_b(args: argparse.Namespace) -> None:
     )
     (RES / "ray1b.started").write_text(str(time.time()))
     # llmctl bench against vllm bench serve on plain vLLM, each with the server's histograms
-    for c, n in ((16, 512), (64, 1024), (256, 2048)):
+    for c, n in ((16, 256), (64, 512), (256, 1024)):
         against_server(
             f"llmctl-c{c}", vllm_port, lambda c=c, n=n: llmctl_bench(f"vllm-c{c}", vllm_port, c, n)
         )
@@ -624,12 +688,12 @@ def bench_b(args: argparse.Namespace) -> None:
             f"vllm-bench-c{c}", vllm_port, lambda c=c, n=n: vllm_bench(f"vllm-c{c}", vllm_port, c, n)
         )
         export()
-    llmctl_bench("vllm-c1", vllm_port, 1, 48)
+    llmctl_bench("vllm-c1", vllm_port, 1, 32)
     if args.gpus >= 4:
         llmctl_bench("ray2-c16", ray2_port, 16, 256)
     export()
-    deadline = time.time() + 240
-    while redeploy.poll() is None and time.time() < deadline:
+    deadline = time.time() + 150
+    while time.time() < deadline and redeploy.poll() is None and not (RES / "ray1b.ready").exists():
         time.sleep(1)
     took = (
         float((RES / "ray1b.ready").read_text()) - float((RES / "ray1b.started").read_text())
@@ -638,21 +702,50 @@ def bench_b(args: argparse.Namespace) -> None:
     )
     record("redeploy", name="ray1-batch0", seconds=took, rc=redeploy.poll())
     if took is not None:
-        for c, n in ((1, 48), (16, 256), (64, 512)):
+        for c, n in ((1, 32), (16, 256), (64, 512)):
             llmctl_bench(f"ray1b-c{c}", ray1_port, c, n)
     export()
 
 
-def start_c(args: argparse.Namespace) -> None:
-    stop(["vllm", "ray1", "ray2", "ray1b", "triton"])
-    record("cache_size", name="vllm", bytes=du(CACHES / "vllm"))
-    # the compile cache restored: the same folder (what an S3 copy at the same path gives)
-    plain_vllm("vllmw", util=str(TP4_UTIL), cache="vllm")
-    if args.gpus >= 4:
-        ray_vllm("ray4", tp=4, gpus_total=4, variant=None)
-        plain_vllm("vllm4", tp=4, util=str(TP4_UTIL))
-    record("start_c", servers=["vllmw", "ray4", "vllm4"])
-    export()
+COMPILE_LINES = re.compile(
+    r"torch.compile takes|Compiling a graph|load the compiled graph|Directly load|compile range|"
+    r"Graph capturing finished|init engine|Loading weights took|Model loading took|cache directory"
+)
+
+
+def engine_lines(name: str) -> list[str]:
+    path = LOGS / f"{name}.log"
+    if not path.exists():
+        return []
+    return [
+        line.strip()[-300:]
+        for line in path.read_text(errors="replace").splitlines()
+        if COMPILE_LINES.search(line)
+    ]
+
+
+def restart(args: argparse.Namespace) -> None:
+    """The compile cache: plain vLLM stopped, then started on the cache its first start wrote (the
+    same folder, as an S3 copy restored at the same path gives), then once more on an empty cache
+    with nothing else starting (the cold start alone)."""
+    stop(["vllm"])
+    record("cache_size", name="vllm", bytes=du(CACHES / "vllm"), lines=engine_lines("vllm"))
+    for name, cache in (("vllmw", "vllm"), ("vllmc", "vllmc")):
+        plain_vllm(name, cache=cache)
+        deadline = time.time() + args.limit
+        took = None
+        while time.time() < deadline and took is None and alive(name):
+            took = ready(name)
+            time.sleep(0.5)
+        record(
+            "restart",
+            name=name,
+            cache=cache,
+            seconds=None if took is None else round(took, 1),
+            lines=engine_lines(name),
+        )
+        export()
+        stop([name])
 
 
 def bench_c(args: argparse.Namespace) -> None:
@@ -682,8 +775,9 @@ def main() -> None:
         "start-a": start_a,
         "wait": wait,
         "bench-b": bench_b,
-        "start-c": start_c,
         "bench-c": bench_c,
+        "triton": triton_engine,
+        "restart": restart,
         "export": lambda _a: export(),
     }
     for step in args.steps:

@@ -23,6 +23,9 @@ def main() -> None:
         parser.add_argument(flag, required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tp", type=int, required=True)
+    parser.add_argument(
+        "--util", type=float, required=True, help="gpu_memory_utilization (the GPUs are shared)"
+    )
     parser.add_argument("--experimental", default=None, help="LLMConfig.experimental_configs (a variant)")
     parser.add_argument("--no-start", action="store_true", help="Serve runs already: replace the app")
     args = parser.parse_args()
@@ -49,7 +52,9 @@ def deploy(args: argparse.Namespace) -> None:
         "args.model_source": [app_args.get("model_source"), args.model],
         "args.served_model_name": [app_args.get("served_model_name"), "tiny"],
         "args.num_replicas": [app_args.get("num_replicas"), 1],
+        "serving.gpu_memory_utilization": [blueprint["serving"]["gpu_memory_utilization"], args.util],
     }
+    blueprint["serving"]["gpu_memory_utilization"] = args.util
     blueprint["compute"]["tensor_parallel"] = args.tp
     blueprint["compute"]["instance_type"] = "p5.48xlarge"
     app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=1)
