@@ -47,20 +47,10 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 # the shape vLLM's kernels serve (head size 64) whose heads split over 1, 2 and 4 GPUs; the 70B
 # blueprint's max_context (4096) fits its positions
 TINY_ARGS = ["--heads", "8", "--kv-heads", "8", "--head-dim", "64", "--layers", "2", "--max-position", "4096"]
-# Every engine starts at once, so each takes a share of its GPUs' memory (the blueprint's 0.9 is for a
-# GPU of its own; the tiny model's KV cache needs a sliver of any share, and gpu_memory_utilization is
-# not part of vLLM's compile-cache hash, vllm/config/cache.py compute_hash). Per GPU: 0: vllm + triton +
-# ray4 + vllm4 = 0.85; 1: ray1 + ray4 + vllm4 = 0.85; 2 and 3: ray2 + ray4 + vllm4 = 0.8.
-UTIL = {
-    "vllm": 0.3,
-    "vllmw": 0.3,
-    "vllmc": 0.3,
-    "triton": 0.15,
-    "ray1": 0.45,
-    "ray2": 0.4,
-    "ray4": 0.2,
-    "vllm4": 0.2,
-}
+# One engine per GPU at a time: vLLM's memory profiling counts what other processes allocate on its
+# GPUs as its own, so engines sharing a GPU failed on 2026-11-28 (no KV cache blocks, cuBLAS errors).
+# The blueprint's 0.9 everywhere; Triton's engine and the compile-cache restarts run once GPU 0 is free.
+UTIL = {name: 0.9 for name in ("vllm", "vllmw", "vllmc", "triton", "ray1", "ray2", "ray4", "vllm4")}
 # vLLM's own ports (ZMQ, torch.distributed's TCPStore) start at VLLM_PORT: one range per engine, so
 # engines starting together never race for one (a tp-2 start failed with EADDRINUSE without it)
 VLLM_PORTS = {
@@ -256,8 +246,14 @@ def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | N
     environ = env(gpus, **extra)
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
     began = time.time()
+    # in a session of its own: Ray's daemons (GCS, raylet) must outlive this call's process group,
+    # which the device kills when the call ends (a head started without it died on 2026-11-28)
     started = subprocess.run(
-        [sys.executable, "-m", "ray.scripts.scripts", *argv[1:]], env=environ, capture_output=True, text=True
+        [sys.executable, "-m", "ray.scripts.scripts", *argv[1:]],
+        env=environ,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
     )
     record("ray_start", name=name, rc=started.returncode, tail=(started.stdout + started.stderr)[-600:])
     driver = [
@@ -313,17 +309,31 @@ def triton_engine(_: argparse.Namespace | None = None) -> None:
 
 
 def start_a(args: argparse.Namespace) -> None:
-    """Every cold start at once (the device's time is the scarce thing)."""
+    """The first cold starts, one engine per GPU: plain vLLM (GPU 0), ray-vllm tp 1 (GPU 1) and tp 2
+    (GPUs 2-3, on four GPUs)."""
     plain_vllm("vllm")
     ray_vllm("ray1", tp=1, gpus_total=1)
-    started = ["vllm", "ray1", "triton"]
+    started = ["vllm", "ray1"]
     if args.gpus >= 4:
         ray_vllm("ray2", tp=2, gpus_total=2)
-        ray_vllm("ray4", tp=4, gpus_total=4)
-        plain_vllm("vllm4", tp=4)
-        started += ["ray2", "ray4", "vllm4"]
-    triton_engine()
+        started.append("ray2")
     record("start_a", servers=started, util=UTIL)
+    export()
+
+
+def start_tp4(args: argparse.Namespace) -> None:
+    """Every GPU for tensor_parallel 4: everything else stopped, then ray-vllm (the plain vLLM tp 4
+    baseline follows with ``--names vllm4`` once ray4 is measured and stopped)."""
+    stop(["vllm", "vllmw", "vllmc", "ray1", "ray2", "triton"])
+    ray_vllm("ray4", tp=4, gpus_total=4)
+    record("start_tp4", servers=["ray4"])
+    export()
+
+
+def start_vllm4(_: argparse.Namespace) -> None:
+    stop(["ray4"])
+    plain_vllm("vllm4", tp=4)
+    record("start_vllm4", servers=["vllm4"])
     export()
 
 
@@ -365,6 +375,9 @@ def wait(args: argparse.Namespace) -> None:
             if took is not None:
                 pending.discard(name)
                 record("ready", name=name, seconds=round(took, 1))
+                bundles = RES / f"{name}.bundles.json"
+                if bundles.exists():  # Ray's view of the replica's placement group
+                    record("ray_view", name=name, **json.loads(bundles.read_text()))
             elif name != "triton" and not name.startswith("ray") and not alive(name):
                 pending.discard(name)
                 record("died", name=name, log_tail=(LOGS / f"{name}.log").read_text()[-3000:])
@@ -749,14 +762,15 @@ def restart(args: argparse.Namespace) -> None:
 
 
 def bench_c(args: argparse.Namespace) -> None:
-    if args.gpus >= 4:
-        for label, port in (("ray4", SERVERS["ray4"][0]), ("vllm4", SERVERS["vllm4"][0])):
-            chat_check(label, port)
+    """The tensor_parallel 4 servers named by ``--names`` (ray4, vllm4): chat, then c16 and c64."""
+    for name in args.names.split(","):
+        port = SERVERS[name][0]
+        chat_check(name, port)
         for c, n in ((16, 256), (64, 512)):
-            llmctl_bench(f"ray4-c{c}", SERVERS["ray4"][0], c, n)
-            llmctl_bench(f"vllm4-c{c}", SERVERS["vllm4"][0], c, n)
-        phases(["ray4"])
-    export()
+            llmctl_bench(f"{name}-c{c}", port, c, n)
+        if name.startswith("ray"):
+            phases([name])
+        export()
 
 
 def main() -> None:
@@ -777,6 +791,8 @@ def main() -> None:
         "bench-b": bench_b,
         "bench-c": bench_c,
         "triton": triton_engine,
+        "start-tp4": start_tp4,
+        "start-vllm4": start_vllm4,
         "restart": restart,
         "export": lambda _a: export(),
     }

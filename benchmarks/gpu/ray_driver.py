@@ -81,7 +81,6 @@ def deploy(args: argparse.Namespace) -> None:
         serve.start(http_options={"host": "127.0.0.1", "port": args.port})
     application = builder(app_args)
     serve.run(application, name=app["name"], route_prefix=app["route_prefix"])
-    Path(args.ready).write_text(str(time.time()))
     from ray.util import placement_group_table
 
     Path(args.bundles).write_text(
@@ -104,6 +103,7 @@ def deploy(args: argparse.Namespace) -> None:
             default=str,
         )
     )
+    Path(args.ready).write_text(str(time.time()))  # after the bundles: the waiter reads both
     while True:  # the driver stays: the cluster is torn down by `ray stop`
         time.sleep(60)
 
