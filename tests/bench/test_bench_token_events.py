@@ -37,14 +37,20 @@ from llmctl.serving.client.bench.metrics import request_metrics, summarize
 from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 _HEAD = '{"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1764291000,"model":"tiny-llama"'
-ROLE = _HEAD + ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+ROLE = (
+    _HEAD
+    + ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+)
 
 
 def token(delta: str, finish: str | None = None) -> str:
     """One token's chunk as vLLM's current stream generator serializes it (``delta`` is the
     DeltaMessage's JSON)."""
     if finish is None:
-        return _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":null,"token_ids":null}}]}}'
+        return (
+            _HEAD
+            + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":null,"token_ids":null}}]}}'
+        )
     return (
         _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":"{finish}",'
         '"stop_reason":null,"token_ids":null}]}'
@@ -55,7 +61,9 @@ def old_token(delta: str, finish: str | None = None) -> str:
     """One token's chunk as vLLM before the rename serialized it (no ``token_ids``)."""
     reason = "null" if finish is None else f'"{finish}"'
     tail = "" if finish is None else ',"stop_reason":null'
-    return _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{reason}{tail}}}]}}'
+    return (
+        _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{reason}{tail}}}]}}'
+    )
 
 
 def usage(prompt: int, completion: int) -> str:
@@ -119,7 +127,9 @@ def test_a_finish_reason_with_an_empty_delta_and_no_usage_is_a_completed_answer(
     [(token, "reasoning"), (old_token, "reasoning_content")],
     ids=["vllm-current-reasoning", "vllm-before-rename-reasoning_content"],
 )
-def test_reasoning_tokens_count_for_ttft_and_output_and_the_answer_is_timed_apart(make: Any, field: str) -> None:
+def test_reasoning_tokens_count_for_ttft_and_output_and_the_answer_is_timed_apart(
+    make: Any, field: str
+) -> None:
     record = _parsed(
         (1.0, ROLE),
         (1.0, make(f'{{"{field}":" Let"}}')),
@@ -140,7 +150,9 @@ def test_reasoning_tokens_count_for_ttft_and_output_and_the_answer_is_timed_apar
 
 def test_tool_call_deltas_and_completions_text_are_tokens() -> None:
     call = '{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\": "}}]}'
-    record = _parsed((1.0, ROLE), (2.0, token(call)), (3.0, token('{"content":""}', "tool_calls")), (3.0, "[DONE]"))
+    record = _parsed(
+        (1.0, ROLE), (2.0, token(call)), (3.0, token('{"content":""}', "tool_calls")), (3.0, "[DONE]")
+    )
     assert record.ok and record.chunk_times == [2.0, 3.0] and record.first_answer is None
     # completions (vllm/entrypoints/openai/completion/protocol.py: CompletionResponseStreamChoice,
     # text always set): an empty text is a token too
@@ -168,7 +180,12 @@ OUT = 12
     [
         {"role_with_first_token": 1, "empty_every": 3},
         {"reasoning_tokens": 5, "reasoning_field": "reasoning"},
-        {"reasoning_tokens": 5, "reasoning_field": "reasoning_content", "role_with_first_token": 1, "empty_every": 4},
+        {
+            "reasoning_tokens": 5,
+            "reasoning_field": "reasoning_content",
+            "role_with_first_token": 1,
+            "empty_every": 4,
+        },
     ],
     ids=["vllm-role-with-first-token-and-empty-deltas", "reasoning", "reasoning_content-and-empty-deltas"],
 )
