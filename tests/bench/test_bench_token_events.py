@@ -122,6 +122,9 @@ def test_a_finish_reason_with_an_empty_delta_and_no_usage_is_a_completed_answer(
     # a reasoning parser's last control token: DeltaMessage() at the finish, serialized as {}
     record = _parsed((1.0, ROLE), (2.0, token("{}", "stop")), (2.0, "[DONE]"))
     assert record.ok and record.finish_reason == "stop" and record.chunk_times == []
+    # a server that writes the unset fields as null (not vLLM: it leaves them out) sends no token
+    nulls = _parsed((1.0, ROLE), (2.0, token('{"content":null,"tool_calls":null}', "stop")), (2.0, "[DONE]"))
+    assert nulls.ok and nulls.chunk_times == []
 
 
 @pytest.mark.parametrize(
