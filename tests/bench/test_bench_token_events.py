@@ -30,21 +30,29 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from llmctl.serving.client.bench import report
 from llmctl.serving.client.bench.client import RequestRecord, parse_stream
 from llmctl.serving.client.bench.loadgen import LoadPlan
 from llmctl.serving.client.bench.metrics import request_metrics, summarize
 from llmctl.serving.client.bench.tokens import ApproxTokenizer
 
 _HEAD = '{"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1764291000,"model":"tiny-llama"'
-ROLE = _HEAD + ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+ROLE = (
+    _HEAD
+    + ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+)
 
 
 def token(delta: str, finish: str | None = None) -> str:
     """One token's chunk as vLLM's current stream generator serializes it (``delta`` is the
     DeltaMessage's JSON)."""
     if finish is None:
-        return _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":null,"token_ids":null}}]}}'
+        return (
+            _HEAD
+            + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":null,"token_ids":null}}]}}'
+        )
     return (
         _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":"{finish}",'
         '"stop_reason":null,"token_ids":null}]}'
@@ -55,7 +63,9 @@ def old_token(delta: str, finish: str | None = None) -> str:
     """One token's chunk as vLLM before the rename serialized it (no ``token_ids``)."""
     reason = "null" if finish is None else f'"{finish}"'
     tail = "" if finish is None else ',"stop_reason":null'
-    return _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{reason}{tail}}}]}}'
+    return (
+        _HEAD + f',"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{reason}{tail}}}]}}'
+    )
 
 
 def usage(prompt: int, completion: int) -> str:
@@ -112,6 +122,9 @@ def test_a_finish_reason_with_an_empty_delta_and_no_usage_is_a_completed_answer(
     # a reasoning parser's last control token: DeltaMessage() at the finish, serialized as {}
     record = _parsed((1.0, ROLE), (2.0, token("{}", "stop")), (2.0, "[DONE]"))
     assert record.ok and record.finish_reason == "stop" and record.chunk_times == []
+    # a server that writes the unset fields as null (not vLLM: it leaves them out) sends no token
+    nulls = _parsed((1.0, ROLE), (2.0, token('{"content":null,"tool_calls":null}', "stop")), (2.0, "[DONE]"))
+    assert nulls.ok and nulls.chunk_times == []
 
 
 @pytest.mark.parametrize(
@@ -119,7 +132,9 @@ def test_a_finish_reason_with_an_empty_delta_and_no_usage_is_a_completed_answer(
     [(token, "reasoning"), (old_token, "reasoning_content")],
     ids=["vllm-current-reasoning", "vllm-before-rename-reasoning_content"],
 )
-def test_reasoning_tokens_count_for_ttft_and_output_and_the_answer_is_timed_apart(make: Any, field: str) -> None:
+def test_reasoning_tokens_count_for_ttft_and_output_and_the_answer_is_timed_apart(
+    make: Any, field: str
+) -> None:
     record = _parsed(
         (1.0, ROLE),
         (1.0, make(f'{{"{field}":" Let"}}')),
@@ -140,7 +155,9 @@ def test_reasoning_tokens_count_for_ttft_and_output_and_the_answer_is_timed_apar
 
 def test_tool_call_deltas_and_completions_text_are_tokens() -> None:
     call = '{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\": "}}]}'
-    record = _parsed((1.0, ROLE), (2.0, token(call)), (3.0, token('{"content":""}', "tool_calls")), (3.0, "[DONE]"))
+    record = _parsed(
+        (1.0, ROLE), (2.0, token(call)), (3.0, token('{"content":""}', "tool_calls")), (3.0, "[DONE]")
+    )
     assert record.ok and record.chunk_times == [2.0, 3.0] and record.first_answer is None
     # completions (vllm/entrypoints/openai/completion/protocol.py: CompletionResponseStreamChoice,
     # text always set): an empty text is a token too
@@ -168,7 +185,12 @@ OUT = 12
     [
         {"role_with_first_token": 1, "empty_every": 3},
         {"reasoning_tokens": 5, "reasoning_field": "reasoning"},
-        {"reasoning_tokens": 5, "reasoning_field": "reasoning_content", "role_with_first_token": 1, "empty_every": 4},
+        {
+            "reasoning_tokens": 5,
+            "reasoning_field": "reasoning_content",
+            "role_with_first_token": 1,
+            "empty_every": 4,
+        },
     ],
     ids=["vllm-role-with-first-token-and-empty-deltas", "reasoning", "reasoning_content-and-empty-deltas"],
 )
@@ -200,10 +222,16 @@ def test_bench_against_a_server_streaming_like_vllm(
         assert record.chunk_times[0] >= first and row["ttft_s"] >= first - read - 1e-9
         assert TTFT - LOWER_SLACK <= row["ttft_s"] <= TTFT + UPPER_SLACK
         # the answer starts after the reasoning tokens' time, at the server and at the client
-        assert first_answer - first >= answer_chunk * TPOT - LOWER_SLACK
+        # (the schedule counts from the read: a late first token does not delay the ones after it)
+        assert first_answer - read >= TTFT + answer_chunk * TPOT - LOWER_SLACK and first_answer > first
         assert record.first_answer is not None and record.first_answer >= first_answer
         answer_due = TTFT + answer_chunk * TPOT
         assert answer_due - LOWER_SLACK <= row["ttft_answer_s"] <= answer_due + UPPER_SLACK
     assert summary["metrics"]["ttft_answer_s"]["count"] == 12
     if thinking:
         assert summary["metrics"]["ttft_answer_s"]["p50"] > summary["metrics"]["ttft_s"]["p50"]
+    # the level's table shows the first answer token where it is not the first token; a sweep keeps it
+    console = Console(record=True, width=200)
+    report.render_level(console, summary, definitions=False)
+    assert ("first answer token (ms)" in console.export_text()) == (answer_chunk > 0)
+    assert report.sweep_entry(summary)["ttft_answer_s_p50"] == summary["metrics"]["ttft_answer_s"]["p50"]

@@ -12,8 +12,8 @@ request that times out or is cancelled keeps what it received.
 
 A token event is a streamed choice that carries a generated token in any channel: non-empty
 ``content`` (completions: ``text``), ``reasoning`` / ``reasoning_content`` or ``tool_calls``, or a
-delta without ``role`` that holds any of those keys even empty (vLLM's incremental detokenizer
-streams ``"content": ""`` while a token is an incomplete UTF-8 sequence). The role chunk
+delta without ``role`` that holds any of those keys even empty, not null (vLLM's incremental
+detokenizer streams ``"content": ""`` while a token is an incomplete UTF-8 sequence). The role chunk
 (``{"role": "assistant", "content": ""}``) is not one. TTFT counts from the first token event,
 whatever its channel, as vLLM's own ``vllm bench serve`` and its server histogram do; the first
 non-empty answer content is kept beside it (``first_answer``).
@@ -383,8 +383,8 @@ def _token(choice: dict[str, Any]) -> tuple[str, str] | None:
     reasoning = delta.get("reasoning") or delta.get("reasoning_content") or ""
     if content or reasoning or delta.get("tool_calls"):
         return str(content), str(reasoning)
-    if "role" not in delta and any(key in delta for key in _TOKEN_KEYS):
-        return "", ""  # an incomplete UTF-8 sequence, streamed as an empty delta
+    if "role" not in delta and any(delta.get(key) is not None for key in _TOKEN_KEYS):
+        return "", ""  # an incomplete UTF-8 sequence, streamed as an empty delta (null is no token)
     return None
 
 

@@ -208,7 +208,12 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
     table.add_column("metric")
     for column in ("mean", "p50", "p90", "p99", "max"):
         table.add_column(column, justify="right")
-    rows = [("ttft_s", "TTFT (ms)"), ("tpot_s", "TPOT (ms)"), ("itl_s", "ITL (ms)"), ("e2e_s", "E2E latency (ms)")]
+    rows = [
+        ("ttft_s", "TTFT (ms)"),
+        ("tpot_s", "TPOT (ms)"),
+        ("itl_s", "ITL (ms)"),
+        ("e2e_s", "E2E latency (ms)"),
+    ]
     if _answer_differs(metrics):
         # a reasoning model: its answer starts after the reasoning tokens
         rows.insert(1, ("ttft_answer_s", "first answer token (ms)"))

@@ -596,7 +596,8 @@ def full_timeline(base_url: str) -> list[tuple[float, float, float, int, int, fl
     response = httpx.get(base_url.removesuffix("/v1") + "/_timeline", timeout=10.0)
     response.raise_for_status()
     return [
-        (float(a), float(b), float(c), int(n), int(i), float(f)) for a, b, c, n, i, f in response.json()["streams"]
+        (float(a), float(b), float(c), int(n), int(i), float(f))
+        for a, b, c, n, i, f in response.json()["streams"]
     ]
 
 
