@@ -152,7 +152,9 @@ class TinyShape:
         """Refuse a shape no Llama (or no tensor-parallel split of it) can have, naming the fix."""
         for name in ("layers", "heads", "kv_heads", "head_dim", "max_position"):
             if getattr(self, name) < 1:
-                raise ServingError(f"--{name.replace('_', '-')} must be at least 1", "e.g. --heads 8 --kv-heads 8")
+                raise ServingError(
+                    f"--{name.replace('_', '-')} must be at least 1", "e.g. --heads 8 --kv-heads 8"
+                )
         if self.heads % self.kv_heads:
             raise ServingError(
                 f"{self.heads} attention heads cannot share {self.kv_heads} key/value heads evenly",

@@ -37,7 +37,11 @@ def named_by_llmctl() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for source in _SOURCES:
         path = root / source
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in {".py", ".yaml", ".md"})
+        files = (
+            [path]
+            if path.is_file()
+            else sorted(p for p in path.rglob("*") if p.suffix in {".py", ".yaml", ".md"})
+        )
         for file in files:
             for name in set(_NAME.findall(file.read_text(errors="replace"))):
                 found.setdefault(name, []).append(str(file.relative_to(root)))
@@ -47,9 +51,13 @@ def named_by_llmctl() -> dict[str, list[str]]:
 def test_the_recording_is_a_real_vllm_scrape_under_load() -> None:
     names = exported()
     # the engine's queue and latency families, and counters that moved during the c64 load
-    assert {"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:time_to_first_token_seconds"} <= names
+    assert {
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:time_to_first_token_seconds",
+    } <= names
     text = RECORDED.read_text()
-    generated = re.search(r'^vllm:generation_tokens_total\{[^}]*\} ([0-9.e+]+)$', text, re.M)
+    generated = re.search(r"^vllm:generation_tokens_total\{[^}]*\} ([0-9.e+]+)$", text, re.M)
     assert generated and float(generated.group(1)) > 100_000
 
 

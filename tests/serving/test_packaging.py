@@ -107,7 +107,11 @@ def test_models_tiny_writes_the_gpu_shape_vllm_serves(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     config = json.loads((target / "config.json").read_text())
-    assert (config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]) == (512, 8, 8)
+    assert (config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]) == (
+        512,
+        8,
+        8,
+    )
     assert (config["head_dim"], config["max_position_embeddings"]) == (64, 4096)
     info = json.loads(result.stdout)
     assert (info["heads"], info["head_dim"], info["hidden_size"]) == (8, 64, 512)
@@ -125,7 +129,9 @@ def test_models_tiny_writes_the_gpu_shape_vllm_serves(tmp_path: Path) -> None:
         (["--layers", "0"], "--layers must be at least 1"),
     ],
 )
-def test_models_tiny_refuses_a_shape_that_cannot_be_split(tmp_path: Path, extra: list[str], message: str) -> None:
+def test_models_tiny_refuses_a_shape_that_cannot_be_split(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
     result = CliRunner().invoke(app, ["models", "tiny", str(tmp_path / "m"), *extra])
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "m").exists()  # refused before anything was written
