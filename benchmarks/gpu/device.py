@@ -272,25 +272,6 @@ def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | N
     spawn(name, driver, environ, started=began)  # ready counts from `ray start`
 
 
-def transformers4_copy() -> Path:
-    """The tiny model with its tokenizer config in transformers 4's terms (vLLM 0.22.1 pins
-    transformers 4.57; the model was written by the device's transformers 5, whose
-    ``TokenizersBackend`` class and list-valued ``extra_special_tokens`` 4.57 cannot load)."""
-    target = WHEELS / "tiny-tf4"
-    if not target.exists():
-        shutil.copytree(MODEL, target)
-    config_path = target / "tokenizer_config.json"
-    config = json.loads(config_path.read_text())
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    config.pop("backend", None)
-    extra = config.pop("extra_special_tokens", None)
-    if isinstance(extra, list):
-        config["additional_special_tokens"] = extra
-    config_path.write_text(json.dumps(config, indent=1))
-    record("model_copy", path=str(target), tokenizer_config=config)
-    return target
-
-
 def triton_engine(_: argparse.Namespace | None = None) -> None:
     environ = env("0", **cache_env("triton"), VLLM_PORT=str(VLLM_PORTS["triton"]))
     environ["PYTHONPATH"] = f"{SITE22}:{SITE2}:{SITE}"

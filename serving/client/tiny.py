@@ -105,7 +105,7 @@ def _corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer(vocab_size: int = 512) -> Any:
+def build_tokenizer(vocab_size: int = 512, model_max_length: int = 2048) -> Any:
     """A ``PreTrainedTokenizerFast`` (byte-level BPE) with the chat template set."""
     tokenizers = require("tokenizers")
     transformers = require("transformers")
@@ -126,7 +126,7 @@ def build_tokenizer(vocab_size: int = 512) -> Any:
         eos_token="<|im_end|>",
         pad_token="<pad>",
         additional_special_tokens=["<|im_start|>", "</s>"],
-        model_max_length=2048,
+        model_max_length=model_max_length,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
@@ -209,7 +209,7 @@ def write_tiny_model(
         ) from None
     torch = require("torch")
     transformers = require("transformers")
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(model_max_length=shape.max_position)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     config = transformers.LlamaConfig(
         vocab_size=len(tokenizer),
@@ -238,6 +238,7 @@ def write_tiny_model(
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    portable_tokenizer_config(out / "tokenizer_config.json")
     params = sum(t.numel() for t in model.parameters())
     summary = {
         "path": str(out),
@@ -248,6 +249,23 @@ def write_tiny_model(
     }
     marker.write_text(json.dumps(summary))  # last: only a complete model is reused
     return {**summary, "reused": False}
+
+
+def portable_tokenizer_config(path: Path) -> None:
+    """Write the tokenizer config so that transformers 4 reads it too.
+
+    transformers 5 saves ``tokenizer_class: TokenizersBackend``, a ``backend`` key and a list of
+    ``extra_special_tokens``; transformers 4.57 (what vLLM 0.22.1, the Triton 26.06 image's, pins)
+    knows none of them and cannot load the tokenizer (seen on the 2026-11-28 GPU run). The same
+    tokenizer in 4's terms (``PreTrainedTokenizerFast``, ``additional_special_tokens``) loads in both.
+    """
+    config = json.loads(path.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config.pop("backend", None)
+    extra = config.pop("extra_special_tokens", None)
+    if isinstance(extra, list):
+        config["additional_special_tokens"] = extra
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _shape_fields(shape: TinyShape) -> dict[str, int]:

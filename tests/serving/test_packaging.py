@@ -119,6 +119,20 @@ def test_models_tiny_writes_the_gpu_shape_vllm_serves(tmp_path: Path) -> None:
     assert json.loads(CliRunner().invoke(app, args).stdout)["reused"] is True
     other = CliRunner().invoke(app, ["models", "tiny", str(target)])
     assert other.exit_code != 0 and "another shape" in other.output and "Traceback" not in other.output
+    # the tokenizer config in transformers 4's terms (vLLM 0.22.1 pins transformers 4.57), loadable here
+    tokenizer_config = json.loads((target / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert tokenizer_config["additional_special_tokens"] == ["<|im_start|>", "</s>"]
+    assert {"backend", "extra_special_tokens"}.isdisjoint(tokenizer_config)
+    assert tokenizer_config["model_max_length"] == 4096
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert chat.endswith("<|im_start|>assistant\n") and tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.convert_tokens_to_ids("<|im_start|>") != tokenizer.unk_token_id
 
 
 @pytest.mark.parametrize(
