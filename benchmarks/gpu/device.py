@@ -276,12 +276,13 @@ def triton_engine(_: argparse.Namespace | None = None) -> None:
     environ = env("0", **cache_env("triton"), VLLM_PORT=str(VLLM_PORTS["triton"]))
     environ["PYTHONPATH"] = f"{SITE22}:{SITE2}:{SITE}"
     (RES / "triton.json").unlink(missing_ok=True)
-    model = transformers4_copy()
+    # the tiny model's tokenizer config is in transformers 4's terms (serving/client/tiny.py), which
+    # vLLM 0.22.1's transformers 4.57 needs
     argv = [
         sys.executable,
         str(HERE / "triton_engine.py"),
         "--model",
-        str(model),
+        str(MODEL),
         "--util",
         str(UTIL["triton"]),
     ]
