@@ -77,22 +77,30 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "triton_engine": next((r for r in records if r["kind"] == "triton_engine"), None),
     }
+    # (record kind, its payload, the client's label prefix, the row builder, the keys it goes under)
+    clients_of = {
+        "llmctl_bench": ("summary", "llmctl-", llmctl_row, "llmctl_bench", "server_during_llmctl_bench"),
+        "vllm_bench": (
+            "result",
+            "vllm-bench-",
+            vllm_row,
+            "vllm_bench_serve",
+            "server_during_vllm_bench_serve",
+        ),
+    }
     for record in records:
         label = record.get("label", "")
-        if record["kind"] == "llmctl_bench" and record["summary"] and label.startswith("vllm-c"):
-            level = label.split("-")[-1]
-            entry = out["bench_against_vllm_bench"].setdefault(level, {})
-            entry["llmctl_bench"] = llmctl_row(record["summary"], clients.get(f"llmctl-{label}"))
-            window = windows.get(f"llmctl-{level}")
-            if window:
-                entry["server_during_llmctl_bench"] = server(window)
-        if record["kind"] == "vllm_bench" and record["result"] and label.startswith("vllm-c"):
-            level = label.split("-")[-1]
-            entry = out["bench_against_vllm_bench"].setdefault(level, {})
-            entry["vllm_bench_serve"] = vllm_row(record["result"], clients.get(f"vllm-bench-{label}"))
-            window = windows.get(f"vllm-bench-{level}")
-            if window:
-                entry["server_during_vllm_bench_serve"] = server(window)
+        if record["kind"] not in clients_of or not label.startswith("vllm-c"):
+            continue
+        payload, prefix, row, key, server_key = clients_of[record["kind"]]
+        if not record[payload]:
+            continue
+        level = label.split("-")[-1]
+        entry = out["bench_against_vllm_bench"].setdefault(level, {})
+        entry[key] = row(record[payload], clients.get(f"{prefix}{label}"))
+        window = windows.get(f"{prefix}{level}")
+        if window:
+            entry[server_key] = server(window)
     return out
 
 
