@@ -211,9 +211,15 @@ class Lifecycle:
                         timeout_s=wait_timeout_s,
                         on_wait=self.progress.wait,
                         watch=functools.partial(
-                            launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
+                            launch_findings,
+                            kube,
+                            ns,
+                            region=region,
+                            instance_type=bp.compute.instance_type,
+                            blueprint=bp.name,
                         ),
                         stop_hint=_stop_hint(self.stack, cost, workload),
+                        wait_note=_wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
                     )
                 starts = self._starts(kube, ns)
                 record_start(starts, blueprint=bp.name, target=target, stack=self.stack, workload=workload)
@@ -294,11 +300,17 @@ class Lifecycle:
 
         watch = LaunchWatch(
             functools.partial(
-                launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
+                launch_findings,
+                kube,
+                ns,
+                region=region,
+                instance_type=bp.compute.instance_type,
+                blueprint=bp.name,
             ),
             ns,
             self.progress.wait,
             _stop_hint(self.stack, cost, workload),
+            _wait_note(cost, "until the serving objects' own timeout"),
         )
         try:
             with watch.in_background(self.engine.stop, poll_s=LAUNCH_POLL_S):
@@ -527,6 +539,15 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _wait_note(cost: Any, how_long: str) -> str:
+    """What `up` does about a shortage Karpenter retries, and what bills while it waits."""
+    return (
+        f"`up` waits for the node ({how_long}; Ctrl-C stops waiting); meanwhile the platform bills about "
+        f"${cost.platform_hourly_usd:.2f}/h and no serving node bills until one launches "
+        f"(then about ${cost.serving_hourly_usd:.2f}/h)"
+    )
 
 
 def _stop_hint(stack: str, cost: Any, workload: str | None) -> str:
