@@ -164,7 +164,7 @@ def unsatisfiable(
             "reserved capacity): Karpenter will not launch a node for it until one frees",
             final=True,
             hint=f"{ctx.doctor()} shows the reservation on its 'capacity reservations' line; free an instance, "
-            "or let the blueprint fall back (`reservation.fallback: on-demand`)",
+            "or let the blueprint fall back (`capacity.fallback: on-demand`)",
             kind="offering",
         )
     return Finding(
