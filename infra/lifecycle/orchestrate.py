@@ -210,14 +210,7 @@ class Lifecycle:
                         ns,
                         timeout_s=wait_timeout_s,
                         on_wait=self.progress.wait,
-                        watch=functools.partial(
-                            launch_findings,
-                            kube,
-                            ns,
-                            region=region,
-                            instance_type=bp.compute.instance_type,
-                            blueprint=bp.name,
-                        ),
+                        watch=_launch_poll(kube, ns, region, bp),
                         stop_hint=_stop_hint(self.stack, cost, workload),
                         wait_note=_wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
                     )
@@ -299,14 +292,7 @@ class Lifecycle:
             return self.engine.up(spec, on_event=self.progress.on_event)
 
         watch = LaunchWatch(
-            functools.partial(
-                launch_findings,
-                kube,
-                ns,
-                region=region,
-                instance_type=bp.compute.instance_type,
-                blueprint=bp.name,
-            ),
+            _launch_poll(kube, ns, region, bp),
             ns,
             self.progress.wait,
             _stop_hint(self.stack, cost, workload),
@@ -539,6 +525,13 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _launch_poll(kube: Path, ns: str, region: str, bp: Any) -> Callable[[], list[Any]]:
+    """One read of what Karpenter says about the workload's pods (:func:`launch_findings`)."""
+    return functools.partial(
+        launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type, blueprint=bp.name
+    )
 
 
 def _wait_note(cost: Any, how_long: str) -> str:

@@ -4,16 +4,8 @@ puts on a NodeClaim's Launched condition that llmctl reads, every fleet error co
 
 from __future__ import annotations
 
+import karpenter_shapes as shapes
 import pytest
-from karpenter_shapes import (
-    capacity_event,
-    fleet_error,
-    launched_unknown,
-    pending,
-    pod_event,
-    requirements,
-    signals,
-)
 
 from llmctl.infra.lifecycle.launches import findings
 
@@ -22,19 +14,30 @@ POOL, TYPE = "gpu-nvidia", "g5.2xlarge"
 
 def _found(claims: list, events: list, pod: dict | None = None):  # type: ignore[type-arg]
     return findings(
-        claims, events, [pod or pending(TYPE, "20Gi", "6", pool=POOL)], region="us-west-2", instance_type=TYPE
+        claims,
+        events,
+        [pod or shapes.pending(TYPE, "20Gi", "6", pool=POOL)],
+        region="us-west-2",
+        instance_type=TYPE,
     )
 
 
-@pytest.mark.parametrize("sentence", list(signals()["pod_event"]["errors"]))
+@pytest.mark.parametrize("sentence", list(shapes.signals()["pod_event"]["errors"]))
 def test_each_scheduler_sentence_is_final_unless_only_the_offering_is_missing(sentence: str) -> None:
-    said = pod_event("serve-0", sentence, requirements(POOL, TYPE), '{"cpu":"6","memory":"20Gi"}')
+    said = shapes.pod_event(
+        "serve-0", sentence, shapes.requirements(POOL, TYPE), '{"cpu":"6","memory":"20Gi"}'
+    )
     after_refusal = [
-        capacity_event(f"{POOL}-a1", fleet_error("ice", instance_type=TYPE, zone="us-west-2a", others="")),
+        shapes.capacity_event(
+            f"{POOL}-a1", shapes.fleet_error("ice", instance_type=TYPE, zone="us-west-2a", others="")
+        ),
         said,
     ]
-    final = sentence in signals()["pod_event"]["final"]
-    assert sentence in signals()["pod_event"]["final"] + signals()["pod_event"]["waits_on_offering"]
+    final = sentence in shapes.signals()["pod_event"]["final"]
+    assert (
+        sentence
+        in shapes.signals()["pod_event"]["final"] + shapes.signals()["pod_event"]["waits_on_offering"]
+    )
     # right after EC2 refused the type: a missing offering is Karpenter's 3-minute skip
     assert [f.final for f in _found([], after_refusal) if f.kind != "capacity"] == [final]
     # with no refusal before it, a missing offering is one the pool never has: final as well
@@ -44,7 +47,7 @@ def test_each_scheduler_sentence_is_final_unless_only_the_offering_is_missing(se
 
 
 def test_a_reserved_only_pool_without_a_free_reserved_instance_names_the_reservation() -> None:
-    said = pod_event("serve-0", "offering", requirements(POOL, TYPE, "reserved"), "{}")
+    said = shapes.pod_event("serve-0", "offering", shapes.requirements(POOL, TYPE, "reserved"), "{}")
     (found,) = _found([], [said])
     assert found.final and "capacity reservation of serve-0's pool has no free g5.2xlarge" in found.text
     assert "'capacity reservations' line" in found.hint
@@ -64,12 +67,12 @@ def test_a_reserved_only_pool_without_a_free_reserved_instance_names_the_reserva
     ],
 )
 def test_each_launched_unknown_reason(condition: str, final: bool, kind: str) -> None:
-    (found,) = _found([launched_unknown(f"{POOL}-x1", condition)], [])
+    (found,) = _found([shapes.launched_unknown(f"{POOL}-x1", condition)], [])
     assert (found.final, found.kind) == (final, kind)
 
 
 def test_a_launched_condition_not_reconciled_yet_says_nothing() -> None:
-    claim = launched_unknown(f"{POOL}-x1", "generic")
+    claim = shapes.launched_unknown(f"{POOL}-x1", "generic")
     claim["status"]["conditions"][0].update(reason="", message="")
     assert _found([claim], []) == []
 
@@ -87,7 +90,7 @@ def test_a_launched_condition_not_reconciled_yet_says_nothing() -> None:
 )
 def test_each_fleet_error_code(fleet: list[str], final: bool, kind: str) -> None:
     values = {"instance_type": TYPE, "zone": "us-west-2a", "others": "us-west-2b", "limit": "8"}
-    event = capacity_event(f"{POOL}-x1", *(fleet_error(name, **values) for name in fleet))
+    event = shapes.capacity_event(f"{POOL}-x1", *(shapes.fleet_error(name, **values) for name in fleet))
     (found,) = _found([], [event])
     assert (found.final, found.kind) == (final, kind)
 
@@ -97,15 +100,17 @@ def test_a_quota_code_cut_off_at_300_characters_shows_in_a_later_retry() -> None
     300 characters: an ICE text first hides the quota code behind it. Karpenter retries after the
     3-minute skip and the next event may name the quota first; every event read counts."""
     values = {"instance_type": TYPE, "others": "us-west-2c", "limit": "8"}
-    ice_first = capacity_event(
-        f"{POOL}-x1", fleet_error("ice", zone="us-west-2a", **values), fleet_error("vcpu_quota", **values)
+    ice_first = shapes.capacity_event(
+        f"{POOL}-x1",
+        shapes.fleet_error("ice", zone="us-west-2a", **values),
+        shapes.fleet_error("vcpu_quota", **values),
     )
     assert ice_first["message"].endswith("...") and "VcpuLimitExceeded" not in ice_first["message"]
     assert [f.kind for f in _found([], [ice_first])] == ["capacity"]
-    retry = capacity_event(
+    retry = shapes.capacity_event(
         f"{POOL}-x2",
-        fleet_error("vcpu_quota", **values),
-        fleet_error("ice", zone="us-west-2a", **values),
+        shapes.fleet_error("vcpu_quota", **values),
+        shapes.fleet_error("ice", zone="us-west-2a", **values),
         at="2026-11-26T20:03:10Z",
     )
     found = _found([], [ice_first, retry])

@@ -65,6 +65,19 @@ def _stopped(
     return stopped.value
 
 
+def _inf2_pod_event(
+    engine: StandinEngine, tmp_path: Path, sentence: str, memory: str, cpu: str
+) -> ServingError:
+    """The stop (or deadline) of an inf2.48xlarge pod that Karpenter's scheduler says `sentence` about."""
+    return _stopped(
+        engine,
+        tmp_path,
+        "inf2.48xlarge",
+        pending("inf2.48xlarge", memory, cpu, pool="inferentia-inf2"),
+        pod_event("serve-0", sentence, requirements("inferentia-inf2", "inf2.48xlarge"), INF2_RESOURCES),
+    )
+
+
 def test_ice_in_one_zone_is_shown_with_what_bills_then_the_node_comes(
     engine: StandinEngine, tmp_path: Path
 ) -> None:
@@ -103,13 +116,7 @@ def test_ice_in_one_zone_is_shown_with_what_bills_then_the_node_comes(
 def test_no_instance_type_has_enough_resources_stops_the_wait_at_once(
     engine: StandinEngine, tmp_path: Path
 ) -> None:
-    error = _stopped(
-        engine,
-        tmp_path,
-        "inf2.48xlarge",
-        pending("inf2.48xlarge", "735Gi", "187600m", pool="inferentia-inf2"),
-        pod_event("serve-0", "resources", requirements("inferentia-inf2", "inf2.48xlarge"), INF2_RESOURCES),
-    )
+    error = _inf2_pod_event(engine, tmp_path, "resources", "735Gi", "187600m")
     # the pod's own request against what one inf2.48xlarge offers a pod (718602 MiB, 190714m)
     assert error.message == (
         f"the workload in namespace {NS} cannot start: no instance type satisfied resources (pod asks 735Gi, "
@@ -176,13 +183,7 @@ def test_no_offering_right_after_a_refusal_is_waited_on(engine: StandinEngine, t
 def test_no_offering_without_any_refusal_is_final_with_the_doctor_line(
     engine: StandinEngine, tmp_path: Path
 ) -> None:
-    error = _stopped(
-        engine,
-        tmp_path,
-        "inf2.48xlarge",
-        pending("inf2.48xlarge", "68Gi", "171600m", pool="inferentia-inf2"),
-        pod_event("serve-0", "offering", requirements("inferentia-inf2", "inf2.48xlarge"), INF2_RESOURCES),
-    )
+    error = _inf2_pod_event(engine, tmp_path, "offering", "68Gi", "171600m")
     assert "cannot start: inf2.48xlarge has no offering that serve-0's pool may launch" in error.message
     assert (
         error.hint
