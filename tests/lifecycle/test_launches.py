@@ -238,13 +238,17 @@ def test_up_stops_waiting_and_prints_the_cost_and_down_command() -> None:
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.blueprints.hardware import hardware
     from llmctl.blueprints.pricing import blueprint_cost
-    from llmctl.infra.lifecycle.orchestrate import _stop_hint
+    from llmctl.infra.lifecycle.orchestrate import _stop_hint, _wait_note
 
     cost = blueprint_cost(load_blueprint("llama2-inf2"), hardware())
     hint = _stop_hint("dev", cost, None)
     assert f"${cost.platform_hourly_usd + cost.serving_hourly_usd:.2f}/h" in hint
     assert "`llmctl down --stack dev --yes`" in hint
     assert "`llmctl down --stack pr-7 --workload chat --yes`" in _stop_hint("pr-7", cost, "chat")
+    # a shortage Karpenter retries: how long `up` waits and what bills meanwhile (no serving node yet)
+    note = _wait_note(cost, "up to 60 min")
+    assert f"the platform bills about ${cost.platform_hourly_usd:.2f}/h" in note and "up to 60 min" in note
+    assert f"no serving node bills until one launches (then about ${cost.serving_hourly_usd:.2f}/h)" in note
 
 
 def test_the_stop_is_a_serving_error_with_its_exit_code() -> None:
