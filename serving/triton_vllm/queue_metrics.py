@@ -54,11 +54,13 @@ def registry(directory: Path) -> Any:
 
 
 def serve(port: int, directory: Path, *, host: str = "0.0.0.0") -> Any:
-    """Serve ``/metrics`` of the directory on ``port`` (a daemon thread); returns the server."""
+    """Serve ``/metrics`` of the directory on ``port`` (a daemon thread); returns the server (None
+    from a prometheus_client older than 0.17)."""
     from prometheus_client import start_http_server
 
-    server, _thread = start_http_server(port, addr=host, registry=registry(directory))
-    return server
+    started = start_http_server(port, addr=host, registry=registry(directory))
+    # prometheus_client 0.17 and later return (server, thread); older ones nothing
+    return started[0] if isinstance(started, tuple) else started
 
 
 def spawn(port: int, directory: Path) -> subprocess.Popen[bytes]:
