@@ -153,3 +153,14 @@ def test_one_blueprint_s_reservation_without_fallback_leaves_the_other_blueprint
     }, selectors
     # `llmctl validate`'s facts know the reserving blueprint's pool allows reserved capacity
     assert validate_workload(seventy, PlatformFacts.for_blueprint(seventy)) == []
+    # and on the platform's pools as its outputs give them, both blueprints' pods can be scheduled
+    from llmctl.infra.platform.program import node_pool_outputs
+
+    outputs = {
+        "cluster_name": config.cluster_name,
+        "region": config.region,
+        "node_pools": node_pool_outputs(config),
+    }
+    facts = PlatformFacts.from_outputs(outputs)
+    assert "on-demand" in facts.pool("gpu-nvidia").capacity_types  # type: ignore[union-attr]
+    assert validate_workload(seventy, facts) == [] and validate_workload(triton, facts) == []
