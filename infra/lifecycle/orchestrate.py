@@ -210,10 +210,9 @@ class Lifecycle:
                         ns,
                         timeout_s=wait_timeout_s,
                         on_wait=self.progress.wait,
-                        watch=functools.partial(
-                            launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
-                        ),
+                        watch=_launch_poll(kube, ns, region, bp),
                         stop_hint=_stop_hint(self.stack, cost, workload),
+                        wait_note=_wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
                     )
                 starts = self._starts(kube, ns)
                 record_start(starts, blueprint=bp.name, target=target, stack=self.stack, workload=workload)
@@ -293,12 +292,11 @@ class Lifecycle:
             return self.engine.up(spec, on_event=self.progress.on_event)
 
         watch = LaunchWatch(
-            functools.partial(
-                launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
-            ),
+            _launch_poll(kube, ns, region, bp),
             ns,
             self.progress.wait,
             _stop_hint(self.stack, cost, workload),
+            _wait_note(cost, "until the serving objects' own timeout"),
         )
         try:
             with watch.in_background(self.engine.stop, poll_s=LAUNCH_POLL_S):
@@ -527,6 +525,22 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _launch_poll(kube: Path, ns: str, region: str, bp: Any) -> Callable[[], list[Any]]:
+    """One read of what Karpenter says about the workload's pods (:func:`launch_findings`)."""
+    return functools.partial(
+        launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type, blueprint=bp.name
+    )
+
+
+def _wait_note(cost: Any, how_long: str) -> str:
+    """What `up` does about a shortage Karpenter retries, and what bills while it waits."""
+    return (
+        f"`up` waits for the node ({how_long}; Ctrl-C stops waiting); meanwhile the platform bills about "
+        f"${cost.platform_hourly_usd:.2f}/h and no serving node bills until one launches "
+        f"(then about ${cost.serving_hourly_usd:.2f}/h)"
+    )
 
 
 def _stop_hint(stack: str, cost: Any, workload: str | None) -> str:

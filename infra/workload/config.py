@@ -15,15 +15,27 @@ from typing import Any, Literal
 from pydantic import Field
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.blueprints.pools import pools_for
+from llmctl.blueprints.pools import PoolSpec, pool_for_instance, pools_for
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError
 from llmctl.infra.names import ClusterTarget
 from llmctl.infra.platform.config import validate_config
+from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.cluster import HINT, load_cluster_file
 from llmctl.infra.workload.pool_facts import PoolFacts, _Strict
 
 Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
+
+
+def _reserving(facts: PoolFacts, spec: PoolSpec, blueprint: Blueprint) -> PoolFacts:
+    """The blueprint's serving pool allows `reserved` when it names capacity reservations, as the
+    platform's NodePool does (manifests.pool_capacity_types)."""
+    if (
+        blueprint.capacity is None
+        or spec.name != pool_for_instance(hardware().instance(blueprint.compute.instance_type)).name
+    ):
+        return facts
+    return facts.model_copy(update={"capacity_types": list(pool_capacity_types(spec, blueprint.capacity))})
 
 
 class PlatformFacts(_Strict):
@@ -101,7 +113,10 @@ class PlatformFacts(_Strict):
             cluster_name=f"llmctl-{stack}",
             region=region,
             kubernetes_version=versions().eks.kubernetes_version.value,
-            pools=[PoolFacts.from_spec(spec, core_type) for spec in pools_for([blueprint], catalog)],
+            pools=[
+                _reserving(PoolFacts.from_spec(spec, core_type), spec, blueprint)
+                for spec in pools_for([blueprint], catalog)
+            ],
             cache_bucket=f"llmctl-{stack}-{region}-cache" if caches else None,
             target="eks",
         )

@@ -115,6 +115,18 @@ def artifacts_dir(key: VllmCompileKey, root: str | None = None) -> Path:
     return Path(root or DEFAULT_ROOT) / key.name
 
 
+def gpu_model(blueprint: Blueprint) -> str:
+    """The GPU model of the blueprint's instance type (the hardware catalog's name, e.g. A100-80GB):
+    compiled kernels are built for one architecture, so it is part of the key."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.errors import CatalogError
+
+    try:
+        return hardware().instance(blueprint.compute.instance_type).accelerator_name or "unknown"
+    except CatalogError:
+        return "unknown"
+
+
 def gpu_cache_env(key: VllmCompileKey, root: str | None = None) -> dict[str, str]:
     """The replica's environment on NVIDIA GPUs: every cache a vLLM start fills, under the key's folder.
 

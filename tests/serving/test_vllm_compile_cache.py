@@ -276,9 +276,9 @@ def test_on_a_gpu_every_vllm_cache_lives_in_one_folder_per_key_that_names_the_gp
     assert folder.name == env[KEY_ENV]
     for variable in GPU_CACHE_VARIABLES:
         assert Path(env[variable]).parent == folder, variable
-    key = vllm_compile_key(bp, config["engine_kwargs"], gpu="A100")
+    key = vllm_compile_key(bp, config["engine_kwargs"], gpu="A100-80GB")  # p4de.24xlarge's, in the catalog
     assert env[KEY_ENV] == key.name
-    for part in ("@main-", "-tp4-", "-bf16-", "-n4096-", "-gpua100-cuda13.0-", "-vllm0.26.0-"):
+    for part in ("@main-", "-tp4-", "-bf16-", "-n4096-", "-gpua100-80gb-cuda13.0-", "-vllm0.26.0-"):
         assert part in key.name
     # another GPU model builds other kernels: another key, never a restore of the A100's
     other = bp.model_copy(update={"compute": bp.compute.model_copy(update={"instance_type": "p5.48xlarge"})})

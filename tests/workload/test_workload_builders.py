@@ -250,6 +250,7 @@ def test_triton_ports_repository_and_autoscaler() -> None:
         "http": 8000,
         "grpc": 8001,
         "metrics": 8002,
+        "vllm-metrics": 8003,  # vLLM's own gauges, the queue KEDA reads
     }
     assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
     assert "replicas" not in deployment["spec"]  # KEDA's HPA owns the count
