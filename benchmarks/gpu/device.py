@@ -233,16 +233,6 @@ def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | N
     argv += [f"--ray-client-server-port={10100 + offset}", f"--dashboard-agent-listen-port={52400 + offset}"]
     argv += [f"--metrics-export-port={8090 + offset}"]
     argv += [f"--min-worker-port={20000 + 5000 * offset}", f"--max-worker-port={24999 + 5000 * offset}"]
-    gpu_name = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    if "H200" in gpu_name:
-        # The catalog has no H200 instance (p5e) yet: the app asks for the p5 naming (H100), and the
-        # node declares that resource beside Ray's own accelerator_type:H200 (recorded in results).
-        argv.append('--resources={"accelerator_type:H100": 1}')
     environ = env(gpus, **extra)
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
     began = time.time()

@@ -3,8 +3,8 @@ Ray cluster started on the device, and record Ray's view of the replica's placem
 
 The import path and the args are the rendered ones (``llmctl render -b llama2-70b-vllm-gpu``, made by
 ``make gpu-prepare``); only what the device forces changes, and the results say so: the model (the
-tiny random Llama), ``tensor_parallel``, ``num_replicas`` 1, and the instance type's naming, so that
-Ray's ``accelerator_type`` is the device's GPU (p5.48xlarge: H100) instead of the blueprint's A100.
+tiny random Llama), ``tensor_parallel``, ``num_replicas`` 1. (The app sets no Ray ``accelerator_type``
+since issue 42, so the blueprint's A100 instance type needs no renaming on an H100 or H200.)
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ def deploy(args: argparse.Namespace) -> None:
     blueprint = app_args["blueprint"]
     changes = {
         "compute.tensor_parallel": [blueprint["compute"]["tensor_parallel"], args.tp],
-        "compute.instance_type": [blueprint["compute"]["instance_type"], "p5.48xlarge"],
         "args.model_source": [app_args.get("model_source"), args.model],
         "args.served_model_name": [app_args.get("served_model_name"), "tiny"],
         "args.num_replicas": [app_args.get("num_replicas"), 1],
@@ -56,7 +55,6 @@ def deploy(args: argparse.Namespace) -> None:
     }
     blueprint["serving"]["gpu_memory_utilization"] = args.util
     blueprint["compute"]["tensor_parallel"] = args.tp
-    blueprint["compute"]["instance_type"] = "p5.48xlarge"
     app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=1)
     if args.experimental:
         # the variant only: Ray Serve LLM's experimental_configs added to the LLMConfig
