@@ -45,6 +45,7 @@ from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
+from llmctl.infra.workload.digests import pin_images
 from llmctl.infra.workload.schedulability import validate_workload
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
@@ -128,6 +129,7 @@ class Lifecycle:
         wait_timeout_s: float = 3600,
         workload: str | None = None,
         reselect_azs: bool = False,
+        accept_moved_tags: bool = False,
     ) -> UpResult:
 
         bp = load_blueprint(blueprint)
@@ -144,6 +146,12 @@ class Lifecycle:
         else:
             offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         _blueprint_problems(bp, offline)
+        # each image tag by digest, before anything changes: a moved tag is refused here unless accepted
+        pins = pin_images(
+            WorkloadConfig(blueprint=bp, stack=w_stack, platform=offline),
+            accept_moved=accept_moved_tags,
+            note=self.progress.note,
+        )
         cost = blueprint_cost(bp, hardware())
         changes: dict[str, dict[str, int]] = {}
         notes: list[str] = []
@@ -190,6 +198,7 @@ class Lifecycle:
                 platform=facts,
                 hf_token_present=bool(token),
                 namespace=namespace(bp.name, workload),
+                image_pins=pins.images,
             )
             w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
             spec = StackSpec(
