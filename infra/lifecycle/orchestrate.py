@@ -45,7 +45,7 @@ from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
-from llmctl.infra.workload.digests import pin_images
+from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.schedulability import validate_workload
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
@@ -519,6 +519,7 @@ class Lifecycle:
             platform=facts,
             hf_token_present=bool(token),
             namespace=namespace(bp.name, workload),
+            image_pins=recorded_images(w_stack, bp.name),  # the digests `up` pinned (none checked here)
         )
         if outputs and unchanged:  # the delivery `up` would choose on this platform, nothing uploaded
             w_config = deliver(w_config, note=self.progress.note, upload=False)

@@ -49,7 +49,7 @@ from llmctl.infra.workload.delivery import (
     image_tag,
     wheel_key,
 )
-from llmctl.infra.workload.outside_wheels import deliver_outside
+from llmctl.infra.workload.outside_wheels import deliver_outside, recorded_outside
 from llmctl.infra.workload.ui_packages import from_bucket, ui_lock
 from llmctl.infra.workload.wheel_cache import cached_build
 from llmctl.infra.workload.wheelhouse import upload_wheelhouse, wheelhouse_key
@@ -369,6 +369,9 @@ def _decide_on_eks(
         )
     else:
         key = wheel_key(digest, wheel.name)
+        outside = recorded_outside(
+            config, lock_for(config.blueprint.runtime, config.blueprint.image.base), bucket
+        )
     return Delivery(
         mode="wheel",
         image=config.blueprint.image.base,

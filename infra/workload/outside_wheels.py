@@ -109,6 +109,13 @@ def download(spec: LockSpec, out_dir: Path, args: list[str] | None = None) -> di
     return wheels
 
 
+def recorded_outside(config: Any, spec: LockSpec, bucket: str) -> str | None:
+    """s3:// prefix of the wheels `spec` leaves out as the stack recorded them (no download, no S3
+    call: `preview`); None when nothing was recorded or the lock leaves nothing out."""
+    wheels = load_pins(config.stack, config.blueprint.name).wheels if spec.outside_lock else {}
+    return f"s3://{bucket}/{outside_key(spec, wheels)}/" if wheels else None
+
+
 def deliver_outside(
     config: Any,
     spec: LockSpec,

@@ -26,6 +26,7 @@ from standin_support import StandinEngine, kube_objects
 from typer.testing import CliRunner
 
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
+from llmctl.blueprints.versions import versions
 from llmctl.cli.app import app
 from llmctl.errors import PrerequisiteError
 from llmctl.infra.aws.image_checks import check_stack_pins, parse_image
@@ -203,6 +204,7 @@ def test_up_on_an_existing_cluster_applies_pods_named_by_digest(
     complete_cluster(engine)
     base = load_blueprint(BP).image.base
     first = push(registry, base)
+    push(registry, versions().images["gradio"].image)  # its UI
     lifecycle().up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
     objects = kube_objects(engine.resources(WL, "dev"))
     images = set(container_images(objects))
