@@ -166,7 +166,7 @@ def remove_endpoint(stack: str, blueprint: str, workload: str | None = None) -> 
 @dataclass(frozen=True)
 class StackPins:
     """What a workload stack pinned at its first `up` (or `llmctl images pin`): each image tag its pods
-    run, by the digest the registry named then, and each wheel outside its runtime's lock (ray-cpu's
+    run, by the digest the registry named then, and each wheel outside its runtime's lock (a
     CPU torch and what it needs) by the sha256 of the file downloaded then."""
 
     images: dict[str, str] = field(default_factory=dict)  # image as named (a tag) -> sha256:...

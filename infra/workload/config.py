@@ -166,7 +166,7 @@ class Delivery(_Strict):
     )
     outside_uri: str | None = Field(
         None,
-        description="wheel mode, a runtime lock that leaves projects out (ray-cpu's CPU torch): s3:// prefix "
+        description="wheel mode, a runtime lock that leaves projects out (a CPU torch): s3:// prefix "
         "of their wheels and hash-pinned requirements, downloaded at the first `up` (None offline: planned).",
     )
     reason: str = Field(description="Why this delivery was chosen (printed by `up`).")

@@ -147,7 +147,7 @@ WHEELHOUSE_DIR = f"{APP_DIR}/wheelhouse"
 LOCK_FILE = "requirements.txt"
 #: the virtual environment made on an externally managed image (PEP 668), seeing the image's packages
 VENV_DIR = "/opt/llmctl/venv"
-#: wheel mode: the wheels the lock leaves out (ray-cpu's CPU torch; `outside_wheels.py`), and their
+#: wheel mode: the wheels the lock leaves out (a CPU torch; `outside_wheels.py`), and their
 #: hash-pinned requirements, beside the lock's wheelhouse
 OUTSIDE_DIR = f"{WHEELHOUSE_DIR}/outside"
 
@@ -279,7 +279,7 @@ def fetch_container(config: WorkloadConfig) -> Obj:
         f"{shlex.quote(wheelhouse_uri(config))} {WHEELHOUSE_DIR}/"
     )
     outside = outside_uri(config)
-    if outside:  # and what the lock leaves out (ray-cpu's CPU torch), fetched at the first `up`
+    if outside:  # and what the lock leaves out (a CPU torch), fetched at the first `up`
         script += f" && aws s3 cp --only-show-errors --recursive {shlex.quote(outside)} {OUTSIDE_DIR}/"
     return aws_cli_container(config, FETCH_CONTAINER, script, APP_VOLUME, APP_DIR)
 

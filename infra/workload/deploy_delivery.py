@@ -363,7 +363,7 @@ def _decide_on_eks(
         key, uploaded = upload_wheel(region, bucket, wheel)
         note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
         upload_lock_wheelhouse(config, bucket, note)
-        # what the lock leaves out (ray-cpu's CPU torch): downloaded once, its sha256 in the stack's state
+        # what the lock leaves out (a CPU torch): downloaded once, its sha256 in the stack's state
         outside = deliver_outside(
             config, lock_for(config.blueprint.runtime, config.blueprint.image.base), bucket, note
         )

@@ -1,9 +1,9 @@
 """The wheels a runtime lock leaves out, fetched once by the user's machine and served to the pods from
 the cache bucket like the lock's wheelhouse (`wheelhouse.py`), so no pod reaches a package index.
 
-ray-cpu's CPU build of torch is served only by PyTorch's CPU index (`serving/locks/ray-cpu.outside.txt`:
-the index option and the pin), which the lock resolver does not read, so the lock cannot carry its hash.
-At the stack's first `up` (wheel delivery on EKS) this machine runs `pip download` of that file's
+A CPU build of torch is served only by PyTorch's CPU index (a lock's `<lock>.outside.txt`: the index
+option and the pin, from `outside_lock` in serving/locks/locks.yaml), which the lock resolver does not
+read, so the lock cannot carry its hash. At the stack's first `up` (wheel delivery on EKS) this machine runs `pip download` of that file's
 arguments for the image's interpreter (the same `--only-binary=:all: --implementation cp
 --python-version --platform` as the lock's wheelhouse), with the lock's versions and the image's
 packages as constraints. What the lock or the image already provides is dropped; each remaining wheel's
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
 from llmctl.infra.workload.delivery import outside_lock_args
-from llmctl.infra.workload.wheelhouse import LOCK_FILE, WHEELHOUSE_PREFIX, pip_platforms
+from llmctl.infra.workload.wheelhouse import LOCK_FILE, WHEELHOUSE_PREFIX, pip_download_for
 from llmctl.serving.lockfiles import LockSpec, locks, normalize, parse_lock, requirement_names
 from llmctl.state import StackPins, load_pins, pins_path, save_pins
 
@@ -69,20 +68,8 @@ def download(spec: LockSpec, out_dir: Path, args: list[str] | None = None) -> di
     provided = set(requirement_names(table.constraints_path(spec)))
     constraints = out_dir.parent / f"{spec.name}-constraints.txt"
     constraints.write_text("".join(f"{name}=={version}\n" for name, (version, _) in sorted(pinned.items())))
-    platforms = [arg for tag in pip_platforms(base.platform) for arg in ("--platform", tag)]
     cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--only-binary=:all:",
-        "--implementation",
-        "cp",
-        "--python-version",
-        base.python.replace(".", ""),
-        *platforms,
+        *pip_download_for(spec),
         "-c",
         str(constraints),
         "-c",

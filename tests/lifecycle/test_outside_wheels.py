@@ -11,14 +11,13 @@ with every index pointed at a closed port.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import boto3
 import pytest
 from lifecycle_support import make_wheel
+from pod_install import run_as_image
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import LlmctlError
@@ -39,7 +38,6 @@ from llmctl.state import load_pins
 
 REAL_DOWNLOAD = outside_wheels.download  # conftest's `cpu_index` replaces it for the other tests
 SPEC = locks().locks["ray-cpu"]
-CLOSED = "http://127.0.0.1:9/simple"
 
 
 def sha(path: Path) -> str:
@@ -143,20 +141,7 @@ def test_a_pod_installs_what_the_lock_leaves_out_from_the_bucket_with_no_index(
 
     # the image's interpreter: Debian's, externally managed (as the images' system Pythons): the
     # script installs into a venv that sees it
-    bin_dir = tmp_path / "image-bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text('#!/bin/sh\nexec /usr/bin/python3 "$@"\n')
-    (bin_dir / "python3").chmod(0o755)
-    env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "PIP_INDEX_URL": CLOSED,
-        "PIP_EXTRA_INDEX_URL": CLOSED,
-        "PIP_CONFIG_FILE": os.devnull,
-    }
     check = "python3 -c 'import torch, sympy_fake, fake_locked; print(torch.VERSION, sympy_fake.VERSION)'"
-    done = subprocess.run(
-        ["/bin/bash", "-c", f"{script} && {check}"], env=env, capture_output=True, text=True, timeout=300
-    )
+    done = run_as_image(script, Path("/usr/bin/python3"), tmp_path, check)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2.13.0+cpu", "1.0"]
