@@ -26,7 +26,7 @@ from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.cold_start import at_zero, record_start
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, workload_program
+from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, adopt_pins, workload_program
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
 from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
 from llmctl.infra.lifecycle.kube import (
@@ -147,6 +147,7 @@ class Lifecycle:
             offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         _blueprint_problems(bp, offline)
         # each image tag by digest, before anything changes: a moved tag is refused here unless accepted
+        adopt_pins(self.engine, StackSpec(workload_project(bp.name), w_stack), bp.name, self.progress.note)
         pins = pin_images(
             WorkloadConfig(blueprint=bp, stack=w_stack, platform=offline),
             accept_moved=accept_moved_tags,
