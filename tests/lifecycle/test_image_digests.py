@@ -30,6 +30,7 @@ from llmctl.blueprints.versions import versions
 from llmctl.cli.app import app
 from llmctl.errors import PrerequisiteError
 from llmctl.infra.aws.image_checks import check_stack_pins, parse_image
+from llmctl.infra.lifecycle.order_invariants import check_images, produced_images
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.digests import pin_images
 from llmctl.infra.workload.image_pins import tagged_images
@@ -102,7 +103,9 @@ def test_every_blueprint_names_each_image_by_digest_after_a_first_pin(
         assert report.images and report.new == sorted(report.images) and not report.unpinned, name
         recorded = load_pins("dev", name).images
         assert recorded == {image: pushed[image] for image in report.images}, name
-        pinned = build_manifests(config.model_copy(update={"image_pins": recorded}), hf_token=None)
+        with_pins = config.model_copy(update={"image_pins": recorded})
+        pinned = build_manifests(with_pins, hf_token=None)
+        assert check_images(pinned, produced_images(with_pins)) == [], name  # an earlier step made each
         images = container_images(pinned)
         assert images and all(
             image == f"{image.split('@')[0]}@{pushed[image.split('@')[0]]}" for image in images
