@@ -45,6 +45,7 @@ def up(
         None, "--port", min=1024, max=65535, help="--target local: the HTTP port."
     ),
     reselect_azs: bool = options.RESELECT_AZS,
+    accept_moved_tags: bool = options.ACCEPT_MOVED_TAGS,
     json_output: bool = options.JSON,
 ) -> None:
     """Deploy a blueprint: preflight, plan and cost, confirm, platform, workload, readiness, endpoint."""
@@ -67,6 +68,7 @@ def up(
         wait_timeout_s=wait_timeout,
         workload=workload,
         reselect_azs=reselect_azs,
+        accept_moved_tags=accept_moved_tags,
     )
     chosen = get_target(target, request)
     remember_up(request, chosen.name)

@@ -3,7 +3,9 @@
 Checks: AWS credentials and identity, the region, whether the blueprint's instance type is
 offered in the platform's AZs (by AZ ID), the EC2 vCPU quota of that family against what the
 blueprint needs at its autoscaling maximum, the pinned AMI alias and chart versions
-(`pin_checks.py`), the Hugging Face token for gated models, and tool versions (pulumi, kubectl).
+(`pin_checks.py`), the image digests the workload stack pinned at its first `up`
+(`image_checks.check_stack_pins`: a tag that names another image now fails), the Hugging Face
+token for gated models, and tool versions (pulumi, kubectl).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from llmctl.blueprints.hf_token import hf_token
 from llmctl.blueprints.rules import is_gated
 from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check, client_error
+from llmctl.infra.aws.image_checks import check_stack_pins
 from llmctl.infra.aws.pin_checks import pin_checks
 from llmctl.infra.aws.preflight import probe_aws_cli, probe_kubectl, probe_pulumi, resolve_region
 from llmctl.infra.aws.quota import check_quota, platform_az_ids
@@ -224,6 +227,8 @@ def run_doctor(
                 )
             )
     if bp is not None:
+        # the digests the workload stack pinned at its first `up`: does each tag still name its image?
+        report.checks.extend(check_stack_pins(stack, bp.name, chart_client))
         report.checks.append(check_hf_token(bp))
     report.checks.extend(check_tools())
     return report

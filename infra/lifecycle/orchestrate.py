@@ -26,7 +26,7 @@ from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.cold_start import at_zero, record_start
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, workload_program
+from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, adopt_pins, workload_program
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
 from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
 from llmctl.infra.lifecycle.kube import (
@@ -45,6 +45,7 @@ from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
+from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.schedulability import validate_workload
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
@@ -128,6 +129,7 @@ class Lifecycle:
         wait_timeout_s: float = 3600,
         workload: str | None = None,
         reselect_azs: bool = False,
+        accept_moved_tags: bool = False,
     ) -> UpResult:
 
         bp = load_blueprint(blueprint)
@@ -144,6 +146,13 @@ class Lifecycle:
         else:
             offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         _blueprint_problems(bp, offline)
+        # each image tag by digest, before anything changes: a moved tag is refused here unless accepted
+        adopt_pins(self.engine, StackSpec(workload_project(bp.name), w_stack), bp.name, self.progress.note)
+        pins = pin_images(
+            WorkloadConfig(blueprint=bp, stack=w_stack, platform=offline),
+            accept_moved=accept_moved_tags,
+            note=self.progress.note,
+        )
         cost = blueprint_cost(bp, hardware())
         changes: dict[str, dict[str, int]] = {}
         notes: list[str] = []
@@ -190,6 +199,7 @@ class Lifecycle:
                 platform=facts,
                 hf_token_present=bool(token),
                 namespace=namespace(bp.name, workload),
+                image_pins=pins.images,
             )
             w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
             spec = StackSpec(
@@ -508,6 +518,7 @@ class Lifecycle:
             platform=facts,
             hf_token_present=bool(token),
             namespace=namespace(bp.name, workload),
+            image_pins=recorded_images(w_stack, bp.name),  # the digests `up` pinned (none checked here)
         )
         if outputs and unchanged:  # the delivery `up` would choose on this platform, nothing uploaded
             w_config = deliver(w_config, note=self.progress.note, upload=False)

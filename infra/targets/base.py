@@ -57,6 +57,7 @@ class UpRequest:
     wait_timeout_s: float = 3600
     workload: str | None = None  # a named workload of the environment (its own stack and namespace)
     reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
+    accept_moved_tags: bool = False  # move the stack onto the images its moved tags name now
 
     def __post_init__(self) -> None:
         check_names(self.stack, self.workload)

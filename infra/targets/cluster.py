@@ -84,6 +84,7 @@ class KubernetesTarget(Target):
             wait_timeout_s=request.wait_timeout_s,
             workload=request.workload,
             reselect_azs=request.reselect_azs,
+            accept_moved_tags=request.accept_moved_tags,
         )
         # A port-forwarded service answers on localhost only once `llmctl connect` runs.
         return replace(result, via_connect="localhost" in result.endpoint.base_url)

@@ -44,6 +44,11 @@ def get_target(name: str, request: object | None = None) -> Target:
                 f"--workload does not apply to --target {name}",
                 "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
             )
+        if getattr(request, "accept_moved_tags", False) and not target.takes_workloads:
+            raise BadInput(
+                f"--accept-moved-tags does not apply to --target {name}",
+                "image digests are pinned per workload stack on a cluster: use --target eks or kubeconfig",
+            )
     return target
 
 

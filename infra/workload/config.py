@@ -179,6 +179,11 @@ class Delivery(_Strict):
     wheel_digest: str | None = Field(
         None, description="configmap mode: sha256 of the wheel's contents (names the ConfigMap)."
     )
+    outside_uri: str | None = Field(
+        None,
+        description="wheel mode, a runtime lock that leaves projects out (a CPU torch): s3:// prefix "
+        "of their wheels and hash-pinned requirements, downloaded at the first `up` (None offline: planned).",
+    )
     reason: str = Field(description="Why this delivery was chosen (printed by `up`).")
     decided: bool = Field(
         False, description="True when `up` checked ECR and uploaded the wheel; False for an offline plan."
@@ -217,6 +222,11 @@ class WorkloadConfig(_Strict):
         None,
         description="How the serving code reaches the pods, decided by `up` (infra/workload/delivery.py); "
         "None: the offline plan (`planned_delivery`).",
+    )
+    image_pins: dict[str, str] = Field(
+        default_factory=dict,
+        description="Digests the workload stack recorded for the image tags its pods run (image as named "
+        "-> sha256:...; `llmctl.state.StackPins`): those containers name `image@digest`. Empty: by tag.",
     )
 
     @property
