@@ -104,6 +104,14 @@ def recorded_targets(stack: str, blueprint: str | None = None) -> set[str]:
     return {e.target for e in list_endpoints(stack) if blueprint is None or e.blueprint == blueprint}
 
 
+def recorded_blueprints() -> set[str]:
+    """Every blueprint name this machine has a record of, in any stack: a recorded endpoint, or the
+    `llmctl up` that ran for it."""
+    names = {e.blueprint for e in list_endpoints()}
+    names.update(path.stem for path in (state_dir() / "last-up").rglob("*.txt"))
+    return names
+
+
 def load_endpoint(stack: str, blueprint: str, workload: str | None = None) -> Endpoint:
     """The endpoint of a deployed blueprint, or an error that says how to deploy it."""
     path = _endpoint_path(stack, blueprint, workload)

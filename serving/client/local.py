@@ -65,6 +65,12 @@ def _records(stack: str) -> Path:
     return state_dir() / "local" / check_name("stack", stack)
 
 
+def local_blueprints() -> set[str]:
+    """The blueprints with a local server record, in any stack (running or not)."""
+    root = state_dir() / "local"
+    return {p.name.removesuffix(".json") for p in root.glob("*/*.json") if not p.name.endswith(".spec.json")}
+
+
 def _record_path(stack: str, blueprint: str) -> Path:
     return _records(stack) / f"{check_name('blueprint', blueprint)}.json"
 

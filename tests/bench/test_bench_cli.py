@@ -166,7 +166,7 @@ def test_bench_unreachable_endpoint_and_bad_url() -> None:
 def test_bench_compare_rejects_empty_folders(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     result = runner.invoke(app, ["bench", "compare", str(tmp_path / "a"), str(tmp_path / "a")])
-    assert result.exit_code == 1 and "holds no summary.json" in result.output
+    assert result.exit_code == 2 and "holds no summary.json" in result.output
 
 
 def test_bench_and_chat_resolve_a_deployed_blueprint(fake: Any, tmp_path: Path, state_dir: Path) -> None:
