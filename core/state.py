@@ -99,6 +99,13 @@ def last_up(stack: str, blueprint: str, workload: str | None = None) -> str | No
         return None
 
 
+def last_up_commands(stack: str) -> list[str]:
+    """Every `llmctl up` command line that ran in a stack (each blueprint's last, named workloads
+    included), kept after `down` too."""
+    folder = state_dir() / "last-up" / check_name("stack", stack)
+    return [path.read_text(encoding="utf-8").strip() for path in sorted(folder.rglob("*.txt"))]
+
+
 def recorded_targets(stack: str, blueprint: str | None = None) -> set[str]:
     """The targets the stack's recorded endpoints (of one blueprint, if given) run on."""
     return {e.target for e in list_endpoints(stack) if blueprint is None or e.blueprint == blueprint}

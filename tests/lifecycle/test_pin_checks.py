@@ -15,7 +15,7 @@ from lifecycle_support import seed_ami_parameters
 
 from llmctl.blueprints import versions as versions_module
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.aws.doctor import run_doctor
+from llmctl.infra.targets.doctor import run_doctor
 from llmctl.infra.aws.pin_checks import ami_parameter, ami_variants, check_ami_alias, check_chart
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker

@@ -1,0 +1,258 @@
+"""A newcomer's first day (issue 43): the commands as a new user meets them, each run through the
+CLI with a fresh state folder (the autouse fixture of this folder's conftest) and no pulumi on PATH.
+
+- `status` and `down` with nothing deployed say so (exit 8) and ask for no tool or credential.
+- A refused `up` is not remembered: later hints never repeat its flags.
+- A misspelled blueprint gets "did you mean" from every command that takes one.
+- `chat` and `bench` without `-b` use the stack's one endpoint.
+- Bad input exits 2, whoever finds it.
+- The "next:" hint after `up` stops the blueprint deployed, not every local server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from llmctl.cli.app import app
+from llmctl.state import Endpoint, last_up, save_endpoint, state_dir
+
+pytestmark = pytest.mark.xdist_group("test_first_day")  # one fake OpenAI server per module
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture(autouse=True)
+def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PATH with no `pulumi` (and no AWS settings that could make a call succeed)."""
+    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(keep))
+    for key in ("PULUMI_BACKEND_URL", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "OPENAI_API_BASE"):
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="module")
+def openai_url() -> Iterator[str]:
+    """llmctl's own fake OpenAI server (serving/client/bench/testserver.py), in a child process."""
+    from llmctl.serving.client.bench.testserver import running_server
+
+    with running_server() as url:
+        yield url
+
+
+# --- 2: nothing deployed -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args", [["status"], ["down", "--yes"], ["status", "--json"], ["down", "-b", "tiny-cpu", "--yes"]]
+)
+def test_status_and_down_with_nothing_deployed_say_so_and_ask_for_nothing(args: list[str]) -> None:
+    result = run(*args)
+    assert result.exit_code == 8, result.output
+    assert "deployed in stack 'dev'" in result.stderr
+    assert "llmctl up --blueprint" in result.stderr
+    # no tool, credential or region was asked for: there is nothing to reach
+    assert "not installed" not in result.stderr and "credentials" not in result.stderr
+    if "--json" in args:
+        assert json.loads(result.stdout)["error"] == "NotDeployed"
+
+
+def test_a_pulumi_stack_in_the_local_backend_is_something_to_reach() -> None:
+    """A platform stack left by a failed `up` (no endpoint recorded) is taken down on eks, which
+    needs the pulumi CLI; the copy a removed stack leaves (`.json.bak`) is not a stack."""
+    stacks = state_dir() / "pulumi" / ".pulumi" / "stacks" / "llmctl-platform"
+    stacks.mkdir(parents=True)
+    (stacks / "dev.json.bak").write_text("{}")
+    assert run("down", "--yes").exit_code == 8
+    (stacks / "dev.json").write_text("{}")
+    result = run("down", "--yes")
+    assert result.exit_code == 3 and "pulumi CLI is not installed" in result.stderr
+    assert run("status", "--stack", "other").exit_code == 8  # another environment has nothing
+
+
+def test_an_explicit_target_still_checks_its_prerequisites() -> None:
+    result = run("status", "--target", "eks")
+    assert result.exit_code == 3 and "pulumi CLI is not installed" in result.stderr
+
+
+def test_nothing_deployed_here_names_the_stack_that_has_it(openai_url: str) -> None:
+    save_endpoint(Endpoint("ci", "tiny-cpu", "local", openai_url, "fake-model"))
+    result = run("status")
+    assert result.exit_code == 8 and "it is deployed in stack ci: pass --stack" in result.stderr
+
+
+# --- 4: a refused up is not remembered -----------------------------------------------------------
+
+
+def test_a_refused_up_is_not_repeated_by_later_hints() -> None:
+    result = run("up", "--blueprint", "tiny-cpu", "--region", "us-wset-2", "--yes")
+    assert result.exit_code == 2 and "us-wset-2" in result.stderr
+    assert last_up("dev", "tiny-cpu") is None
+    result = run("endpoint", "--blueprint", "tiny-cpu")
+    assert result.exit_code == 8
+    assert "us-wset-2" not in result.stderr and "llmctl up --blueprint tiny-cpu --stack dev" in result.stderr
+    # refused for a missing prerequisite (no pulumi): not remembered either
+    assert run("up", "--blueprint", "tiny-cpu", "--region", "us-east-1", "--yes").exit_code == 3
+    assert last_up("dev", "tiny-cpu") is None
+
+
+def test_an_up_that_ran_and_failed_is_remembered(tmp_path: Path) -> None:
+    """Past its checks, a failed `up` is what a user repeats: the hints name it, flags and all."""
+    result = run("up", "-b", "tiny-cpu", "--target", "local", "--model", str(tmp_path / "none"), "--yes")
+    assert result.exit_code != 0
+    assert last_up("dev", "tiny-cpu") == f"llmctl up --blueprint tiny-cpu --target local --stack dev --model {tmp_path / 'none'}"
+
+
+# --- 5: a misspelled blueprint -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["chat", "-b", "tiny-cpux", "-p", "hi"],
+        ["bench", "-b", "tiny-cpux", "-n", "1"],
+        ["endpoint", "-b", "tiny-cpux"],
+        ["connect", "-b", "tiny-cpux"],
+        ["down", "-b", "tiny-cpux", "--target", "local", "--yes"],
+        ["down", "-b", "tiny-cpux", "--yes"],
+        ["status", "-b", "tiny-cpux"],
+        ["plan", "-b", "tiny-cpux"],
+    ],
+)
+def test_a_misspelled_blueprint_gets_did_you_mean_everywhere(args: list[str]) -> None:
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert "unknown blueprint 'tiny-cpux'" in result.stderr and "did you mean 'tiny-cpu'?" in result.stderr
+    assert "stopped" not in result.stdout
+
+
+def test_a_deployed_blueprint_of_ones_own_is_not_a_misspelling(openai_url: str) -> None:
+    save_endpoint(Endpoint("dev", "my-model", "local", openai_url, "fake-model"))
+    assert run("endpoint", "-b", "my-model").stdout.strip() == openai_url
+    assert run("endpoint", "-b", "tiny-cpu").exit_code == 8  # in the catalog, not deployed
+
+
+# --- 6: chat and bench find the one endpoint -----------------------------------------------------
+
+
+def test_chat_and_bench_without_a_blueprint_use_the_stacks_one_endpoint(openai_url: str, tmp_path: Path) -> None:
+    save_endpoint(Endpoint("dev", "tiny-cpu", "local", openai_url, "fake-model"))
+    result = run("chat", "-p", "hi", "--json", "--max-tokens", "4")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["model"] == "fake-model"
+    result = run("bench", "-n", "2", "--warmup", "0", "--out", str(tmp_path / "r"), "--json")
+    assert result.exit_code == 0, result.output
+    # two endpoints: which one is asked, not guessed
+    save_endpoint(Endpoint("dev", "llama2-inf2", "eks", openai_url, "fake-model"))
+    result = run("chat", "-p", "hi")
+    assert result.exit_code == 2 and "pass --blueprint NAME" in result.stderr
+    assert "llama2-inf2" in result.stderr and "tiny-cpu" in result.stderr
+
+
+def test_chat_with_nothing_deployed_says_so() -> None:
+    result = run("chat", "-p", "hi")
+    assert result.exit_code == 8 and "nothing is deployed in stack 'dev'" in result.stderr
+
+
+# --- 7: bad input exits 2 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench", "-e", "http://127.0.0.1:9/v1", "-c", "0"],
+        ["bench", "-e", "http://127.0.0.1:9/v1", "--slo", "garbage"],
+        ["bench", "-e", "http://127.0.0.1:9/v1", "--extra-body", "notjson"],
+        ["bench", "compare", "/nonexistent/a", "/nonexistent/b"],
+        ["blueprints", "schema", "--out", "/nonexistent/folder/schema.json"],
+        ["bench", "-e", "http://127.0.0.1:9/v1", "-b", "tiny-cpu"],
+    ],
+)
+def test_bad_input_exits_2(args: list[str]) -> None:
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.output
+
+
+# --- 8: the next: hint ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["local", "eks"])
+def test_the_next_hint_stops_the_blueprint_deployed_only(target: str) -> None:
+    from llmctl.infra.lifecycle.reports import next_commands
+
+    endpoint = Endpoint("dev", "tiny-cpu", target, "http://127.0.0.1:8001/v1", "m")
+    [down] = [c for c in next_commands(endpoint) if c.startswith("llmctl down")]
+    assert "--blueprint tiny-cpu" in down and ("--target local" in down) == (target == "local")
+
+
+# --- 3: one list of checks for doctor and up -----------------------------------------------------
+
+
+@pytest.fixture
+def no_aws_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def old_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kubectl 1.32 first on PATH (what `kubectl version --client -o json` prints)."""
+    folder = tmp_path / "old-kubectl"
+    folder.mkdir()
+    script = folder / "kubectl"
+    script.write_text('#!/bin/sh\necho \'{"clientVersion": {"gitVersion": "v1.32.3"}}\'\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def _doctor_checks(*args: str) -> dict[str, dict[str, Any]]:
+    result = run("doctor", *args, "--json")
+    assert result.exit_code == 3, result.output
+    return {check["name"]: check for check in json.loads(result.stdout)["checks"]}
+
+
+def test_doctor_fails_the_kubectl_that_up_refuses(no_aws_credentials: None, old_kubectl: None) -> None:
+    from llmctl.blueprints.versions import versions
+
+    cluster = versions().eks.kubernetes_version.value
+    kubectl = _doctor_checks("-b", "tiny-cpu", "--region", "us-west-2")["kubectl"]
+    assert kubectl["ok"] is False and f"from the cluster's Kubernetes {cluster}" in kubectl["detail"]
+    result = run("up", "-b", "tiny-cpu", "--region", "us-west-2", "--yes")
+    assert result.exit_code == 3 and kubectl["detail"] in result.stderr
+
+
+def test_doctor_without_a_region_still_says_whether_credentials_are_there(no_aws_credentials: None) -> None:
+    checks = _doctor_checks("-b", "tiny-cpu")
+    assert checks["region"]["ok"] is False
+    assert checks["AWS credentials"]["ok"] is False and "aws configure" in checks["AWS credentials"]["fix"]
+
+
+def test_up_lists_the_token_and_the_token_file_with_the_tools(
+    no_aws_credentials: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    gated = ["-b", "llama2-triton-vllm-gpu", "--region", "us-west-2"]
+    result = run("up", *gated, "--yes")
+    assert result.exit_code == 3
+    assert "pulumi CLI is not installed" in result.stderr and "no AWS credentials" in result.stderr
+    assert "is gated on Hugging Face and no token was given" in result.stderr
+    # the same check, with the same words, in doctor
+    token = _doctor_checks(*gated)["Hugging Face token"]
+    assert token["ok"] is False and "is gated on Hugging Face and no token was given" in token["detail"]
+    # a token file that is not there: in the same list, not after the tools and credentials pass
+    result = run("up", *gated, "--hf-token-file", str(tmp_path / "missing"), "--yes")
+    assert result.exit_code == 3 and "pulumi CLI is not installed" in result.stderr
+    assert f"cannot read the Hugging Face token file {tmp_path / 'missing'}" in result.stderr
