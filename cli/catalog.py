@@ -14,7 +14,9 @@ def instances(
     accelerator: str = typer.Option(None, "--accelerator", "-a", help="Only this accelerator family."),
     json: bool = options.JSON,
 ) -> None:
-    """Instance types with accelerators, memory and prices."""
+    """Instance types with accelerators, memory and prices. Columns: dev (accelerator devices), cores
+    (NeuronCores), dev GiB (memory of one device), GiB (the instance's memory), $/h (on demand), 3y $/h
+    (3-year reserved)."""
     output.start(json_output=json)
     from llmctl.blueprints.hardware import hardware
 
