@@ -150,13 +150,25 @@ class LlmctlGroup(TyperGroup):
             output.render_error(error)
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
-            output.render_error(UserAbort("interrupted", "run the command again to resume"))
+            output.render_error(UserAbort("interrupted", interrupted_hint(words)))
             raise typer.Exit(UserAbort.exit_code) from None
         except UsageError as error:
             # Bad flags: one line and a hint, like every other error (exit 2, bad input); a --json
             # caller gets the same as JSON on stdout too.
             show_usage_error(error, wants_json, words[0] if words and words[0] in self.commands else None)
             raise typer.Exit(UsageError.exit_code) from None
+
+
+# The commands that change something (a stack, a server, a file, an image): interrupted, they are
+# run again to finish what they began. Every other command only reads.
+CHANGING = frozenset({"up", "down", "sweep", "stacks gc", "images build", "catalog refresh", "models tiny"})
+
+
+def interrupted_hint(words: list[str]) -> str:
+    """What to do after Ctrl-C: run a changing command again to resume; a reading one changed nothing."""
+    command = " ".join(word for word in words[:2] if not word.startswith("-"))
+    changing = command in CHANGING or command.split(" ")[0] in CHANGING
+    return "run the command again to resume" if changing else "nothing was changed"
 
 
 def show_usage_error(error: UsageError, wants_json: bool, command_name: str | None = None) -> None:

@@ -33,9 +33,9 @@ def list_blueprints(json: bool = options.JSON) -> None:
         pad_edge=False,
         padding=(0, 1, 0, 0),
     )
-    for column in ("name", "runtime", "instance", "tp", "replicas", "$/h"):
+    for column in ("name", "runtime", "instance", "tp", "replicas", "nodes $/h"):
         table.add_column(
-            column, justify="right" if column in ("tp", "replicas", "$/h") else "left", no_wrap=True
+            column, justify="right" if column in ("tp", "replicas", "nodes $/h") else "left", no_wrap=True
         )
     for row in rows:
         table.add_row(
@@ -47,6 +47,15 @@ def list_blueprints(json: bool = options.JSON) -> None:
             f"{row['hourly_usd']:.2f}",
         )
     output.console.print(table)
+    from llmctl.blueprints.hardware import hardware
+
+    # what the column covers, and what a deployment adds (plan and cost show the sum)
+    output.console.print(
+        "nodes $/h: the serving nodes at the starting replicas, on demand; the platform (control plane, "
+        f"NAT, core nodes) adds ${hardware().platform_hourly():.2f}/h, which `llmctl plan` and `llmctl cost` "
+        "include.",
+        markup=False,
+    )
     output.console.print(
         "Show one with [bold]llmctl blueprints show NAME[/]; size a model with [bold]llmctl size MODEL[/]."
     )

@@ -110,7 +110,13 @@ def _print(result: object) -> None:
             "(`--json` lists them with every input)"
         )
     if result.cost:
-        output.console.print(f"cost: ${result.cost['hourly_usd']:,.2f} per hour (on-demand)")
+        serving = sum(row["serving_hourly_usd"] for row in result.cost["workloads"])
+        output.console.print(
+            f"cost: ${result.cost['hourly_usd']:,.2f} per hour on demand: platform "
+            f"${result.cost['platform_hourly_usd']:,.2f} + serving nodes ${serving:,.2f} "
+            "(`blueprints list` shows the serving nodes alone)",
+            markup=False,
+        )
         for row in result.cost["workloads"]:
             if row.get("at_zero"):  # a blueprint that scales to zero: the saving and the cold start
                 from llmctl.infra.lifecycle.cold_start import render_at_zero  # off the start-up path

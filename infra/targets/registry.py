@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import BadInput, NotDeployed, did_you_mean
+from llmctl.errors import BadInput, LlmctlError, NotDeployed, did_you_mean
 from llmctl.infra.names import DEFAULT_TARGET, TARGET_NAMES
 from llmctl.infra.targets.base import Connection, Target, UpRequest
 from llmctl.infra.targets.eks import EksTarget
@@ -151,7 +151,8 @@ def run_up(target: Target, request: UpRequest, progress: Progress, confirm: Conf
     """`llmctl up` on a target. Its command line is recorded once the up ran, so that an interrupted
     or failed one is repeated by the hints too: the confirmation said yes, or a phase that changes
     something began. A refused `up` (a misspelled region, a missing prerequisite, a failed check, a
-    declined confirmation) is not recorded: hints never repeat a command line that was refused."""
+    declined confirmation, a port in use) is not recorded: hints never repeat a command line that
+    was refused."""
     went_ahead = False
 
     def confirm_and_note(question: str, items: list[str]) -> bool:
@@ -159,11 +160,26 @@ def run_up(target: Target, request: UpRequest, progress: Progress, confirm: Conf
         went_ahead = confirm(question, items)
         return went_ahead
 
+    def ran() -> bool:
+        return went_ahead or any(name not in READ_ONLY_PHASES for name, _ in progress.timeline.phases)
+
     try:
-        return target.up(request, progress, confirm_and_note)
-    finally:
-        if went_ahead or any(name not in READ_ONLY_PHASES for name, _ in progress.timeline.phases):
+        result = target.up(request, progress, confirm_and_note)
+    except LlmctlError as error:
+        if error.exit_code not in REFUSED and ran():  # refused (bad input, missing prerequisite): not kept
             remember_up(request, target.name)
+        raise
+    except BaseException:  # interrupted (Ctrl-C) or failed in between: repeated by the hints
+        if ran():
+            remember_up(request, target.name)
+        raise
+    remember_up(request, target.name)
+    return result
+
+
+# The exit codes of an `up` that was refused rather than run: a declined confirmation, bad input, a
+# missing prerequisite (README "Exit codes").
+REFUSED = frozenset({0, 2, 3})
 
 
 def default_target() -> Target:

@@ -131,6 +131,17 @@ def build_tokenizer(vocab_size: int = 512) -> Any:
     return tokenizer
 
 
+def is_control(text: str) -> bool:
+    """Whether a text holds a control character a terminal would act on (newlines and tabs aside)."""
+    return any(ch not in "\n\t" and (ord(ch) < 32 or 127 <= ord(ch) < 160) for ch in text)
+
+
+def control_tokens(tokenizer: Any) -> list[int]:
+    """The ids of the tokens that decode to a control character (the special tokens aside)."""
+    special = set(tokenizer.all_special_ids)
+    return [i for i in range(len(tokenizer)) if i not in special and is_control(tokenizer.decode([i]))]
+
+
 def write_tiny_model(
     directory: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0
 ) -> dict[str, Any]:
@@ -183,6 +194,9 @@ def write_tiny_model(
         eos_token_id=eos,
         pad_token_id=tokenizer.pad_token_id,
         do_sample=False,
+        # random weights pick any token, and a byte-level vocabulary has one per control byte: never
+        # generate those, so a chat shows words, not `\x1f` escapes (generate() reads this config)
+        suppress_tokens=control_tokens(tokenizer),
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

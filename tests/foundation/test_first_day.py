@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,139 @@ def test_up_lists_the_token_and_the_token_file_with_the_tools(
     result = run("up", *gated, "--hf-token-file", str(tmp_path / "missing"), "--yes")
     assert result.exit_code == 3 and "pulumi CLI is not installed" in result.stderr
     assert f"cannot read the Hugging Face token file {tmp_path / 'missing'}" in result.stderr
+
+
+# --- 13: smaller things --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "hint"),
+    [
+        (["status"], "nothing was changed"),
+        (["blueprints", "list"], "nothing was changed"),
+        (["stacks", "list"], "nothing was changed"),
+        (["up", "-b", "tiny-cpu"], "run the command again to resume"),
+        (["stacks", "gc", "--older-than", "3d"], "run the command again to resume"),
+        (["images", "build", "-b", "tiny-cpu"], "run the command again to resume"),
+    ],
+)
+def test_ctrl_c_says_resume_only_where_something_was_changing(words: list[str], hint: str) -> None:
+    from llmctl.cli.app import interrupted_hint
+
+    assert interrupted_hint(words) == hint
+
+
+def test_ctrl_c_on_a_reading_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import llmctl.blueprints.describe
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(llmctl.blueprints.describe, "summaries", interrupted)
+    result = run("blueprints", "list")
+    assert result.exit_code == 130
+    assert "nothing was changed" in result.stderr and "resume" not in result.stderr
+
+
+def test_a_busy_port_given_with_up_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    import socket
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run("up", "-b", "tiny-cpu", "--target", "local", "--model", str(model), "--port", str(port), "--yes")
+    assert result.exit_code == 2 and f"port {port} is in use" in result.stderr
+    assert last_up("dev", "tiny-cpu") is None  # refused: not repeated by hints
+    assert not (state_dir() / "local" / "dev" / "tiny-cpu.json").exists()
+
+
+def test_what_each_hourly_figure_covers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmctl.blueprints.hardware import hardware
+
+    platform = f"${hardware().platform_hourly():.2f}/h"
+    listing = run("blueprints", "list").stdout
+    assert "nodes $/h" in listing and f"the platform (control plane, NAT, core nodes) adds {platform}" in listing
+    plan = run("plan", "-b", "tiny-cpu").stdout
+    assert re.search(r"cost: \$[\d.]+ per hour on demand: platform \$[\d.]+ \+ serving nodes \$[\d.]+", plan)
+
+
+def test_bench_help_shows_its_usage_not_a_command_placeholder() -> None:
+    usage = run("bench", "--help").stdout.splitlines()[0]
+    assert usage.startswith("Usage: llmctl bench [OPTIONS]") and "COMMAND [ARGS]" not in usage
+
+
+def test_down_stops_the_local_servers_side_by_side(tmp_path: Path) -> None:
+    """Each server drains on SIGTERM before it exits: both get the signal before either is gone
+    (one after another, the second waited for the first's drain)."""
+    import subprocess
+    import sys
+    import time
+
+    folder = state_dir() / "local" / "dev"
+    folder.mkdir(parents=True)
+    drain = (
+        "import signal, sys, time\n"
+        "log = sys.argv[1]\n"
+        "def stop(*_):\n"
+        "    open(log, 'a').write(f'term {time.monotonic()}\\n')\n"
+        "    time.sleep(1.0)\n"
+        "    open(log, 'a').write(f'exit {time.monotonic()}\\n')\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "open(log, 'a').write('ready\\n')\n"
+        "time.sleep(60)\n"
+    )
+    logs, procs = [], []
+    for name in ("tiny-cpu", "llama2-7b-cpu"):
+        log = tmp_path / f"{name}.log"
+        proc = subprocess.Popen([sys.executable, "-c", drain, str(log)], start_new_session=True)
+        (folder / f"{name}.json").write_text(json.dumps({"blueprint": name, "pid": proc.pid}))
+        logs.append(log)
+        procs.append(proc)
+    deadline = time.monotonic() + 20
+    while not all(log.exists() and "ready" in log.read_text() for log in logs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    result = run("down", "--target", "local", "--yes", "--json")
+    for proc in procs:
+        proc.wait(timeout=10)
+    assert result.exit_code == 0, result.output
+    assert sorted(json.loads(result.stdout)["stopped"]) == ["llama2-7b-cpu", "tiny-cpu"]
+    events = [line.split() for log in logs for line in log.read_text().splitlines() if line != "ready"]
+    terms = [float(t) for kind, t in events if kind == "term"]
+    exits = [float(t) for kind, t in events if kind == "exit"]
+    assert len(terms) == len(exits) == 2 and max(terms) < min(exits)
+
+
+# --- 14: the CLI never branches on a target or row kind ------------------------------------------
+
+
+def test_the_cli_does_not_branch_on_a_kind() -> None:
+    """What differs between targets lives in the targets and the rows they return (`stacks list`
+    shows each row's `size`), not in branches of the command modules."""
+    cli = Path(__file__).resolve().parents[2] / "cli"
+    branch = re.compile(r"""\[["'](kind|target)["']\]\s*[!=]=|\.target\s*[!=]=\s*["']""")
+    found = [f"{p.name}: {line.strip()}" for p in cli.glob("*.py") for line in p.read_text().splitlines() if branch.search(line)]
+    assert found == []
+
+
+def test_stacks_list_shows_each_rows_own_size(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    folder = state_dir() / "local" / "dev"
+    folder.mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        (folder / "tiny-cpu.json").write_text(json.dumps({"blueprint": "tiny-cpu", "pid": proc.pid, "started": 0}))
+        result = run("stacks", "list")
+        assert result.exit_code == 0, result.output
+        assert re.search(r"^dev\s+local/tiny-cpu\s+.*local server$", result.stdout, re.M)
+        rows = json.loads(run("stacks", "list", "--json").stdout)
+        assert [row["size"] for row in rows] == ["local server"]
+    finally:
+        proc.kill()
+        proc.wait()
