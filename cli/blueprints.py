@@ -33,9 +33,9 @@ def list_blueprints(json: bool = options.JSON) -> None:
         pad_edge=False,
         padding=(0, 1, 0, 0),
     )
-    for column in ("name", "runtime", "instance", "tp", "replicas", "nodes $/h"):
+    for column in ("name", "runtime", "instance", "tp", "replicas", "$/h"):
         table.add_column(
-            column, justify="right" if column in ("tp", "replicas", "nodes $/h") else "left", no_wrap=True
+            column, justify="right" if column in ("tp", "replicas", "$/h") else "left", no_wrap=True
         )
     for row in rows:
         table.add_row(
@@ -51,7 +51,7 @@ def list_blueprints(json: bool = options.JSON) -> None:
 
     # what the column covers, and what a deployment adds (plan and cost show the sum)
     output.console.print(
-        "nodes $/h: the serving nodes at the starting replicas, on demand; the platform (control plane, "
+        "$/h: the serving nodes at the starting replicas, on demand; the platform (control plane, "
         f"NAT, core nodes) adds ${hardware().platform_hourly():.2f}/h, which `llmctl plan` and `llmctl cost` "
         "include.",
         markup=False,
@@ -96,7 +96,7 @@ def validate(
     output.start(json_output=json)
     from rich.markup import escape
 
-    from llmctl.blueprints.catalog import catalog_names, validate_ref
+    from llmctl.blueprints.catalog import FIELDS_HINT, catalog_names, validate_ref
     from llmctl.errors import BlueprintError
 
     reports = [validate_ref(ref) for ref in (refs or catalog_names())]
@@ -134,7 +134,7 @@ def validate(
         output.mode.json = False  # the report above already carried the details
         raise BlueprintError(
             f"{len(failed)} of {len(reports)} blueprint(s) failed validation",
-            "fix the fields listed above; `llmctl blueprints schema` documents every field",
+            FIELDS_HINT if any(r.problems for r in failed) else "fix what is listed above",
         )
 
 

@@ -11,6 +11,7 @@ from llmctl.infra.aws.checks import Check
 from llmctl.infra.aws.doctor import DoctorReport, account_checks
 from llmctl.infra.names import DEFAULT_TARGET
 from llmctl.infra.targets.needs import NeedContext, NeedResult, probe_needs
+from llmctl.infra.targets.registry import get_target
 
 
 def need_check(result: NeedResult) -> Check:
@@ -35,8 +36,6 @@ def run_doctor(
 ) -> DoctorReport:
     """Every check of the account and region, then the checks `up` runs on `target` before anything
     is built (the account's own identity check stands for the credentials need)."""
-    from llmctl.infra.targets.registry import get_target  # the registry imports every target
-
     report = account_checks(blueprint, region=region, stack=stack, session=session, chart_client=chart_client)
     needs = set(get_target(target).needs_for("up")) - {"aws"}
     if blueprint is None:

@@ -118,8 +118,8 @@ def _aws(ctx: NeedContext) -> str:
 def _hf_token(ctx: NeedContext) -> str:
     """A token file given must be readable; a gated model needs a token (from it or HF_TOKEN)."""
     from llmctl.blueprints.catalog import load_blueprint  # lazy: pydantic and YAML
-    from llmctl.blueprints.hf_token import hf_token, require_hf_token
-    from llmctl.blueprints.rules import is_gated
+    from llmctl.blueprints.hf_token import hf_token, require_hf_token  # lazy: as the catalog
+    from llmctl.blueprints.rules import is_gated  # lazy: pydantic models
 
     token = hf_token(ctx.hf_token_file)
     if ctx.blueprint is None:

@@ -11,7 +11,7 @@ from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
 from llmctl.infra.targets.needs import check_needs
-from llmctl.state import check_name, last_up_commands, recorded_targets
+from llmctl.state import check_name, last_up_commands, list_endpoints, recorded_targets
 from llmctl.state import remember_up as save
 
 if TYPE_CHECKING:
@@ -103,8 +103,6 @@ def cluster_ups(stack: str) -> list[str]:
 
 def nothing_deployed(stack: str, blueprint: str | None) -> NotDeployed:
     """The error for a stack (or a blueprint in it) with no endpoint, local server or Pulumi stack."""
-    from llmctl.state import list_endpoints
-
     elsewhere = sorted({e.stack for e in list_endpoints() if blueprint is None or e.blueprint == blueprint})
     what = f"blueprint {blueprint!r} is not" if blueprint else "nothing is"
     hint = (

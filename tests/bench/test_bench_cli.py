@@ -182,8 +182,10 @@ def test_bench_and_chat_resolve_a_deployed_blueprint(fake: Any, tmp_path: Path, 
     data = json.loads(result.stdout)
     assert data["model"] == "fake-model" and len(data["response"].split()) == 3
     assert data["usage"]["completion_tokens"] == 3
-    result = runner.invoke(app, ["bench", "--blueprint", "nope", "-n", "1"])
+    result = runner.invoke(app, ["bench", "--blueprint", "tiny-cpu", "-n", "1"])
     assert result.exit_code == 8 and "is not deployed" in result.output
+    result = runner.invoke(app, ["bench", "--blueprint", "nope", "-n", "1"])  # known nowhere: a typo
+    assert result.exit_code == 2 and "unknown blueprint 'nope'" in result.output
 
 
 def test_bench_and_chat_take_a_named_workload(fake: Any, tmp_path: Path, state_dir: Path) -> None:

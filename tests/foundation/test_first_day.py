@@ -312,7 +312,7 @@ def test_what_each_hourly_figure_covers(monkeypatch: pytest.MonkeyPatch) -> None
 
     platform = f"${hardware().platform_hourly():.2f}/h"
     listing = run("blueprints", "list").stdout
-    assert "nodes $/h" in listing and f"the platform (control plane, NAT, core nodes) adds {platform}" in listing
+    assert "$/h: the serving nodes" in listing and f"the platform (control plane, NAT, core nodes) adds {platform}" in listing
     plan = run("plan", "-b", "tiny-cpu").stdout
     assert re.search(r"cost: \$[\d.]+ per hour on demand: platform \$[\d.]+ \+ serving nodes \$[\d.]+", plan)
 
@@ -393,3 +393,67 @@ def test_stacks_list_shows_each_rows_own_size(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+# --- 12: blueprint-file errors read the same everywhere ------------------------------------------
+
+
+@pytest.fixture
+def bad_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of tiny-cpu (keeping its name) with a tp degree the CPU does not allow, on line 12."""
+    from llmctl.blueprints._data import data_file
+
+    text = data_file("catalog", "tiny-cpu.yaml").read_text()
+    assert "  tensor_parallel: 1\n" in text
+    path = tmp_path / "my-blueprint.yaml"
+    path.write_text(text.replace("  tensor_parallel: 1\n", "  tensor_parallel: 3\n"))
+    monkeypatch.chdir(tmp_path)
+    return path
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "-b", "./my-blueprint.yaml"],
+        ["cost", "-b", "./my-blueprint.yaml"],
+        ["validate", "-b", "./my-blueprint.yaml"],
+        ["up", "-b", "./my-blueprint.yaml", "--target", "local", "--yes"],
+        ["render", "-b", "./my-blueprint.yaml"],
+    ],
+)
+def test_a_bad_blueprint_file_reads_the_same_in_every_command(bad_copy: Path, args: list[str]) -> None:
+    line = _line_of(bad_copy, "tensor_parallel: 3")
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("error: my-blueprint.yaml: blueprint 'tiny-cpu' (a copy that kept the catalog's name")
+    assert lines[1] == f"  • compute.tensor_parallel (line {line}): tp 3 is not allowed on cpu; use one of [1]"
+    assert lines[-1] == "hint: fix the fields listed; `llmctl blueprints schema` documents every field"
+
+
+def test_blueprints_validate_names_the_file_once_with_lines(bad_copy: Path) -> None:
+    line = _line_of(bad_copy, "tensor_parallel: 3")
+    result = run("blueprints", "validate", "./my-blueprint.yaml")
+    assert result.exit_code == 2
+    first, second = result.stdout.splitlines()[:2]
+    assert first.count("my-blueprint.yaml") == 1  # was `./my-blueprint.yaml: my-blueprint.yaml: ...`
+    assert f"compute.tensor_parallel (line {line})" in second
+    assert result.stderr.splitlines()[-1] == "hint: fix the fields listed; `llmctl blueprints schema` documents every field"
+    data = json.loads(run("validate", "-b", "./my-blueprint.yaml", "--json").stdout)
+    assert data["problems"] == [
+        {"path": "compute.tensor_parallel", "message": "tp 3 is not allowed on cpu; use one of [1]", "line": line}
+    ]
+
+
+def test_a_yaml_syntax_error_points_at_its_line_and_lists_no_fields(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\n  bad: [\n")
+    for args in (["blueprints", "validate", str(path)], ["plan", "-b", str(path)]):
+        result = run(*args)
+        assert result.exit_code == 2
+        assert "not valid YAML at line 2" in result.output
+        assert "fields" not in result.stderr  # there are none to fix
