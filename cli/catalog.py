@@ -34,7 +34,10 @@ def instances(
     table = narrow_table()
     for column in ("type", "accelerator", "dev", "cores", "dev GiB", "vCPU", "GiB", "$/h", "3y $/h"):
         table.add_column(
-            column, justify="left" if column in ("type", "accelerator") else "right", no_wrap=True, min_width=len(column)
+            column,
+            justify="left" if column in ("type", "accelerator") else "right",
+            no_wrap=True,
+            min_width=len(column),
         )
     for r in rows:
         table.add_row(

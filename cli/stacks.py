@@ -39,7 +39,8 @@ def list_stacks(
         return
     for row in rows:  # each row says how it is shown (`size`): no branch on its kind here
         output.console.print(
-            f"{row['stack']:12} {row['project']:28} {row['last_update'] or 'never':28} {row['size']}", markup=False
+            f"{row['stack']:12} {row['project']:28} {row['last_update'] or 'never':28} {row['size']}",
+            markup=False,
         )
     if not rows:
         output.console.print("no stacks")

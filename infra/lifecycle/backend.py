@@ -111,6 +111,8 @@ def recorded_stacks(backend: str | None, environment: str) -> list[str] | None:
     found = []
     for path in [*stacks.glob("*.json"), *stacks.glob("*.json.gz"), *stacks.glob("*/*.json*")]:
         name = path.name.removesuffix(".gz").removesuffix(".json")
-        if path.name.endswith((".json", ".json.gz")) and (name == environment or name.startswith(f"{environment}.")):
+        if path.name.endswith((".json", ".json.gz")) and (
+            name == environment or name.startswith(f"{environment}.")
+        ):
             found.append(f"{path.parent.name}/{name}" if path.parent != stacks else name)
     return sorted(set(found))

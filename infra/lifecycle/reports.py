@@ -82,7 +82,9 @@ def next_commands(endpoint: Endpoint) -> list[str]:
     return [
         f"llmctl chat --blueprint {bp} --stack {stack}",
         f"llmctl bench --blueprint {bp} --stack {stack}",
-        f"llmctl down --blueprint {bp}" + (" --target local" if endpoint.target == "local" else "") + f" --stack {stack}",
+        f"llmctl down --blueprint {bp}"
+        + (" --target local" if endpoint.target == "local" else "")
+        + f" --stack {stack}",
     ]
 
 

@@ -173,7 +173,9 @@ class Target(ABC):
         with its fix; `look_offline`: the command that shows the plan without them)."""
         return check_needs(
             self.needs_for(operation),
-            NeedContext(region=region, kubeconfig=kubeconfig, blueprint=blueprint, hf_token_file=hf_token_file),
+            NeedContext(
+                region=region, kubeconfig=kubeconfig, blueprint=blueprint, hf_token_file=hf_token_file
+            ),
             look_offline=look_offline,
         )
 

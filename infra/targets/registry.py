@@ -111,7 +111,9 @@ def nothing_deployed(stack: str, blueprint: str | None) -> NotDeployed:
         else f"deploy with `llmctl up --blueprint {blueprint or 'NAME'}` (`--target local` runs on this "
         "machine); state in another backend: pass --backend or set PULUMI_BACKEND_URL"
     )
-    return NotDeployed(f"{what} deployed in stack {stack!r} (no endpoint, local server or Pulumi stack)", hint)
+    return NotDeployed(
+        f"{what} deployed in stack {stack!r} (no endpoint, local server or Pulumi stack)", hint
+    )
 
 
 def up_command(request: UpRequest, target: str) -> str:

@@ -34,7 +34,9 @@ def run(*args: str) -> Any:
 @pytest.fixture(autouse=True)
 def no_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A PATH with no `pulumi` (and no AWS settings that could make a call succeed)."""
-    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()]
+    keep = [
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "pulumi").exists()
+    ]
     monkeypatch.setenv("PATH", os.pathsep.join(keep))
     for key in ("PULUMI_BACKEND_URL", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "OPENAI_API_BASE"):
         monkeypatch.delenv(key, raising=False)
@@ -109,7 +111,10 @@ def test_an_up_that_ran_and_failed_is_remembered(tmp_path: Path) -> None:
     """Past its checks, a failed `up` is what a user repeats: the hints name it, flags and all."""
     result = run("up", "-b", "tiny-cpu", "--target", "local", "--model", str(tmp_path / "none"), "--yes")
     assert result.exit_code != 0
-    assert last_up("dev", "tiny-cpu") == f"llmctl up --blueprint tiny-cpu --target local --stack dev --model {tmp_path / 'none'}"
+    assert (
+        last_up("dev", "tiny-cpu")
+        == f"llmctl up --blueprint tiny-cpu --target local --stack dev --model {tmp_path / 'none'}"
+    )
 
 
 # --- 5: a misspelled blueprint -------------------------------------------------------------------
@@ -144,7 +149,9 @@ def test_a_deployed_blueprint_of_ones_own_is_not_a_misspelling(openai_url: str) 
 # --- 6: chat and bench find the one endpoint -----------------------------------------------------
 
 
-def test_chat_and_bench_without_a_blueprint_use_the_stacks_one_endpoint(openai_url: str, tmp_path: Path) -> None:
+def test_chat_and_bench_without_a_blueprint_use_the_stacks_one_endpoint(
+    openai_url: str, tmp_path: Path
+) -> None:
     save_endpoint(Endpoint("dev", "tiny-cpu", "local", openai_url, "fake-model"))
     result = run("chat", "-p", "hi", "--json", "--max-tokens", "4")
     assert result.exit_code == 0, result.output
@@ -301,7 +308,9 @@ def test_a_busy_port_given_with_up_is_refused_before_anything_starts(tmp_path: P
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = run("up", "-b", "tiny-cpu", "--target", "local", "--model", str(model), "--port", str(port), "--yes")
+        result = run(
+            "up", "-b", "tiny-cpu", "--target", "local", "--model", str(model), "--port", str(port), "--yes"
+        )
     assert result.exit_code == 2 and f"port {port} is in use" in result.stderr
     assert last_up("dev", "tiny-cpu") is None  # refused: not repeated by hints
     assert not (state_dir() / "local" / "dev" / "tiny-cpu.json").exists()
@@ -312,7 +321,10 @@ def test_what_each_hourly_figure_covers(monkeypatch: pytest.MonkeyPatch) -> None
 
     platform = f"${hardware().platform_hourly():.2f}/h"
     listing = run("blueprints", "list").stdout
-    assert "$/h: the serving nodes" in listing and f"the platform (control plane, NAT, core nodes) adds {platform}" in listing
+    assert (
+        "$/h: the serving nodes" in listing
+        and f"the platform (control plane, NAT, core nodes) adds {platform}" in listing
+    )
     plan = run("plan", "-b", "tiny-cpu").stdout
     assert re.search(r"cost: \$[\d.]+ per hour on demand: platform \$[\d.]+ \+ serving nodes \$[\d.]+", plan)
 
@@ -351,7 +363,9 @@ def test_down_stops_the_local_servers_side_by_side(tmp_path: Path) -> None:
         logs.append(log)
         procs.append(proc)
     deadline = time.monotonic() + 20
-    while not all(log.exists() and "ready" in log.read_text() for log in logs) and time.monotonic() < deadline:
+    while (
+        not all(log.exists() and "ready" in log.read_text() for log in logs) and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     result = run("down", "--target", "local", "--yes", "--json")
     for proc in procs:
@@ -372,7 +386,12 @@ def test_the_cli_does_not_branch_on_a_kind() -> None:
     shows each row's `size`), not in branches of the command modules."""
     cli = Path(__file__).resolve().parents[2] / "cli"
     branch = re.compile(r"""\[["'](kind|target)["']\]\s*[!=]=|\.target\s*[!=]=\s*["']""")
-    found = [f"{p.name}: {line.strip()}" for p in cli.glob("*.py") for line in p.read_text().splitlines() if branch.search(line)]
+    found = [
+        f"{p.name}: {line.strip()}"
+        for p in cli.glob("*.py")
+        for line in p.read_text().splitlines()
+        if branch.search(line)
+    ]
     assert found == []
 
 
@@ -384,7 +403,9 @@ def test_stacks_list_shows_each_rows_own_size(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
-        (folder / "tiny-cpu.json").write_text(json.dumps({"blueprint": "tiny-cpu", "pid": proc.pid, "started": 0}))
+        (folder / "tiny-cpu.json").write_text(
+            json.dumps({"blueprint": "tiny-cpu", "pid": proc.pid, "started": 0})
+        )
         result = run("stacks", "list")
         assert result.exit_code == 0, result.output
         assert re.search(r"^dev\s+local/tiny-cpu\s+.*local server$", result.stdout, re.M)
@@ -430,8 +451,12 @@ def test_a_bad_blueprint_file_reads_the_same_in_every_command(bad_copy: Path, ar
     result = run(*args)
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
-    assert lines[0].startswith("error: my-blueprint.yaml: blueprint 'tiny-cpu' (a copy that kept the catalog's name")
-    assert lines[1] == f"  • compute.tensor_parallel (line {line}): tp 3 is not allowed on cpu; use one of [1]"
+    assert lines[0].startswith(
+        "error: my-blueprint.yaml: blueprint 'tiny-cpu' (a copy that kept the catalog's name"
+    )
+    assert (
+        lines[1] == f"  • compute.tensor_parallel (line {line}): tp 3 is not allowed on cpu; use one of [1]"
+    )
     assert lines[-1] == "hint: fix the fields listed; `llmctl blueprints schema` documents every field"
 
 
@@ -442,10 +467,17 @@ def test_blueprints_validate_names_the_file_once_with_lines(bad_copy: Path) -> N
     first, second = result.stdout.splitlines()[:2]
     assert first.count("my-blueprint.yaml") == 1  # was `./my-blueprint.yaml: my-blueprint.yaml: ...`
     assert f"compute.tensor_parallel (line {line})" in second
-    assert result.stderr.splitlines()[-1] == "hint: fix the fields listed; `llmctl blueprints schema` documents every field"
+    assert (
+        result.stderr.splitlines()[-1]
+        == "hint: fix the fields listed; `llmctl blueprints schema` documents every field"
+    )
     data = json.loads(run("validate", "-b", "./my-blueprint.yaml", "--json").stdout)
     assert data["problems"] == [
-        {"path": "compute.tensor_parallel", "message": "tp 3 is not allowed on cpu; use one of [1]", "line": line}
+        {
+            "path": "compute.tensor_parallel",
+            "message": "tp 3 is not allowed on cpu; use one of [1]",
+            "line": line,
+        }
     ]
 
 

@@ -55,7 +55,6 @@ def test_the_package_extras_do_not_ask_for_another_torch() -> None:
     """`pip install -e .[serving,...]` after the CPU build must not replace it: the serving extra
     asks for a range the pinned version is inside."""
     import tomllib
-
     from packaging.requirements import Requirement
 
     pin = next(line for line in dry_run("install") if "torch==" in line)
@@ -75,7 +74,11 @@ def test_the_venv_make_install_built_has_the_cpu_build() -> None:
     version = importlib.metadata.version("torch")
     assert version.endswith("+cpu"), f"torch {version} in {sys.prefix} is not the CPU build"
     # no CUDA runtime came with it (the CUDA build depends on nvidia-* packages)
-    cuda = [d.metadata["Name"] for d in importlib.metadata.distributions() if d.metadata["Name"].startswith("nvidia-")]
+    cuda = [
+        d.metadata["Name"]
+        for d in importlib.metadata.distributions()
+        if d.metadata["Name"].startswith("nvidia-")
+    ]
     assert cuda == []
 
 

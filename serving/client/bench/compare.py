@@ -42,9 +42,7 @@ def load_levels(folder: Path) -> dict[str, dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise BadInput(f"{path} is not valid JSON: {error}", "re-run the benchmark") from None
-    not_ours = BadInput(
-        f"{path} is not an llmctl bench summary", "pass a folder written by `llmctl bench`"
-    )
+    not_ours = BadInput(f"{path} is not an llmctl bench summary", "pass a folder written by `llmctl bench`")
     if not isinstance(data, dict):
         raise not_ours
     try:

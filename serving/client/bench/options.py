@@ -113,9 +113,7 @@ def bench_config(
 ) -> BenchConfig:
     """Check the flags of one ``llmctl bench`` run; ``settings`` are BenchConfig fields as given."""
     if llm_api != "openai":
-        raise BadInput(
-            f"--llm-api {llm_api!r} is not supported", "llmctl bench speaks the OpenAI API only"
-        )
+        raise BadInput(f"--llm-api {llm_api!r} is not supported", "llmctl bench speaks the OpenAI API only")
     if arrival not in ARRIVALS:
         hint = did_you_mean(arrival, list(ARRIVALS)) or "choose poisson or constant"
         raise BadInput(f"unknown --arrival {arrival!r}", hint)
