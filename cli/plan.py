@@ -110,10 +110,9 @@ def _print(result: object) -> None:
             "(`--json` lists them with every input)"
         )
     if result.cost:
-        serving = sum(row["serving_hourly_usd"] for row in result.cost["workloads"])
         output.console.print(
             f"cost: ${result.cost['hourly_usd']:,.2f} per hour on demand: platform "
-            f"${result.cost['platform_hourly_usd']:,.2f} + serving nodes ${serving:,.2f} "
+            f"${result.cost['platform_hourly_usd']:,.2f} + serving nodes ${result.cost['serving_hourly_usd']:,.2f} "
             "(`blueprints list` shows the serving nodes alone)",
             markup=False,
         )

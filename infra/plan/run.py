@@ -148,12 +148,13 @@ def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
         zero = at_zero(bp, report)
         if zero is not None:  # a blueprint that scales to zero: the saving and the cold start it costs
             rows[-1]["at_zero"] = zero
-    total = platform + sum(row["serving_hourly_usd"] for row in rows)
+    serving = sum(row["serving_hourly_usd"] for row in rows)
     return {
         "pricing": "on-demand",
         "platform_hourly_usd": round(platform, 4),
+        "serving_hourly_usd": round(serving, 4),  # every blueprint's serving nodes, added up
         "workloads": rows,
-        "hourly_usd": round(total, 4),
+        "hourly_usd": round(platform + serving, 4),
     }
 
 
