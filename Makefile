@@ -25,7 +25,7 @@ $(BIN)/python:
 $(TORCH_STAMP): | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_CPU)" 2>/dev/null \
 	  || $(BIN)/pip install --quiet "$(TORCH_CPU)" --extra-index-url "$(TORCH_INDEX)"
-	$(BIN)/python -c "import sys, torch; sys.exit(None if torch.version.cuda is None else \
+	$(BIN)/python -W ignore -c "import sys, torch; sys.exit(None if torch.version.cuda is None else \
 	  f'torch {torch.__version__} is a CUDA build; make install wants the CPU build ($(TORCH_CPU))')"
 	touch $(TORCH_STAMP)
 

@@ -156,7 +156,7 @@ def test_chat_and_bench_without_a_blueprint_use_the_stacks_one_endpoint(
     result = run("chat", "-p", "hi", "--json", "--max-tokens", "4")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["model"] == "fake-model"
-    result = run("bench", "-n", "2", "--warmup", "0", "--out", str(tmp_path / "r"), "--json")
+    result = run("bench", "-n", "2", "--warmup", "0", "--no-plots", "--out", str(tmp_path / "r"), "--json")
     assert result.exit_code == 0, result.output
     # two endpoints: which one is asked, not guessed
     save_endpoint(Endpoint("dev", "llama2-inf2", "eks", openai_url, "fake-model"))
