@@ -100,8 +100,11 @@ def list_cmd(json: bool = options.JSON) -> None:
     if json:
         output.emit_json(rows)
         return
+    # The base image reference on its own line, never broken (some are longer than 80 columns:
+    # a narrower terminal wraps the line itself, and it copies whole).
     for row in rows:
-        output.console.print(f"{row['runtime']:<20} {row['dockerfile']:<38} {row['base']}")
+        output.console.print(f"{row['runtime']:<20} {row['dockerfile']}", markup=False)
+        output.console.print(f"  base {row['base']}", markup=False, soft_wrap=True)
 
 
 def register(root: typer.Typer) -> None:

@@ -99,9 +99,24 @@ def last_up(stack: str, blueprint: str, workload: str | None = None) -> str | No
         return None
 
 
+def last_up_commands(stack: str) -> list[str]:
+    """Every `llmctl up` command line that ran in a stack (each blueprint's last, named workloads
+    included), kept after `down` too."""
+    folder = state_dir() / "last-up" / check_name("stack", stack)
+    return [path.read_text(encoding="utf-8").strip() for path in sorted(folder.rglob("*.txt"))]
+
+
 def recorded_targets(stack: str, blueprint: str | None = None) -> set[str]:
     """The targets the stack's recorded endpoints (of one blueprint, if given) run on."""
     return {e.target for e in list_endpoints(stack) if blueprint is None or e.blueprint == blueprint}
+
+
+def recorded_blueprints() -> set[str]:
+    """Every blueprint name this machine has a record of, in any stack: a recorded endpoint, or the
+    `llmctl up` that ran for it."""
+    names = {e.blueprint for e in list_endpoints()}
+    names.update(path.stem for path in (state_dir() / "last-up").rglob("*.txt"))
+    return names
 
 
 def load_endpoint(stack: str, blueprint: str, workload: str | None = None) -> Endpoint:

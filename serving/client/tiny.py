@@ -168,6 +168,21 @@ class TinyShape:
             )
 
 
+def is_control(text: str) -> bool:
+    """Whether a text holds a control character a terminal would act on (newlines and tabs aside)."""
+    return any(ch not in "\n\t" and (ord(ch) < 32 or 127 <= ord(ch) < 160) for ch in text)
+
+
+def control_tokens(tokenizer: Any) -> list[int]:
+    """The ids of the tokens that decode to a control character, or to a piece of a multi-byte
+    character (alone it decodes to U+FFFD, shown as `�`), the special tokens aside."""
+    special = set(tokenizer.all_special_ids)
+    unprintable = (tokenizer.decode([i]) for i in range(len(tokenizer)))
+    return [
+        i for i, text in enumerate(unprintable) if i not in special and (is_control(text) or "\ufffd" in text)
+    ]
+
+
 def write_tiny_model(
     directory: str | Path,
     *,
@@ -235,6 +250,10 @@ def write_tiny_model(
         eos_token_id=eos,
         pad_token_id=tokenizer.pad_token_id,
         do_sample=False,
+        # random weights pick any token, and a byte-level vocabulary has one per byte: never generate
+        # the control bytes nor the pieces of multi-byte characters, so a chat shows words, not `\x1f`
+        # escapes or `�` (generate() reads this config)
+        suppress_tokens=control_tokens(tokenizer),
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -129,8 +129,8 @@ def test_doctor_passes_recorded_images_and_up_refuses_a_moved_tag(
     from llmctl.blueprints import versions as versions_module
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.errors import PrerequisiteError
-    from llmctl.infra.aws.doctor import run_doctor
     from llmctl.infra.aws.preflight import preflight_pins
+    from llmctl.infra.targets.doctor import run_doctor
 
     base = versions_module.versions().images["ray_cpu"].image
     bp = load_blueprint("tiny-cpu")

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from llmctl.errors import LlmctlError, did_you_mean
+from llmctl.errors import BadInput, did_you_mean
 from llmctl.serving.client.bench.client import RequestRecord
 from llmctl.serving.client.bench.loadgen import LoadResult
 from llmctl.serving.client.bench.tokens import APPROX_NOTE, Tokenizer
@@ -130,17 +130,17 @@ def parse_slo(text: str | None) -> dict[str, float]:
             continue
         match = _SLO_ITEM.match(item.lower())
         if not match:
-            raise LlmctlError(
+            raise BadInput(
                 f"bad --slo item {item.strip()!r}",
                 "write it as name=value[ms|s], e.g. --slo ttft=500ms,tpot=50ms",
             )
         name, value, unit = match.groups()
         if name not in SLO_KEYS:
             hint = did_you_mean(name, SLO_KEYS) or f"choose from {', '.join(SLO_KEYS)}"
-            raise LlmctlError(f"unknown --slo metric {name!r}", hint)
+            raise BadInput(f"unknown --slo metric {name!r}", hint)
         seconds = float(value) / 1000.0 if unit == "ms" else float(value)
         if seconds <= 0:
-            raise LlmctlError(f"--slo {name} must be positive", "e.g. --slo ttft=500ms")
+            raise BadInput(f"--slo {name} must be positive", "e.g. --slo ttft=500ms")
         slo[name] = seconds
     return slo
 
