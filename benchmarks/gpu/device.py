@@ -7,14 +7,14 @@ so a step cut short by the call's limit still returns what it measured.
 
 Phases (one GPU machine of four GPUs; ``--gpus`` adapts the assignment to fewer):
 
-- ``start-a``: cold starts side by side: plain ``vllm serve`` (GPU 0), our ray-vllm app at
+- ``start-a``: cold starts side by side: plain ``vllm serve`` (GPU 0), our Ray Serve LLM app at
   tensor_parallel 1 (GPU 1) and 2 (GPUs 2-3), and Triton's vLLM engine from the ``model.json``
   that serving/triton_vllm/repository.py writes (vLLM 0.22.1, GPU 0).
 - ``bench-b``: one load at a time: ``llmctl bench`` against ``vllm bench serve`` with the server's own
-  histograms, the serving path's overhead (ray-vllm against plain vLLM), the stream-batching variant,
+  histograms, the serving path's overhead (our Ray Serve app against plain vLLM), the stream-batching variant,
   the metric names under load.
 - ``start-c`` / ``bench-c``: the compile cache (plain vLLM restarted on its own cache) and
-  tensor_parallel 4 (ray-vllm and plain vLLM on all four GPUs).
+  tensor_parallel 4 (our Ray Serve app and plain vLLM on all four GPUs).
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def triton_engine(_: argparse.Namespace | None = None) -> None:
 
 
 def start_a(args: argparse.Namespace) -> None:
-    """The first cold starts, one engine per GPU: plain vLLM (GPU 0), ray-vllm tp 1 (GPU 1) and tp 2
+    """The first cold starts, one engine per GPU: plain vLLM (GPU 0), our Ray Serve app at tp 1 (GPU 1) and tp 2
     (GPUs 2-3, on four GPUs)."""
     plain_vllm("vllm")
     ray_vllm("ray1", tp=1, gpus_total=1)
@@ -294,7 +294,7 @@ def start_a(args: argparse.Namespace) -> None:
 
 
 def start_tp4(args: argparse.Namespace) -> None:
-    """Every GPU for tensor_parallel 4: everything else stopped, then ray-vllm (the plain vLLM tp 4
+    """Every GPU for tensor_parallel 4: everything else stopped, then our Ray Serve app (the plain vLLM tp 4
     baseline follows with ``--names vllm4`` once ray4 is measured and stopped)."""
     stop(["vllm", "vllmw", "vllmc", "ray1", "ray2", "triton"])
     ray_vllm("ray4", tp=4, gpus_total=4)
@@ -623,7 +623,7 @@ def bench_b(args: argparse.Namespace) -> None:
         (("ray2", ray2_port),) if args.gpus >= 4 else ()
     ):
         chat_check(label, port)
-    # the serving path: ray-vllm tp 1 against plain vLLM, c1 / c16 / c64, one after the other
+    # the serving path: our Ray Serve app at tp 1 against plain vLLM, c1 / c16 / c64, one after the other
     for c, n in ((1, 32), (16, 256), (64, 512)):
         llmctl_bench(f"ray1-c{c}", ray1_port, c, n)
         if c == 64:

@@ -1,4 +1,4 @@
-"""Deploy the ray-vllm Serve application as the rendered RayService's ``serveConfigV2`` does, on a
+"""Deploy the 70B blueprint's Serve application as the rendered RayService's ``serveConfigV2`` does, on a
 Ray cluster started on the device, and record Ray's view of the replica's placement bundles.
 
 The import path and the args are the rendered ones (``llmctl render -b llama2-70b-vllm-gpu``, made by

@@ -191,7 +191,7 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
     if mirror_enabled(config):
         env.append({"name": MODEL_URI_ENV, "value": f"s3://{bucket}/{model_prefix(config)}"})
     if compile_cache_enabled(config):
-        # one variable: the transformers-neuronx runtimes sync model.save() output there, ray-vllm the
+        # one variable: the transformers-neuronx runtimes sync model.save() output there, the vLLM replicas
         # NxD Inference artifacts of NEURON_COMPILED_ARTIFACTS (Neuron) or vLLM's caches (NVIDIA GPUs)
         url = f"s3://{bucket}/{COMPILE_PREFIX}{config.blueprint.name}"
         env.append({"name": COMPILE_CACHE_URL_ENV, "value": url})
