@@ -223,3 +223,9 @@ def test_up_on_an_existing_cluster_applies_pods_named_by_digest(
     assert "--accept-moved-tags" in (refused.value.hint or "")
     assert [op for op in engine.ops() if op[0] in ("up", "preview", "destroy")] == ops
     assert load_pins("dev", BP).images[base] == first  # refused before any change (the flag: above)
+
+
+def test_the_flag_is_refused_where_nothing_is_pinned() -> None:
+    result = CliRunner().invoke(app, ["up", "-b", "tiny-cpu", "--target", "local", "--accept-moved-tags"])
+    assert result.exit_code == 2
+    assert "--accept-moved-tags does not apply to --target local" in result.output
