@@ -29,9 +29,9 @@ from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.versions import versions
 from llmctl.cli.app import app
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.aws.doctor import run_doctor
 from llmctl.infra.aws.image_checks import check_stack_pins, parse_image
 from llmctl.infra.lifecycle.order_invariants import check_images, produced_images
+from llmctl.infra.targets.doctor import run_doctor
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.digests import pin_images
 from llmctl.infra.workload.image_pins import tagged_images
