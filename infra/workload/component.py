@@ -23,7 +23,8 @@ from llmctl.infra.workload.manifests import build_manifests, endpoint_info
 Obj = dict[str, Any]
 
 # Objects the serving objects wait for (created before them, deleted after them).
-PREREQUISITE_KINDS = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "Job")
+# NetworkPolicies among them: no pod of the workload starts before its namespace is confined.
+PREREQUISITE_KINDS = ("Namespace", "ServiceAccount", "NetworkPolicy", "Secret", "ConfigMap", "Job")
 
 
 def _snake(name: str) -> str:
@@ -42,6 +43,7 @@ def _typed_class(api_version: str, kind: str) -> Any | None:
         ("v1", "Service"): k8s.core.v1.Service,
         ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
         ("batch/v1", "Job"): k8s.batch.v1.Job,
+        ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
         ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
     }
     return classes.get((api_version, kind))

@@ -94,9 +94,13 @@ def test_triton_scales_on_its_queue_through_keda() -> None:
     assert meta["valueLocation"] == "nv_inference_pending_request_count"
     assert meta["format"] == "prometheus" and meta["aggregateFromKubeServiceEndpoints"] == "true"
     assert (meta["aggregationType"], meta["targetValue"], meta["activationTargetValue"]) == ("sum", "3", "1")
-    # the URL is the workload's own Service at the pods' metrics port
+    # the URL is the workload's own Service (KEDA reads its endpoints) at the pods' metrics port (KEDA
+    # calls each endpoint at the URL's port: kedacore/keda pkg/scalers/metrics_api_scaler.go
+    # getEndpointsUrlsFromServiceURL), which the exposed Service itself does not carry
     service = find(rendered, "Service", deployment["metadata"]["name"])
-    metrics_port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "metrics")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    metrics_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+    assert metrics_port not in [p["port"] for p in service["spec"]["ports"]]
     ns = deployment["metadata"]["namespace"]
     assert (
         meta["url"] == f"http://{service['metadata']['name']}.{ns}.svc.cluster.local:{metrics_port}/metrics"

@@ -151,9 +151,17 @@ def test_unschedulable_workload_cannot_be_brought_up() -> None:
     assert "kubernetes:ray.io/v1:RayService" in mocks.made  # the same recorder sees a schedulable one
 
 
+PUBLIC = {
+    "mode": "public",
+    "api_key": True,
+    "allowed_cidrs": ["203.0.113.0/24"],
+    "tls_certificate_arn": "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789",
+}
+
+
 def test_generated_api_key_is_secret_and_kept_stable() -> None:
     bp = blueprint("tiny-cpu")
-    bp = bp.model_copy(update={"exposure": bp.exposure.model_validate({"mode": "public", "api_key": True})})
+    bp = bp.model_copy(update={"exposure": bp.exposure.model_validate(PUBLIC)})
     config = WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp))
     registered = run_offline(lambda: build_workload(config))
     [secret] = [r for r in registered if r.type == "kubernetes:core/v1:Secret"]

@@ -53,7 +53,7 @@ def server_args(blueprint: Blueprint) -> list[str]:
 
 
 def build(config: WorkloadConfig) -> list[Obj]:
-    """Deployment, Service and HPA of a triton-vllm blueprint."""
+    """Deployment, the endpoint Service (HTTP), the in-cluster Service (gRPC, metrics) and autoscaler."""
 
     bp = config.blueprint
     image, baked = common.serving_image(config)
@@ -82,8 +82,16 @@ def build(config: WorkloadConfig) -> list[Obj]:
     }
     pod_spec = with_app(config, pod_spec)
     deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, METRICS_PORT)
-    ports = [port("http", HTTP_PORT), port("grpc", GRPC_PORT), port("metrics", METRICS_PORT)]
-    return [deployment, service(config, name(config), "serving", ports), *hpa]
+    # Only HTTP (the endpoint, which checks no key itself: see docs/security.md) goes through the
+    # exposure; gRPC and metrics stay inside the cluster, on a ClusterIP Service.
+    internal = service(
+        config,
+        f"{name(config)}-internal",
+        "serving",
+        [port("grpc", GRPC_PORT), port("metrics", METRICS_PORT)],
+        exposed=False,
+    )
+    return [deployment, service(config, name(config), "serving", [port("http", HTTP_PORT)]), internal, *hpa]
 
 
 register("triton-vllm", build, endpoint)
