@@ -14,7 +14,7 @@ from typing import Any
 
 from llmctl.blueprints.runtimes import runtime
 from llmctl.infra.workload import ui_packages
-from llmctl.infra.workload.builders import cache, common, ray, ui
+from llmctl.infra.workload.builders import cache, common, ray, security, ui
 from llmctl.infra.workload.builders.network_policy import network_policies
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
@@ -102,6 +102,10 @@ def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: st
     objects.extend(ui.build(config, endpoint.url))
     # the namespace's NetworkPolicies before any pod: a pod never runs unconfined
     policies = network_policies(config, objects, endpoint.port)
-    return [
-        json.loads(json.dumps(obj)) for obj in [*head, *policies, *objects]
-    ]  # plain trees: no shared sub-objects
+    # plain trees (no shared sub-objects), then one hardening pass over every pod they hold
+    head, policies, objects = (
+        [json.loads(json.dumps(o)) for o in group] for group in (head, policies, objects)
+    )
+    restricted = security.harden(objects)
+    head[0]["metadata"]["labels"].update(security.pod_security_labels(restricted))
+    return [*head, *policies, *objects]

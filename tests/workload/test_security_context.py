@@ -1,0 +1,95 @@
+"""Issue 45 (medium): security contexts, service-account tokens and Pod Security Admission.
+
+The namespace may only enforce `restricted` when every pod of the workload meets it (else the API
+server refuses the workload's own pods): the rules below are the restricted profile's container and
+pod fields (Kubernetes Pod Security Standards), checked on every pod template, KubeRay's autoscaler
+sidecar included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workload_helpers import find, manifests_for
+
+from llmctl.infra.workload.pods import pod_templates
+
+Obj = dict[str, Any]
+
+
+def _restricted_problems(spec: Obj, extra: list[Obj]) -> list[str]:
+    problems = []
+    pod = spec.get("securityContext") or {}
+    if (pod.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        problems.append("pod seccompProfile")
+    for container in [*spec.get("initContainers", []), *spec["containers"], *extra]:
+        ctx = container.get("securityContext") or {}
+        name = container.get("name", "autoscaler")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{name}: allowPrivilegeEscalation")
+        if "ALL" not in (ctx.get("capabilities") or {}).get("drop", []):
+            problems.append(f"{name}: capabilities.drop ALL")
+        if not (ctx.get("runAsNonRoot") or pod.get("runAsNonRoot")):
+            problems.append(f"{name}: runAsNonRoot")
+        if ctx.get("runAsUser", pod.get("runAsUser")) == 0:
+            problems.append(f"{name}: runAsUser 0")
+    return problems
+
+
+def test_every_container_is_hardened_and_tokens_are_mounted_only_for_the_autoscaler(
+    catalog_name: str,
+) -> None:
+    """Fails on the old code: no securityContext anywhere, every pod with an automounted token."""
+    objects = manifests_for(catalog_name)
+    labels = objects[0]["metadata"]["labels"]
+    restricted = labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert (
+        labels["pod-security.kubernetes.io/warn"]
+        == labels["pod-security.kubernetes.io/audit"]
+        == "restricted"
+    )
+    assert labels["pod-security.kubernetes.io/enforce"] in ("restricted", "baseline")
+    seen = 0
+    for obj in objects:
+        cluster = obj["spec"].get("rayClusterConfig") if obj["kind"] == "RayService" else None
+        autoscaling = bool(cluster and cluster.get("enableInTreeAutoscaling"))
+        for template in pod_templates(obj):
+            seen += 1
+            spec = template.spec
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for container in [*spec.get("initContainers", []), *spec["containers"]]:
+                ctx = container["securityContext"]
+                assert ctx["allowPrivilegeEscalation"] is False and ctx["privileged"] is False
+                assert ctx["capabilities"] == {"drop": ["ALL"]}
+            head = template.where == "head group"
+            assert spec["automountServiceAccountToken"] is (autoscaling and head), (
+                obj["kind"],
+                template.where,
+            )
+            sidecar = (
+                [cluster["autoscalerOptions"]["securityContext"]] if autoscaling and head and cluster else []
+            )
+            problems = _restricted_problems(spec, [{"securityContext": s} for s in sidecar])
+            if restricted:
+                assert not problems, (template.kind, template.where, problems)
+    assert seen
+
+
+def test_ray_images_run_as_their_ray_user_and_root_images_stay_baseline() -> None:
+    tiny = manifests_for("tiny-cpu")
+    head = find(tiny, "RayService")["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    assert head["securityContext"] | {"seccompProfile": None} == {
+        "seccompProfile": None,
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 100,
+        "fsGroup": 100,
+    }
+    # the init container that fetches the wheel runs as the same user (it writes the shared volume)
+    assert all(c["securityContext"]["runAsUser"] == 1000 for c in head.get("initContainers", []))
+    assert tiny[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    # the Neuron DLC runs as root: the namespace enforces baseline, and says why in checkov's skip
+    inf2 = manifests_for("llama2-inf2")
+    assert inf2[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    annotations = find(inf2, "RayService")["metadata"]["annotations"]
+    assert any(v.startswith("CKV_K8S_23=the image runs as its own user, root") for v in annotations.values())
