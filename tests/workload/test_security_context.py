@@ -93,3 +93,40 @@ def test_ray_images_run_as_their_ray_user_and_root_images_stay_baseline() -> Non
     assert inf2[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     annotations = find(inf2, "RayService")["metadata"]["annotations"]
     assert any(v.startswith("CKV_K8S_23=the image runs as its own user, root") for v in annotations.values())
+
+
+def _gradio_app(api_key: bool) -> str:
+    from workload_helpers import TOKEN, blueprint, config_for
+
+    from llmctl.infra.workload.manifests import build_manifests
+
+    bp = blueprint("llama2-inf2")
+    bp = bp.model_copy(update={"exposure": bp.exposure.model_validate({"mode": "internal-lb", "api_key": api_key})})
+    config = config_for("llama2-inf2").model_copy(update={"blueprint": bp})
+    objects = build_manifests(config, hf_token=TOKEN, api_key="k" * 40)
+    return str(find(objects, "ConfigMap", "llama2-inf2-gradio-app")["data"]["app.py"])
+
+
+def _auth_of(app: str, key: str) -> Any:
+    """The app's login check, run as the pod runs it (its module top, up to the gradio import)."""
+    import ast
+    import os
+    from unittest import mock
+
+    tree = ast.parse(app)
+    head = [n for n in tree.body if not (isinstance(n, ast.Import) and n.names[0].name in ("gradio", "httpx"))]
+    head = head[: next(i for i, n in enumerate(head) if isinstance(n, ast.Assign) and "ENDPOINT" in ast.unparse(n))]
+    namespace: dict[str, Any] = {}
+    with mock.patch.dict(os.environ, {"LLMCTL_API_KEY": key}):
+        exec(compile(ast.Module(body=head, type_ignores=[]), "app.py", "exec"), namespace)
+    return namespace["allowed"]
+
+
+def test_gradio_ui_asks_for_the_api_key_itself() -> None:
+    """Issue 45: the UI proxied /infer with the key and checked none (anyone reaching it used the key)."""
+    app = _gradio_app(api_key=True)
+    assert "auth=allowed if KEY else None" in app
+    allowed = _auth_of(app, "k" * 40)
+    assert allowed("anyone", "k" * 40)
+    assert not allowed("anyone", "wrong") and not allowed("anyone", "")
+    assert not _auth_of(app, "")("anyone", "")  # no key configured: the check admits nothing (auth is off)

@@ -21,14 +21,23 @@ OPEN_WEBUI_PORT = 8080
 GRADIO_PORT = 7860
 
 _GRADIO_APP = '''\
-"""Gradio chat UI for an llmctl endpoint's /infer route."""
+"""Gradio chat UI for an llmctl endpoint and its /infer route."""
+import hmac
 import os
+
+KEY = os.environ.get("LLMCTL_API_KEY", "")
+
+
+def allowed(username, password):
+    """With an API key on the endpoint, the UI asks for it as the password (any user name)."""
+    return bool(KEY) and hmac.compare_digest(password.encode(), KEY.encode())
+
 
 import gradio as gr
 import httpx
 
 ENDPOINT = os.environ["LLMCTL_ENDPOINT"].rstrip("/")
-HEADERS = {"Authorization": "Bearer " + os.environ["LLMCTL_API_KEY"]} if os.environ.get("LLMCTL_API_KEY") else {}
+HEADERS = {"Authorization": "Bearer " + KEY} if KEY else {}
 
 
 def answer(message, history):
@@ -38,7 +47,10 @@ def answer(message, history):
 
 
 gr.ChatInterface(answer, title=os.environ.get("LLMCTL_TITLE", "llmctl")).launch(
-    server_name="0.0.0.0", server_port=int(os.environ.get("GRADIO_PORT", "7860"))
+    server_name="0.0.0.0",
+    server_port=int(os.environ.get("GRADIO_PORT", "7860")),
+    auth=allowed if KEY else None,
+    auth_message="Password: the API key of the endpoint",
 )
 '''
 
