@@ -101,7 +101,9 @@ def _gradio_app(api_key: bool) -> str:
     from llmctl.infra.workload.manifests import build_manifests
 
     bp = blueprint("llama2-inf2")
-    bp = bp.model_copy(update={"exposure": bp.exposure.model_validate({"mode": "internal-lb", "api_key": api_key})})
+    bp = bp.model_copy(
+        update={"exposure": bp.exposure.model_validate({"mode": "internal-lb", "api_key": api_key})}
+    )
     config = config_for("llama2-inf2").model_copy(update={"blueprint": bp})
     objects = build_manifests(config, hf_token=TOKEN, api_key="k" * 40)
     return str(find(objects, "ConfigMap", "llama2-inf2-gradio-app")["data"]["app.py"])
@@ -114,8 +116,12 @@ def _auth_of(app: str, key: str) -> Any:
     from unittest import mock
 
     tree = ast.parse(app)
-    head = [n for n in tree.body if not (isinstance(n, ast.Import) and n.names[0].name in ("gradio", "httpx"))]
-    head = head[: next(i for i, n in enumerate(head) if isinstance(n, ast.Assign) and "ENDPOINT" in ast.unparse(n))]
+    head = [
+        n for n in tree.body if not (isinstance(n, ast.Import) and n.names[0].name in ("gradio", "httpx"))
+    ]
+    head = head[
+        : next(i for i, n in enumerate(head) if isinstance(n, ast.Assign) and "ENDPOINT" in ast.unparse(n))
+    ]
     namespace: dict[str, Any] = {}
     with mock.patch.dict(os.environ, {"LLMCTL_API_KEY": key}):
         exec(compile(ast.Module(body=head, type_ignores=[]), "app.py", "exec"), namespace)
