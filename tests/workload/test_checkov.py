@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +41,10 @@ def template_pods(obj: Obj) -> list[Obj]:
     return pods
 
 
-@pytest.fixture(scope="module")
-def scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def run_checkov(folder: Path) -> dict[str, Any]:
+    """checkov's Kubernetes checks over the folder, in checkov's own interpreter (`checkov_scan.py`)."""
     if not CHECKOV_PYTHON.exists():
         pytest.fail(f"checkov is not installed at {CHECKOV_PYTHON}: run `make checkov`")
-    folder = tmp_path_factory.mktemp("rendered")
-    for name in CATALOG:
-        objects = manifests_for(name)
-        render_yaml([*objects, *(pod for obj in objects for pod in template_pods(obj))], folder / name)
     result = subprocess.run(
         [str(CHECKOV_PYTHON), str(SCAN), str(folder)],
         capture_output=True,
@@ -60,6 +55,15 @@ def scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert result.returncode == 0, result.stderr[-2000:]
     report: dict[str, Any] = json.loads(result.stdout)
     return report
+
+
+@pytest.fixture(scope="module")
+def scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("rendered")
+    for name in CATALOG:
+        objects = manifests_for(name)
+        render_yaml([*objects, *(pod for obj in objects for pod in template_pods(obj))], folder / name)
+    return run_checkov(folder)
 
 
 def test_checkov_finds_no_failed_check(scan: dict[str, Any]) -> None:
@@ -103,8 +107,6 @@ def test_every_skip_is_an_annotation_with_its_reason(scan: dict[str, Any]) -> No
 
 def test_the_scan_can_fail(tmp_path: Path) -> None:
     """The same runner on a pod without the hardening reports the checks (the scan is not vacuous)."""
-    if not CHECKOV_PYTHON.exists():
-        pytest.fail(f"checkov is not installed at {CHECKOV_PYTHON}: run `make checkov`")
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -112,13 +114,5 @@ def test_the_scan_can_fail(tmp_path: Path) -> None:
         "spec": {"containers": [{"name": "c", "image": "rayproject/ray:2.58.0-py312-cpu"}]},
     }
     render_yaml([pod], tmp_path)
-    result = subprocess.run(
-        [str(CHECKOV_PYTHON), str(SCAN), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    failed = {check for check, *_ in json.loads(result.stdout)["failed"]}
+    failed = {check for check, *_ in run_checkov(tmp_path)["failed"]}
     assert {"CKV_K8S_20", "CKV_K8S_28", "CKV_K8S_37", "CKV_K8S_38", "CKV2_K8S_6"} <= failed, sorted(failed)
-    assert sys.executable  # the project's interpreter is not checkov's
