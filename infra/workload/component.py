@@ -110,16 +110,19 @@ class Workload(pulumi.ComponentResource):
         hf_token: str | None = None,
         api_key: str | None = None,
         api_key_generated: bool = False,
+        webui_secret: str | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("llmctl:workload:Workload", name, None, opts)
-        manifests = build_manifests(config, hf_token=hf_token, api_key=api_key)
+        manifests = build_manifests(config, hf_token=hf_token, api_key=api_key, webui_secret=webui_secret)
+        # secrets made by the program: kept as first created (a new random value each run is no change)
+        generated_names = {"open-webui-secret", *(["api-key"] if api_key_generated else [])}
         prerequisites: list[pulumi.Resource] = list(depends_on)
         self.resources: list[pulumi.CustomResource] = []
         for obj in manifests:
             child_opts = pulumi.ResourceOptions(parent=self, depends_on=list(prerequisites))
-            generated = api_key_generated and obj["kind"] == "Secret" and obj["metadata"]["name"] == "api-key"
+            generated = obj["kind"] == "Secret" and obj["metadata"]["name"] in generated_names
             resource = apply_object(obj, child_opts, ignore_secret_changes=generated)
             self.resources.append(resource)
             if obj["kind"] in PREREQUISITE_KINDS:

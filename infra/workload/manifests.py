@@ -81,11 +81,17 @@ def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
     )
 
 
-def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: str | None = None) -> list[Obj]:
+def build_manifests(
+    config: WorkloadConfig,
+    *,
+    hf_token: str | None,
+    api_key: str | None = None,
+    webui_secret: str | None = None,
+) -> list[Obj]:
     """Every Kubernetes object of the workload, in apply order.
 
     `hf_token` is only used when the model is gated; `api_key` only when the exposure requires
-    one. Either may be None (e.g. for `llmctl render`, which redacts secrets anyway): the Secret
+    one; `webui_secret` only with Open WebUI. Any may be None (e.g. for `llmctl render`, which redacts secrets anyway): the Secret
     is then emitted with an empty value.
     """
     head: list[Obj] = [common.namespace(config), common.service_account(config)]
@@ -95,6 +101,7 @@ def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: st
         objects.append(common.opaque_secret(config, common.HF_SECRET, common.HF_SECRET_KEY, hf_token))
     if config.blueprint.exposure.api_key:
         objects.append(common.opaque_secret(config, common.API_KEY_SECRET, common.API_KEY_KEY, api_key))
+    objects.extend(ui.secrets(config, webui_secret))
     objects.extend(app_objects(config))  # the wheel's ConfigMap (existing clusters without an image)
     objects.extend(cache.mirror_objects(config))
     objects.extend(builder_for(config.blueprint.runtime).build(config))

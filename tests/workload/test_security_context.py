@@ -136,3 +136,19 @@ def test_gradio_ui_asks_for_the_api_key_itself() -> None:
     assert allowed("anyone", "k" * 40)
     assert not allowed("anyone", "wrong") and not allowed("anyone", "")
     assert not _auth_of(app, "")("anyone", "")  # no key configured: the check admits nothing (auth is off)
+
+
+def test_open_webui_signs_sessions_with_a_key_from_a_secret() -> None:
+    """Issue 45 (low): without WEBUI_SECRET_KEY Open WebUI makes a signing key per start in its data
+    folder; the key now comes from a Secret the program generates once and keeps."""
+    from workload_helpers import TOKEN, config_for
+
+    from llmctl.infra.workload.manifests import build_manifests
+
+    objects = build_manifests(config_for("llama3-vllm-inf2"), hf_token=TOKEN, webui_secret="s" * 43)
+    assert find(objects, "Secret", "open-webui-secret")["stringData"] == {"WEBUI_SECRET_KEY": "s" * 43}
+    webui = find(objects, "Deployment", "llama3-vllm-inf2-open-webui")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    [env] = [e for e in webui["env"] if e["name"] == "WEBUI_SECRET_KEY"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "open-webui-secret", "key": "WEBUI_SECRET_KEY"}

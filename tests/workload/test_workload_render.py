@@ -29,6 +29,9 @@ def test_render_redacts_secrets_and_keeps_everything_else(catalog_name: str, tmp
         if original["kind"] != "Secret":
             assert document == original
             continue
+        if original["metadata"]["name"] == "open-webui-secret":  # Open WebUI's key (empty: no value given)
+            assert document == {**original, "stringData": {"WEBUI_SECRET_KEY": "<redacted>"}}
+            continue
         # what the cluster gets, with only the value hidden (written out, not computed by redact())
         secrets += 1
         assert original["stringData"] == {"HF_TOKEN": TOKEN}

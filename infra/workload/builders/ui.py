@@ -17,6 +17,8 @@ from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.config import WorkloadConfig
 
 UI_PORT = 80
+WEBUI_SECRET = "open-webui-secret"
+WEBUI_SECRET_KEY = "WEBUI_SECRET_KEY"
 OPEN_WEBUI_PORT = 8080
 GRADIO_PORT = 7860
 
@@ -74,6 +76,9 @@ def open_webui(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
     env: list[Obj] = [
         {"name": "OPENAI_API_BASE_URL", "value": endpoint_url + "/v1"},
         {"name": "ENABLE_OLLAMA_API", "value": "false"},
+        # the key that signs the UI's session tokens: from a Secret, the same across restarts (without it
+        # Open WebUI makes one per start, in its data folder)
+        common.secret_env("WEBUI_SECRET_KEY", WEBUI_SECRET, WEBUI_SECRET_KEY),
         *(
             [{**key_env[0], "name": "OPENAI_API_KEY"}]
             if key_env
@@ -139,6 +144,14 @@ def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
         common.deployment(config, name, "ui", pod, replicas=1),
         service(config, ui_service_name(config), "ui", [port("http", UI_PORT, "http")], exposed=False),
     ]
+
+
+def secrets(config: WorkloadConfig, webui_secret: str | None) -> list[Obj]:
+    """The UI's own Secrets (Open WebUI's session signing key; `webui_secret` None: an empty value,
+    as for `llmctl render`, which redacts it anyway)."""
+    if config.blueprint.ui != "open-webui":
+        return []
+    return [common.opaque_secret(config, WEBUI_SECRET, WEBUI_SECRET_KEY, webui_secret)]
 
 
 def build(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
