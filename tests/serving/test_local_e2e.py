@@ -156,14 +156,22 @@ def test_a_process_without_the_token_cannot_join_the_local_ray(local_server: Loc
     # a process of this user with Ray's default token (Ray >= 2.5x makes ~/.ray/auth_token for a local
     # `ray.init()` and uses it when no token is given): the runner's Ray must take a token of its own
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RAY_")}
-    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(Path.home() / ".ray" / "auth_token")})
-    # the address Ray itself gives the GCS (the node's IP, as `ray.init` reports it to a driver)
-    join = (
-        "import ray, ray.util; "
-        f"ray.init(address=ray.util.get_node_ip_address() + ':{port}'); "
-        "print('JOINED', ray.cluster_resources())"
+    default = Path.home() / ".ray" / "auth_token"
+    token = default.read_text().strip() if default.exists() else "0" * 64  # none yet: a wrong one
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
+    # the address Ray gives the GCS (the node's IP); the GCS client is what `ray.init` connects with
+    # first (ray._raylet.GcsClient, Ray 2.60), asked here for the cluster's key-value keys: 0.4 s
+    # either way, where a refused `ray.init` retries for 20 s
+    probe = (
+        "import ray.util\n"
+        "from ray._raylet import GcsClient\n"
+        "try:\n"
+        f"    GcsClient(address=ray.util.get_node_ip_address() + ':{port}').internal_kv_keys(b'', None, timeout=10)\n"
+        "    print('JOINED')\n"
+        "except Exception as error:\n"
+        "    print('REFUSED', type(error).__name__)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", join], env=env, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=False
     )
-    assert "JOINED" not in result.stdout and result.returncode != 0, result.stdout[-500:]
+    assert "REFUSED AuthenticationError" in result.stdout, (result.stdout, result.stderr[-1000:])
