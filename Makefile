@@ -13,7 +13,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.llmctl-installed
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: install upstream registry test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
+.PHONY: install upstream registry checkov test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -57,10 +57,21 @@ registry:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null; \
 	  else echo "make test needs Debian's docker-registry: sudo apt-get install -y docker-registry" >&2; exit 1; fi; }
 
+# checkov (tests/workload/test_checkov.py scans every catalog blueprint's render with it) in its own
+# environment: it pins boto3 and packaging versions older than llmctl's. Re-made when its pin changes.
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+$(CHECKOV_STAMP): tests/workload/checkov-requirements.txt
+	$(PY) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet -r tests/workload/checkov-requirements.txt
+	touch $(CHECKOV_STAMP)
+
+checkov: $(CHECKOV_STAMP)
+
 # With bytecode caching on even where the shell sets PYTHONDONTWRITEBYTECODE (this team's machines do):
 # without it every worker, and every `python -m llmctl` a test starts, compiles each module it imports
 # from source again (collection alone took 7-9 CPU s per worker instead of about 4).
-test: install upstream registry
+test: install upstream registry checkov
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report=$(SUITE_REPORT)
 
 lint: install typecheck imports

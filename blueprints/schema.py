@@ -268,20 +268,30 @@ class ServingSpec(_Strict):
         return value
 
 
+_ACM_CERTIFICATE = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[A-Za-z0-9-]+$")
+
+
 class ExposureSpec(_Strict):
     """How the endpoint is reached."""
 
     mode: ExposureMode = Field(
         "port-forward",
         description="port-forward (ClusterIP, reached with `llmctl connect`), internal-lb (an internal NLB) "
-        "or public (an internet-facing NLB that requires an API key).",
+        "or public (an internet-facing NLB with a TLS listener that requires an API key, allowed_cidrs "
+        "and tls_certificate_arn).",
     )
     allowed_cidrs: list[str] = Field(
         default_factory=list,
-        description="Source CIDRs allowed to reach a load balancer (empty: the VPC only).",
+        description="Source CIDRs allowed to reach the load balancer: required for public; for internal-lb "
+        "empty means whatever can reach the VPC's internal addresses.",
     )
     api_key: bool = Field(
         False, description="Require an API key (generated and stored as a secret); required for public."
+    )
+    tls_certificate_arn: str | None = Field(
+        None,
+        description="ACM certificate ARN for a TLS listener on the load balancer (HTTPS to the endpoint): "
+        "required for public, optional for internal-lb.",
     )
 
     @field_validator("allowed_cidrs")
@@ -294,12 +304,34 @@ class ExposureSpec(_Strict):
                 raise ValueError(f"{value!r} is not a CIDR like '203.0.113.0/24'") from None
         return values
 
+    @field_validator("tls_certificate_arn")
+    @classmethod
+    def _certificate(cls, value: str | None) -> str | None:
+        if value is not None and not _ACM_CERTIFICATE.match(value):
+            raise ValueError(
+                f"{value!r} is not an ACM certificate ARN like "
+                "'arn:aws:acm:us-east-1:123456789012:certificate/<id>'"
+            )
+        return value
+
     @model_validator(mode="after")
     def _public_needs_key(self) -> ExposureSpec:
         if self.mode == "public" and not self.api_key:
             raise ValueError("a public endpoint must set api_key: true")
-        if self.mode == "port-forward" and self.allowed_cidrs:
-            raise ValueError("allowed_cidrs only applies to internal-lb and public exposure")
+        if self.mode == "public" and not self.allowed_cidrs:
+            raise ValueError(
+                "a public endpoint must list allowed_cidrs (the client networks, e.g. '203.0.113.0/24'); "
+                "use internal-lb or port-forward for an endpoint no one outside reaches"
+            )
+        if self.mode == "public" and self.tls_certificate_arn is None:
+            raise ValueError(
+                "a public endpoint must set tls_certificate_arn (an ACM certificate for the load balancer's "
+                "TLS listener): the API key must not cross the internet in clear"
+            )
+        if self.mode == "port-forward" and (self.allowed_cidrs or self.tls_certificate_arn):
+            raise ValueError(
+                "allowed_cidrs and tls_certificate_arn only apply to internal-lb and public exposure"
+            )
         return self
 
 

@@ -39,6 +39,11 @@ class Image(_Entry):
     cuda: str | None = Field(None, description="CUDA inside.")
     vllm: str | None = Field(None, description="vLLM inside.")
     ray: str | None = Field(None, description="Ray inside.")
+    user: str | None = Field(
+        None,
+        pattern=r"^[1-9][0-9]*(:[0-9]+)?$",
+        description="The image's non-root user as uid[:gid] (pods then run as it); unset: root or unknown.",
+    )
     digest: str | None = Field(
         None,
         description="sha256 digest the tag named when it was checked in its registry (`llmctl doctor` "

@@ -337,7 +337,8 @@ class Lifecycle:
                 ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress") or [{}]
                 host = ingress[0].get("hostname") or ingress[0].get("ip")
                 if host:
-                    base = f"http://{host}:{port}"
+                    scheme = "https" if bp.exposure.tls_certificate_arn else "http"
+                    base = f"{scheme}://{host}:{port}"
             except LlmctlError as exc:
                 self.progress.note(
                     f"could not read the load balancer address ({exc.message}); using localhost"

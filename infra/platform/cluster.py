@@ -39,6 +39,16 @@ def ebs_csi_configuration(cluster_name: str) -> str:
     return json.dumps({"controller": {"k8sTagClusterId": cluster_name}}, sort_keys=True)
 
 
+def vpc_cni_configuration() -> str:
+    """The VPC CNI add-on's configuration values: `enableNetworkPolicy` turns on its network policy
+    agent, without which the workload namespaces' NetworkPolicies (default deny, docs/security.md)
+    are accepted by the API server and enforced by nothing."""
+    return json.dumps({"enableNetworkPolicy": "true"}, sort_keys=True)
+
+
+ADDON_CONFIGURATION = {"vpc-cni": vpc_cni_configuration}
+
+
 def admin_principals(config: PlatformConfig) -> list[str]:
     """The configured admins (assumed-role session ARNs mapped to their role), without duplicates.
 
@@ -140,7 +150,16 @@ class Cluster(pulumi.ComponentResource):
             opts=cluster_dep,
         )
 
-        early = [self._addon(name, addon, config, cluster_dep) for addon in ADDONS_BEFORE_NODES]
+        early = [
+            self._addon(
+                name,
+                addon,
+                config,
+                cluster_dep,
+                configuration_values=(ADDON_CONFIGURATION[addon]() if addon in ADDON_CONFIGURATION else None),
+            )
+            for addon in ADDONS_BEFORE_NODES
+        ]
         self.core_node_group = self._core_nodes(name, config, network, early)
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self.core_node_group])
         late = [self._addon(name, addon, config, after_nodes) for addon in ADDONS_AFTER_NODES]

@@ -23,7 +23,8 @@ from llmctl.infra.workload.manifests import build_manifests, endpoint_info
 Obj = dict[str, Any]
 
 # Objects the serving objects wait for (created before them, deleted after them).
-PREREQUISITE_KINDS = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "Job")
+# NetworkPolicies among them: no pod of the workload starts before its namespace is confined.
+PREREQUISITE_KINDS = ("Namespace", "ServiceAccount", "NetworkPolicy", "Secret", "ConfigMap", "Job")
 
 
 def _snake(name: str) -> str:
@@ -42,6 +43,7 @@ def _typed_class(api_version: str, kind: str) -> Any | None:
         ("v1", "Service"): k8s.core.v1.Service,
         ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
         ("batch/v1", "Job"): k8s.batch.v1.Job,
+        ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
         ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
     }
     return classes.get((api_version, kind))
@@ -108,16 +110,19 @@ class Workload(pulumi.ComponentResource):
         hf_token: str | None = None,
         api_key: str | None = None,
         api_key_generated: bool = False,
+        webui_secret: str | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("llmctl:workload:Workload", name, None, opts)
-        manifests = build_manifests(config, hf_token=hf_token, api_key=api_key)
+        manifests = build_manifests(config, hf_token=hf_token, api_key=api_key, webui_secret=webui_secret)
+        # secrets made by the program: kept as first created (a new random value each run is no change)
+        generated_names = {"open-webui-secret", *(["api-key"] if api_key_generated else [])}
         prerequisites: list[pulumi.Resource] = list(depends_on)
         self.resources: list[pulumi.CustomResource] = []
         for obj in manifests:
             child_opts = pulumi.ResourceOptions(parent=self, depends_on=list(prerequisites))
-            generated = api_key_generated and obj["kind"] == "Secret" and obj["metadata"]["name"] == "api-key"
+            generated = obj["kind"] == "Secret" and obj["metadata"]["name"] in generated_names
             resource = apply_object(obj, child_opts, ignore_secret_changes=generated)
             self.resources.append(resource)
             if obj["kind"] in PREREQUISITE_KINDS:

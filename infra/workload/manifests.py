@@ -1,6 +1,7 @@
 """The single entry point to the builders: every object of a workload, in apply order.
 
-Order: Namespace, ServiceAccounts (the serving pods', then the UI's when it has one), Secrets, the
+Order: Namespace, ServiceAccounts (the serving pods', then the UI's when it has one), the namespace's
+NetworkPolicies (before any pod), Secrets, the
 wheel's ConfigMap (configmap delivery), cache objects (script ConfigMap, mirror Job), the runtime's
 objects (RayService or Deployment, Services, HPA), then the UI.
 """
@@ -13,7 +14,8 @@ from typing import Any
 
 from llmctl.blueprints.runtimes import runtime
 from llmctl.infra.workload import ui_packages
-from llmctl.infra.workload.builders import cache, common, ray, ui
+from llmctl.infra.workload.builders import cache, common, ray, security, ui
+from llmctl.infra.workload.builders.network_policy import network_policies
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import app_objects
@@ -80,22 +82,39 @@ def endpoint_info(config: WorkloadConfig) -> EndpointInfo:
     )
 
 
-def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: str | None = None) -> list[Obj]:
+def build_manifests(
+    config: WorkloadConfig,
+    *,
+    hf_token: str | None,
+    api_key: str | None = None,
+    webui_secret: str | None = None,
+) -> list[Obj]:
     """Every Kubernetes object of the workload, in apply order.
 
     `hf_token` is only used when the model is gated; `api_key` only when the exposure requires
-    one. Either may be None (e.g. for `llmctl render`, which redacts secrets anyway): the Secret
+    one; `webui_secret` only with Open WebUI. Any may be None (e.g. for `llmctl render`, which redacts secrets anyway): the Secret
     is then emitted with an empty value.
     """
-    objects: list[Obj] = [common.namespace(config), common.service_account(config)]
-    objects.extend(ui_packages.service_account(config))  # the Gradio UI's own (EKS), with the others
+    head: list[Obj] = [common.namespace(config), common.service_account(config)]
+    head.extend(ui_packages.service_account(config))  # the Gradio UI's own (EKS), with the others
+    objects: list[Obj] = []
     if common.needs_hf_token(config):
         objects.append(common.opaque_secret(config, common.HF_SECRET, common.HF_SECRET_KEY, hf_token))
     if config.blueprint.exposure.api_key:
         objects.append(common.opaque_secret(config, common.API_KEY_SECRET, common.API_KEY_KEY, api_key))
+    objects.extend(ui.secrets(config, webui_secret))
     objects.extend(app_objects(config))  # the wheel's ConfigMap (existing clusters without an image)
     objects.extend(cache.mirror_objects(config))
     objects.extend(builder_for(config.blueprint.runtime).build(config))
-    objects.extend(ui.build(config, endpoint_info(config).url))
-    plain = [json.loads(json.dumps(obj)) for obj in objects]  # plain trees: no shared sub-objects
-    return pin_manifests(plain, config.image_pins)  # the stack's recorded digests (up, images pin)
+    endpoint = endpoint_info(config)
+    objects.extend(ui.build(config, endpoint.url))
+    # the namespace's NetworkPolicies before any pod: a pod never runs unconfined
+    policies = network_policies(config, objects, endpoint.port)
+    # plain trees (no shared sub-objects), then one hardening pass over every pod they hold
+    head, policies, objects = (
+        [json.loads(json.dumps(o)) for o in group] for group in (head, policies, objects)
+    )
+    restricted = security.harden(objects)
+    head[0]["metadata"]["labels"].update(security.pod_security_labels(restricted))
+    # the stack's recorded digests (up, images pin)
+    return pin_manifests([*head, *policies, *objects], config.image_pins)

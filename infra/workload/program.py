@@ -70,6 +70,8 @@ def build_workload(config: WorkloadConfig, hf_token: str | None = None, api_key:
         hf_token=hf_token,
         api_key=api_key,
         api_key_generated=generated,
+        # Open WebUI's session signing key: random, kept stable after creation (ignore_changes)
+        webui_secret=secrets.token_urlsafe(32) if bp.ui == "open-webui" else None,
         depends_on=depends,
         opts=opts,
     )

@@ -1,7 +1,9 @@
 """The detached process behind the local target: ``python -m llmctl.serving.client.local_runner SPEC``.
 
 It starts a private Ray instance (``address="local"``, its own temp dir, no dashboard, a small
-object store), runs the CPU app with Serve on 127.0.0.1, writes its state (and, while running,
+object store, Ray's token auth with a token made for this run: Ray's GCS and raylets listen on every
+interface whatever the node address, so a process without the token, on this machine or another,
+cannot join it or submit work), runs the CPU app with Serve on 127.0.0.1, writes its state (and, while running,
 Serve's current and desired replicas every half second) to the spec's status file, and blocks
 until SIGTERM/SIGINT. Then it drains the app first (``/healthz`` turns 503, new
 requests get 503 with ``Retry-After``, in-flight streams get the spec's ``grace_s`` to finish and
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -28,6 +31,12 @@ OBJECT_STORE_BYTES = 100 * 1024**2
 REPORT_S = 0.5  # how often the running server writes its replica counts into the status file
 # Serve replica states that count towards the replicas Serve wants (all but STOPPING)
 DESIRED_STATES = ("STARTING", "UPDATING", "RECOVERING", "RUNNING")
+
+
+def ray_auth_env() -> dict[str, str]:
+    """Ray's token auth (Ray >= 2.52; the serving extra's floor is 2.59) with a fresh random token:
+    set in this process before Ray starts, so only Ray's own processes (its children) hold it."""
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def _write_status(path: Path, state: str, message: str = "", **extra: Any) -> None:
@@ -95,6 +104,7 @@ def run(spec: dict[str, Any]) -> int:
         signal.signal(sig, handler)
     try:
         _write_status(status, "starting", "starting Ray")
+        os.environ.update(ray_auth_env())
         import ray
         from ray import serve
 

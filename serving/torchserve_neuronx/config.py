@@ -66,7 +66,9 @@ def config_properties(blueprint: Blueprint) -> str:
     port = blueprint.serving.port
     lines = [
         f"inference_address=http://0.0.0.0:{port}",
-        f"management_address=http://0.0.0.0:{port + 1}",
+        # the management API registers and scales models (a model archive from a URL runs its code):
+        # loopback only, never reachable from another pod or a load balancer
+        f"management_address=http://127.0.0.1:{port + 1}",
         f"metrics_address=http://0.0.0.0:{port + 2}",
         "metrics_mode=prometheus",
         f"model_store={MODEL_STORE}",
@@ -77,6 +79,9 @@ def config_properties(blueprint: Blueprint) -> str:
         f"job_queue_size={blueprint.serving.max_concurrent_requests + queue_limit(blueprint)}",
         # larger bodies get TorchServe's 413 before the handler sees them
         f"max_request_size={request_bytes(blueprint)}",
+        # TorchServe's own token auth makes random 8-character keys that expire after an hour and apply
+        # to the inference API too, so no client could keep a key; the management API is on loopback
+        # instead, and the namespace's NetworkPolicy admits only the inference and metrics ports
         "disable_token_authorization=true",
         "enable_envvars_config=true",
     ]

@@ -180,6 +180,25 @@ SCHEMA_BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
     ("tiny-cpu", {"image.base": "rayproject/ray:latest"}, "image.base", "uses 'latest'"),
     ("tiny-cpu", {"image.base": "rayproject/ray"}, "image.base", "has no tag"),
     ("tiny-cpu", {"exposure": {"mode": "public"}}, "exposure", "must set api_key: true"),
+    # issue 45: a public endpoint names its client networks and terminates TLS at the load balancer
+    ("tiny-cpu", {"exposure": {"mode": "public", "api_key": True}}, "exposure", "must list allowed_cidrs"),
+    (
+        "tiny-cpu",
+        {"exposure": {"mode": "public", "api_key": True, "allowed_cidrs": ["203.0.113.0/24"]}},
+        "exposure",
+        "must set tls_certificate_arn",
+    ),
+    (
+        "tiny-cpu",
+        {
+            "exposure": {
+                "mode": "internal-lb",
+                "tls_certificate_arn": "arn:aws:iam::123456789012:server-certificate/x",
+            }
+        },
+        "exposure.tls_certificate_arn",
+        "is not an ACM certificate ARN",
+    ),
     (
         "tiny-cpu",
         {"scaling": {"replicas": 3, "min_replicas": 1, "max_replicas": 2}},

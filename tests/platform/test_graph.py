@@ -145,6 +145,13 @@ def test_core_node_group_and_addon_order(all_pools_graph: Graph) -> None:
     assert ebs["serviceAccount"] == "ebs-csi-controller-sa"
 
 
+def test_vpc_cni_enforces_network_policies(all_pools_graph: Graph) -> None:
+    """The workloads' NetworkPolicies are enforced on EKS only by the VPC CNI's network policy agent,
+    which the add-on runs only with `enableNetworkPolicy` in its configuration values."""
+    addons = {r.inputs["addonName"]: r for r in all_pools_graph.of("aws:eks/addon:Addon")}
+    assert json.loads(addons["vpc-cni"].inputs["configurationValues"])["enableNetworkPolicy"] == "true"
+
+
 def test_karpenter_iam_queue_and_release_dependencies(all_pools_graph: Graph) -> None:
     graph = all_pools_graph
     release = graph.named("karpenter-release")

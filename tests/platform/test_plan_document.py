@@ -84,7 +84,12 @@ def test_generated_api_key_stays_secret(tmp_path: Any) -> None:
     from llmctl.blueprints.catalog import CATALOG_DIR
 
     raw = yaml.safe_load(data_file(CATALOG_DIR, "tiny-cpu.yaml").read_text(encoding="utf-8"))
-    raw["exposure"] = {"mode": "public", "api_key": True}
+    raw["exposure"] = {
+        "mode": "public",
+        "api_key": True,
+        "allowed_cidrs": ["203.0.113.0/24"],
+        "tls_certificate_arn": "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789",
+    }
     path = tmp_path / "keyed.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     data = offline_plan([str(path)]).to_dict()

@@ -118,7 +118,9 @@ def test_torchserve_container_archives_the_handler_and_starts_torchserve(
     properties = (work / "config.properties").read_text()
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert f"inference_address=http://0.0.0.0:{ports['inference']}" in properties
-    assert f"management_address=http://0.0.0.0:{ports['management']}" in properties
+    # the management API (model registration) on loopback only: no container port, no Service port
+    assert "management" not in ports
+    assert f"management_address=http://127.0.0.1:{ports['inference'] + 1}" in properties
     assert f"metrics_address=http://0.0.0.0:{ports['metrics']}" in properties
     assert container["readinessProbe"]["httpGet"] == {"path": "/ping", "port": "inference"}
     handler_config = yaml.safe_load((work / "model-config.yaml").read_text())["handler"]

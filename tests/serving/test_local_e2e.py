@@ -135,3 +135,43 @@ def test_unreachable_hub_says_how_to_pass_a_directory(
 def test_missing_model_directory_is_a_clear_error(state: Path, tmp_path: Path) -> None:
     with pytest.raises(ServingError, match="does not exist"):
         start_local(load_blueprint("tiny-cpu"), stack="e2e", model=str(tmp_path / "nowhere"))
+
+
+def test_a_process_without_the_token_cannot_join_the_local_ray(local_server: LocalServer) -> None:
+    """Issue 45: the local target's Ray runs with token auth and a token of its own run. Its GCS
+    listens on every interface (Ray has no option to bind it to loopback), so with no token or a
+    shared one, another process or host could join it and run code as this user."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from llmctl.serving.client.local import _record_path
+
+    record = json.loads(_record_path(LOCAL_STACK, "tiny-cpu").read_text())
+    [port_file] = Path(record["ray_dir"], "session_latest").glob("gcs_server_port_*")
+    port = int(port_file.read_text().strip())
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass  # the GCS is there and reachable
+    # a process of this user with Ray's default token (Ray >= 2.5x makes ~/.ray/auth_token for a local
+    # `ray.init()` and uses it when no token is given): the runner's Ray must take a token of its own
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RAY_")}
+    default = Path.home() / ".ray" / "auth_token"
+    token = default.read_text().strip() if default.exists() else "0" * 64  # none yet: a wrong one
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
+    # the address Ray gives the GCS (the node's IP); the GCS client is what `ray.init` connects with
+    # first (ray._raylet.GcsClient, Ray 2.60), asked here for the cluster's key-value keys: 0.4 s
+    # either way, where a refused `ray.init` retries for 20 s
+    probe = (
+        "import ray.util\n"
+        "from ray._raylet import GcsClient\n"
+        "try:\n"
+        f"    GcsClient(address=ray.util.get_node_ip_address() + ':{port}').internal_kv_keys(b'', None, timeout=10)\n"
+        "    print('JOINED')\n"
+        "except Exception as error:\n"
+        "    print('REFUSED', type(error).__name__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "REFUSED AuthenticationError" in result.stdout, (result.stdout, result.stderr[-1000:])

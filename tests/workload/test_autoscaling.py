@@ -96,11 +96,13 @@ def test_triton_scales_on_its_queue_through_keda() -> None:
     assert meta["valueLocation"] == "vllm:num_requests_waiting"
     assert meta["format"] == "prometheus" and meta["aggregateFromKubeServiceEndpoints"] == "true"
     assert (meta["aggregationType"], meta["targetValue"], meta["activationTargetValue"]) == ("sum", "3", "1")
-    # the URL is the workload's own Service at the port of vLLM's metrics, which the pod exposes
+    # the URL is the workload's own Service (KEDA reads its endpoints) at the pods' port of vLLM's
+    # metrics (KEDA calls each endpoint at the URL's port: kedacore/keda pkg/scalers/metrics_api_scaler.go
+    # getEndpointsUrlsFromServiceURL), which the exposed Service itself does not carry
     service = find(rendered, "Service", deployment["metadata"]["name"])
-    metrics_port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "vllm-metrics")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    assert {"name": "vllm-metrics", "containerPort": metrics_port} in container["ports"]
+    metrics_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "vllm-metrics")
+    assert metrics_port not in [p["port"] for p in service["spec"]["ports"]]
     ns = deployment["metadata"]["namespace"]
     assert (
         meta["url"] == f"http://{service['metadata']['name']}.{ns}.svc.cluster.local:{metrics_port}/metrics"

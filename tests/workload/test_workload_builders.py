@@ -275,15 +275,31 @@ def test_torchserve_tp12_on_inf2_24xlarge_with_ports_and_config() -> None:
     container = pod["containers"][0]
     assert container["resources"]["requests"]["aws.amazon.com/neuron"] == "6"
     assert pod["schedulerName"] == "my-scheduler"
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
-        "inference": 8080,
-        "management": 8081,
-        "metrics": 8082,
-    }
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"inference": 8080, "metrics": 8082}
     assert "-m llmctl.serving.torchserve_neuronx.start" in " ".join(container["command"])
     assert any(e["name"] == "LLMCTL_BLUEPRINT" for e in container["env"])
     exposed = find(objects, "Service", "llama2-torchserve-inf2-torchserve")
     assert [p["port"] for p in exposed["spec"]["ports"]] == [8080]
+    # the management API is on the pod's loopback: no Service carries 8081
+    ports = [p["port"] for o in objects if o["kind"] == "Service" for p in o["spec"]["ports"]]
+    assert 8081 not in ports
+
+
+def test_only_the_inference_port_goes_on_a_load_balancer(catalog_name: str) -> None:
+    """Triton's gRPC (8001) and metrics (8002), TorchServe's metrics: ClusterIP only, whatever the exposure."""
+    bp = blueprint(catalog_name)
+    exposure = bp.exposure.model_validate({"mode": "internal-lb"})
+    config = config_for(catalog_name).model_copy(
+        update={"blueprint": bp.model_copy(update={"exposure": exposure})}
+    )
+    from llmctl.infra.workload.manifests import build_manifests, endpoint_info
+
+    objects = build_manifests(config, hf_token=TOKEN)
+    endpoint = endpoint_info(config)
+    balanced = [o for o in objects if o["kind"] == "Service" and o["spec"]["type"] == "LoadBalancer"]
+    balanced += [o["spec"]["serveService"] for o in objects if o["kind"] == "RayService"]
+    assert balanced
+    assert {p["port"] for svc in balanced for p in svc["spec"]["ports"]} == {endpoint.port}
 
 
 def test_ui_builders_point_at_the_right_routes() -> None:
@@ -315,7 +331,12 @@ def test_exposure_modes() -> None:
     bp = blueprint("tiny-cpu").model_copy(
         update={
             "exposure": blueprint("tiny-cpu").exposure.model_validate(
-                {"mode": "public", "api_key": True, "allowed_cidrs": ["203.0.113.0/24"]}
+                {
+                    "mode": "public",
+                    "api_key": True,
+                    "allowed_cidrs": ["203.0.113.0/24"],
+                    "tls_certificate_arn": CERTIFICATE,
+                }
             )
         }
     )
@@ -332,6 +353,18 @@ def test_exposure_modes() -> None:
     )
     assert public["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     assert find(objects, "Secret", "api-key")["stringData"] == {"LLMCTL_API_KEY": "k"}
+    # TLS at the NLB with the blueprint's ACM certificate, on the one (serving) port
+    annotations = public["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == CERTIFICATE
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "serve"
+    assert [p["name"] for p in public["spec"]["ports"]] == ["serve"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"].startswith(
+        "ELBSecurityPolicy-TLS13"
+    )
+    assert not [k for k in internal["metadata"]["annotations"] if "ssl" in k]  # no certificate: plain TCP
+
+
+CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 
 
 def test_readiness_annotations_are_longer_for_neuron() -> None:

@@ -35,7 +35,11 @@ def test_workload_graph(catalog_name: str) -> None:
     assert all(r.parent == component.urn for r in k8s)
     for manifest in manifests:
         resource = by_key[(manifest["kind"], resource_name(manifest))]
-        if manifest["kind"] == "Secret":
+        if manifest["kind"] == "Secret" and manifest["metadata"]["name"] == "open-webui-secret":
+            # made by the program (random, kept after creation): never the empty placeholder
+            assert "stringData" in resource.secret_inputs
+            assert len(resource.inputs["stringData"]["WEBUI_SECRET_KEY"]) >= 32
+        elif manifest["kind"] == "Secret":
             assert "stringData" in resource.secret_inputs
             assert resource.inputs["stringData"] == manifest["stringData"]
         else:
@@ -59,7 +63,9 @@ def test_workload_graph(catalog_name: str) -> None:
         before = manifests[: next(i for i, m in enumerate(manifests) if m["kind"] == "RayService")]
         prerequisites = {by_key[(m["kind"], resource_name(m))].urn for m in before}
         assert prerequisites and prerequisites <= set(rayservice.dependencies)
-    secrets = [r for r in k8s if r.type == "kubernetes:core/v1:Secret"]
+    secrets = [
+        r for r in k8s if r.type == "kubernetes:core/v1:Secret" and not r.name.endswith("/open-webui-secret")
+    ]
     assert bool(secrets) == needs_hf_token(config)
     # the image repository belongs to `llmctl images build --push` (so an image can exist before the
     # first up), never to the workload stack
@@ -151,9 +157,17 @@ def test_unschedulable_workload_cannot_be_brought_up() -> None:
     assert "kubernetes:ray.io/v1:RayService" in mocks.made  # the same recorder sees a schedulable one
 
 
+PUBLIC = {
+    "mode": "public",
+    "api_key": True,
+    "allowed_cidrs": ["203.0.113.0/24"],
+    "tls_certificate_arn": "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789",
+}
+
+
 def test_generated_api_key_is_secret_and_kept_stable() -> None:
     bp = blueprint("tiny-cpu")
-    bp = bp.model_copy(update={"exposure": bp.exposure.model_validate({"mode": "public", "api_key": True})})
+    bp = bp.model_copy(update={"exposure": bp.exposure.model_validate(PUBLIC)})
     config = WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp))
     registered = run_offline(lambda: build_workload(config))
     [secret] = [r for r in registered if r.type == "kubernetes:core/v1:Secret"]

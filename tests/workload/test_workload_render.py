@@ -29,6 +29,9 @@ def test_render_redacts_secrets_and_keeps_everything_else(catalog_name: str, tmp
         if original["kind"] != "Secret":
             assert document == original
             continue
+        if original["metadata"]["name"] == "open-webui-secret":  # Open WebUI's key (empty: no value given)
+            assert document == {**original, "stringData": {"WEBUI_SECRET_KEY": "<redacted>"}}
+            continue
         # what the cluster gets, with only the value hidden (written out, not computed by redact())
         secrets += 1
         assert original["stringData"] == {"HF_TOKEN": TOKEN}
@@ -60,10 +63,15 @@ def test_render_file_names_and_literal_blocks(tmp_path: Path) -> None:
     assert [p.name for p in rendered.files] == [
         "01-namespace-llama2-7b-cpu.yaml",
         "02-serviceaccount-llmctl-serving.yaml",
-        "03-secret-hf-token.yaml",
-        "04-rayservice-llama2-7b-cpu.yaml",
+        "03-networkpolicy-default-deny.yaml",
+        "04-networkpolicy-allow-egress.yaml",
+        "05-networkpolicy-allow-ray.yaml",
+        "06-networkpolicy-allow-kuberay.yaml",
+        "07-networkpolicy-allow-metrics.yaml",
+        "08-secret-hf-token.yaml",
+        "09-rayservice-llama2-7b-cpu.yaml",
     ]
-    assert "serveConfigV2: |" in rendered.files[3].read_text()
+    assert "serveConfigV2: |" in rendered.files[-1].read_text()
     assert "&id" not in rendered.text and "*id" not in rendered.text
 
 

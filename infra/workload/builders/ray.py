@@ -210,6 +210,9 @@ def rayservice(
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
     cluster: Obj = {
         "rayVersion": pins[0],
+        # Ray's token auth (Ray >= 2.52) on the GCS, dashboard and Jobs API: KubeRay makes a Secret
+        # with a random token and gives it to every Ray container, its autoscaler and itself
+        "authOptions": {"mode": "token"},
         "enableInTreeAutoscaling": autoscale,
         "headGroupSpec": {
             "serviceType": "ClusterIP",

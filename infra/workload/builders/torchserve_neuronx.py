@@ -7,7 +7,7 @@ same JSON the Ray apps get as their arg). It renders `model-config.yaml` and `co
 archives the llmctl handler into the model store (an emptyDir) and runs TorchServe in the
 foreground. The handler loads the weights from the S3 mirror (`LLMCTL_MODEL_URI`) when the
 blueprint enables it, and compiled artifacts from the S3 compile cache. Ports: 8080 inference,
-8081 management, 8082 metrics. TorchServe does not drain on SIGTERM, so the preStop hook waits
+8081 management (on the pod's loopback only), 8082 metrics. TorchServe does not drain on SIGTERM, so the preStop hook waits
 out the drain grace (the pod has left the Service's endpoints) within
 `terminationGracePeriodSeconds`.
 """
@@ -42,7 +42,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
 
     bp = config.blueprint
     inference = bp.serving.port
-    management, metrics = inference + 1, inference + 2
+    metrics = inference + 2  # management (inference + 1) is on loopback
     image, baked = common.serving_image(config)
     container: Obj = {
         "name": "torchserve",
@@ -50,7 +50,6 @@ def build(config: WorkloadConfig) -> list[Obj]:
         "command": common.start_module_command(config, start.__name__, python=PYTHON, baked=baked),
         "ports": [
             {"name": "inference", "containerPort": inference},
-            {"name": "management", "containerPort": management},
             {"name": "metrics", "containerPort": metrics},
         ],
         "env": [
@@ -81,14 +80,9 @@ def build(config: WorkloadConfig) -> list[Obj]:
     }
     pod_spec = with_app(config, pod_spec)
     deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, metrics)
-    # Only inference goes through the exposure; management stays inside the cluster.
-    admin = service(
-        config,
-        f"{name(config)}-admin",
-        "serving",
-        [port("management", management), port("metrics", metrics)],
-        exposed=False,
-    )
+    # Only inference goes through the exposure; metrics stay inside the cluster. The management API
+    # listens on the pod's loopback only (`serving/torchserve_neuronx/config.py`): no Service port.
+    admin = service(config, f"{name(config)}-admin", "serving", [port("metrics", metrics)], exposed=False)
     return [deployment, service(config, name(config), "serving", [port("inference", inference)]), admin, *hpa]
 
 

@@ -60,8 +60,8 @@ def server_args(blueprint: Blueprint) -> list[str]:
 
 
 def build(config: WorkloadConfig) -> list[Obj]:
-    """Deployment, Service and autoscaler (KEDA ScaledObject on vLLM's queue, or an HPA on CPU)
-    of a triton-vllm blueprint."""
+    """Deployment, the endpoint Service (HTTP), the in-cluster Service (gRPC, Triton's metrics, vLLM's
+    queue gauge) and the autoscaler (KEDA ScaledObject on vLLM's queue, or an HPA on CPU)."""
 
     bp = config.blueprint
     image, baked = common.serving_image(config)
@@ -93,13 +93,16 @@ def build(config: WorkloadConfig) -> list[Obj]:
     deployment, *hpa = common.scaled_serving_deployment(
         config, name(config), pod_spec, METRICS_PORT, queue_port=VLLM_METRICS_PORT
     )
-    ports = [
-        port("http", HTTP_PORT),
-        port("grpc", GRPC_PORT),
-        port("metrics", METRICS_PORT),
-        port("vllm-metrics", VLLM_METRICS_PORT),
-    ]
-    return [deployment, service(config, name(config), "serving", ports), *hpa]
+    # Only HTTP (the endpoint, which checks no key itself: see docs/security.md) goes through the
+    # exposure; gRPC and the metrics stay inside the cluster, on a ClusterIP Service.
+    internal = service(
+        config,
+        f"{name(config)}-internal",
+        "serving",
+        [port("grpc", GRPC_PORT), port("metrics", METRICS_PORT), port("vllm-metrics", VLLM_METRICS_PORT)],
+        exposed=False,
+    )
+    return [deployment, service(config, name(config), "serving", [port("http", HTTP_PORT)]), internal, *hpa]
 
 
 register("triton-vllm", build, endpoint)

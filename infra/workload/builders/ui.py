@@ -17,18 +17,29 @@ from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.config import WorkloadConfig
 
 UI_PORT = 80
+WEBUI_SECRET = "open-webui-secret"
+WEBUI_SECRET_KEY = "WEBUI_SECRET_KEY"
 OPEN_WEBUI_PORT = 8080
 GRADIO_PORT = 7860
 
 _GRADIO_APP = '''\
-"""Gradio chat UI for an llmctl endpoint's /infer route."""
+"""Gradio chat UI for an llmctl endpoint and its /infer route."""
+import hmac
 import os
+
+KEY = os.environ.get("LLMCTL_API_KEY", "")
+
+
+def allowed(username, password):
+    """With an API key on the endpoint, the UI asks for it as the password (any user name)."""
+    return bool(KEY) and hmac.compare_digest(password.encode(), KEY.encode())
+
 
 import gradio as gr
 import httpx
 
 ENDPOINT = os.environ["LLMCTL_ENDPOINT"].rstrip("/")
-HEADERS = {"Authorization": "Bearer " + os.environ["LLMCTL_API_KEY"]} if os.environ.get("LLMCTL_API_KEY") else {}
+HEADERS = {"Authorization": "Bearer " + KEY} if KEY else {}
 
 
 def answer(message, history):
@@ -38,7 +49,10 @@ def answer(message, history):
 
 
 gr.ChatInterface(answer, title=os.environ.get("LLMCTL_TITLE", "llmctl")).launch(
-    server_name="0.0.0.0", server_port=int(os.environ.get("GRADIO_PORT", "7860"))
+    server_name="0.0.0.0",
+    server_port=int(os.environ.get("GRADIO_PORT", "7860")),
+    auth=allowed if KEY else None,
+    auth_message="Password: the API key of the endpoint",
 )
 '''
 
@@ -62,6 +76,9 @@ def open_webui(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
     env: list[Obj] = [
         {"name": "OPENAI_API_BASE_URL", "value": endpoint_url + "/v1"},
         {"name": "ENABLE_OLLAMA_API", "value": "false"},
+        # the key that signs the UI's session tokens: from a Secret, the same across restarts (without it
+        # Open WebUI makes one per start, in its data folder)
+        common.secret_env("WEBUI_SECRET_KEY", WEBUI_SECRET, WEBUI_SECRET_KEY),
         *(
             [{**key_env[0], "name": "OPENAI_API_KEY"}]
             if key_env
@@ -127,6 +144,14 @@ def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
         common.deployment(config, name, "ui", pod, replicas=1),
         service(config, ui_service_name(config), "ui", [port("http", UI_PORT, "http")], exposed=False),
     ]
+
+
+def secrets(config: WorkloadConfig, webui_secret: str | None) -> list[Obj]:
+    """The UI's own Secrets (Open WebUI's session signing key; `webui_secret` None: an empty value,
+    as for `llmctl render`, which redacts it anyway)."""
+    if config.blueprint.ui != "open-webui":
+        return []
+    return [common.opaque_secret(config, WEBUI_SECRET, WEBUI_SECRET_KEY, webui_secret)]
 
 
 def build(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:

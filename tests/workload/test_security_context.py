@@ -1,0 +1,154 @@
+"""Issue 45 (medium): security contexts, service-account tokens and Pod Security Admission.
+
+The namespace may only enforce `restricted` when every pod of the workload meets it (else the API
+server refuses the workload's own pods): the rules below are the restricted profile's container and
+pod fields (Kubernetes Pod Security Standards), checked on every pod template, KubeRay's autoscaler
+sidecar included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workload_helpers import find, manifests_for
+
+from llmctl.infra.workload.pods import pod_templates
+
+Obj = dict[str, Any]
+
+
+def _restricted_problems(spec: Obj, extra: list[Obj]) -> list[str]:
+    problems = []
+    pod = spec.get("securityContext") or {}
+    if (pod.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        problems.append("pod seccompProfile")
+    for container in [*spec.get("initContainers", []), *spec["containers"], *extra]:
+        ctx = container.get("securityContext") or {}
+        name = container.get("name", "autoscaler")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{name}: allowPrivilegeEscalation")
+        if "ALL" not in (ctx.get("capabilities") or {}).get("drop", []):
+            problems.append(f"{name}: capabilities.drop ALL")
+        if not (ctx.get("runAsNonRoot") or pod.get("runAsNonRoot")):
+            problems.append(f"{name}: runAsNonRoot")
+        if ctx.get("runAsUser", pod.get("runAsUser")) == 0:
+            problems.append(f"{name}: runAsUser 0")
+    return problems
+
+
+def test_every_container_is_hardened_and_tokens_are_mounted_only_for_the_autoscaler(
+    catalog_name: str,
+) -> None:
+    """Fails on the old code: no securityContext anywhere, every pod with an automounted token."""
+    objects = manifests_for(catalog_name)
+    labels = objects[0]["metadata"]["labels"]
+    restricted = labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert (
+        labels["pod-security.kubernetes.io/warn"]
+        == labels["pod-security.kubernetes.io/audit"]
+        == "restricted"
+    )
+    assert labels["pod-security.kubernetes.io/enforce"] in ("restricted", "baseline")
+    seen = 0
+    for obj in objects:
+        cluster = obj["spec"].get("rayClusterConfig") if obj["kind"] == "RayService" else None
+        autoscaling = bool(cluster and cluster.get("enableInTreeAutoscaling"))
+        for template in pod_templates(obj):
+            seen += 1
+            spec = template.spec
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for container in [*spec.get("initContainers", []), *spec["containers"]]:
+                ctx = container["securityContext"]
+                assert ctx["allowPrivilegeEscalation"] is False and ctx["privileged"] is False
+                assert ctx["capabilities"] == {"drop": ["ALL"]}
+            head = template.where == "head group"
+            assert spec["automountServiceAccountToken"] is (autoscaling and head), (
+                obj["kind"],
+                template.where,
+            )
+            sidecar = (
+                [cluster["autoscalerOptions"]["securityContext"]] if autoscaling and head and cluster else []
+            )
+            problems = _restricted_problems(spec, [{"securityContext": s} for s in sidecar])
+            if restricted:
+                assert not problems, (template.kind, template.where, problems)
+    assert seen
+
+
+def test_ray_images_run_as_their_ray_user_and_root_images_stay_baseline() -> None:
+    tiny = manifests_for("tiny-cpu")
+    head = find(tiny, "RayService")["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    assert head["securityContext"] | {"seccompProfile": None} == {
+        "seccompProfile": None,
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 100,
+        "fsGroup": 100,
+    }
+    # the init container that fetches the wheel runs as the same user (it writes the shared volume)
+    assert all(c["securityContext"]["runAsUser"] == 1000 for c in head.get("initContainers", []))
+    assert tiny[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    # the Neuron DLC runs as root: the namespace enforces baseline, and says why in checkov's skip
+    inf2 = manifests_for("llama2-inf2")
+    assert inf2[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    annotations = find(inf2, "RayService")["metadata"]["annotations"]
+    assert any(v.startswith("CKV_K8S_23=the image runs as its own user, root") for v in annotations.values())
+
+
+def _gradio_app(api_key: bool) -> str:
+    from workload_helpers import TOKEN, blueprint, config_for
+
+    from llmctl.infra.workload.manifests import build_manifests
+
+    bp = blueprint("llama2-inf2")
+    bp = bp.model_copy(
+        update={"exposure": bp.exposure.model_validate({"mode": "internal-lb", "api_key": api_key})}
+    )
+    config = config_for("llama2-inf2").model_copy(update={"blueprint": bp})
+    objects = build_manifests(config, hf_token=TOKEN, api_key="k" * 40)
+    return str(find(objects, "ConfigMap", "llama2-inf2-gradio-app")["data"]["app.py"])
+
+
+def _auth_of(app: str, key: str) -> Any:
+    """The app's login check, run as the pod runs it (its module top, up to the gradio import)."""
+    import ast
+    import os
+    from unittest import mock
+
+    tree = ast.parse(app)
+    head = [
+        n for n in tree.body if not (isinstance(n, ast.Import) and n.names[0].name in ("gradio", "httpx"))
+    ]
+    head = head[
+        : next(i for i, n in enumerate(head) if isinstance(n, ast.Assign) and "ENDPOINT" in ast.unparse(n))
+    ]
+    namespace: dict[str, Any] = {}
+    with mock.patch.dict(os.environ, {"LLMCTL_API_KEY": key}):
+        exec(compile(ast.Module(body=head, type_ignores=[]), "app.py", "exec"), namespace)
+    return namespace["allowed"]
+
+
+def test_gradio_ui_asks_for_the_api_key_itself() -> None:
+    """Issue 45: the UI proxied /infer with the key and checked none (anyone reaching it used the key)."""
+    app = _gradio_app(api_key=True)
+    assert "auth=allowed if KEY else None" in app
+    allowed = _auth_of(app, "k" * 40)
+    assert allowed("anyone", "k" * 40)
+    assert not allowed("anyone", "wrong") and not allowed("anyone", "")
+    assert not _auth_of(app, "")("anyone", "")  # no key configured: the check admits nothing (auth is off)
+
+
+def test_open_webui_signs_sessions_with_a_key_from_a_secret() -> None:
+    """Issue 45 (low): without WEBUI_SECRET_KEY Open WebUI makes a signing key per start in its data
+    folder; the key now comes from a Secret the program generates once and keeps."""
+    from workload_helpers import TOKEN, config_for
+
+    from llmctl.infra.workload.manifests import build_manifests
+
+    objects = build_manifests(config_for("llama3-vllm-inf2"), hf_token=TOKEN, webui_secret="s" * 43)
+    assert find(objects, "Secret", "open-webui-secret")["stringData"] == {"WEBUI_SECRET_KEY": "s" * 43}
+    webui = find(objects, "Deployment", "llama3-vllm-inf2-open-webui")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    [env] = [e for e in webui["env"] if e["name"] == "WEBUI_SECRET_KEY"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "open-webui-secret", "key": "WEBUI_SECRET_KEY"}
