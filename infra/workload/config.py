@@ -164,6 +164,11 @@ class Delivery(_Strict):
     wheel_digest: str | None = Field(
         None, description="configmap mode: sha256 of the wheel's contents (names the ConfigMap)."
     )
+    wheel_sha256: str | None = Field(
+        None,
+        description="wheel mode: sha256 of the wheel file `up` uploaded; each pod checks the file it fetched "
+        "against it before installing (None in an offline plan, where no wheel was built).",
+    )
     reason: str = Field(description="Why this delivery was chosen (printed by `up`).")
     decided: bool = Field(
         False, description="True when `up` checked ECR and uploaded the wheel; False for an offline plan."

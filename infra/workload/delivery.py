@@ -9,8 +9,10 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   platform's cache bucket under a content-addressed key (`deploy_delivery.py`). Each serving pod
   gets an init container (the pinned AWS CLI image) that copies the wheel and the runtime lock's
   wheelhouse (`wheelhouse.py`) into an emptyDir with the pod's Pod Identity; the serving container
-  then installs the runtime's lock (the file its Dockerfile installs) from that wheelhouse with
-  `--no-index --require-hashes`, and the local wheel with `--no-deps`, and starts.
+  then checks the lock's and the wheel's sha256 against the values in its own spec (written by `up`),
+  installs the runtime's lock (the file its Dockerfile installs) from that wheelhouse with
+  `--no-index --require-hashes`, and the local wheel with `--no-deps`, and starts. Only the CLI may
+  write those prefixes (`bucket_grants.py`).
 - **configmap** (an existing cluster, `--target kubeconfig`, no image): `up` builds the same wheel
   and the workload stack puts it in a ConfigMap (`binaryData`, named after the wheel's content digest
   so new code rolls the pods) with the runtime's lock, mounted read-only into each serving pod; the
@@ -36,7 +38,7 @@ from llmctl import DISTRIBUTION, __version__
 from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
 from llmctl.serving.lockfiles import LockSpec, lock_for, parse_lock
 
 Obj = dict[str, Any]
@@ -196,6 +198,24 @@ def venv_step() -> str:
     )
 
 
+#: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
+#: value in its own spec (written by the CLI), so a changed object in S3 is refused, not installed
+_VERIFY = (
+    "import hashlib, sys\n"
+    "for path, want in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+    "    got = hashlib.sha256(open(path, 'rb').read()).hexdigest()\n"
+    "    if got != want:\n"
+    "        sys.exit(f'llmctl: {path} has sha256 {got}, the pod spec says {want}: not installing it')\n"
+)
+
+
+def verify_step(files: dict[str, str]) -> str:
+    """Shell: refuse to go on unless each file (path: expected sha256) has that sha256 (python3's hashlib:
+    the interpreter that installs is there on every image, a sha256sum binary need not be)."""
+    args = [arg for path, digest in sorted(files.items()) for arg in (path, digest)]
+    return "python3 -c " + " ".join(shlex.quote(a) for a in [_VERIFY, *args])
+
+
 def install_script(config: WorkloadConfig, image: str, extra: list[str] | None = None) -> str:
     """Shell that installs the runtime's lock, then the app without dependencies, with no index
     (wheel mode: from the wheelhouse the init container copied); configmap mode installs the lock
@@ -217,6 +237,11 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
     if outside:
         steps.append(pip_install(outside))
     if delivery.mode == "wheel":
+        # the lock names every wheel by hash, and its own digest names the wheelhouse: checked first
+        wanted = {f"{WHEELHOUSE_DIR}/{LOCK_FILE}": lock_digest(spec)}
+        if delivery.wheel_sha256:
+            wanted[app] = delivery.wheel_sha256
+        steps.append(verify_step(wanted))
         where = ["--no-index", "--find-links", WHEELHOUSE_DIR]
         steps.append(pip_install([*where, "--require-hashes", "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
     else:

@@ -121,7 +121,9 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
 
     config = config_for("tiny-cpu")
     spec = runtime_lock(config, config.blueprint.image.base)
+    lock = spec.path.read_text(encoding="utf-8")
     monkeypatch.setattr(lockfiles, "LOCKS_DIR", tmp_path)
+    (tmp_path / spec.path.name).write_text(lock, encoding="utf-8")  # the lock its digest is read from
     (tmp_path / f"{spec.name}.outside.txt").write_text(
         "# a comment\n\n--extra-index-url https://example/whl  # the index\ntorch==2.0 # pinned\n  \n"
     )
@@ -131,7 +133,8 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
     # the install runs them before the lock
     monkeypatch.setattr("llmctl.infra.workload.delivery.runtime_lock", lambda _config, _image: with_outside)
     steps = install_script(config, config.blueprint.image.base).split(" && ")
-    assert steps[-3] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
+    assert steps[-4] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
+    assert steps[-3].startswith("python3 -c ") and "hashlib" in steps[-3]  # the sha256 check
     assert steps[-2].endswith("/requirements.txt")
 
 

@@ -99,12 +99,16 @@ def test_the_ui_role_reads_only_its_locks_wheelhouse() -> None:
             "Effect": "Allow",
             "Action": ["s3:ListBucket"],
             "Resource": [bucket],
-            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}},
+            "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
         },
         {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{bucket}/{prefix}/*"]},
     ]
-    actions = {a for s in policies["cache-access-s3"]["Statement"] for a in s["Action"]}
-    assert "s3:PutObject" in actions  # the serving pods' role stays read/write (caches)
+    # the serving pods' role writes its own caches only (the mirror of its model, its compile cache)
+    [writes] = [s for s in policies["cache-access-s3"]["Statement"] if "s3:PutObject" in s["Action"]]
+    assert writes["Resource"] == [
+        f"{bucket}/models/NousResearch/Llama-2-13b-chat-hf/main/*",
+        f"{bucket}/neuron-cache/llama2-inf2/*",
+    ]
     # no UI (or Open WebUI, whose image carries its packages): no UI role
     registered = run_offline(lambda: build_workload(config_for("tiny-cpu")))
     assert not [r for r in registered if r.name == "ui-access-s3"]
