@@ -14,8 +14,8 @@ from llmctl.blueprints.allocatable import karpenter_model
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, policy_document, service_trust
 from llmctl.infra.platform.iam import node_role as iam_node_role
+from llmctl.infra.platform.iam import pod_role, policy_document
 from llmctl.infra.platform.tags import tags_for
 
 NAMESPACE = "kube-system"
@@ -357,10 +357,12 @@ class Karpenter(pulumi.ComponentResource):
 
         caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
         partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
-        controller_role = aws.iam.Role(
+        controller_role = pod_role(
             f"{name}-controller-role",
-            name=f"{config.cluster_name}-karpenter",
-            assume_role_policy=service_trust(POD_IDENTITY_SERVICE),
+            role_name=f"{config.cluster_name}-karpenter",
+            cluster=config.cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
             tags=tags,
             opts=child,
         )
@@ -409,7 +411,9 @@ class Karpenter(pulumi.ComponentResource):
                 "serviceAccount": {"name": SERVICE_ACCOUNT},
                 "nodeSelector": CORE_NODE_SELECTOR,
                 "controller": {
-                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+                    # the region without the instance metadata, which pods cannot reach (hop limit 1)
+                    "env": [{"name": "AWS_REGION", "value": config.region}],
                 },
             },
             # The controller's IAM, queue and node role must exist before it starts and outlive it

@@ -40,19 +40,18 @@ class CacheAccess(pulumi.ComponentResource):
         super().__init__("llmctl:workload:CacheAccess", name, None, opts)
         import pulumi_aws as aws
 
+        from llmctl.infra.platform.iam import pod_role  # imports pulumi_aws, as the line above
+
         child = pulumi.ResourceOptions(parent=self)
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "pods.eks.amazonaws.com"},
-                    "Action": ["sts:AssumeRole", "sts:TagSession"],
-                }
-            ],
-        }
         tags = standard_tags(stack, cluster_name, extra={WORKLOAD_TAG: namespace})
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(trust), tags=tags, opts=child)
+        role = pod_role(
+            f"{name}-role",
+            cluster=cluster_name,
+            namespace=namespace,
+            service_account=service_account,
+            tags=tags,
+            opts=child,
+        )
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
 
         policy = partition.apply(

@@ -237,8 +237,16 @@ def test_ingress_observability_and_cache(all_pools_graph: Graph) -> None:
         for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
     )
     assert graph.depends(graph.named("cache-encryption"), graph.named("cache-bucket"))
-    reader = json.loads(graph.named("cache-reader-policy").inputs["policy"])
-    assert reader["Statement"][1]["Action"] == ["s3:GetObject"]
+    # over TLS only, versioned (an overwritten object can be restored), old versions expired
+    [deny] = json.loads(graph.named("cache-tls-only").inputs["policy"])["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert graph.named("cache-versioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
+    [rule] = graph.named("cache-lifecycle").inputs["rules"]
+    assert rule["status"] == "Enabled" and rule["noncurrentVersionExpiration"]["noncurrentDays"] == 30
+    assert graph.depends(graph.named("cache-lifecycle"), graph.named("cache-versioning"))
+    # no bucket-wide role: each workload makes its own, granted its own prefixes
+    assert not [r for r in graph.of("aws:iam/role:Role") if "cache" in r.name]
 
 
 def test_observability_toggles_off() -> None:

@@ -81,6 +81,18 @@ def test_cache_access_uses_pod_identity_for_the_serving_account() -> None:
     namespace = next(r for r in registered if r.type == "kubernetes:core/v1:Namespace")
     assert association.urn in namespace.dependencies  # pods start only once S3 access exists
     assert associations["llmctl-ui"].urn in namespace.dependencies
+    # each role: only its own service account of this namespace, cluster and account may assume it
+    roles = {
+        r.name: json.loads(r.inputs["assumeRolePolicy"]) for r in registered if r.type == "aws:iam/role:Role"
+    }
+    for role, account in (("cache-access-role", "llmctl-serving"), ("ui-access-role", "llmctl-ui")):
+        [statement] = roles[role]["Statement"]
+        assert statement["Condition"]["StringEquals"] == {
+            "aws:SourceAccount": "123456789012",
+            "aws:RequestTag/eks-cluster-name": "llmctl-dev",
+            "aws:RequestTag/kubernetes-namespace": "llama2-inf2",
+            "aws:RequestTag/kubernetes-service-account": account,
+        }
 
 
 def test_the_ui_role_reads_only_its_locks_wheelhouse() -> None:
