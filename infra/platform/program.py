@@ -101,6 +101,7 @@ def build_platform(config: PlatformConfig) -> None:
     pulumi.export("oidc_issuer", cluster.oidc_issuer)
     pulumi.export("oidc_provider_arn", cluster.oidc_provider_arn)
     pulumi.export("pod_identity", {"agent_addon": "eks-pod-identity-agent"})
+    pulumi.export("api_access", config.endpoint.model_dump(mode="json"))  # kept by later `up`s and `down`s
     pulumi.export("vpc_id", network.vpc_id)
     # The AZ IDs of the subnets: later `up`s of the environment keep them (pinned_az_ids).
     pulumi.export("az_ids", [zone.id for zone in network.zones])

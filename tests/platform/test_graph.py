@@ -10,6 +10,7 @@ from platform_support import Graph, graph_for
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.pools import pool
 from llmctl.blueprints.versions import versions
+from llmctl.errors import BlueprintError
 from llmctl.infra.plan.policy import check_policy, errors, taggable
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.tags import CLUSTER_TAG, STACK_TAG
@@ -118,10 +119,19 @@ def test_cluster_inputs(all_pools_graph: Graph) -> None:
 
 
 def test_private_endpoint_and_cidrs() -> None:
-    private = PlatformConfig.for_blueprints([], endpoint={"public": False})
+    private = PlatformConfig.for_blueprints([])  # the default: nobody outside the VPC
     inputs = Graph(graph_for(private)).of("eks:index:Cluster")[0].inputs
     assert inputs["endpointPublicAccess"] is False and "publicAccessCidrs" not in inputs
-    narrow = PlatformConfig.for_blueprints([], endpoint={"public_cidrs": ["203.0.113.0/24"]})
+    with pytest.raises(BlueprintError) as refused:  # public needs its ranges named
+        PlatformConfig.for_blueprints([], endpoint={"public": True})
+    assert refused.value.problems == [
+        (
+            "endpoint",
+            "a public endpoint needs public_cidrs (the ranges that run llmctl and kubectl, e.g. "
+            "'203.0.113.7/32'); or set public to false (private)",
+        )
+    ]
+    narrow = PlatformConfig.for_blueprints([], endpoint={"public": True, "public_cidrs": ["203.0.113.0/24"]})
     graph = Graph(graph_for(narrow))
     assert graph.of("eks:index:Cluster")[0].inputs["publicAccessCidrs"] == ["203.0.113.0/24"]
     assert not [v for v in check_policy(graph.resources) if v.rule == "open-endpoint"]
