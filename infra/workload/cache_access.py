@@ -40,7 +40,7 @@ class CacheAccess(pulumi.ComponentResource):
         super().__init__("llmctl:workload:CacheAccess", name, None, opts)
         import pulumi_aws as aws
 
-        from llmctl.infra.platform.iam import pod_role  # imports pulumi_aws, as the line above
+        from llmctl.infra.platform.iam import pod_role  # lazy: imports pulumi_aws, as the line above
 
         child = pulumi.ResourceOptions(parent=self)
         tags = standard_tags(stack, cluster_name, extra={WORKLOAD_TAG: namespace})
