@@ -14,6 +14,7 @@ from llmctl.blueprints.pools import CORE_POOL, pool
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.iam import (
     CNI_POLICY,
+    ServiceAccount,
     managed_policy_output,
     node_role,
     pod_role,
@@ -185,14 +186,8 @@ class Cluster(pulumi.ComponentResource):
     ) -> tuple[aws.iam.Role, aws.iam.RolePolicyAttachment]:
         """A Pod Identity role for one kube-system service account, with one AWS-managed policy."""
         child = pulumi.ResourceOptions(parent=self)
-        role = pod_role(
-            f"{name}-role",
-            cluster=config.cluster_name,
-            namespace="kube-system",
-            service_account=service_account,
-            tags=tags_for(config),
-            opts=child,
-        )
+        who = ServiceAccount(config.cluster_name, "kube-system", service_account)
+        role = pod_role(f"{name}-role", who, tags_for(config), child)
         attachment = aws.iam.RolePolicyAttachment(
             f"{name}-policy", role=role.name, policy_arn=managed_policy_output(policy, self), opts=child
         )

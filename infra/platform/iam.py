@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 import pulumi
 import pulumi_aws as aws
@@ -68,27 +69,25 @@ def pod_identity_trust(account: str, cluster: str, namespace: str, service_accou
     )
 
 
+class ServiceAccount(NamedTuple):
+    """One Kubernetes service account of one cluster: who may assume a Pod Identity role."""
+
+    cluster: str
+    namespace: str
+    name: str
+
+
 def pod_role(
     name: str,
-    *,
-    cluster: str,
-    namespace: str,
-    service_account: str,
+    who: ServiceAccount,
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
     role_name: str | None = None,
 ) -> aws.iam.Role:
-    """An IAM role only `namespace/service_account` of `cluster` can assume through EKS Pod Identity."""
+    """An IAM role only `who` can assume through EKS Pod Identity."""
     account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=opts.parent)).account_id
-    return aws.iam.Role(
-        name,
-        name=role_name,
-        assume_role_policy=account.apply(
-            lambda a: pod_identity_trust(a, cluster, namespace, service_account)
-        ),
-        tags=tags,
-        opts=opts,
-    )
+    trust = account.apply(lambda a: pod_identity_trust(a, who.cluster, who.namespace, who.name))
+    return aws.iam.Role(name, name=role_name, assume_role_policy=trust, tags=tags, opts=opts)
 
 
 def policy_document(statements: list[dict[str, object]]) -> str:

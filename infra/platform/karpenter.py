@@ -14,8 +14,8 @@ from llmctl.blueprints.allocatable import karpenter_model
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.iam import ServiceAccount, pod_role, policy_document
 from llmctl.infra.platform.iam import node_role as iam_node_role
-from llmctl.infra.platform.iam import pod_role, policy_document
 from llmctl.infra.platform.tags import tags_for
 
 NAMESPACE = "kube-system"
@@ -357,14 +357,9 @@ class Karpenter(pulumi.ComponentResource):
 
         caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
         partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
+        who = ServiceAccount(config.cluster_name, NAMESPACE, SERVICE_ACCOUNT)
         controller_role = pod_role(
-            f"{name}-controller-role",
-            role_name=f"{config.cluster_name}-karpenter",
-            cluster=config.cluster_name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            tags=tags,
-            opts=child,
+            f"{name}-controller-role", who, tags, child, f"{config.cluster_name}-karpenter"
         )
         controller_policy = aws.iam.RolePolicy(
             f"{name}-controller-policy",

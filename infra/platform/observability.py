@@ -11,7 +11,7 @@ import pulumi_aws as aws
 
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.platform.iam import managed_policy_output, pod_role
+from llmctl.infra.platform.iam import ServiceAccount, managed_policy_output, pod_role
 from llmctl.infra.platform.tags import tags_for
 
 #: where the amazon-cloudwatch-observability add-on runs its agent, and the agent's service account
@@ -66,14 +66,8 @@ class Observability(pulumi.ComponentResource):
         self.addons = []
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[*cluster.ready, *after])
         if config.observability.cloudwatch:
-            role = pod_role(
-                f"{name}-cloudwatch-role",
-                cluster=config.cluster_name,
-                namespace=CLOUDWATCH_NAMESPACE,
-                service_account=CLOUDWATCH_SERVICE_ACCOUNT,
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            who = ServiceAccount(config.cluster_name, CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT)
+            role = pod_role(f"{name}-cloudwatch-role", who, tags, pulumi.ResourceOptions(parent=self))
             attachments = [
                 aws.iam.RolePolicyAttachment(
                     f"{name}-cloudwatch-{policy}",

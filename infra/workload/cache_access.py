@@ -40,18 +40,14 @@ class CacheAccess(pulumi.ComponentResource):
         super().__init__("llmctl:workload:CacheAccess", name, None, opts)
         import pulumi_aws as aws
 
-        from llmctl.infra.platform.iam import pod_role  # lazy: imports pulumi_aws, as the line above
+        from llmctl.infra.platform.iam import (  # lazy: imports pulumi_aws, as the line above
+            ServiceAccount,
+            pod_role,
+        )
 
         child = pulumi.ResourceOptions(parent=self)
         tags = standard_tags(stack, cluster_name, extra={WORKLOAD_TAG: namespace})
-        role = pod_role(
-            f"{name}-role",
-            cluster=cluster_name,
-            namespace=namespace,
-            service_account=service_account,
-            tags=tags,
-            opts=child,
-        )
+        role = pod_role(f"{name}-role", ServiceAccount(cluster_name, namespace, service_account), tags, child)
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
 
         policy = partition.apply(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pulumi.runtime.mocks as pulumi_mocks
 from platform_support import Graph
 
 from llmctl.infra.plan.offline import OfflineMocks, run_offline
@@ -87,19 +86,10 @@ def test_every_pod_identity_role_trusts_one_service_account_of_this_cluster(all_
         }, name
 
 
-class GovCloudMocks(OfflineMocks):
-    """The offline answers in the aws-us-gov partition."""
-
-    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
-        if args.token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws-us-gov", "dnsSuffix": "amazonaws.com", "id": "aws-us-gov"}, []
-        return super().call(args)
-
-
 def test_managed_policy_arns_use_the_accounts_partition() -> None:
     from llmctl.infra.platform.program import build_platform
 
     config = PlatformConfig.for_blueprints([], all_pools=True)
-    graph = Graph(run_offline(lambda: build_platform(config), mocks=GovCloudMocks(region="us-gov-west-1")))
+    graph = Graph(run_offline(lambda: build_platform(config), mocks=OfflineMocks(region="us-gov-west-1")))
     arns = [a.inputs["policyArn"] for a in graph.of("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
     assert arns and all(arn.startswith("arn:aws-us-gov:iam::aws:policy/") for arn in arns), arns
