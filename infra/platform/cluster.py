@@ -145,11 +145,17 @@ class Cluster(pulumi.ComponentResource):
             opts=cluster_dep,
         )
 
+        others = [
+            self._addon(name, addon, config, cluster_dep) for addon in ADDONS_BEFORE_NODES if addon != VPC_CNI
+        ]
+        # the CNI's credentials come through the Pod Identity agent: the agent's add-on first
         early = [
-            self._cni(name, config, cluster_dep)
-            if addon == VPC_CNI
-            else self._addon(name, addon, config, cluster_dep)
-            for addon in ADDONS_BEFORE_NODES
+            self._cni(
+                name,
+                config,
+                pulumi.ResourceOptions.merge(cluster_dep, pulumi.ResourceOptions(depends_on=others)),
+            ),
+            *others,
         ]
         self.core_node_group = self._core_nodes(name, config, network, early)
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self.core_node_group])

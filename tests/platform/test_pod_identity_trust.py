@@ -61,6 +61,10 @@ def test_the_vpc_cni_has_its_own_role_and_no_node_role_carries_its_policy(all_po
     [association] = addon.inputs["podIdentityAssociations"]
     assert association["serviceAccount"] == "aws-node"
     assert graph.depends(addon, cni[0])
+    [agent] = [
+        r for r in graph.of("aws:eks/addon:Addon") if r.inputs["addonName"] == "eks-pod-identity-agent"
+    ]
+    assert graph.depends(addon, agent)  # its credentials come through the agent
     node_roles = [
         r.name for r in graph.of("aws:iam/role:Role") if "ec2.amazonaws.com" in json.dumps(_trust(r))
     ]
