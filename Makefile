@@ -2,21 +2,31 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
-TORCH_CPU ?= torch==2.13.0
+# The CPU build of torch, named for what it is: `+cpu` is the local version of PyTorch's CPU wheels
+# (about 190 MB). The same version without it is, on PyPI, the CUDA build: a 527 MB wheel that pulls
+# several GB of nvidia-* libraries. The pin with `+cpu` matches no CUDA wheel, so whichever source
+# answers, what gets installed is the CPU build (`make install` checks: torch.version.cuda is None).
+TORCH_CPU ?= torch==2.13.0+cpu
+# Where that wheel comes from when no source pip is configured with has it: PyTorch's CPU index.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 STAMP := $(VENV)/.llmctl-installed
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: install upstream registry test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks
+.PHONY: install upstream registry test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 
-# torch once per venv (its own stamp: a pyproject.toml edit does not re-run the multi-GB install).
+# torch once per venv (its own stamp: a pyproject.toml edit does not re-run it). First from the sources
+# pip is configured with (a wheel folder or mirror that holds the CPU build: no download from PyTorch),
+# else from PyTorch's CPU index (PyPI has no `+cpu` wheel, so the first try fails in a second there).
 $(TORCH_STAMP): | $(BIN)/python
-	$(BIN)/pip install --quiet "$(TORCH_CPU)"
+	$(BIN)/pip install --quiet "$(TORCH_CPU)" 2>/dev/null \
+	  || $(BIN)/pip install --quiet "$(TORCH_CPU)" --extra-index-url "$(TORCH_INDEX)"
+	$(BIN)/python -W ignore -c "import sys, torch; sys.exit(None if torch.version.cuda is None else \
+	  f'torch {torch.__version__} is a CUDA build; make install wants the CPU build ($(TORCH_CPU))')"
 	touch $(TORCH_STAMP)
 
 # Re-installs only when pyproject.toml or setup.py changes (the package itself is an editable install;
@@ -33,9 +43,11 @@ upstream: install
 	$(BIN)/python tests/conformance/upstream_sources.py
 
 # On every core plus one (pytest-xdist); the tests that start Ray or a local server are grouped on one
-# worker (`xdist_group("ray")`), and each run's wall time and slowest tests go to
-# benchmarks/results/suite.json. The extra worker: the Ray tests spend much of their time waiting on
+# worker (`xdist_group("ray")`), and each run's wall time and slowest tests go to $(SUITE_REPORT):
+# build/suite.json, outside the tracked tree, so a run leaves `git status` clean; to record a run in
+# the repository on purpose: `make test SUITE_REPORT=benchmarks/results/suite.json`. The extra worker: the Ray tests spend much of their time waiting on
 # their servers (replica starts, Serve's delays), which left one core half idle with one worker per core.
+SUITE_REPORT ?= build/suite.json
 TEST_WORKERS ?= $(shell $(PY) -c "import os; print((os.cpu_count() or 1) + 1)")
 # The image-registry tests (tests/lifecycle/test_image_checks.py) start a real registry server:
 # Debian's docker-registry package (the CNCF distribution registry), installed here when missing.
@@ -49,7 +61,7 @@ registry:
 # without it every worker, and every `python -m llmctl` a test starts, compiles each module it imports
 # from source again (collection alone took 7-9 CPU s per worker instead of about 4).
 test: install upstream registry
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report=benchmarks/results/suite.json
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report=$(SUITE_REPORT)
 
 lint: install typecheck imports
 	$(BIN)/ruff check .
@@ -86,6 +98,12 @@ check-locks: install
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+
+# The GPU run (docs/testing.md, "Runs on a GPU"; never part of `make test`: CI has no GPU): downloads
+# the vLLM/Ray wheels of benchmarks/gpu/carry-*.txt for the device's Python, builds this llmctl's
+# wheel, renders the 70B blueprint's serveConfigV2 and splits it all into parts the device calls carry.
+gpu-prepare: install
+	$(BIN)/python benchmarks/gpu/prepare.py
 
 # Where public.ecr.aws is reachable: pull the pinned Neuron chart and check the values llmctl sets
 # against its values.yaml (issue 25; record the result under upstream_files.neuron in versions.yaml).

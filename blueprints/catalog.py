@@ -56,24 +56,37 @@ def _read(ref: str) -> tuple[str, str]:
     return f"{CATALOG_DIR}/{ref}.yaml", data_file(CATALOG_DIR, f"{ref}.yaml").read_text(encoding="utf-8")
 
 
+# The one hint of a blueprint with bad fields, whichever command read it.
+FIELDS_HINT = "fix the fields listed; `llmctl blueprints schema` documents every field"
+
+
 def parse_blueprint(text: str, source: str, catalog: HardwareCatalog | None = None) -> Blueprint:
-    """Parse YAML text into a Blueprint and run every rule; raise BlueprintError with all problems."""
-    blueprint = parse_yaml_model(
-        text,
-        source,
-        Blueprint,
-        what="blueprint",
-        hint="fix the fields listed; `llmctl blueprints schema` prints every field with its description",
-    )
+    """Parse YAML text into a Blueprint and run every rule; raise BlueprintError with all problems,
+    each with its line in the text where known."""
+    try:
+        blueprint = parse_yaml_model(text, source, Blueprint, what="blueprint", hint=FIELDS_HINT)
+    except BlueprintError as exc:
+        exc.lines = field_lines(text, [path for path, _ in exc.problems]) if exc.problems else {}
+        raise
     problems = check(blueprint, catalog or hardware())
     if problems:
         raise BlueprintError(
-            f"{source}: blueprint {blueprint.name!r} cannot run ({len(problems)} problem(s))",
-            "fix the fields listed before deploying",
+            f"{source}: blueprint {blueprint.name!r}{_kept_name(blueprint.name, source)} cannot run "
+            f"({len(problems)} problem{'s' if len(problems) > 1 else ''})",
+            FIELDS_HINT,
             source=source,
             problems=problems,
+            lines=field_lines(text, [path for path, _ in problems]),
         )
     return blueprint
+
+
+def _kept_name(name: str, source: str) -> str:
+    """For a file of one's own that kept a catalog blueprint's `name:` (a copy), words saying so:
+    it is deployed, recorded and named in messages as that catalog blueprint."""
+    if source == f"{CATALOG_DIR}/{name}.yaml" or name not in catalog_names():
+        return ""
+    return " (a copy that kept the catalog's name: give it its own `name:`)"
 
 
 def load_blueprint(ref: str, catalog: HardwareCatalog | None = None) -> Blueprint:
@@ -124,9 +137,6 @@ def validate_ref(ref: str, catalog: HardwareCatalog | None = None) -> Validation
     try:
         blueprint = load_blueprint(ref, catalog)
     except BlueprintError as exc:
-        message = exc.message.removeprefix(f"{ref}: ")
-        path = Path(ref)
-        text = path.read_text(encoding="utf-8") if path.is_file() else ""
-        lines = field_lines(text, [p for p, _ in exc.problems]) if text else {}
-        return ValidationReport(ref, False, problems=exc.problems, message=message, lines=lines)
+        message = exc.message.removeprefix(f"{exc.source or ref}: ")
+        return ValidationReport(ref, False, problems=exc.problems, message=message, lines=exc.lines)
     return ValidationReport(ref, True, name=blueprint.name)

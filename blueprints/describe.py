@@ -14,7 +14,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pricing import blueprint_cost, node_plan
 from llmctl.blueprints.rules import engine_of, is_gated
 from llmctl.blueprints.schema import Blueprint
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput
 
 
 def summaries() -> list[dict[str, Any]]:
@@ -68,11 +68,11 @@ def json_schema() -> dict[str, Any]:
 
 
 def write_json_schema(path: Path) -> Path:
-    """Write the JSON schema to a file; LlmctlError (not a traceback) when it cannot be written."""
+    """Write the JSON schema to a file; BadInput (not a traceback) when it cannot be written."""
     try:
         path.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
-        raise LlmctlError(
+        raise BadInput(
             f"cannot write the schema to {path}: "
             + ("it is a directory" if path.is_dir() else str(exc.strerror or exc)),
             "pass --out with a file path in a folder you can write to",

@@ -250,16 +250,12 @@ def _features(ctx: Context) -> list[Problem]:
                 "use exposure.mode port-forward or internal-lb without api_key",
             )
         )
-    if bp.caches.compile_cache and not bp.is_neuron:
-        problems.append(
-            ("caches.compile_cache", "the compile cache holds Neuron artifacts; disable it off Neuron")
-        )
-    elif bp.caches.compile_cache and not runtime(bp.runtime).compile_cache:
+    if bp.caches.compile_cache and not runtime(bp.runtime).compile_cache:
         problems.append(
             (
                 "caches.compile_cache",
-                f"the S3 compile cache syncs the artifacts of {', '.join(COMPILE_CACHED)} on Neuron; "
-                f"{bp.runtime} has none llmctl can sync: set it to false",
+                f"the S3 compile cache syncs what {', '.join(COMPILE_CACHED)} compile (Neuron artifacts, "
+                f"vLLM's GPU caches); {bp.runtime} has nothing llmctl can sync: set it to false",
             )
         )
     return problems

@@ -310,7 +310,9 @@ class CacheSpec(_Strict):
         False, description="Mirror the model weights to the platform's S3 bucket once and load from there."
     )
     compile_cache: bool = Field(
-        False, description="Keep Neuron compiled artifacts in S3 so a restart skips compilation."
+        False,
+        description="Keep what the engine compiles in S3 (Neuron artifacts; vLLM's torch.compile, Triton "
+        "and FlashInfer caches on NVIDIA GPUs) so a restart skips compilation.",
     )
 
 

@@ -68,7 +68,7 @@ def parse_yaml_model(text: str, source: str, model: type[M], *, what: str, hint:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise BlueprintError(
-            f"{source}: not valid YAML{where}", "fix the YAML syntax", source=source
+            f"{source}: not valid YAML{where}", "fix the YAML syntax there", source=source
         ) from None
     if not isinstance(data, dict):
         raise BlueprintError(f"{source}: a {what} must be a YAML mapping", hint, source=source)

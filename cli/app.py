@@ -118,6 +118,14 @@ class LlmctlGroup(TyperGroup):
                 param.metavar = _metavar(param)
         return params
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        """A bad root flag (`llmctl --bogus`) is a usage error in the same one-line shape."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as error:
+            show_usage_error(error, options.JSON_FLAG in args)
+            raise typer.Exit(UsageError.exit_code) from None
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """`--debug` is a root flag that works anywhere on the line (`llmctl up ... --debug` too)."""
         end = args.index("--") if "--" in args else len(args)
@@ -129,7 +137,8 @@ class LlmctlGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         output.mode.json = False
         debug = bool(ctx.params.get("debug")) or os.environ.get("LLMCTL_DEBUG") == "1"
-        wants_json = options.JSON_FLAG in [*getattr(ctx, "_protected_args", []), *ctx.args]
+        words = [*getattr(ctx, "_protected_args", []), *ctx.args]  # emptied by Click's invoke below
+        wants_json = options.JSON_FLAG in words
         try:
             return super().invoke(ctx)
         except LlmctlError as error:
@@ -141,20 +150,41 @@ class LlmctlGroup(TyperGroup):
             output.render_error(error)
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
-            output.render_error(UserAbort("interrupted", "run the command again to resume"))
+            output.render_error(UserAbort("interrupted", interrupted_hint(words)))
             raise typer.Exit(UserAbort.exit_code) from None
         except UsageError as error:
-            # Bad flags: Typer prints the usage on stderr; a --json caller still gets JSON on stdout.
-            if wants_json:
-                command = error.ctx.command_path if error.ctx else "llmctl"
-                output.emit_json(
-                    {
-                        "error": "UsageError",
-                        "message": error.format_message(),
-                        "hint": f"run `{command} --help` to see its arguments and flags",
-                    }
-                )
-            raise
+            # Bad flags: one line and a hint, like every other error (exit 2, bad input); a --json
+            # caller gets the same as JSON on stdout too.
+            show_usage_error(error, wants_json, words[0] if words and words[0] in self.commands else None)
+            raise typer.Exit(UsageError.exit_code) from None
+
+
+# The commands that change something (a stack, a server, a file, an image): interrupted, they are
+# run again to finish what they began. Every other command only reads.
+CHANGING = frozenset({"up", "down", "sweep", "stacks gc", "images build", "catalog refresh", "models tiny"})
+
+
+def interrupted_hint(words: list[str]) -> str:
+    """What to do after Ctrl-C: run a changing command again to resume; a reading one changed nothing."""
+    command = " ".join(word for word in words[:2] if not word.startswith("-"))
+    changing = command in CHANGING or command.split(" ")[0] in CHANGING
+    return "run the command again to resume" if changing else "nothing was changed"
+
+
+def show_usage_error(error: UsageError, wants_json: bool, command_name: str | None = None) -> None:
+    """A usage error (unknown flag, missing or bad value) as one line plus a hint on stderr, in the
+    shape of every other error (not Click's usage block); plain text: no Rich on this path.
+    `command_name`: the sub-command the line named, for an error Click raised without its context."""
+    import click
+
+    command = error.ctx.command_path if error.ctx else "llmctl"
+    if command == "llmctl" and command_name:
+        command = f"llmctl {command_name}"
+    message, hint = error.format_message(), f"run `{command} --help` to see its arguments and flags"
+    if wants_json:
+        output.emit_json({"error": "UsageError", "message": message, "hint": hint})
+    click.echo(f"error: {message}", err=True)
+    click.echo(f"hint: {hint}", err=True)
 
 
 def _exit_codes_epilog() -> str:

@@ -43,6 +43,8 @@ bench_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
     rich_markup_mode=None,
+    # `llmctl bench [OPTIONS]` runs a benchmark; `compare` is the one sub-command, and optional
+    subcommand_metavar="[compare A B]",
 )
 
 

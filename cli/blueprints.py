@@ -47,6 +47,15 @@ def list_blueprints(json: bool = options.JSON) -> None:
             f"{row['hourly_usd']:.2f}",
         )
     output.console.print(table)
+    from llmctl.blueprints.hardware import hardware
+
+    # what the column covers, and what a deployment adds (plan and cost show the sum)
+    output.console.print(
+        "$/h: the serving nodes at the starting replicas, on demand; the platform (control plane, "
+        f"NAT, core nodes) adds ${hardware().platform_hourly():.2f}/h, which `llmctl plan` and `llmctl cost` "
+        "include.",
+        markup=False,
+    )
     output.console.print(
         "Show one with [bold]llmctl blueprints show NAME[/]; size a model with [bold]llmctl size MODEL[/]."
     )
@@ -87,7 +96,7 @@ def validate(
     output.start(json_output=json)
     from rich.markup import escape
 
-    from llmctl.blueprints.catalog import catalog_names, validate_ref
+    from llmctl.blueprints.catalog import FIELDS_HINT, catalog_names, validate_ref
     from llmctl.errors import BlueprintError
 
     reports = [validate_ref(ref) for ref in (refs or catalog_names())]
@@ -125,7 +134,7 @@ def validate(
         output.mode.json = False  # the report above already carried the details
         raise BlueprintError(
             f"{len(failed)} of {len(reports)} blueprint(s) failed validation",
-            "fix the fields listed above; `llmctl blueprints schema` documents every field",
+            FIELDS_HINT if any(r.problems for r in failed) else "fix what is listed above",
         )
 
 

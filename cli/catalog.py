@@ -14,7 +14,9 @@ def instances(
     accelerator: str = typer.Option(None, "--accelerator", "-a", help="Only this accelerator family."),
     json: bool = options.JSON,
 ) -> None:
-    """Instance types with accelerators, memory and prices."""
+    """Instance types with accelerators, memory and prices. Columns: dev (accelerator devices), cores
+    (NeuronCores), dev GiB (memory of one device), GiB (the instance's memory), $/h (on demand), 3y $/h
+    (3-year reserved)."""
     output.start(json_output=json)
     from llmctl.blueprints.hardware import hardware
 
@@ -25,12 +27,17 @@ def instances(
     if json:
         output.emit_json({"instances": [r.model_dump() for r in rows]})
         return
-    from rich.table import Table
+    from llmctl.cli.views import narrow_table
 
-    table = Table(title_justify="left")
-    for column in ("type", "accelerator", "devices", "cores", "dev GiB", "vCPU", "GiB", "$/h", "3y $/h"):
+    # Fits 80 columns whole: short headers (their meaning in the command's help), no borders
+    # between columns, and no cell ever cut (a price is never shown as `0.7…`).
+    table = narrow_table()
+    for column in ("type", "accelerator", "dev", "cores", "dev GiB", "vCPU", "GiB", "$/h", "3y $/h"):
         table.add_column(
-            column, justify="left" if column in ("type", "accelerator") else "right", no_wrap=True
+            column,
+            justify="left" if column in ("type", "accelerator") else "right",
+            no_wrap=True,
+            min_width=len(column),
         )
     for r in rows:
         table.add_row(
@@ -57,21 +64,29 @@ def models(json: bool = options.JSON) -> None:
     if json:
         output.emit_json({"models": [m.model_dump() for m in rows]})
         return
-    from rich.table import Table
+    from llmctl.cli.views import narrow_table
 
-    table = Table(title_justify="left")
-    for column in ("key", "params (B)", "layers", "heads / kv", "context", "bf16 GB", "ids"):
-        table.add_column(column, overflow="fold")
+    # The numbers, then each model's Hugging Face ids: 80 columns hold both, and an id is never cut
+    # (the ids wrap between ids, at the comma).
+    table = narrow_table()
+    for column in ("key", "B params", "layers", "heads/kv", "context", "bf16 GB"):
+        table.add_column(column, justify="left" if column == "key" else "right", no_wrap=True)
+    ids = narrow_table()
+    ids.add_column("key", no_wrap=True)
+    ids.add_column("Hugging Face ids", overflow="fold")
     for m in rows:
         table.add_row(
             m.key,
             f"{m.params_b:.2f}",
             str(m.layers),
-            f"{m.heads} / {m.kv_heads}",
+            f"{m.heads}/{m.kv_heads}",
             str(m.max_context),
             f"{m.weights_gb('bf16'):.1f}",
-            ", ".join(m.aliases),
         )
+        ids.add_row(m.key, ", ".join(m.aliases))
+    output.console.print(table)
+    output.console.print()
+    table = ids
     output.console.print(table)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from llmctl.cli import options, output
@@ -11,14 +13,16 @@ def doctor(
     blueprint: str | None = options.SOME_BLUEPRINT,
     region: str | None = options.REGION,
     stack: str = options.STACK,
+    hf_token_file: Path | None = options.HF_TOKEN_FILE,
     json_output: bool = options.JSON,
 ) -> None:
-    """Credentials, region, instance offerings by AZ, vCPU quota, Hugging Face token, tool versions."""
+    """Credentials, region, instance offerings by AZ, vCPU quota, pinned versions, and the checks `up`
+    runs before it builds anything: tool versions (kubectl within the cluster's skew), Hugging Face token."""
     output.start(json_output=json_output)
     from llmctl.errors import PrerequisiteError
-    from llmctl.infra.aws.doctor import run_doctor
+    from llmctl.infra.targets.doctor import run_doctor
 
-    report = run_doctor(blueprint, region=region, stack=stack)
+    report = run_doctor(blueprint, region=region, stack=stack, hf_token_file=hf_token_file)
     if json_output:
         output.emit_json(report.to_dict())
     else:

@@ -44,6 +44,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "models tiny": ("llmctl models tiny ./tiny-model",),
     "images build": ("llmctl images build -b llama2-inf2 --push --region us-west-2",),
     "images list": ("llmctl images list --json",),
+    "images pin": ("llmctl images pin -b llama2-inf2 --stack dev",),
 }
 
 

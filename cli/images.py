@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from llmctl.cli import options, output
@@ -62,6 +64,32 @@ def build(
         )
 
 
+@app.command("pin")
+def pin(
+    blueprint: str = options.BLUEPRINT,
+    stack: str = options.STACK,
+    workload: str | None = options.WORKLOAD,
+    pools: Path | None = options.POOLS,
+    accept_moved_tags: bool = options.ACCEPT_MOVED_TAGS,
+    json: bool = options.JSON,
+) -> None:
+    """Record the digest of each image tag the workload's pods run, as its first `up` does."""
+    output.start(json_output=json)
+    from llmctl.infra.workload.api import pin_blueprint
+
+    report = pin_blueprint(
+        blueprint, stack=stack, workload=workload, pools=pools, accept_moved=accept_moved_tags
+    )
+    if json:
+        output.emit_json(report)
+        return
+    output.console.print(f"image digests of {report['blueprint']} in stack {report['stack']}:")
+    for line in report["notes"]:
+        output.console.print(f"  {line}", soft_wrap=True, markup=False)
+    for image, digest in report["images"].items():
+        output.console.print(f"  {image}@{digest}", soft_wrap=True, markup=False)
+
+
 @app.command("list")
 def list_cmd(json: bool = options.JSON) -> None:
     """List the runtimes, their Dockerfiles and pinned base images."""
@@ -72,8 +100,11 @@ def list_cmd(json: bool = options.JSON) -> None:
     if json:
         output.emit_json(rows)
         return
+    # The base image reference on its own line, never broken (some are longer than 80 columns:
+    # a narrower terminal wraps the line itself, and it copies whole).
     for row in rows:
-        output.console.print(f"{row['runtime']:<20} {row['dockerfile']:<38} {row['base']}")
+        output.console.print(f"{row['runtime']:<20} {row['dockerfile']}", markup=False)
+        output.console.print(f"  base {row['base']}", markup=False, soft_wrap=True)
 
 
 def register(root: typer.Typer) -> None:

@@ -45,13 +45,14 @@ def up(
         None, "--port", min=1024, max=65535, help="--target local: the HTTP port."
     ),
     reselect_azs: bool = options.RESELECT_AZS,
+    accept_moved_tags: bool = options.ACCEPT_MOVED_TAGS,
     json_output: bool = options.JSON,
 ) -> None:
     """Deploy a blueprint: preflight, plan and cost, confirm, platform, workload, readiness, endpoint."""
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
     from llmctl.infra.targets.base import UpRequest
-    from llmctl.infra.targets.registry import get_target, remember_up
+    from llmctl.infra.targets.registry import get_target, run_up
 
     request = UpRequest(
         blueprint=blueprint,
@@ -67,11 +68,11 @@ def up(
         wait_timeout_s=wait_timeout,
         workload=workload,
         reselect_azs=reselect_azs,
+        accept_moved_tags=accept_moved_tags,
     )
     chosen = get_target(target, request)
-    remember_up(request, chosen.name)
     progress = open_progress(progress_mode, quiet=json_output)
-    _print_up(chosen.up(request, progress, _confirm(yes)), json_output)
+    _print_up(run_up(chosen, request, progress, _confirm(yes)), json_output)
 
 
 def _print_up(result: Any, json_output: bool) -> None:
@@ -157,7 +158,7 @@ def down(
         keep_platform=keep_platform,
         force=force,
     )
-    chosen = get_target(resolve_target(target, stack, blueprint), request)
+    chosen = get_target(resolve_target(target, stack, blueprint, backend), request)
     progress = open_progress(progress_mode, quiet=json_output)
     result = chosen.down(request, progress, _confirm(yes))
     if json_output:
@@ -220,7 +221,7 @@ def status(
     from llmctl.infra.lifecycle.status import only_workload
     from llmctl.infra.targets.registry import get_target, resolve_target
 
-    data = get_target(resolve_target(target, stack, blueprint)).status(
+    data = get_target(resolve_target(target, stack, blueprint, backend)).status(
         stack, backend=backend, blueprint=blueprint
     )
     data = only_workload(data, workload) if workload else data
@@ -298,9 +299,9 @@ def endpoint(
     output.start(json_output=json_output)
     from dataclasses import asdict
 
-    from llmctl.state import load_endpoint
+    from llmctl.serving.client.deployed import find_endpoint
 
-    found = load_endpoint(stack, blueprint, workload)
+    found = find_endpoint(stack, blueprint, workload)
     if json_output:
         output.emit_json(asdict(found))
     else:

@@ -59,6 +59,12 @@ RESELECT_AZS: bool = typer.Option(
     help="Choose the platform's AZs again instead of keeping those of the first up; subnets in an AZ "
     "that changes are replaced (asks first).",
 )
+ACCEPT_MOVED_TAGS: bool = typer.Option(
+    False,
+    "--accept-moved-tags",
+    help="Move the workload stack onto the images its moved tags name now: record their new digests "
+    "(without it a tag that moved since the stack pinned it is refused, and nothing changes).",
+)
 _TARGET_HELP = (
     f"Where it runs: {target_help()} down and status find it by themselves: where the stack's "
     "blueprints were deployed (local servers included)."

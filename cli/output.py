@@ -105,8 +105,10 @@ def render_error(error: LlmctlError) -> None:
     # Messages quote user input (names, paths, flags like `[ms|s]`): never read them as markup.
     err_console = _err()
     err_console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
+    lines = getattr(error, "lines", {})
     for path, problem in getattr(error, "problems", []):
-        err_console.print(f"  [red]•[/] [bold]{escape(path)}[/]: {escape(problem)}", soft_wrap=True)
+        at = f" (line {lines[path]})" if path in lines else ""
+        err_console.print(f"  [red]•[/] [bold]{escape(path)}[/]{at}: {escape(problem)}", soft_wrap=True)
     for what, fix in getattr(error, "fixes", []):
         err_console.print(f"  [red]•[/] {escape(what)}", soft_wrap=True)
         if fix:
@@ -117,7 +119,7 @@ def render_error(error: LlmctlError) -> None:
         data: dict[str, Any] = dict(error.to_dict())
         problems = getattr(error, "problems", [])
         if problems:
-            data["problems"] = [{"path": p, "message": m} for p, m in problems]
+            data["problems"] = [{"path": p, "message": m, "line": lines.get(p)} for p, m in problems]
         fixes = getattr(error, "fixes", [])
         if fixes:
             data["missing"] = [{"message": m, "fix": f} for m, f in fixes]

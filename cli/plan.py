@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from llmctl.cli import options, output
-from llmctl.errors import LlmctlError, PrerequisiteError
+from llmctl.errors import LlmctlError
 
 app = typer.Typer(
     no_args_is_help=False, help="Show what the platform and workload stacks would create, offline."
@@ -23,7 +23,11 @@ def plan(
         False, "--all-pools", help="Create every node pool, not just the blueprints' ones."
     ),
     offline: bool = typer.Option(
-        False, "--offline", help="Run the program under Pulumi mocks: no credentials, no CLI."
+        True,
+        "--offline",
+        hidden=True,
+        help="The only mode, and the default: the program runs under Pulumi mocks (no credentials, no "
+        "CLI). Kept so scripts that pass it go on working; a real preview is `llmctl preview`.",
     ),
     skip_missing: bool = typer.Option(
         False,
@@ -37,17 +41,11 @@ def plan(
     json: bool = options.JSON,
 ) -> None:
     """Show what the platform and workload stacks would create and check the platform against the
-    policy rules. `--json` lists every input of every resource (secrets redacted): the input of
+    policy rules, offline (Pulumi's mocks: no credentials, no pulumi CLI). `--json` lists every input of every resource (secrets redacted): the input of
     `llmctl plan diff`."""
     if ctx.invoked_subcommand is not None:
         return
     output.start(json_output=json)
-    if not offline:
-        raise PrerequisiteError(
-            "`llmctl plan` only runs offline (under Pulumi mocks)",
-            "add --offline to see the resource tree and policy verdict; for a real preview against AWS "
-            "run `llmctl preview --blueprint NAME`",
-        )
     from llmctl.infra.plan.run import offline_plan
 
     result = offline_plan(
@@ -112,7 +110,12 @@ def _print(result: object) -> None:
             "(`--json` lists them with every input)"
         )
     if result.cost:
-        output.console.print(f"cost: ${result.cost['hourly_usd']:,.2f} per hour (on-demand)")
+        output.console.print(
+            f"cost: ${result.cost['hourly_usd']:,.2f} per hour on demand: platform "
+            f"${result.cost['platform_hourly_usd']:,.2f} + serving nodes ${result.cost['serving_hourly_usd']:,.2f} "
+            "(`blueprints list` shows the serving nodes alone)",
+            markup=False,
+        )
         for row in result.cost["workloads"]:
             if row.get("at_zero"):  # a blueprint that scales to zero: the saving and the cold start
                 from llmctl.infra.lifecycle.cold_start import render_at_zero  # off the start-up path

@@ -24,6 +24,13 @@ def render(
     from llmctl.infra.workload.api import render_blueprint
 
     report = render_blueprint(blueprint, stack=stack, region=region, out_dir=out, pools=pools)
+    if report["unpinned_images"] and not json:  # on stderr: the YAML stream on stdout stays clean
+        output.err_console.print(
+            f"note: stack {stack} recorded no digest for {', '.join(report['unpinned_images'])}: rendered "
+            f"by tag (`llmctl images pin -b {report['blueprint']} --stack {stack}` or `llmctl up` pins them)",
+            soft_wrap=True,
+            markup=False,
+        )
     if json:
         output.emit_json(report)
         return

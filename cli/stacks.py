@@ -37,10 +37,10 @@ def list_stacks(
     if json_output:
         output.emit_json(rows)
         return
-    for row in rows:
-        size = "local server" if row["kind"] == "local" else f"{row['resources'] or 0} resources"
+    for row in rows:  # each row says how it is shown (`size`): no branch on its kind here
         output.console.print(
-            f"{row['stack']:12} {row['project']:28} {row['last_update'] or 'never':28} {size}", markup=False
+            f"{row['stack']:12} {row['project']:28} {row['last_update'] or 'never':28} {row['size']}",
+            markup=False,
         )
     if not rows:
         output.console.print("no stacks")

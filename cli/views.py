@@ -13,6 +13,14 @@ if TYPE_CHECKING:
     from llmctl.blueprints.sizing import SizeReport
 
 
+def narrow_table() -> Table:
+    """A table for catalog listings that keeps to 80 columns: a rule under the header and no
+    borders (two spaces between columns, none at the edges)."""
+    from rich import box
+
+    return Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
+
+
 def print_size_report(report: SizeReport) -> None:
     """The `llmctl size` table."""
     console.print(

@@ -73,10 +73,12 @@ class BlueprintError(LlmctlError):
         *,
         source: str | None = None,
         problems: list[tuple[str, str]] | None = None,
+        lines: dict[str, int] | None = None,
     ) -> None:
         super().__init__(message, hint)
         self.source = source
         self.problems = problems or []
+        self.lines = lines or {}  # field path -> its line in the file (1-based), where known
 
     def to_dict(self) -> dict[str, str | None]:
         data = super().to_dict()

@@ -99,9 +99,24 @@ def last_up(stack: str, blueprint: str, workload: str | None = None) -> str | No
         return None
 
 
+def last_up_commands(stack: str) -> list[str]:
+    """Every `llmctl up` command line that ran in a stack (each blueprint's last, named workloads
+    included), kept after `down` too."""
+    folder = state_dir() / "last-up" / check_name("stack", stack)
+    return [path.read_text(encoding="utf-8").strip() for path in sorted(folder.rglob("*.txt"))]
+
+
 def recorded_targets(stack: str, blueprint: str | None = None) -> set[str]:
     """The targets the stack's recorded endpoints (of one blueprint, if given) run on."""
     return {e.target for e in list_endpoints(stack) if blueprint is None or e.blueprint == blueprint}
+
+
+def recorded_blueprints() -> set[str]:
+    """Every blueprint name this machine has a record of, in any stack: a recorded endpoint, or the
+    `llmctl up` that ran for it."""
+    names = {e.blueprint for e in list_endpoints()}
+    names.update(path.stem for path in (state_dir() / "last-up").rglob("*.txt"))
+    return names
 
 
 def load_endpoint(stack: str, blueprint: str, workload: str | None = None) -> Endpoint:
@@ -158,3 +173,53 @@ def remove_endpoint(stack: str, blueprint: str, workload: str | None = None) -> 
         path.unlink()
         return True
     return False
+
+
+# --- what a workload stack's first `up` pinned -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StackPins:
+    """What a workload stack pinned at its first `up` (or `llmctl images pin`): each image tag its pods
+    run, by the digest the registry named then, and each wheel outside its runtime's lock (a
+    CPU torch and what it needs) by the sha256 of the file downloaded then."""
+
+    images: dict[str, str] = field(default_factory=dict)  # image as named (a tag) -> sha256:...
+    wheels: dict[str, str] = field(default_factory=dict)  # wheel file name -> sha256 hex
+
+
+def pins_path(stack: str, blueprint: str) -> Path:
+    """The record of a workload stack (`dev`, or `ci.pr-42` for a named workload) of one blueprint."""
+    return state_dir() / "pins" / check_name("stack", stack) / f"{check_name('blueprint', blueprint)}.json"
+
+
+def load_pins(stack: str, blueprint: str) -> StackPins:
+    """The stack's pins (empty when nothing was pinned yet); a clear error when the file is damaged."""
+    path = pins_path(stack, blueprint)
+    if not path.exists():
+        return StackPins()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        pins = StackPins(images=dict(data.get("images") or {}), wheels=dict(data.get("wheels") or {}))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise LlmctlError(
+            f"the pin record {path} is damaged ({type(exc).__name__}: {exc})",
+            f"delete {path} and run `llmctl images pin -b {blueprint}` to pin the images again",
+        ) from None
+    if not all(isinstance(v, str) for v in (*pins.images.values(), *pins.wheels.values())):
+        raise LlmctlError(
+            f"the pin record {path} is damaged (a digest is not a string)",
+            f"delete {path} and run `llmctl images pin -b {blueprint}` to pin the images again",
+        )
+    return pins
+
+
+def save_pins(stack: str, blueprint: str, pins: StackPins) -> Path:
+    """Record the stack's pins (atomically)."""
+    path = pins_path(stack, blueprint)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".json.tmp")
+    body = {"images": dict(sorted(pins.images.items())), "wheels": dict(sorted(pins.wheels.items()))}
+    tmp.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

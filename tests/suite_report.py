@@ -1,7 +1,7 @@
 """`--suite-report FILE`: the suite's wall time, outcome counts and slowest tests as JSON.
 
-`make test` passes it (benchmarks/results/suite.json), so the file always says what the last full run
-on this machine took. Under pytest-xdist only the controller writes it, from the reports the workers
+`make test` passes it (build/suite.json, outside the tracked tree; `SUITE_REPORT=FILE` for another
+file), so the file always says what the last full run on this machine took. Under pytest-xdist only the controller writes it, from the reports the workers
 send back (setup, call and teardown durations added up per test).
 """
 

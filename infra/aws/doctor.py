@@ -1,9 +1,12 @@
 """`llmctl doctor`: every check a deployment depends on, as data, each failure with its fix.
 
-Checks: AWS credentials and identity, the region, whether the blueprint's instance type is
+Checks here: AWS credentials and identity, the region, whether the blueprint's instance type is
 offered in the platform's AZs (by AZ ID), the EC2 vCPU quota of that family against what the
 blueprint needs at its autoscaling maximum, the pinned AMI alias and chart versions
-(`pin_checks.py`), the Hugging Face token for gated models, and tool versions (pulumi, kubectl).
+(`pin_checks.py`), and the image digests the workload stack pinned at its first `up`
+(`image_checks.check_stack_pins`: a tag that names another image now fails). The tools with their
+versions and the Hugging Face token are the checks of `up`'s own preflight (infra/targets/needs.py),
+added by infra/targets/doctor.py: one list for both.
 """
 
 from __future__ import annotations
@@ -13,12 +16,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from llmctl.blueprints import catalog  # catalog.load_blueprint is read at call time (tests swap it)
-from llmctl.blueprints.hf_token import hf_token
-from llmctl.blueprints.rules import is_gated
 from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check, client_error
+from llmctl.infra.aws.image_checks import check_stack_pins
 from llmctl.infra.aws.pin_checks import pin_checks
-from llmctl.infra.aws.preflight import probe_aws_cli, probe_kubectl, probe_pulumi, resolve_region
+from llmctl.infra.aws.preflight import require_local_credentials, resolve_region
 from llmctl.infra.aws.quota import check_quota, platform_az_ids
 from llmctl.infra.aws.reservations import check_reservations
 from llmctl.infra.aws.session import new_session
@@ -128,28 +130,6 @@ def check_offerings(
     return Check(name, True, detail)
 
 
-def check_hf_token(blueprint: Any) -> Check:
-    """A gated model needs HF_TOKEN (or HUGGING_FACE_HUB_TOKEN)."""
-
-    if not is_gated(blueprint):
-        return Check("Hugging Face token", True, f"{blueprint.model.id} is not gated")
-    if hf_token():
-        return Check("Hugging Face token", True, f"{blueprint.model.id} is gated; HF_TOKEN is set")
-    return Check(
-        "Hugging Face token",
-        False,
-        f"{blueprint.model.id} is gated and HF_TOKEN is not set",
-        f"accept the license at https://huggingface.co/{blueprint.model.id}, create a read token and export HF_TOKEN=hf_...",
-    )
-
-
-def check_tools(*, kubectl: bool = True) -> list[Check]:
-    """pulumi (required), kubectl and the AWS CLI (kubectl authenticates to EKS through it)."""
-
-    probes = [probe_pulumi()] + ([probe_kubectl(), probe_aws_cli()] if kubectl else [])
-    return [Check(p.name, p.ok, p.detail, p.fix) for p in probes]
-
-
 def _pins(bp: Any, stack: str, region: str, session: Any, chart_client: Any) -> list[Check]:
     """AMI alias and chart version checks; a platform config the blueprint cannot build is reported."""
 
@@ -168,7 +148,7 @@ def skipped_checks(names: Iterable[str], because: str, fix: str | None) -> list[
     return [Check(name, None, f"not run: {because}", fix, skipped=True) for name in names]
 
 
-def run_doctor(
+def account_checks(
     blueprint: str | None = None,
     *,
     region: str | None = None,
@@ -176,7 +156,8 @@ def run_doctor(
     session: Any = None,
     chart_client: Any = None,
 ) -> DoctorReport:
-    """Run every check that applies; the AWS checks after a failed credentials (or region) check are
+    """The checks of the account and the region (`llmctl doctor` adds the tool and token checks `up`
+    runs: infra/targets/doctor.py); the AWS checks after a failed credentials (or region) check are
     listed as skipped, with the reason.
 
     `chart_client`: the httpx client for chart repositories (default: a new one)."""
@@ -215,6 +196,7 @@ def run_doctor(
             )
         report.checks.extend(_pins(bp, stack, resolved, session if can_go_on else None, chart_client))
     else:
+        report.checks.append(check_local_credentials())
         if bp is not None:
             report.checks.extend(
                 skipped_checks(
@@ -224,6 +206,16 @@ def run_doctor(
                 )
             )
     if bp is not None:
-        report.checks.append(check_hf_token(bp))
-    report.checks.extend(check_tools())
+        # the digests the workload stack pinned at its first `up`: does each tag still name its image?
+        report.checks.extend(check_stack_pins(stack, bp.name, chart_client))
     return report
+
+
+def check_local_credentials() -> Check:
+    """Without a region no call to AWS can be made; whether credentials are configured is still told
+    (boto's chain, no call)."""
+    try:
+        require_local_credentials()
+    except LlmctlError as exc:
+        return Check("AWS credentials", False, exc.message, exc.hint)
+    return Check("AWS credentials", None, "configured (not checked with AWS: no region)", None)

@@ -34,6 +34,8 @@ MANIFEST_TYPES = (
 )
 ACCEPT = ", ".join((*INDEX_TYPES, *MANIFEST_TYPES))
 DOCKER_HUB = "registry-1.docker.io"
+#: the flag of `llmctl up` and `llmctl images pin` that moves a workload stack onto a moved tag's image
+ACCEPT_FLAG = "--accept-moved-tags"
 
 
 @dataclass(frozen=True)
@@ -137,29 +139,51 @@ def _error_code(reply: Any) -> str:
         return f"HTTP {reply.status_code}"
 
 
-def check_image(client: Any, key: str, image: str, recorded: str | None) -> Check:
-    """One image pin: the tag exists, serves linux/amd64, and names the digest versions.yaml records.
+def _read(client: Any, image: str) -> Resolved | RegistryError:
+    """What the registry answered for the tag, or why it could not be read (`missing` for a 404)."""
+    import httpx
+
+    try:
+        return resolve(client, image)
+    except RegistryError as exc:
+        return exc
+    except (httpx.HTTPError, ValueError) as exc:
+        return RegistryError(f"cannot read {parse_image(image).host} ({type(exc).__name__}: {exc})")
+
+
+def lookup(client: Any, image: str) -> tuple[Resolved | None, str]:
+    """(what the registry answered, "") or (None, why it could not be read or has no such tag)."""
+    found = _read(client, image)
+    return (None, str(found)) if isinstance(found, RegistryError) else (found, "")
+
+
+def check_image(
+    client: Any,
+    key: str,
+    image: str,
+    recorded: str | None,
+    *,
+    recorded_in: str = "versions.yaml",
+    name: str | None = None,
+    moved_fix: str | None = None,
+) -> Check:
+    """One image pin: the tag exists, serves linux/amd64, and names the digest `recorded_in` records
+    (versions.yaml, or a workload stack's pins).
 
     A registry that cannot be read, and a pin without a recorded digest, are `ok=None` ("could not
     check", never a pass); a missing tag, a wrong platform and a moved tag are failures.
     """
-    import httpx
-
-    name = f"image {image}"
-    try:
-        found = resolve(client, image)
-    except RegistryError as exc:
-        if exc.missing:
+    name = name or f"image {image}"
+    found = _read(client, image)
+    if isinstance(found, RegistryError):
+        if found.missing:
             return Check(
-                name, False, str(exc), f"pin a published tag in images.{key} of blueprints/data/versions.yaml"
+                name,
+                False,
+                str(found),
+                f"pin a published tag in images.{key} of blueprints/data/versions.yaml",
             )
-        return Check(name, None, f"could not check: {exc}", None)
-    except (httpx.HTTPError, ValueError) as exc:
-        return Check(
-            name,
-            None,
-            f"could not check: cannot read {parse_image(image).host} ({type(exc).__name__}: {exc})",
-        )
+        return Check(name, None, f"could not check: {found}", None)
     if PLATFORM not in found.platforms:
         served = ", ".join("/".join(p) for p in found.platforms) or "none"
         return Check(
@@ -179,8 +203,8 @@ def check_image(client: Any, key: str, image: str, recorded: str | None) -> Chec
         return Check(
             name,
             False,
-            f"the tag moved: versions.yaml records {recorded}, the registry now says {found.digest}",
-            f"review the new image, then record digest: {found.digest} under images.{key}",
+            f"the tag moved: {recorded_in} records {recorded}, the registry now says {found.digest}",
+            moved_fix or f"review the new image, then record digest: {found.digest} under images.{key}",
         )
     return Check(name, True, f"linux/amd64, digest {found.digest} as recorded")
 
@@ -207,6 +231,44 @@ def check_images(pins: list[tuple[str, str, str | None]], client: Any = None) ->
     client = client or registry_client()
     try:
         return [check_image(client, key, image, digest) for key, image, digest in pins]
+    finally:
+        if own:
+            client.close()
+
+
+def check_stack_pins(stack: str, blueprint: str, client: Any = None) -> list[Check]:
+    """One check per image the workload stack `stack` of `blueprint` pinned at its first `up`: does the
+    tag still name the recorded digest? (None recorded: one warning saying so.)"""
+    from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
+    from llmctl.state import load_pins, pins_path
+
+    recorded = load_pins(stack, blueprint).images
+    if not recorded:
+        return [
+            Check(
+                f"digests pinned by stack {stack}",
+                None,
+                f"none recorded for {blueprint} (no `up` or `llmctl images pin` yet, {pins_path(stack, blueprint)})",
+                f"llmctl images pin -b {blueprint} --stack {stack}",
+            )
+        ]
+    keys = {entry.image: key for key, entry in versions().images.items()}
+    own = client is None
+    client = client or registry_client()
+    fix = f"review the new image, then move the stack onto it: llmctl images pin -b {blueprint} --stack {stack} {ACCEPT_FLAG}"
+    try:
+        return [
+            check_image(
+                client,
+                keys.get(image, image),
+                image,
+                digest,
+                recorded_in=f"stack {stack}",
+                name=f"image {image} (stack {stack})",
+                moved_fix=fix,
+            )
+            for image, digest in sorted(recorded.items())
+        ]
     finally:
         if own:
             client.close()

@@ -107,3 +107,24 @@ def resolve_backend(backend: str | None = None) -> Backend:
         )
     path, notice = _generated_passphrase()
     return Backend(url, "passphrase", {**env, "PULUMI_CONFIG_PASSPHRASE_FILE": str(path)}, str(path), notice)
+
+
+def recorded_stacks(backend: str | None, environment: str) -> list[str] | None:
+    """The Pulumi stacks of an environment (`dev`, `dev.pr-42`, ...) in a local file backend, read from
+    its files without the pulumi CLI; None when the backend is not a local folder (only the CLI can
+    list it). The layout is Pulumi's file ("DIY") backend: `.pulumi/stacks/<project>/<stack>.json`
+    (`.json.gz` when compressed; `.json.bak` is the copy a removed stack leaves, not a stack), and
+    `.pulumi/stacks/<stack>.json` in its older layout without projects."""
+    url = backend or os.environ.get("PULUMI_BACKEND_URL") or None
+    if url is not None and not url.startswith("file://"):
+        return None
+    root = Path(url[len("file://") :]).expanduser() if url else state_dir() / "pulumi"
+    stacks = root / ".pulumi" / "stacks"
+    found = []
+    for path in [*stacks.glob("*.json"), *stacks.glob("*.json.gz"), *stacks.glob("*/*.json*")]:
+        name = path.name.removesuffix(".gz").removesuffix(".json")
+        if path.name.endswith((".json", ".json.gz")) and (
+            name == environment or name.startswith(f"{environment}.")
+        ):
+            found.append(f"{path.parent.name}/{name}" if path.parent != stacks else name)
+    return sorted(set(found))

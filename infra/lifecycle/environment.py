@@ -28,9 +28,11 @@ from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, w
 from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
 from llmctl.infra.platform.config import API_CIDRS_ENV, EndpointConfig, validate_config
 from llmctl.infra.workload.program import build_workload
+from llmctl.state import StackPins, load_pins, save_pins
 
 RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its record
 RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
+PINS_OUTPUT = "llmctl_pins"  # the workload stack's output: its image digests and outside wheels
 AZ_OUTPUT = "az_ids"  # the platform stack's output: the AZ IDs its subnets are in
 API_ACCESS_OUTPUT = "api_access"  # ... and who may reach its API endpoint (EndpointConfig)
 _PREFIX = "llmctl-"
@@ -212,5 +214,21 @@ def workload_program(config: Any, hf_token: str | None, record: WorkloadRecord) 
 
         build_workload(config, hf_token)
         pulumi.export(RECORD_OUTPUT, record.model_dump(mode="json"))
+        # what the stack pinned (images by digest, wheels by sha256), saved in the backend as well
+        wheels = load_pins(config.stack, config.blueprint.name).wheels
+        pulumi.export(PINS_OUTPUT, {"images": dict(config.image_pins), "wheels": wheels})
 
     return program
+
+
+def adopt_pins(engine: Engine, spec: StackSpec, blueprint: str, note: Callable[[str], None]) -> None:
+    """Before a first `up` from this machine: the pins the stack's state in the backend holds (another
+    machine's first `up`), so that this `up` compares with them instead of pinning anew."""
+    if load_pins(spec.stack, blueprint) != StackPins():
+        return
+    raw = (engine.outputs(spec) or {}).get(PINS_OUTPUT)
+    if not isinstance(raw, dict) or not (raw.get("images") or raw.get("wheels")):
+        return
+    pins = StackPins(images=dict(raw.get("images") or {}), wheels=dict(raw.get("wheels") or {}))
+    save_pins(spec.stack, blueprint, pins)
+    note(f"    pins of {spec.project}/{spec.stack} taken from its state in the backend (an earlier `up`)")

@@ -192,7 +192,7 @@ def readiness(kubeconfig: Path | str | None, namespace: str) -> Readiness:
 
 
 def launch_findings(
-    kubeconfig: Path | str | None, namespace: str, *, region: str, instance_type: str
+    kubeconfig: Path | str | None, namespace: str, *, region: str, instance_type: str, blueprint: str = ""
 ) -> list[Any]:
     """What Karpenter says about the namespace's pods and the cluster's NodeClaims
     (:mod:`llmctl.infra.lifecycle.launches`); empty when kubectl cannot tell."""
@@ -204,7 +204,7 @@ def launch_findings(
         events = kubectl_json(kubeconfig, "get", "events", "-A").get("items", [])
     except ServingError:
         return []
-    return findings(claims, events, pods, region=region, instance_type=instance_type)
+    return findings(claims, events, pods, region=region, instance_type=instance_type, blueprint=blueprint)
 
 
 def wait_ready(
@@ -216,17 +216,19 @@ def wait_ready(
     poll_s: float = 10,
     watch: Callable[[], list[Any]] | None = None,
     stop_hint: str = "",
+    wait_note: str = "",
 ) -> None:
     """Poll until the namespace's pods are Ready; say what is being waited for; ServingError on timeout.
 
     `watch` (e.g. :func:`launch_findings`) adds what Karpenter says, each finding once; at a final one
     (no instance type can hold a pod, the vCPU quota refuses the family) the wait stops at once with
-    the finding and `stop_hint` (the running cost, the `llmctl down` command) instead of the timeout."""
+    the finding and `stop_hint` (the running cost, the `llmctl down` command) instead of the timeout;
+    a shortage Karpenter retries is said once with `wait_note` (how long this waits, what bills meanwhile)."""
     from llmctl.infra.lifecycle.launches import LaunchWatch  # lazy: the hardware catalog, only for a watch
 
     deadline = time.monotonic() + timeout_s
     last = ""
-    launches = LaunchWatch(watch, namespace, on_wait, stop_hint) if watch is not None else None
+    launches = LaunchWatch(watch, namespace, on_wait, stop_hint, wait_note) if watch is not None else None
     while True:
         state = readiness(kubeconfig, namespace)
         if state.ready:

@@ -1,18 +1,19 @@
 """Why a node does not come: Karpenter's NodeClaims and events, read while `up` waits.
 
-Karpenter says why it cannot place a pod or launch a node in three places: the pod's
-`FailedScheduling` events ("no instance type satisfied resources ..."), the NodeClaim's `Launched`
-condition and the `FailedLaunch`-style events on the NodeClaim (EC2's error: capacity in one AZ,
-the vCPU quota). This module turns them into findings, each either transient (Karpenter retries:
-InsufficientInstanceCapacity in one AZ) or final (no instance type can ever hold the pod, the vCPU
-quota refuses the family): `up` prints every new one and stops waiting at a final one.
+Karpenter says why it cannot place a pod or launch a node in three places
+(:mod:`llmctl.infra.lifecycle.karpenter_signals` names the upstream source of each): the pod's
+`FailedScheduling` events ("no instance type has enough resources ...", "... has the required
+offering"), the `InsufficientCapacityError` event it publishes on a NodeClaim before deleting it
+(EC2's fleet errors: capacity in one AZ, the vCPU quota), and the `Launched` condition it leaves
+Unknown on a NodeClaim for any other launch error (permissions, throttling). This module turns them
+into findings, each either final (a quota, a permission, no offering ever, a pod bigger than any
+node: `up` stops at once) or not (a capacity shortage, throttling: `up` says it and waits on).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,16 +22,8 @@ from typing import Any
 from llmctl.blueprints.allocatable import node_allocatable
 from llmctl.blueprints.hardware import hardware
 from llmctl.errors import LlmctlError, ServingError
+from llmctl.infra.lifecycle import karpenter_signals as ks
 from llmctl.infra.workload.capacity import parse_quantity
-
-# "Failed to schedule pod, no instance type has enough resources, requirements=..., resources={...}"
-# (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/nodeclaim.go InstanceTypeFilterError,
-# events.go PodFailedToScheduleEvent; older releases said "no instance type satisfied resources {...}")
-_RESOURCES = re.compile(r"no instance type[^{]*?(\{[^}]*\})")
-_ICE_ZONE = re.compile(r"Availability Zone you requested \(([a-z0-9-]+)\)")
-# EC2's VcpuLimitExceeded; Karpenter's NodeClaim reason VCPULimitExceeded ("... exceed your VCPU quota",
-# aws/karpenter-provider-aws pkg/errors/errors.go ToReasonMessage)
-_VCPU = re.compile(r"vcpu ?limit ?exceeded|vcpu quota|vcpu limit of (\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -41,6 +34,21 @@ class Finding:
     text: str
     final: bool
     hint: str = ""
+    kind: str = ""  # quota, permission, offering, resources, requirements, capacity, launch
+    instance_type: str = ""  # the type EC2 refused (capacity, quota), for the offering rule
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the findings name: the region, the blueprint (for `llmctl doctor`), its instance type."""
+
+    region: str
+    instance_type: str
+    blueprint: str = ""
+
+    def doctor(self) -> str:
+        named = f" --blueprint {self.blueprint}" if self.blueprint else ""
+        return f"`llmctl doctor{named} --region {self.region}`"
 
 
 def _time(event: dict[str, Any]) -> str:
@@ -55,6 +63,12 @@ def _karpenter(event: dict[str, Any]) -> bool:
 def _instance_type(pod: dict[str, Any] | None) -> str | None:
     selector = ((pod or {}).get("spec") or {}).get("nodeSelector") or {}
     value = selector.get("node.kubernetes.io/instance-type")
+    return str(value) if value else None
+
+
+def _pool(pod: dict[str, Any]) -> str | None:
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    value = selector.get("karpenter.sh/nodepool")
     return str(value) if value else None
 
 
@@ -89,19 +103,14 @@ def _pod_requests(pod: dict[str, Any] | None) -> dict[str, str]:
     return out
 
 
-def unsatisfiable(event: dict[str, Any], pod: dict[str, Any] | None) -> Finding | None:
+def _too_big(name: str, pod: dict[str, Any] | None, said: ks.Unschedulable) -> Finding:
     """A pod no instance type of its pools can hold: 'pod asks 735Gi, inf2.48xlarge offers 701Gi'."""
-    message = str(event.get("message") or "")
-    match = _RESOURCES.search(message)
-    if not match:
-        return None
     asked = _pod_requests(pod)
     if not asked:  # no pod object: Karpenter's own figure (the pod's requests plus the DaemonSets')
         try:
-            asked = {k: str(v) for k, v in json.loads(match.group(1)).items()}
+            asked = {k: str(v) for k, v in json.loads(said.resources).items()}
         except ValueError:
             asked = {}
-    name = (event.get("involvedObject") or {}).get("name", "?")
     instance_type = _instance_type(pod)
     parts = []
     for resource in ("memory", "cpu"):
@@ -116,47 +125,155 @@ def unsatisfiable(event: dict[str, Any], pod: dict[str, Any] | None) -> Finding 
         f"no instance type satisfied resources{detail}: Karpenter will not launch a node for {name}",
         final=True,
         hint="lower the replica's requests (`llmctl validate` shows what the node offers) or choose a larger instance type",
+        kind="resources",
     )
 
 
-_NAMED_TYPE = re.compile(r"sufficient ([a-z0-9-]+\.[a-z0-9-]+) capacity")
-
-
-def launch_error(message: str, instance_type: str, region: str) -> Finding | None:
-    """EC2's refusal of a launch, from a NodeClaim's condition or event."""
-    named = _NAMED_TYPE.search(message)
-    instance_type = named.group(1) if named else instance_type
-    if "InsufficientInstanceCapacity" in message or "insufficient capacity" in message.lower():
-        zone = _ICE_ZONE.search(message)
-        where = f" in {zone.group(1)}" if zone else ""
+def unsatisfiable(
+    event: dict[str, Any], pod: dict[str, Any] | None, ctx: Context, refused: set[str]
+) -> Finding | None:
+    """What a pod's FailedScheduling event from Karpenter says; `refused`: the instance types whose
+    launch EC2 refused (capacity or quota) in the events read with it."""
+    said = ks.unschedulable(str(event.get("message") or ""))
+    if said is None:
+        return None
+    name = str((event.get("involvedObject") or {}).get("name", "?"))
+    if said.criterion == "resources":
+        return _too_big(name, pod, said)
+    if said.criterion == "requirements":
         return Finding(
-            f"ice:{instance_type}{where}",
-            f"InsufficientInstanceCapacity for {instance_type}{where}: EC2 has none free there now; "
-            "Karpenter tries the other zones and retries",
-            final=False,
-        )
-    vcpu = _VCPU.search(message)
-    if vcpu:
-        limit = f" (limit {vcpu.group(1)} vCPUs)" if vcpu.group(1) else ""
-        hint = "request a higher EC2 vCPU quota for the instance family"
-        try:
-            catalog = hardware()
-            quota = catalog.quota_for(catalog.instance(instance_type))
-        except LlmctlError:
-            quota = None
-        if quota is not None:
-            hint = (
-                f"request an increase of {quota.name} ({quota.code}): `aws service-quotas "
-                f"request-service-quota-increase --service-code ec2 --quota-code {quota.code} --desired-value N "
-                f"--region {region}`"
-            )
-        return Finding(
-            f"quota:{instance_type}",
-            f"the EC2 vCPU quota refuses {instance_type}{limit}" + (f": quota {quota.code}" if quota else ""),
+            f"requirements:{name}",
+            f"no instance type of its pool meets {name}'s scheduling requirements ({said.requirements})",
             final=True,
-            hint=hint,
+            hint="`llmctl validate` checks the pod's nodeSelector against the platform's pools",
+            kind="requirements",
         )
-    return None
+    instance_type = _instance_type(pod) or ctx.instance_type
+    if instance_type in refused or (refused and not _instance_type(pod)):
+        return Finding(
+            f"offering-wait:{instance_type}",
+            f"no offering of {instance_type} is free for {name} now: EC2 refused it (above) and Karpenter "
+            f"skips a refused offering for {ks.UNAVAILABLE_OFFERINGS_TTL_MIN} minutes, then tries again",
+            final=False,
+            kind="offering-wait",
+        )
+    if said.reserved_only:
+        return Finding(
+            f"offering:{instance_type}",
+            f"the capacity reservation of {name}'s pool has no free {instance_type} (the pool may launch only "
+            "reserved capacity): Karpenter will not launch a node for it until one frees",
+            final=True,
+            hint=f"{ctx.doctor()} shows the reservation on its 'capacity reservations' line; free an instance, "
+            "or let the blueprint fall back (`capacity.fallback: on-demand`)",
+            kind="offering",
+        )
+    return Finding(
+        f"offering:{instance_type}",
+        f"{instance_type} has no offering that {name}'s pool may launch (not offered in the platform's "
+        "availability zones, or not in the pool's capacity type): Karpenter will never launch a node for it",
+        final=True,
+        hint=f"{ctx.doctor()} shows on its '{instance_type} in AZs' line which AZ IDs offer it; choose those "
+        "(platform setting az_ids, `llmctl up --reselect-azs`) or another region",
+        kind="offering",
+    )
+
+
+def _quota(instance_type: str, ctx: Context, spot: bool, limit: int | None) -> Finding:
+    try:
+        catalog = hardware()
+        quota = catalog.quota_for(catalog.instance(instance_type), spot=spot)
+    except LlmctlError:
+        quota = None
+    what = "spot instance" if spot else "vCPU"
+    limit_text = f" (limit {limit} vCPUs)" if limit is not None else ""
+    hint = f"request a higher EC2 {what} quota for the instance family"
+    if quota is not None:
+        hint = (
+            f"{ctx.doctor()} shows it on its 'vCPU quota {quota.code}' line; request an increase of "
+            f"{quota.name} ({quota.code}): `aws service-quotas request-service-quota-increase --service-code ec2 "
+            f"--quota-code {quota.code} --desired-value N --region {ctx.region}`"
+        )
+    return Finding(
+        f"quota:{instance_type}",
+        f"the EC2 {what} quota refuses {instance_type}{limit_text}"
+        + (f": quota {quota.code}" if quota else ""),
+        final=True,
+        hint=hint,
+        kind="quota",
+        instance_type=instance_type,
+    )
+
+
+def _permission(instance_type: str, reason: str, message: str) -> Finding:
+    spot = reason == "SpotSLRCreationFailed" or "ServiceLinkedRole" in reason
+    hint = (
+        "create the Spot service-linked role once per account: `aws iam create-service-linked-role "
+        "--aws-service-name spot.amazonaws.com`"
+        if spot
+        else "the Karpenter controller role (or an SCP or permissions boundary over it) lacks a permission: "
+        "`llmctl up` again restores the policy llmctl writes; an organisation's SCP needs its administrator"
+    )
+    return Finding(
+        f"permission:{reason}",
+        f"EC2 refuses Karpenter's launch of {instance_type}: {message} ({reason})",
+        final=True,
+        hint=hint,
+        kind="permission",
+    )
+
+
+def capacity_event(message: str, instance_type: str, ctx: Context) -> Finding | None:
+    """An InsufficientCapacityError event on a NodeClaim: capacity (waits), quota or permission (final)."""
+    errors = ks.fleet_errors(message)
+    if not errors:
+        if ks.unavailable_at_launch(message):
+            return Finding(
+                f"capacity:{instance_type}",
+                f"every offering of {instance_type} was refused just before the launch: Karpenter retries",
+                final=False,
+                kind="capacity",
+                instance_type=instance_type,
+            )
+        return None
+    kind = ks.capacity_kind(errors)
+    if kind == "quota":
+        spot = not ({e.code for e in errors} & {"VcpuLimitExceeded"})
+        return _quota(instance_type, ctx, spot, ks.vcpu_limit(errors))
+    if kind == "permission":
+        code = next(e for e in errors if e.code in ks.PERMISSION_CODES)
+        return _permission(instance_type, code.code, "the Spot service-linked role cannot be created")
+    named = next((e.instance_type for e in errors if e.instance_type), None) or instance_type
+    zones = sorted({e.zone for e in errors if e.zone})
+    where = f" in {', '.join(zones)}" if zones else ""
+    codes = ", ".join(sorted({e.code for e in errors}))
+    return Finding(
+        f"capacity:{named}{where}",
+        f"{codes} for {named}{where}: EC2 has none free there now; Karpenter skips that offering for "
+        f"{ks.UNAVAILABLE_OFFERINGS_TTL_MIN} minutes, tries the others and retries",
+        final=False,
+        kind="capacity",
+        instance_type=named,
+    )
+
+
+def launched_condition(cond: dict[str, Any], instance_type: str, ctx: Context) -> Finding | None:
+    """A NodeClaim's Launched condition left Unknown with a reason (Karpenter never sets it False)."""
+    if cond.get("type") != "Launched" or cond.get("status") == "True":
+        return None
+    reason = str(cond.get("reason") or "")
+    message = str(cond.get("message") or "")
+    if reason in ks.QUOTA_REASONS:
+        return _quota(instance_type, ctx, ks.QUOTA_REASONS[reason] == "spot", None)
+    if reason in ks.PERMISSION_REASONS:
+        return _permission(instance_type, reason, message)
+    if not reason or not message:  # not reconciled yet
+        return None
+    return Finding(
+        f"launch:{reason}",
+        f"the launch of {instance_type} failed: {message} ({reason}); Karpenter retries",
+        final=False,
+        kind="launch",
+    )
 
 
 def findings(
@@ -166,10 +283,18 @@ def findings(
     *,
     region: str,
     instance_type: str,
+    blueprint: str = "",
 ) -> list[Finding]:
-    """Everything Karpenter says about the workload's pods and the NodeClaims of its instance type,
-    oldest first (`instance_type`: the serving nodes', for claims whose type is not known yet)."""
+    """Everything Karpenter says about the workload's pods and the NodeClaims of their pools, oldest
+    first (`instance_type`: the serving nodes', for claims whose type is not known: a NodeClaim
+    whose launch EC2 refused is deleted at once)."""
+    ctx = Context(region, instance_type, blueprint)
     by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
+    pools = {pool for pod in pods if (pool := _pool(pod))}
+
+    def ours(claim: str) -> bool:  # NodeClaims are named <nodepool>-<suffix> (nodeclaimtemplate.go)
+        return not pools or any(claim.startswith(f"{pool}-") for pool in pools)
+
     claim_types = {
         str((c.get("metadata") or {}).get("name")): str(
             ((c.get("metadata") or {}).get("labels") or {}).get("node.kubernetes.io/instance-type", "")
@@ -179,26 +304,33 @@ def findings(
     found: list[Finding] = []
     for claim in nodeclaims:
         name = str((claim.get("metadata") or {}).get("name"))
+        if not ours(name):
+            continue
         for cond in (claim.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "Launched" and cond.get("status") == "False":
-                said = f"{cond.get('reason') or ''}: {cond.get('message') or ''}"
-                hit = launch_error(said, claim_types.get(name) or instance_type, region)
-                if hit:
-                    found.append(hit)
-    for event in sorted(events, key=_time):
-        involved = event.get("involvedObject") or {}
-        if involved.get("kind") == "Pod" and _karpenter(event) and event.get("reason") == "FailedScheduling":
-            if str(involved.get("name")) in by_name:
-                hit = unsatisfiable(event, by_name.get(str(involved.get("name"))))
-                if hit:
-                    found.append(hit)
-        elif involved.get("kind") == "NodeClaim" and _karpenter(event):
-            claim_name = str(involved.get("name"))
-            hit = launch_error(
-                str(event.get("message") or ""), claim_types.get(claim_name) or instance_type, region
+            hit = launched_condition(cond, claim_types.get(name) or instance_type, ctx)
+            if hit:
+                found.append(hit)
+    ordered = sorted((e for e in events if _karpenter(e)), key=_time)
+    claim_events = [e for e in ordered if (e.get("involvedObject") or {}).get("kind") == "NodeClaim"]
+    for event in claim_events:
+        claim_name = str((event.get("involvedObject") or {}).get("name"))
+        if ours(claim_name):
+            hit = capacity_event(
+                str(event.get("message") or ""), claim_types.get(claim_name) or instance_type, ctx
             )
             if hit:
                 found.append(hit)
+    refused = {f.instance_type for f in found if f.kind in ("capacity", "quota")}
+    for event in ordered:
+        involved = event.get("involvedObject") or {}
+        pod = by_name.get(str(involved.get("name")))
+        if involved.get("kind") != "Pod" or event.get("reason") != "FailedScheduling" or pod is None:
+            continue
+        if (pod.get("status") or {}).get("phase", "Pending") != "Pending":
+            continue  # it has a node now: what the scheduler said before no longer holds
+        hit = unsatisfiable(event, pod, ctx, refused)
+        if hit:
+            found.append(hit)
     unique: dict[str, Finding] = {}
     for item in found:
         unique.setdefault(item.key, item)
@@ -220,11 +352,14 @@ class LaunchWatch:
         namespace: str,
         say: Callable[[str], None],
         stop_hint: str = "",
+        wait_note: str = "",
     ) -> None:
         self.poll = poll
         self.namespace = namespace
         self.say = say
         self.stop_hint = stop_hint
+        self.wait_note = wait_note  # said once, with the first shortage: how long `up` waits, what bills
+        self._noted = False
         self.seen: set[str] = set()
         self.final: Finding | None = None
         self._lock = threading.Lock()
@@ -237,7 +372,10 @@ class LaunchWatch:
                 if finding.key in self.seen:
                     continue
                 self.seen.add(finding.key)
-                self.say(f"Karpenter: {finding.text}")
+                text = f"Karpenter: {finding.text}"
+                if not finding.final and self.wait_note and not self._noted:
+                    text, self._noted = f"{text}; {self.wait_note}", True
+                self.say(text)
                 if finding.final and self.final is None:
                     self.final = finding
             return self.final

@@ -26,7 +26,7 @@ from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.cold_start import at_zero, record_start
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, workload_program
+from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, adopt_pins, workload_program
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
 from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
 from llmctl.infra.lifecycle.kube import (
@@ -45,6 +45,7 @@ from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
+from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.schedulability import validate_workload
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
@@ -128,6 +129,7 @@ class Lifecycle:
         wait_timeout_s: float = 3600,
         workload: str | None = None,
         reselect_azs: bool = False,
+        accept_moved_tags: bool = False,
     ) -> UpResult:
 
         bp = load_blueprint(blueprint)
@@ -144,6 +146,13 @@ class Lifecycle:
         else:
             offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         _blueprint_problems(bp, offline)
+        # each image tag by digest, before anything changes: a moved tag is refused here unless accepted
+        adopt_pins(self.engine, StackSpec(workload_project(bp.name), w_stack), bp.name, self.progress.note)
+        pins = pin_images(
+            WorkloadConfig(blueprint=bp, stack=w_stack, platform=offline),
+            accept_moved=accept_moved_tags,
+            note=self.progress.note,
+        )
         cost = blueprint_cost(bp, hardware())
         changes: dict[str, dict[str, int]] = {}
         notes: list[str] = []
@@ -190,6 +199,7 @@ class Lifecycle:
                 platform=facts,
                 hf_token_present=bool(token),
                 namespace=namespace(bp.name, workload),
+                image_pins=pins.images,
             )
             w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
             spec = StackSpec(
@@ -210,10 +220,9 @@ class Lifecycle:
                         ns,
                         timeout_s=wait_timeout_s,
                         on_wait=self.progress.wait,
-                        watch=functools.partial(
-                            launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
-                        ),
+                        watch=_launch_poll(kube, ns, region, bp),
                         stop_hint=_stop_hint(self.stack, cost, workload),
+                        wait_note=_wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
                     )
                 starts = self._starts(kube, ns)
                 record_start(starts, blueprint=bp.name, target=target, stack=self.stack, workload=workload)
@@ -293,12 +302,11 @@ class Lifecycle:
             return self.engine.up(spec, on_event=self.progress.on_event)
 
         watch = LaunchWatch(
-            functools.partial(
-                launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type
-            ),
+            _launch_poll(kube, ns, region, bp),
             ns,
             self.progress.wait,
             _stop_hint(self.stack, cost, workload),
+            _wait_note(cost, "until the serving objects' own timeout"),
         )
         try:
             with watch.in_background(self.engine.stop, poll_s=LAUNCH_POLL_S):
@@ -510,6 +518,7 @@ class Lifecycle:
             platform=facts,
             hf_token_present=bool(token),
             namespace=namespace(bp.name, workload),
+            image_pins=recorded_images(w_stack, bp.name),  # the digests `up` pinned (none checked here)
         )
         if outputs and unchanged:  # the delivery `up` would choose on this platform, nothing uploaded
             w_config = deliver(w_config, note=self.progress.note, upload=False)
@@ -527,6 +536,22 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _launch_poll(kube: Path, ns: str, region: str, bp: Any) -> Callable[[], list[Any]]:
+    """One read of what Karpenter says about the workload's pods (:func:`launch_findings`)."""
+    return functools.partial(
+        launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type, blueprint=bp.name
+    )
+
+
+def _wait_note(cost: Any, how_long: str) -> str:
+    """What `up` does about a shortage Karpenter retries, and what bills while it waits."""
+    return (
+        f"`up` waits for the node ({how_long}; Ctrl-C stops waiting); meanwhile the platform bills about "
+        f"${cost.platform_hourly_usd:.2f}/h and no serving node bills until one launches "
+        f"(then about ${cost.serving_hourly_usd:.2f}/h)"
+    )
 
 
 def _stop_hint(stack: str, cost: Any, workload: str | None) -> str:

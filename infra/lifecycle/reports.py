@@ -77,12 +77,14 @@ def next_commands(endpoint: Endpoint) -> list[str]:
             f"llmctl bench {flag}",
             f"llmctl down --stack {stack} --workload {endpoint.workload}",
         ]
+    # `down` of this blueprint only: another blueprint's local server, or workload, stays (on a
+    # cluster the platform goes with its last workload)
     return [
         f"llmctl chat --blueprint {bp} --stack {stack}",
         f"llmctl bench --blueprint {bp} --stack {stack}",
-        f"llmctl down --target local --stack {stack}"
-        if endpoint.target == "local"
-        else f"llmctl down --stack {stack}",
+        f"llmctl down --blueprint {bp}"
+        + (" --target local" if endpoint.target == "local" else "")
+        + f" --stack {stack}",
     ]
 
 

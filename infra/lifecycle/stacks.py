@@ -51,6 +51,7 @@ def stack_rows(engine: Engine) -> list[dict[str, Any]]:
             "last_update": info.last_update.isoformat() if info.last_update else None,
             "resources": info.resource_count,
             "update_in_progress": info.update_in_progress,
+            "size": f"{info.resource_count or 0} resources",  # what `stacks list` shows for it
         }
         for info in sorted(
             engine.list_stacks(),
@@ -82,6 +83,7 @@ def local_rows() -> list[dict[str, Any]]:
                     else None,
                     "resources": None,  # a local server has no cloud resources
                     "update_in_progress": False,
+                    "size": "local server",
                 }
             )
     return rows

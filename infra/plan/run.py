@@ -148,12 +148,13 @@ def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
         zero = at_zero(bp, report)
         if zero is not None:  # a blueprint that scales to zero: the saving and the cold start it costs
             rows[-1]["at_zero"] = zero
-    total = platform + sum(row["serving_hourly_usd"] for row in rows)
+    serving = sum(row["serving_hourly_usd"] for row in rows)
     return {
         "pricing": "on-demand",
         "platform_hourly_usd": round(platform, 4),
+        "serving_hourly_usd": round(serving, 4),  # every blueprint's serving nodes, added up
         "workloads": rows,
-        "hourly_usd": round(total, 4),
+        "hourly_usd": round(platform + serving, 4),
     }
 
 
@@ -229,7 +230,40 @@ def _viewed(work: WorkloadPlan) -> WorkloadPlan:
     return replace(work, resources=plan_view(work.resources))
 
 
-def summarize_inputs(inputs: dict[str, Any], width: int = 90) -> str:
-    """One line of key inputs for the human-readable tree."""
-    text = json.dumps(inputs, sort_keys=True, default=str)
-    return text if len(text) <= width else text[: width - 3] + "..."
+def _decoded(value: Any) -> Any:
+    """A provider input that carries JSON as a string (the aws provider's `defaultTags`) as the value
+    it holds, so the tree shows it once, not escaped twice."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _input_text(value: Any, room: int) -> str:
+    """One input's value in a few characters: a scalar as it is, an object or list as compact JSON
+    when it fits `room`, else as its size (`{3 keys}`, `[2 items]`); never cut inside."""
+    if isinstance(value, str):
+        return value
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    if len(text) <= room or not isinstance(value, (dict, list)):
+        return text
+    count, word = len(value), "key" if isinstance(value, dict) else "item"
+    size = f"{count} {word}{'' if count == 1 else 's'}"
+    return f"{{{size}}}" if isinstance(value, dict) else f"[{size}]"
+
+
+def summarize_inputs(inputs: dict[str, Any], width: int = 60) -> str:
+    """The key inputs of a resource for the human-readable tree: `name=value` pairs, each whole, as
+    many as fit `width` characters, then how many more there are (`--json` lists them all)."""
+    parts: list[str] = []
+    used = 0
+    for key in sorted(inputs):
+        part = f"{key}={_input_text(_decoded(inputs[key]), max(width - used - len(key) - 1, 12))}"
+        if parts and used + len(part) + 1 > width:
+            break
+        parts.append(part)
+        used += len(part) + 1
+    rest = len(inputs) - len(parts)
+    return " ".join(parts) + (f" (+{rest} more)" if rest else "")

@@ -12,6 +12,7 @@ from llmctl.infra.lifecycle.engine import workload_project
 from llmctl.infra.names import namespace, workload_stack
 from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.pool_facts import PoolFacts
 from llmctl.infra.workload.program import build_workload
@@ -41,11 +42,22 @@ def run_workload_offline(
 
     core_type = str(hardware().platform_fixed.core_nodes["instance_type"])
     facts = PlatformFacts.for_blueprint(blueprint, stack=platform.stack, region=platform.region)
-    # The environment's platform is the union of its workloads' needs: every pool of the plan.
+    # The environment's platform is the union of its workloads' needs: every pool of the plan, with
+    # the capacity types its NodePool allows (`reserved` added where a blueprint reserves capacity),
+    # as the platform stack exports them.
     facts = facts.model_copy(
         update={
             "cluster_name": platform.cluster_name,
-            "pools": [PoolFacts.from_spec(pool(name), core_type) for name in platform.pools],
+            "pools": [
+                PoolFacts.from_spec(pool(name), core_type).model_copy(
+                    update={
+                        "capacity_types": list(
+                            pool_capacity_types(pool(name), platform.capacity_reservations.get(name))
+                        )
+                    }
+                )
+                for name in platform.pools
+            ],
         }
     )
     stack = workload_stack(platform.stack, workload)

@@ -272,7 +272,8 @@ class PlatformConfig(_Strict):
     capacity_reservations: dict[str, CapacitySpec] = Field(
         default_factory=dict,
         description="EC2 capacity reservations per node pool (from the blueprints' `capacity`): the pool's "
-        "EC2NodeClass selects them and its NodePool allows the `reserved` capacity type.",
+        "EC2NodeClass selects them and its NodePool allows the `reserved` capacity type besides its own "
+        "(a blueprint's `fallback: none` binds only its own pods, through their nodeSelector).",
     )
 
     @field_validator("cluster_name")
@@ -411,7 +412,8 @@ class PlatformConfig(_Strict):
 
 def reservations_by_pool(blueprints: Iterable[Blueprint]) -> dict[str, dict[str, Any]]:
     """The blueprints' capacity reservations, merged per serving pool (terms added up; on-demand
-    fallback when any blueprint on the pool allows it)."""
+    fallback when any blueprint on the pool allows it: what `doctor` checks the reservations against).
+    The pool never loses its own capacity types to a reservation (manifests.pool_capacity_types)."""
     merged: dict[str, dict[str, Any]] = {}
     for bp in blueprints:
         if bp.capacity is None:

@@ -49,6 +49,16 @@ def template_labels(pool: PoolSpec) -> dict[str, str]:
     return {key: value for key, value in pool.labels.items() if key != POOL_LABEL}
 
 
+def pool_capacity_types(pool: PoolSpec, reservations: CapacitySpec | None) -> tuple[str, ...]:
+    """The NodePool's `karpenter.sh/capacity-type` values: `reserved` (Karpenter fills it first) added
+    to the pool's own types, never in their place. Several blueprints share a pool, and one
+    blueprint's `fallback: none` must not take on-demand from the others' pods: that blueprint's own
+    serving pods select `reserved` (``placement.capacity_selector``), the pool stays open."""
+    if reservations is None:
+        return pool.capacity_types
+    return ("reserved", *(kind for kind in pool.capacity_types if kind != "reserved"))
+
+
 def nodepool_manifest(
     pool: PoolSpec,
     *,
@@ -57,8 +67,8 @@ def nodepool_manifest(
     reservations: CapacitySpec | None = None,
 ) -> dict[str, Any]:
     """The NodePool of a Karpenter-managed pool; `expire_after` defaults to its kind's `DEFAULT_EXPIRY`.
-    With capacity `reservations` it allows `reserved` (Karpenter fills reserved capacity first), and
-    on-demand only when the reservations' fallback is on-demand."""
+    With capacity `reservations` it allows `reserved` as well as the pool's own capacity types
+    (:func:`pool_capacity_types`)."""
     if pool.managed_by != "karpenter":
         raise ValueError(f"pool {pool.name} is not managed by Karpenter")
     return {
@@ -79,9 +89,7 @@ def nodepool_manifest(
                         {
                             "key": "karpenter.sh/capacity-type",
                             "operator": "In",
-                            "values": list(
-                                reservations.capacity_types if reservations else pool.capacity_types
-                            ),
+                            "values": list(pool_capacity_types(pool, reservations)),
                         },
                         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},

@@ -18,7 +18,7 @@ from llmctl.infra.platform.ingress import Ingress
 from llmctl.infra.platform.karpenter import Karpenter
 from llmctl.infra.platform.keda import Keda
 from llmctl.infra.platform.kuberay import KubeRay
-from llmctl.infra.platform.manifests import taint_dicts
+from llmctl.infra.platform.manifests import pool_capacity_types, taint_dicts
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.neuron import SCHEDULER_NAME, Neuron
 from llmctl.infra.platform.nodepools import NodePools
@@ -37,11 +37,7 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
             "taints": taint_dicts(spec),
             "instance_families": list(spec.families),
             "instance_types": [config.core_nodes.instance_type] if spec.managed_by == "eks-nodegroup" else [],
-            "capacity_types": list(
-                config.capacity_reservations[spec.name].capacity_types
-                if spec.name in config.capacity_reservations
-                else spec.capacity_types
-            ),
+            "capacity_types": list(pool_capacity_types(spec, config.capacity_reservations.get(spec.name))),
             "managed_by": spec.managed_by,
         }
         for spec in specs

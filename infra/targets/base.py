@@ -57,6 +57,7 @@ class UpRequest:
     wait_timeout_s: float = 3600
     workload: str | None = None  # a named workload of the environment (its own stack and namespace)
     reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
+    accept_moved_tags: bool = False  # move the stack onto the images its moved tags name now
 
     def __post_init__(self) -> None:
         check_names(self.stack, self.workload)
@@ -166,12 +167,16 @@ class Target(ABC):
         region: str | None = None,
         kubeconfig: Path | None = None,
         look_offline: str | None = None,
+        blueprint: str | None = None,
+        hf_token_file: Path | None = None,
     ) -> list[str]:
         """Check what `operation` needs on this target (one error listing everything missing, each
         with its fix; `look_offline`: the command that shows the plan without them)."""
         return check_needs(
             self.needs_for(operation),
-            NeedContext(region=region, kubeconfig=kubeconfig),
+            NeedContext(
+                region=region, kubeconfig=kubeconfig, blueprint=blueprint, hf_token_file=hf_token_file
+            ),
             look_offline=look_offline,
         )
 

@@ -68,7 +68,12 @@ class KubernetesTarget(Target):
     def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
         self.check_offline(request)  # a typo in the blueprint or region first, before any tool
         self.preflight(
-            "up", region=request.region, kubeconfig=request.kubeconfig, look_offline=plan_offline(request)
+            "up",
+            region=request.region,
+            kubeconfig=request.kubeconfig,
+            look_offline=plan_offline(request),
+            blueprint=request.blueprint,
+            hf_token_file=request.hf_token_file,
         )
         self.check_account(request, progress)
         region = self.region(request.region)
@@ -84,6 +89,7 @@ class KubernetesTarget(Target):
             wait_timeout_s=request.wait_timeout_s,
             workload=request.workload,
             reselect_azs=request.reselect_azs,
+            accept_moved_tags=request.accept_moved_tags,
         )
         # A port-forwarded service answers on localhost only once `llmctl connect` runs.
         return replace(result, via_connect="localhost" in result.endpoint.base_url)

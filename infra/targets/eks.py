@@ -22,9 +22,10 @@ class EksTarget(KubernetesTarget):
         # for each Kubernetes resource, kubectl (within the cluster's version skew) for readiness;
         # `down` needs kubectl for its finalizer checks, at any version, so that it never stands
         # between a user and the end of the bill
-        up={"pulumi", "aws", "aws-cli", "kubectl-eks"},
+        # (and a gated model's Hugging Face token, reported with them)
+        up={"pulumi", "aws", "aws-cli", "kubectl-eks", "hf-token"},
         down={"pulumi", "aws", "aws-cli", "kubectl"},
-        preview={"pulumi", "aws", "aws-cli"},
+        preview={"pulumi", "aws", "aws-cli", "hf-token"},
         status={"pulumi"},
         connect={"kubectl"},
     )
@@ -64,7 +65,13 @@ class EksTarget(KubernetesTarget):
         from llmctl.infra.lifecycle.progress import Progress  # lazy: off the CLI start-up path
 
         self.check_offline(request)
-        self.preflight("preview", region=request.region, look_offline=plan_offline(request))
+        self.preflight(
+            "preview",
+            region=request.region,
+            look_offline=plan_offline(request),
+            blueprint=request.blueprint,
+            hf_token_file=request.hf_token_file,
+        )
         progress = Progress("quiet")
         lifecycle = Lifecycle(open_engine(request.backend, progress), progress, stack=request.stack)
         return lifecycle.preview(

@@ -13,7 +13,7 @@ class KubeconfigTarget(KubernetesTarget):
     summary = TARGET_SUMMARIES["kubeconfig"]
     owns_platform = False
     needs = needs_table(
-        up={"pulumi", "kubectl", "kubeconfig"},
+        up={"pulumi", "kubectl", "kubeconfig", "hf-token"},
         down={"pulumi"},
         status={"pulumi"},
         connect={"kubectl"},

@@ -15,17 +15,40 @@ from typing import Literal
 from llmctl.errors import LlmctlError, PrerequisiteError
 from llmctl.infra.lifecycle.kube import kubeconfig_file
 
-Need = Literal["pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws"]
+Need = Literal["pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws", "hf-token"]
 # The order checks run (and problems are listed) in.
-NEED_ORDER: tuple[Need, ...] = ("pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws")
+NEED_ORDER: tuple[Need, ...] = (
+    "pulumi",
+    "kubectl",
+    "kubectl-eks",
+    "aws-cli",
+    "kubeconfig",
+    "ray",
+    "aws",
+    "hf-token",
+)
+# What `llmctl doctor` calls each check (the same checks `up`'s preflight runs).
+NEED_NAMES: dict[Need, str] = {
+    "pulumi": "pulumi CLI",
+    "kubectl": "kubectl",
+    "kubectl-eks": "kubectl",
+    "aws-cli": "AWS CLI",
+    "kubeconfig": "kubeconfig",
+    "ray": "Ray",
+    "aws": "AWS credentials",
+    "hf-token": "Hugging Face token",
+}
 
 
 @dataclass(frozen=True)
 class NeedContext:
-    """What the checks look at: the region given (for AWS) and the kubeconfig file given."""
+    """What the checks look at: the region given (for AWS), the kubeconfig file given, and the
+    blueprint with the Hugging Face token file given (a gated model needs a token)."""
 
     region: str | None = None
     kubeconfig: Path | None = None
+    blueprint: str | None = None
+    hf_token_file: Path | None = None
 
 
 def require_kubeconfig(path: Path | None) -> str:
@@ -92,6 +115,20 @@ def _aws(ctx: NeedContext) -> str:
     return f"AWS account {ident.account} as {ident.arn} in {ident.region}"
 
 
+def _hf_token(ctx: NeedContext) -> str:
+    """A token file given must be readable; a gated model needs a token (from it or HF_TOKEN)."""
+    from llmctl.blueprints.catalog import load_blueprint  # lazy: pydantic and YAML
+    from llmctl.blueprints.hf_token import hf_token, require_hf_token  # lazy: as the catalog
+    from llmctl.blueprints.rules import is_gated  # lazy: pydantic models
+
+    token = hf_token(ctx.hf_token_file)
+    if ctx.blueprint is None:
+        return "token given" if token else "no token given (no blueprint to check)"
+    bp = load_blueprint(ctx.blueprint)
+    require_hf_token(bp, token)
+    return f"{bp.model.id} is gated; a token is given" if is_gated(bp) else f"{bp.model.id} is not gated"
+
+
 CHECKS: dict[Need, Callable[[NeedContext], str]] = {
     "pulumi": _pulumi,
     "kubectl": _kubectl,
@@ -100,7 +137,37 @@ CHECKS: dict[Need, Callable[[NeedContext], str]] = {
     "kubeconfig": lambda ctx: require_kubeconfig(ctx.kubeconfig),
     "ray": lambda _: require_ray(),
     "aws": _aws,
+    "hf-token": _hf_token,
 }
+
+
+@dataclass(frozen=True)
+class NeedResult:
+    """One need checked: what was found, or the error that says what is missing and its fix."""
+
+    need: Need
+    found: str | None
+    problem: LlmctlError | None
+
+    @property
+    def name(self) -> str:
+        return NEED_NAMES[self.need]
+
+
+def probe_needs(needs: Iterable[Need], ctx: NeedContext | None = None) -> list[NeedResult]:
+    """Check every need (none twice, in NEED_ORDER) and return each outcome: the one list of checks
+    `up`'s preflight raises from and `llmctl doctor` prints."""
+    wanted = set(needs)
+    ctx = ctx or NeedContext()
+    results: list[NeedResult] = []
+    for need in NEED_ORDER:
+        if need not in wanted:
+            continue
+        try:
+            results.append(NeedResult(need, CHECKS[need](ctx), None))
+        except LlmctlError as exc:
+            results.append(NeedResult(need, None, exc))
+    return results
 
 
 def check_needs(
@@ -109,17 +176,9 @@ def check_needs(
     """Check every need (none twice); returns what was found, or raises one error listing every
     missing item with its own fix (a bad flag, not a missing thing, is raised as it is).
     `look_offline`: the command that shows the same without these prerequisites (the hint)."""
-    wanted = set(needs)
-    ctx = ctx or NeedContext()
-    found: list[str] = []
-    problems: list[LlmctlError] = []
-    for need in NEED_ORDER:
-        if need not in wanted:
-            continue
-        try:
-            found.append(CHECKS[need](ctx))
-        except LlmctlError as exc:
-            problems.append(exc)
+    results = probe_needs(needs, ctx)
+    found = [r.found for r in results if r.found is not None]
+    problems = [r.problem for r in results if r.problem is not None]
     if len(problems) == 1 and not isinstance(problems[0], PrerequisiteError):
         raise problems[0]  # e.g. AWS rejected the credentials: its own code
     missing = [item for p in problems for item in (getattr(p, "fixes", None) or [(p.message, p.hint)])]

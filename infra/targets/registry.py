@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import BadInput, did_you_mean
+from llmctl.errors import BadInput, LlmctlError, NotDeployed, did_you_mean
 from llmctl.infra.names import DEFAULT_TARGET, TARGET_NAMES
 from llmctl.infra.targets.base import Connection, Target, UpRequest
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
 from llmctl.infra.targets.needs import check_needs
-from llmctl.state import check_name, load_endpoint, recorded_targets
+from llmctl.state import check_name, last_up_commands, list_endpoints, recorded_targets
 from llmctl.state import remember_up as save
 
 if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.progress import Progress
+    from llmctl.infra.lifecycle.reports import UpResult
+    from llmctl.infra.targets.base import Confirm
     from llmctl.infra.targets.needs import Need
 
 # In the order of TARGET_NAMES (a test checks that every name has exactly one target).
@@ -44,16 +47,27 @@ def get_target(name: str, request: object | None = None) -> Target:
                 f"--workload does not apply to --target {name}",
                 "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
             )
+        if getattr(request, "accept_moved_tags", False) and not target.takes_workloads:
+            raise BadInput(
+                f"--accept-moved-tags does not apply to --target {name}",
+                "image digests are pinned per workload stack on a cluster: use --target eks or kubeconfig",
+            )
     return target
 
 
-def resolve_target(given: str | None, stack: str, blueprint: str | None = None) -> str:
+def resolve_target(
+    given: str | None, stack: str, blueprint: str | None = None, backend: str | None = None
+) -> str:
     """`--target` as given; else where the stack's blueprints are recorded as deployed (local
-    servers included, a starting one too); else the default (eks)."""
+    servers included, a starting one too); else eks where the stack has Pulumi stacks (or the backend
+    is one only the pulumi CLI can read). With nothing of the stack anywhere: NotDeployed, before any
+    tool or credential is asked for. A misspelled --blueprint is named as such first."""
+    from llmctl.serving.client.deployed import check_blueprint_name  # lazy: off the CLI start-up path
 
+    check_name("stack", stack)
+    check_blueprint_name(blueprint)
     if given:
         return given
-    check_name("stack", stack)
     found = recorded_targets(stack, blueprint)
     if len(found) > 1:
         raise BadInput(
@@ -62,10 +76,49 @@ def resolve_target(given: str | None, stack: str, blueprint: str | None = None) 
         )
     if found:
         return found.pop()
+    from llmctl.infra.lifecycle.backend import recorded_stacks  # lazy: off the CLI start-up path
     from llmctl.serving.client.local import local_status  # lazy: off the CLI start-up path
 
     local = [row for row in local_status(stack) if blueprint is None or row["blueprint"] == blueprint]
-    return "local" if any(row["running"] for row in local) else DEFAULT_TARGET
+    if any(row["running"] for row in local):
+        return "local"
+    stacks = recorded_stacks(backend, stack)
+    if stacks is None or stacks or cluster_ups(stack):
+        # Pulumi stacks, or an `up` on a cluster that ran here (a `down` after it, or after a failed
+        # up, still sweeps and checks for leftovers, and says what is still there)
+        return DEFAULT_TARGET
+    if local:  # a local server that stopped by itself: its record is what is left to show or clean
+        return "local"
+    raise nothing_deployed(stack, blueprint)
+
+
+def cluster_ups(stack: str) -> list[str]:
+    """The recorded `llmctl up` command lines of the stack that ran on a cluster target (the
+    recorded line names `--target` unless it is the default)."""
+    import shlex
+
+    found = []
+    for command in last_up_commands(stack):
+        words = shlex.split(command)
+        target = words[words.index("--target") + 1] if "--target" in words[:-1] else DEFAULT_TARGET
+        if target != "local":
+            found.append(command)
+    return found
+
+
+def nothing_deployed(stack: str, blueprint: str | None) -> NotDeployed:
+    """The error for a stack (or a blueprint in it) with no endpoint, local server or Pulumi stack."""
+    elsewhere = sorted({e.stack for e in list_endpoints() if blueprint is None or e.blueprint == blueprint})
+    what = f"blueprint {blueprint!r} is not" if blueprint else "nothing is"
+    hint = (
+        f"it is deployed in stack {' and '.join(elsewhere)}: pass --stack"
+        if elsewhere
+        else f"deploy with `llmctl up --blueprint {blueprint or 'NAME'}` (`--target local` runs on this "
+        "machine); state in another backend: pass --backend or set PULUMI_BACKEND_URL"
+    )
+    return NotDeployed(
+        f"{what} deployed in stack {stack!r} (no endpoint, local server or Pulumi stack)", hint
+    )
 
 
 def up_command(request: UpRequest, target: str) -> str:
@@ -89,10 +142,49 @@ def up_command(request: UpRequest, target: str) -> str:
 
 
 def remember_up(request: UpRequest, target: str) -> None:
-    """Record the `up` command line (before it runs: an interrupted or failed `up` is repeated too)."""
+    """Record the `up` command line, for the hints of later commands to repeat."""
     from llmctl.blueprints.catalog import load_blueprint  # lazy: pydantic and YAML, off the CLI start-up path
 
     save(request.stack, load_blueprint(request.blueprint).name, request.workload, up_command(request, target))
+
+
+# The phases of `up` that change nothing (a preview, a look at an existing cluster).
+READ_ONLY_PHASES = frozenset({"plan", "cluster check"})
+
+
+def run_up(target: Target, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+    """`llmctl up` on a target. Its command line is recorded once the up ran, so that an interrupted
+    or failed one is repeated by the hints too: the confirmation said yes, or a phase that changes
+    something began. A refused `up` (a misspelled region, a missing prerequisite, a failed check, a
+    declined confirmation, a port in use) is not recorded: hints never repeat a command line that
+    was refused."""
+    went_ahead = False
+
+    def confirm_and_note(question: str, items: list[str]) -> bool:
+        nonlocal went_ahead
+        went_ahead = confirm(question, items)
+        return went_ahead
+
+    def ran() -> bool:
+        return went_ahead or any(name not in READ_ONLY_PHASES for name, _ in progress.timeline.phases)
+
+    try:
+        result = target.up(request, progress, confirm_and_note)
+    except LlmctlError as error:
+        if error.exit_code not in REFUSED and ran():  # refused (bad input, missing prerequisite): not kept
+            remember_up(request, target.name)
+        raise
+    except BaseException:  # interrupted (Ctrl-C) or failed in between: repeated by the hints
+        if ran():
+            remember_up(request, target.name)
+        raise
+    remember_up(request, target.name)
+    return result
+
+
+# The exit codes of an `up` that was refused rather than run: a declined confirmation, bad input, a
+# missing prerequisite (README "Exit codes").
+REFUSED = frozenset({0, 2, 3})
 
 
 def default_target() -> Target:
@@ -108,8 +200,10 @@ def connect_needs() -> frozenset[Need]:
 def connect(stack: str, blueprint: str, port: int, workload: str | None = None) -> Connection:
     """`llmctl connect`: find the recorded endpoint and let its target reach it."""
 
+    from llmctl.serving.client.deployed import find_endpoint  # lazy: off the CLI start-up path
+
     check_needs(connect_needs())
-    found = load_endpoint(stack, blueprint, workload)
+    found = find_endpoint(stack, blueprint, workload)
     return get_target(found.target).connect(found, port)
 
 

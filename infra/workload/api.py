@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.blueprints.catalog import load_blueprint
-from llmctl.errors import LlmctlError
+from llmctl.errors import LlmctlError, PrerequisiteError
+from llmctl.infra.names import workload_stack
 from llmctl.infra.workload.builders.placement import replica_sizing
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.digests import pin_images, recorded_images
+from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests, endpoint_info
 from llmctl.infra.workload.pods import pod_templates
 from llmctl.infra.workload.render import render_yaml
@@ -39,6 +42,7 @@ def render_blueprint(
         blueprint=blueprint,
         stack=stack,
         platform=platform_facts(blueprint, stack=stack, region=region, pools=pools),
+        image_pins=recorded_images(stack, blueprint.name),  # the digests the stack's first `up` pinned
     )
     manifests = build_manifests(config, hf_token=None)
     rendered = render_yaml(manifests, out_dir)
@@ -49,6 +53,8 @@ def render_blueprint(
         "objects": [{"kind": m["kind"], "name": m["metadata"]["name"]} for m in manifests],
         "files": [str(path) for path in rendered.files],
         "yaml": rendered.text,
+        # images named by a tag because the stack recorded no digest for them (no `up` or `images pin`)
+        "unpinned_images": tagged_images(manifests),
     }
 
 
@@ -83,3 +89,31 @@ def validate_blueprint(
         "serving": sizing,
         "serving_line": sizing_line,
     }
+
+
+def pin_blueprint(
+    ref: str,
+    *,
+    stack: str = "dev",
+    workload: str | None = None,
+    region: str = "us-west-2",
+    pools: Path | None = None,
+    accept_moved: bool = False,
+) -> dict[str, Any]:
+    """`llmctl images pin`: the digest of each image tag the workload's pods run, recorded for its stack
+    (as its first `up` does); a moved tag is refused unless `accept_moved`."""
+
+    blueprint = load_blueprint(ref)
+    config = WorkloadConfig(
+        blueprint=blueprint,
+        stack=workload_stack(stack, workload),
+        platform=platform_facts(blueprint, stack=stack, region=region, pools=pools),
+    )
+    report = pin_images(config, accept_moved=accept_moved)
+    if report.unpinned:  # asked for pins: an image left a tag is a failure (the others are recorded)
+        raise PrerequisiteError(
+            f"could not pin {len(report.unpinned)} image(s): "
+            + "; ".join(f"{image}: {why}" for image, why in report.unpinned),
+            "run it where the registries answer (network, proxy); the images pinned are recorded",
+        )
+    return {**report.to_dict(), "notes": report.notes()}

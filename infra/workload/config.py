@@ -15,15 +15,27 @@ from typing import Any, Literal
 from pydantic import Field
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.blueprints.pools import pools_for
+from llmctl.blueprints.pools import PoolSpec, pool_for_instance, pools_for
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError
 from llmctl.infra.names import ClusterTarget
 from llmctl.infra.platform.config import validate_config
+from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.cluster import HINT, load_cluster_file
 from llmctl.infra.workload.pool_facts import PoolFacts, _Strict
 
 Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
+
+
+def _reserving(facts: PoolFacts, spec: PoolSpec, blueprint: Blueprint) -> PoolFacts:
+    """The blueprint's serving pool allows `reserved` when it names capacity reservations, as the
+    platform's NodePool does (manifests.pool_capacity_types)."""
+    if (
+        blueprint.capacity is None
+        or spec.name != pool_for_instance(hardware().instance(blueprint.compute.instance_type)).name
+    ):
+        return facts
+    return facts.model_copy(update={"capacity_types": list(pool_capacity_types(spec, blueprint.capacity))})
 
 
 class PlatformFacts(_Strict):
@@ -101,7 +113,10 @@ class PlatformFacts(_Strict):
             cluster_name=f"llmctl-{stack}",
             region=region,
             kubernetes_version=versions().eks.kubernetes_version.value,
-            pools=[PoolFacts.from_spec(spec, core_type) for spec in pools_for([blueprint], catalog)],
+            pools=[
+                _reserving(PoolFacts.from_spec(spec, core_type), spec, blueprint)
+                for spec in pools_for([blueprint], catalog)
+            ],
             cache_bucket=f"llmctl-{stack}-{region}-cache" if caches else None,
             target="eks",
         )
@@ -169,6 +184,11 @@ class Delivery(_Strict):
         description="wheel mode: sha256 of the wheel file `up` uploaded; each pod checks the file it fetched "
         "against it before installing (None in an offline plan, where no wheel was built).",
     )
+    outside_uri: str | None = Field(
+        None,
+        description="wheel mode, a runtime lock that leaves projects out (a CPU torch): s3:// prefix "
+        "of their wheels and hash-pinned requirements, downloaded at the first `up` (None offline: planned).",
+    )
     reason: str = Field(description="Why this delivery was chosen (printed by `up`).")
     decided: bool = Field(
         False, description="True when `up` checked ECR and uploaded the wheel; False for an offline plan."
@@ -207,6 +227,11 @@ class WorkloadConfig(_Strict):
         None,
         description="How the serving code reaches the pods, decided by `up` (infra/workload/delivery.py); "
         "None: the offline plan (`planned_delivery`).",
+    )
+    image_pins: dict[str, str] = Field(
+        default_factory=dict,
+        description="Digests the workload stack recorded for the image tags its pods run (image as named "
+        "-> sha256:...; `llmctl.state.StackPins`): those containers name `image@digest`. Empty: by tag.",
     )
 
     @property

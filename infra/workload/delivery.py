@@ -38,7 +38,7 @@ from llmctl import DISTRIBUTION, __version__
 from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
+from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, lock_digest, wheelhouse_key
 from llmctl.serving.lockfiles import LockSpec, lock_for, parse_lock
 
 Obj = dict[str, Any]
@@ -149,6 +149,9 @@ WHEELHOUSE_DIR = f"{APP_DIR}/wheelhouse"
 LOCK_FILE = "requirements.txt"
 #: the virtual environment made on an externally managed image (PEP 668), seeing the image's packages
 VENV_DIR = "/opt/llmctl/venv"
+#: wheel mode: the wheels the lock leaves out (a CPU torch; `outside_wheels.py`), and their
+#: hash-pinned requirements, beside the lock's wheelhouse
+OUTSIDE_DIR = f"{WHEELHOUSE_DIR}/outside"
 
 
 def runtime_lock(config: WorkloadConfig, image: str) -> LockSpec:
@@ -234,17 +237,26 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
     app = f"{APP_DIR}/{delivery.wheel_file or wheel_file()}"
     steps = [venv_step()]
     outside = outside_lock_args(spec)
-    if outside:
-        steps.append(pip_install(outside))
     if delivery.mode == "wheel":
-        # the lock names every wheel by hash, and its own digest names the wheelhouse: checked first
+        # the lock names every wheel by hash, and its own digest names the wheelhouse: checked first, with
+        # the wheel's sha256 from the pod spec and the outside requirements' (their prefix's name)
         wanted = {f"{WHEELHOUSE_DIR}/{LOCK_FILE}": lock_digest(spec)}
         if delivery.wheel_sha256:
             wanted[app] = delivery.wheel_sha256
+        outside_digest = str(outside_uri(config) or "").rstrip("/").rsplit("/", 1)[-1]
+        if outside and outside_digest != PLANNED_DIGEST:
+            wanted[f"{OUTSIDE_DIR}/{LOCK_FILE}"] = outside_digest
         steps.append(verify_step(wanted))
-        where = ["--no-index", "--find-links", WHEELHOUSE_DIR]
-        steps.append(pip_install([*where, "--require-hashes", "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
+        # what the lock leaves out comes from the cache bucket too (fetched at the first `up`), and goes
+        # in the same hash-checked run: one resolution, no index
+        links, more = (
+            (["--find-links", OUTSIDE_DIR], ["-r", f"{OUTSIDE_DIR}/{LOCK_FILE}"]) if outside else ([], [])
+        )
+        where = ["--no-index", "--find-links", WHEELHOUSE_DIR, *links]
+        steps.append(pip_install([*where, "--require-hashes", *more, "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
     else:
+        if outside:  # an existing cluster: the index (a wheelhouse does not fit a ConfigMap)
+            steps.append(pip_install(outside))
         steps.append(pip_install(["--require-hashes", "-r", f"{APP_DIR}/{LOCK_FILE}"]))
     steps.append(pip_install(["--no-index", "--no-deps", app]))
     return " && ".join(steps)
@@ -276,6 +288,16 @@ def aws_cli_container(config: WorkloadConfig, name: str, script: str, volume: st
     }
 
 
+def outside_uri(config: WorkloadConfig) -> str | None:
+    """s3:// prefix of the wheels the runtime's lock leaves out (wheel mode): the one `up` recorded, else
+    the plan's; None when the lock leaves nothing out."""
+    delivery = delivery_of(config)
+    if not runtime_lock(config, delivery.image).outside_lock:
+        return None
+    bucket = str(delivery.wheel_uri).removeprefix("s3://").split("/", 1)[0]
+    return delivery.outside_uri or f"s3://{bucket}/{WHEELHOUSE_PREFIX}/{PLANNED_DIGEST}/"
+
+
 def fetch_container(config: WorkloadConfig) -> Obj:
     """The init container that copies the wheel from S3 with the pod's Pod Identity."""
     delivery = delivery_of(config)
@@ -285,6 +307,9 @@ def fetch_container(config: WorkloadConfig) -> Obj:
         f"{shlex.quote(f'{APP_DIR}/{delivery.wheel_file}')} && aws s3 cp --only-show-errors --recursive "
         f"{shlex.quote(wheelhouse_uri(config))} {WHEELHOUSE_DIR}/"
     )
+    outside = outside_uri(config)
+    if outside:  # and what the lock leaves out (a CPU torch), fetched at the first `up`
+        script += f" && aws s3 cp --only-show-errors --recursive {shlex.quote(outside)} {OUTSIDE_DIR}/"
     return aws_cli_container(config, FETCH_CONTAINER, script, APP_VOLUME, APP_DIR)
 
 

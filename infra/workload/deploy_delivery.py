@@ -50,6 +50,7 @@ from llmctl.infra.workload.delivery import (
     image_tag,
     wheel_key,
 )
+from llmctl.infra.workload.outside_wheels import deliver_outside, recorded_outside
 from llmctl.infra.workload.ui_packages import from_bucket, ui_lock
 from llmctl.infra.workload.wheel_cache import cached_build
 from llmctl.infra.workload.wheelhouse import upload_wheelhouse, wheelhouse_key
@@ -367,17 +368,26 @@ def _decide_on_eks(
             "the platform exports no cache bucket, so the serving code cannot be delivered as a wheel",
             f"push an image instead: {push}",
         )
+    outside = None
     if upload:
         key, uploaded = upload_wheel(region, bucket, wheel)
         note(f"    {'uploaded' if uploaded else 'reusing'} s3://{bucket}/{key}")
         upload_lock_wheelhouse(config, bucket, note)
+        # what the lock leaves out (a CPU torch): downloaded once, its sha256 in the stack's state
+        outside = deliver_outside(
+            config, lock_for(config.blueprint.runtime, config.blueprint.image.base), bucket, note
+        )
     else:
         key = wheel_key(digest, wheel.name)
+        outside = recorded_outside(
+            config, lock_for(config.blueprint.runtime, config.blueprint.image.base), bucket
+        )
     return Delivery(
         mode="wheel",
         image=config.blueprint.image.base,
         wheel_uri=f"s3://{bucket}/{key}",
         wheel_sha256=file_sha256(wheel),
+        outside_uri=outside,
         reason=f"{why}: the pods fetch this llmctl as a wheel from the cache bucket "
         f"(faster repeat deploys: {push})",
         decided=upload,

@@ -17,6 +17,7 @@ from llmctl.infra.workload.builders import cache, common, ray, ui
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import app_objects
+from llmctl.infra.workload.image_pins import pin_manifests
 
 Obj = dict[str, Any]
 
@@ -96,4 +97,5 @@ def build_manifests(config: WorkloadConfig, *, hf_token: str | None, api_key: st
     objects.extend(cache.mirror_objects(config))
     objects.extend(builder_for(config.blueprint.runtime).build(config))
     objects.extend(ui.build(config, endpoint_info(config).url))
-    return [json.loads(json.dumps(obj)) for obj in objects]  # plain trees: no shared sub-objects
+    plain = [json.loads(json.dumps(obj)) for obj in objects]  # plain trees: no shared sub-objects
+    return pin_manifests(plain, config.image_pins)  # the stack's recorded digests (up, images pin)

@@ -53,8 +53,9 @@ def pip_platforms(platform: str) -> list[str]:
     ]
 
 
-def download_command(spec: LockSpec, out_dir: Path, python: str | None = None) -> list[str]:
-    """The `pip download` of a lock's wheels for its base image (`python`: another version, tests)."""
+def pip_download_for(spec: LockSpec, python: str | None = None) -> list[str]:
+    """`pip download` of wheels for the lock's base image: its interpreter and platforms (`python`:
+    another version, tests); the caller adds what to download."""
     base = locks().base(spec)
     version = (python or base.python).replace(".", "")
     platforms = [arg for tag in pip_platforms(base.platform) for arg in ("--platform", tag)]
@@ -65,13 +66,20 @@ def download_command(spec: LockSpec, out_dir: Path, python: str | None = None) -
         "download",
         "--quiet",
         "--disable-pip-version-check",
-        "--no-deps",
         "--only-binary=:all:",
         "--implementation",
         "cp",
         "--python-version",
         version,
         *platforms,
+    ]
+
+
+def download_command(spec: LockSpec, out_dir: Path, python: str | None = None) -> list[str]:
+    """The `pip download` of a lock's wheels for its base image (`python`: another version, tests)."""
+    return [
+        *pip_download_for(spec, python),
+        "--no-deps",
         "--require-hashes",
         "-r",
         str(spec.path),

@@ -65,6 +65,12 @@ def _records(stack: str) -> Path:
     return state_dir() / "local" / check_name("stack", stack)
 
 
+def local_blueprints() -> set[str]:
+    """The blueprints with a local server record, in any stack (running or not)."""
+    root = state_dir() / "local"
+    return {p.name.removesuffix(".json") for p in root.glob("*/*.json") if not p.name.endswith(".spec.json")}
+
+
 def _record_path(stack: str, blueprint: str) -> Path:
     return _records(stack) / f"{check_name('blueprint', blueprint)}.json"
 
@@ -110,6 +116,8 @@ def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpo
     from llmctl.serving.client.tiny import MARKER
 
     tiny = bool(record.get("model_path")) and (Path(record["model_path"]) / MARKER).is_file()
+    # what a user should know of this server: the port it moved to, the tiny model's random answers
+    note = "; ".join(text for text in (record.get("port_note"), RANDOM_NOTE if tiny else None) if text)
     return Endpoint(
         stack=stack,
         blueprint=blueprint.name,
@@ -120,7 +128,7 @@ def _endpoint(stack: str, blueprint: Blueprint, record: dict[str, Any]) -> Endpo
             "pid": str(record["pid"]),
             "log": record["log"],
             "max_new_tokens": str(blueprint.serving.max_new_tokens),
-            **({"note": RANDOM_NOTE} if tiny else {}),
+            **({"note": note} if note else {}),
         },
     )
 
@@ -171,7 +179,12 @@ def start_local(
             return _endpoint(stack, blueprint, existing)
         stop_local(stack, blueprint.name)
     model_path, served = resolve_model(blueprint, model, on_progress=say)
-    port = _free_port(port or blueprint.serving.port)
+    port_given, wanted = port is not None, port or blueprint.serving.port
+    port = _free_port(wanted)
+    if port != wanted:
+        if port_given:
+            raise BadInput(f"port {wanted} is in use on 127.0.0.1", "pass another --port, or leave it out")
+        say(f"port {wanted} is in use: serving on {port}")
     record_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     ray_dir = tempfile.mkdtemp(prefix="llmctl-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
     prefix = blueprint.serving.route_prefix.rstrip("/")
@@ -226,6 +239,7 @@ def start_local(
                 "stack": stack,
                 "pid": proc.pid,
                 "port": port,
+                "port_note": f"port {wanted} was in use: serving on {port}" if port != wanted else None,
                 "base_url": f"{root}/v1",
                 "health_url": f"{root}/healthz",
                 "model": served,
@@ -308,7 +322,10 @@ def stop_grace_s(record: dict[str, Any], state: str | None) -> float:
 
 
 def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
-    """Stop the local server(s) of a stack; returns the blueprints stopped. Safe to run twice."""
+    """Stop the local server(s) of a stack; returns the blueprints stopped. Safe to run twice. The
+    servers are stopped side by side (each drains for up to its own grace), not one after another."""
+    from concurrent.futures import ThreadPoolExecutor
+
     folder = _records(stack)
     paths = (
         [_record_path(stack, blueprint)]
@@ -317,30 +334,36 @@ def stop_local(stack: str = "dev", blueprint: str | None = None) -> list[str]:
         if folder.exists()
         else []
     )
-    stopped: list[str] = []
-    for path in paths:
-        if path.name.endswith(".spec.json") or not path.exists():
-            continue
-        record = _read(path)
-        name = record.get("blueprint", path.stem)
-        grace = stop_grace_s(record, _read(path.with_suffix(".status")).get("state"))
-        survivors = kill_tree(
-            int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=grace
+    paths = [path for path in paths if not path.name.endswith(".spec.json") and path.exists()]
+    with ThreadPoolExecutor(max_workers=max(1, len(paths))) as pool:
+        outcomes = list(pool.map(lambda path: _stop_one(stack, path), paths))
+    failed = [outcome for outcome in outcomes if isinstance(outcome, ServingError)]
+    if failed:
+        raise failed[0]
+    return [outcome for outcome in outcomes if isinstance(outcome, str)]
+
+
+def _stop_one(stack: str, path: Path) -> str | ServingError:
+    """Stop one local server and forget it; its blueprint, or the error when processes survive."""
+    record = _read(path)
+    name = str(record.get("blueprint", path.stem))
+    grace = stop_grace_s(record, _read(path.with_suffix(".status")).get("state"))
+    survivors = kill_tree(
+        int(record.get("pid", 0)), marker=record.get("ray_dir"), sig=signal.SIGTERM, grace_s=grace
+    )
+    if survivors:
+        return ServingError(
+            f"the local server of {name!r} left processes running after {grace:.0f} s: "
+            + ", ".join(str(p) for p in survivors),
+            f"stop them (`kill -9 {' '.join(str(p) for p in survivors)}`), then run `llmctl down` again",
         )
-        if survivors:
-            raise ServingError(
-                f"the local server of {name!r} left processes running after {grace:.0f} s: "
-                + ", ".join(str(p) for p in survivors),
-                f"stop them (`kill -9 {' '.join(str(p) for p in survivors)}`), then run `llmctl down` again",
-            )
-        if record.get("ray_dir"):
-            shutil.rmtree(record["ray_dir"], ignore_errors=True)
-        for suffix in (".spec.json", ".status"):
-            path.with_suffix(suffix).unlink(missing_ok=True)
-        path.unlink(missing_ok=True)
-        remove_endpoint(stack, name)
-        stopped.append(name)
-    return stopped
+    if record.get("ray_dir"):
+        shutil.rmtree(record["ray_dir"], ignore_errors=True)
+    for suffix in (".spec.json", ".status"):
+        path.with_suffix(suffix).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+    remove_endpoint(stack, name)
+    return name
 
 
 def local_replicas(stack: str, blueprint: str) -> dict[str, Any] | None:

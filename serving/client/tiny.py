@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def _corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer(vocab_size: int = 512) -> Any:
+def build_tokenizer(vocab_size: int = 512, model_max_length: int = 2048) -> Any:
     """A ``PreTrainedTokenizerFast`` (byte-level BPE) with the chat template set."""
     tokenizers = require("tokenizers")
     transformers = require("transformers")
@@ -125,29 +126,94 @@ def build_tokenizer(vocab_size: int = 512) -> Any:
         eos_token="<|im_end|>",
         pad_token="<pad>",
         additional_special_tokens=["<|im_start|>", "</s>"],
-        model_max_length=2048,
+        model_max_length=model_max_length,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 
 
+@dataclass(frozen=True)
+class TinyShape:
+    """The shape of the tiny model: small enough for a CPU, and servable by vLLM's GPU kernels when
+    asked (``heads=8, kv_heads=8, head_dim=64``: vLLM's attention backends serve head sizes 64, 80,
+    96, 112, 128 and 256, not the default's 16)."""
+
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 16
+    max_position: int = 2048
+
+    @property
+    def hidden(self) -> int:
+        return self.heads * self.head_dim
+
+    def check(self, tensor_parallel: int = 1) -> None:
+        """Refuse a shape no Llama (or no tensor-parallel split of it) can have, naming the fix."""
+        for name in ("layers", "heads", "kv_heads", "head_dim", "max_position"):
+            if getattr(self, name) < 1:
+                raise ServingError(
+                    f"--{name.replace('_', '-')} must be at least 1", "e.g. --heads 8 --kv-heads 8"
+                )
+        if self.heads % self.kv_heads:
+            raise ServingError(
+                f"{self.heads} attention heads cannot share {self.kv_heads} key/value heads evenly",
+                "give --kv-heads a divisor of --heads (e.g. --heads 8 --kv-heads 8)",
+            )
+        if tensor_parallel < 1 or self.heads % tensor_parallel or self.kv_heads % tensor_parallel:
+            raise ServingError(
+                f"tensor_parallel {tensor_parallel} must divide both --heads ({self.heads}) and --kv-heads "
+                f"({self.kv_heads}): each GPU holds an equal share of the heads",
+                f"e.g. --heads {8 * max(tensor_parallel, 1)} --kv-heads {8 * max(tensor_parallel, 1)}",
+            )
+
+
+def is_control(text: str) -> bool:
+    """Whether a text holds a control character a terminal would act on (newlines and tabs aside)."""
+    return any(ch not in "\n\t" and (ord(ch) < 32 or 127 <= ord(ch) < 160) for ch in text)
+
+
+def control_tokens(tokenizer: Any) -> list[int]:
+    """The ids of the tokens that decode to a control character, or to a piece of a multi-byte
+    character (alone it decodes to U+FFFD, shown as `�`), the special tokens aside."""
+    special = set(tokenizer.all_special_ids)
+    unprintable = (tokenizer.decode([i]) for i in range(len(tokenizer)))
+    return [
+        i for i, text in enumerate(unprintable) if i not in special and (is_control(text) or "\ufffd" in text)
+    ]
+
+
 def write_tiny_model(
-    directory: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0
+    directory: str | Path,
+    *,
+    shape: TinyShape | None = None,
+    tensor_parallel: int = 1,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Write the model to ``directory`` (created; must be empty or absent); returns a summary.
 
-    A directory that already holds a tiny model written here is reused as it is (``reused`` is
-    true), so scripts can run the same command twice.
+    A directory that already holds a tiny model of the same shape written here is reused as it is
+    (``reused`` is true), so scripts can run the same command twice; one of another shape is
+    refused. ``tensor_parallel``: only checked (the heads must split evenly over that many GPUs).
     """
+    shape = shape or TinyShape()
+    shape.check(tensor_parallel)
     out = Path(directory).expanduser().resolve()
     if out.exists() and not out.is_dir():
         raise ServingError(f"{out} is a file, not a directory", "pass a new or empty directory")
     marker = out / MARKER
     if marker.is_file():
         try:
-            return {**json.loads(marker.read_text()), "path": str(out), "reused": True}
+            found = json.loads(marker.read_text())
         except (OSError, ValueError):
-            pass  # a damaged marker: treat as any other non-empty directory
+            found = None  # a damaged marker: treat as any other non-empty directory
+        if isinstance(found, dict):
+            if _shape_of(found) != _shape_fields(shape):
+                raise ServingError(
+                    f"{out} holds a tiny model of another shape ({_describe(_shape_of(found))})",
+                    "pass a new or empty directory, or the same shape options as before",
+                )
+            return {**found, "path": str(out), "reused": True}
     if out.exists() and any(out.iterdir()):
         raise ServingError(f"{out} exists and is not an empty directory", "pass a new or empty directory")
     try:
@@ -158,16 +224,17 @@ def write_tiny_model(
         ) from None
     torch = require("torch")
     transformers = require("transformers")
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(model_max_length=shape.max_position)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     config = transformers.LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=hidden * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.hidden * 2,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        max_position_embeddings=shape.max_position,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=eos,
@@ -183,16 +250,58 @@ def write_tiny_model(
         eos_token_id=eos,
         pad_token_id=tokenizer.pad_token_id,
         do_sample=False,
+        # random weights pick any token, and a byte-level vocabulary has one per byte: never generate
+        # the control bytes nor the pieces of multi-byte characters, so a chat shows words, not `\x1f`
+        # escapes or `�` (generate() reads this config)
+        suppress_tokens=control_tokens(tokenizer),
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    portable_tokenizer_config(out / "tokenizer_config.json")
     params = sum(t.numel() for t in model.parameters())
     summary = {
         "path": str(out),
         "parameters": int(params),
         "vocab_size": len(tokenizer),
-        "layers": layers,
-        "hidden_size": hidden,
+        "hidden_size": shape.hidden,
+        **_shape_fields(shape),
     }
     marker.write_text(json.dumps(summary))  # last: only a complete model is reused
     return {**summary, "reused": False}
+
+
+def portable_tokenizer_config(path: Path) -> None:
+    """Write the tokenizer config so that transformers 4 reads it too.
+
+    transformers 5 saves ``tokenizer_class: TokenizersBackend``, a ``backend`` key and a list of
+    ``extra_special_tokens``; transformers 4.57 (what vLLM 0.22.1, the Triton 26.06 image's, pins)
+    knows none of them and cannot load the tokenizer (seen on the 2026-11-28 GPU run). The same
+    tokenizer in 4's terms (``PreTrainedTokenizerFast``, ``additional_special_tokens``) loads in both.
+    """
+    config = json.loads(path.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config.pop("backend", None)
+    extra = config.pop("extra_special_tokens", None)
+    if isinstance(extra, list):
+        config["additional_special_tokens"] = extra
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _shape_fields(shape: TinyShape) -> dict[str, int]:
+    return {
+        "layers": shape.layers,
+        "heads": shape.heads,
+        "kv_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "max_position": shape.max_position,
+    }
+
+
+def _shape_of(summary: dict[str, Any]) -> dict[str, int]:
+    """The shape a marker records; a marker written before the shape options had the default's."""
+    default = _shape_fields(TinyShape())
+    return {name: int(summary.get(name, value)) for name, value in default.items()}
+
+
+def _describe(fields: dict[str, int]) -> str:
+    return ", ".join(f"{name.replace('_', '-')} {value}" for name, value in fields.items())

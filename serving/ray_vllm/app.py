@@ -39,6 +39,11 @@ def llm_config(
     env = {"HF_HUB_DISABLE_TELEMETRY": "1", ENGINE_CLS_ENV: ENGINE_CLS}
     if blueprint.compute.accelerator == "nvidia":
         engine["gpu_memory_utilization"] = blueprint.serving.gpu_memory_utilization
+        # vLLM's compile caches in one folder per key, restored from and published to the S3 compile
+        # cache by the replica hooks (neuron_cache.py; the folder stays local without a bucket)
+        from llmctl.serving.ray_vllm.neuron_cache import gpu_cache_env, gpu_model, vllm_compile_key
+
+        env.update(gpu_cache_env(vllm_compile_key(blueprint, engine, gpu=gpu_model(blueprint))))
     elif blueprint.is_neuron:
         # vllm-neuron: the platform plugin picks the Neuron device; each replica owns tp NeuronCores.
         # Contiguous KV cache (one block per sequence): the plugin sets block_size = max_model_len

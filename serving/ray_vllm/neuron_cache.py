@@ -1,4 +1,12 @@
-"""ray-vllm on Neuron: NxD Inference's compiled artifacts restored from, and published to, S3.
+"""ray-vllm's compile cache: what the engine compiles at its first start, restored from and
+published to S3 (on Neuron NxD Inference's artifacts; on NVIDIA GPUs vLLM's own caches).
+
+On NVIDIA GPUs (:func:`gpu_cache_env`) the folder holds every cache a vLLM start fills: vLLM's
+torch.compile cache (``VLLM_CACHE_ROOT``), Inductor's (``TORCHINDUCTOR_CACHE_DIR``), Triton's kernels
+(``TRITON_CACHE_DIR``), FlashInfer's JIT builds and autotune results (``FLASHINFER_WORKSPACE_BASE``)
+and the CUDA driver's PTX cache (``CUDA_CACHE_PATH``). Measured on an H200 (vLLM 0.26.0, 2026-11-28,
+benchmarks/results/gpu.json): ready 200.9 s after a first start, 59.6 s after a restart on that
+folder (engine init 116.6 s -> 13.2 s). Compiled kernels depend on the GPU model, so the key names it.
 
 On the pinned image (vLLM 0.13 + the vllm-neuron plugin, Neuron SDK 2.27) the plugin compiles the
 model through NxD Inference. When ``$NEURON_COMPILED_ARTIFACTS`` names a directory it first tries
@@ -40,9 +48,11 @@ from llmctl.serving.phases import log_phase
 from llmctl.serving.s3_sync import S3, parse_s3_uri, s3_errors
 
 ARTIFACTS_ENV = "NEURON_COMPILED_ARTIFACTS"  # read by the vllm-neuron plugin (NxD Inference model loader)
+DIR_ENV = "LLMCTL_COMPILE_DIR"  # the folder on NVIDIA GPUs, where no engine variable names one folder
 KEY_ENV = "LLMCTL_COMPILE_KEY"
 WAIT_ENV = "LLMCTL_COMPILE_WAIT_S"
 DEFAULT_ROOT = "/tmp/llmctl-neuron/vllm"
+GPU_ROOT = "/tmp/llmctl-compile/vllm"
 DEFAULT_WAIT_S = 1800.0  # then compile alone: Ray Serve LLM allows an engine start one hour
 POLL_S = 15.0
 _EXPECTED = "s3://<cache bucket>/neuron-cache/<blueprint>"
@@ -63,18 +73,27 @@ class VllmCompileKey:
     neuron_sdk: str | None
     vllm: str | None
     digest: str
+    gpu: str | None = None  # NVIDIA only: Ray's name of the GPU model (kernels are built per architecture)
+    cuda: str | None = None
 
     @property
     def name(self) -> str:
         """The folder / S3 prefix name of this configuration."""
-        return (
+        head = (
             f"{slug(self.model_id)}@{slug(self.revision)}-tp{self.tp_degree}-{self.dtype}-b{self.batch_size}"
-            f"-n{self.max_model_len}-sdk{self.neuron_sdk or 'unknown'}-vllm{self.vllm or 'unknown'}-{self.digest}"
         )
+        if self.gpu is not None:
+            platform = f"gpu{slug(self.gpu)}-cuda{self.cuda or 'unknown'}"
+        else:
+            platform = f"sdk{self.neuron_sdk or 'unknown'}"
+        return f"{head}-n{self.max_model_len}-{platform}-vllm{self.vllm or 'unknown'}-{self.digest}"
 
 
-def vllm_compile_key(blueprint: Blueprint, engine_kwargs: dict[str, Any]) -> VllmCompileKey:
-    """The key of a ray-vllm Neuron blueprint with its ``engine_kwargs`` (all of them go into the digest)."""
+def vllm_compile_key(
+    blueprint: Blueprint, engine_kwargs: dict[str, Any], *, gpu: str | None = None
+) -> VllmCompileKey:
+    """The key of a ray-vllm blueprint with its ``engine_kwargs`` (all of them go into the digest);
+    ``gpu``: the NVIDIA GPU model, which names the key's platform instead of the Neuron SDK."""
     canonical = json.dumps(engine_kwargs, sort_keys=True, separators=(",", ":"), default=str)
     return VllmCompileKey(
         model_id=blueprint.model.id,
@@ -86,12 +105,46 @@ def vllm_compile_key(blueprint: Blueprint, engine_kwargs: dict[str, Any]) -> Vll
         neuron_sdk=blueprint.image.neuron_sdk,
         vllm=blueprint.image.vllm,
         digest=hashlib.sha256(canonical.encode()).hexdigest()[:10],
+        gpu=gpu,
+        cuda=blueprint.image.cuda if gpu is not None else None,
     )
 
 
 def artifacts_dir(key: VllmCompileKey, root: str | None = None) -> Path:
     """Where a replica keeps the artifacts of ``key`` (``$NEURON_COMPILED_ARTIFACTS``)."""
     return Path(root or DEFAULT_ROOT) / key.name
+
+
+def gpu_model(blueprint: Blueprint) -> str:
+    """The GPU model of the blueprint's instance type (the hardware catalog's name, e.g. A100-80GB):
+    compiled kernels are built for one architecture, so it is part of the key."""
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.errors import CatalogError
+
+    try:
+        return hardware().instance(blueprint.compute.instance_type).accelerator_name or "unknown"
+    except CatalogError:
+        return "unknown"
+
+
+def gpu_cache_env(key: VllmCompileKey, root: str | None = None) -> dict[str, str]:
+    """The replica's environment on NVIDIA GPUs: every cache a vLLM start fills, under the key's folder.
+
+    The variables are the engines' own: vLLM's ``VLLM_CACHE_ROOT`` (vllm/envs.py), PyTorch Inductor's
+    ``TORCHINDUCTOR_CACHE_DIR``, Triton's ``TRITON_CACHE_DIR``, FlashInfer's
+    ``FLASHINFER_WORKSPACE_BASE`` (flashinfer/jit/env.py: its JIT builds go to
+    ``<base>/.cache/flashinfer``) and the CUDA driver's ``CUDA_CACHE_PATH``.
+    """
+    folder = Path(root or GPU_ROOT) / key.name
+    return {
+        DIR_ENV: str(folder),
+        KEY_ENV: key.name,
+        "VLLM_CACHE_ROOT": str(folder / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
+        "TRITON_CACHE_DIR": str(folder / "triton"),
+        "FLASHINFER_WORKSPACE_BASE": str(folder / "flashinfer"),
+        "CUDA_CACHE_PATH": str(folder / "cuda"),
+    }
 
 
 def local_files(directory: Path) -> dict[str, int]:
@@ -156,7 +209,7 @@ class NeuronCompileCache:
 
     # ---- S3 -------------------------------------------------------------------------------
     def _s3(self) -> S3:
-        return S3("the S3 Neuron compile cache")
+        return S3("the S3 compile cache")
 
     def _hint(self) -> str:
         return (
@@ -210,9 +263,7 @@ class NeuronCompileCache:
         elif not self.base_url:
             self.source = "compile"
         else:
-            with s3_errors(
-                f"s3://{self.bucket}/{self.prefix}", "read the Neuron compile cache", self._hint()
-            ):
+            with s3_errors(f"s3://{self.bucket}/{self.prefix}", "read the compile cache", self._hint()):
                 self.source = self._from_s3()
         if self.source == "compile":
             log_phase("compile", "start", key=self.key_name, writer=self._lock is not None)
@@ -289,7 +340,7 @@ class NeuronCompileCache:
 
     def _publish(self, body: bytes) -> bool:
         uri = f"s3://{self.bucket}/{self.prefix}"
-        with s3_errors(uri, "write the Neuron compile cache", self._hint()):
+        with s3_errors(uri, "write the compile cache", self._hint()):
             s3 = self._s3()
             found = self.remote(s3)
             if found.state == "complete":
@@ -303,10 +354,12 @@ class NeuronCompileCache:
 
 
 def cache_from_env(environ: dict[str, str] | None = None) -> NeuronCompileCache | None:
-    """The replica's cache from ``$NEURON_COMPILED_ARTIFACTS``, ``$LLMCTL_COMPILE_KEY`` and
-    ``$LLMCTL_COMPILE_CACHE_URL`` (None off Neuron, where the first two are not set)."""
+    """The replica's cache from its folder (``$NEURON_COMPILED_ARTIFACTS`` on Neuron,
+    ``$LLMCTL_COMPILE_DIR`` on NVIDIA GPUs), ``$LLMCTL_COMPILE_KEY`` and ``$LLMCTL_COMPILE_CACHE_URL``
+    (None where no folder and key are set)."""
     env = os.environ if environ is None else environ
-    directory, key_name = env.get(ARTIFACTS_ENV, "").strip(), env.get(KEY_ENV, "").strip()
+    directory = (env.get(ARTIFACTS_ENV, "") or env.get(DIR_ENV, "")).strip()
+    key_name = env.get(KEY_ENV, "").strip()
     if not directory or not key_name:
         return None
     owner = f"{env.get('HOSTNAME', 'replica')}/{os.getpid()}"

@@ -1,14 +1,13 @@
 """The engine-independent part of a Ray Serve LLM ``LLMConfig``, from a blueprint.
 
 A Ray Serve LLM runtime passes its engine's kwargs and environment; everything Ray Serve LLM itself
-reads (model loading, deployment options, accelerator type, callback) is set here the same way for
+reads (model loading, deployment options, callback) is set here the same way for
 every such runtime. The field names are Ray Serve LLM's ``LLMConfig``
 (``ray.llm._internal.serve.configs.server_models.LLMConfig`` in Ray 2.58).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from llmctl.blueprints import serving_limits
@@ -17,21 +16,12 @@ from llmctl.serving.common.ingress import autoscaling_config, shedding_options
 
 #: the app args every Ray Serve LLM runtime accepts besides ``blueprint``
 ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
-# Ray names a GPU by the first word of its model name after the vendor ("NVIDIA A100-SXM4-80GB" -> "A100")
-_RAY_GPU_TYPE = re.compile(r"[A-Z0-9]+")
-
-
-def gpu_type(blueprint: Blueprint) -> str | None:
-    """Ray's ``accelerator_type`` for the blueprint's GPU, from the hardware catalog's GPU name."""
-    from llmctl.blueprints.hardware import hardware
-    from llmctl.errors import CatalogError
-
-    try:
-        name = hardware().instance(blueprint.compute.instance_type).accelerator_name
-    except CatalogError:
-        return None
-    found = _RAY_GPU_TYPE.match(name or "")
-    return found.group() if found else None
+# No ``accelerator_type``: Ray Serve LLM would add ``accelerator_type:<GPU>: 0.001`` to every placement
+# bundle (Ray 2.58 ``core/configs/accelerators.py`` ``GPUAccelerator.default_bundles``), a resource the
+# KubeRay autoscaler never sees on a worker group (``autoscaler/_private/kuberay/autoscaling_config.py``
+# reads only the group's ``resources``, ``rayStartParams`` and container limits). A replica beyond the
+# running workers would then look infeasible and no worker would be added. The worker group's
+# nodeSelector already pins the instance type, so every GPU a replica can land on is the right one.
 
 
 def model_source(blueprint: Blueprint, explicit: str | None) -> str | dict[str, str]:
@@ -92,8 +82,4 @@ def llm_config(
     }
     if callback_class:
         config["callback_config"] = {"callback_class": callback_class}
-    if blueprint.compute.accelerator == "nvidia":
-        accelerator_type = gpu_type(blueprint)
-        if accelerator_type:
-            config["accelerator_type"] = accelerator_type
     return config

@@ -30,6 +30,9 @@ def engine_args(blueprint: Blueprint, model: str | None = None) -> dict[str, obj
         "gpu_memory_utilization": blueprint.serving.gpu_memory_utilization,
         "dtype": _VLLM_DTYPE[blueprint.model.dtype],
         "max_num_seqs": blueprint.serving.max_concurrent_requests,
+        # the engine's stat loggers set vllm:num_requests_waiting, the autoscaler's signal
+        # (serving/triton_vllm/queue_metrics.py); vLLM logs stats unless this is true
+        "disable_log_stats": False,
         # no "disable_log_requests": vLLM >= 0.11 removed it (AsyncEngineArgs raises TypeError) and
         # logs no requests by default
     }

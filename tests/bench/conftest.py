@@ -91,6 +91,7 @@ def _ok(
     record = RequestRecord(index=index, endpoint="http://x/v1", input_tokens_sent=8, max_tokens=3)
     record.chunk_times = [T0 + t for t, _ in chunks]
     record.chunk_texts = [text for _, text in chunks]
+    record.first_answer = record.chunk_times[0] if record.chunk_times else None
     record.start, record.end = T0 + start, T0 + end
     record.issued = T0 + start - 1 / 1024
     record.usage_prompt_tokens = 8

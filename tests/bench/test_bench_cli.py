@@ -166,7 +166,7 @@ def test_bench_unreachable_endpoint_and_bad_url() -> None:
 def test_bench_compare_rejects_empty_folders(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     result = runner.invoke(app, ["bench", "compare", str(tmp_path / "a"), str(tmp_path / "a")])
-    assert result.exit_code == 1 and "holds no summary.json" in result.output
+    assert result.exit_code == 2 and "holds no summary.json" in result.output
 
 
 def test_bench_and_chat_resolve_a_deployed_blueprint(fake: Any, tmp_path: Path, state_dir: Path) -> None:
@@ -182,8 +182,10 @@ def test_bench_and_chat_resolve_a_deployed_blueprint(fake: Any, tmp_path: Path, 
     data = json.loads(result.stdout)
     assert data["model"] == "fake-model" and len(data["response"].split()) == 3
     assert data["usage"]["completion_tokens"] == 3
-    result = runner.invoke(app, ["bench", "--blueprint", "nope", "-n", "1"])
+    result = runner.invoke(app, ["bench", "--blueprint", "tiny-cpu", "-n", "1"])
     assert result.exit_code == 8 and "is not deployed" in result.output
+    result = runner.invoke(app, ["bench", "--blueprint", "nope", "-n", "1"])  # known nowhere: a typo
+    assert result.exit_code == 2 and "unknown blueprint 'nope'" in result.output
 
 
 def test_bench_and_chat_take_a_named_workload(fake: Any, tmp_path: Path, state_dir: Path) -> None:

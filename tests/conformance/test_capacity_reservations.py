@@ -41,8 +41,10 @@ def karpenter_objects(config: PlatformConfig) -> dict[tuple[str, str], dict[str,
     return found
 
 
+# the pool keeps on-demand either way: `fallback: none` binds the reserving blueprint's own pods
 @pytest.mark.parametrize(
-    ("fallback", "capacity_types"), [("on-demand", ["reserved", "on-demand"]), ("none", ["reserved"])]
+    ("fallback", "capacity_types"),
+    [("on-demand", ["reserved", "on-demand"]), ("none", ["reserved", "on-demand"])],
 )
 def test_reservation_blueprint_renders_valid_nodeclass_and_nodepool(
     fallback: str, capacity_types: list[str]
@@ -102,3 +104,63 @@ def test_spot_and_reservations_do_not_mix() -> None:
     data["compute"]["capacity_type"] = "spot"
     with pytest.raises(ValueError, match=r"compute\.capacity_type: on-demand"):
         Blueprint.model_validate(data)
+
+
+def _pod_specs(resources: list[Any]) -> dict[str, dict[str, Any]]:
+    """Every pod template of a workload plan, by the kind and name of its owner (RayService workers too)."""
+    specs: dict[str, dict[str, Any]] = {}
+    for res in resources:
+        spec = res.inputs.get("spec") or {}
+        if res.type.endswith(":Deployment"):
+            specs[f"Deployment/{res.name}"] = spec["template"]["spec"]
+        if res.type.endswith(":RayService"):
+            for group in spec["rayClusterConfig"]["workerGroupSpecs"]:
+                specs[f"RayService/{group['groupName']}"] = group["template"]["spec"]
+    return specs
+
+
+def test_one_blueprint_s_reservation_without_fallback_leaves_the_other_blueprint_on_demand() -> None:
+    """A plan of llama2-70b-vllm-gpu (reservation, `fallback: none`) and llama2-triton-vllm-gpu on one
+    platform: both serve from the gpu-nvidia pool, whose NodePool still allows on-demand; the 70b
+    workers select reserved capacity, the Triton pods on-demand (they neither wait for the
+    reservation nor take it)."""
+    from llmctl.infra.plan.workload import run_workload_offline
+    from llmctl.infra.workload.config import PlatformFacts
+    from llmctl.infra.workload.schedulability import validate_workload
+
+    seventy, triton = reserved_blueprint("none"), load_blueprint("llama2-triton-vllm-gpu")
+    config = PlatformConfig.for_blueprints([seventy, triton], stack="ci")
+    [capacity] = [
+        r
+        for r in karpenter_objects(config)[("NodePool", "gpu-nvidia")]["spec"]["template"]["spec"][
+            "requirements"
+        ]
+        if r["key"] == "karpenter.sh/capacity-type"
+    ]
+    assert "on-demand" in capacity["values"] and "reserved" in capacity["values"]
+    selectors = {}
+    for bp in (seventy, triton):
+        plan = run_workload_offline(bp, config)
+        for owner, spec in _pod_specs(plan.resources).items():
+            if spec["nodeSelector"].get("karpenter.sh/nodepool") == "gpu-nvidia":
+                selectors[(bp.name, owner)] = spec["nodeSelector"].get("karpenter.sh/capacity-type")
+    assert selectors == {
+        ("llama2-70b-vllm-gpu", "RayService/p4de"): "reserved",
+        (
+            "llama2-triton-vllm-gpu",
+            "Deployment/llama2-triton-vllm-gpu/llama2-triton-vllm-gpu-triton",
+        ): "on-demand",
+    }, selectors
+    # `llmctl validate`'s facts know the reserving blueprint's pool allows reserved capacity
+    assert validate_workload(seventy, PlatformFacts.for_blueprint(seventy)) == []
+    # and on the platform's pools as its outputs give them, both blueprints' pods can be scheduled
+    from llmctl.infra.platform.program import node_pool_outputs
+
+    outputs = {
+        "cluster_name": config.cluster_name,
+        "region": config.region,
+        "node_pools": node_pool_outputs(config),
+    }
+    facts = PlatformFacts.from_outputs(outputs)
+    assert "on-demand" in facts.pool("gpu-nvidia").capacity_types  # type: ignore[union-attr]
+    assert validate_workload(seventy, facts) == [] and validate_workload(triton, facts) == []

@@ -70,7 +70,7 @@ def not_an_llm() -> Iterator[str]:
 
 def test_error_hint_with_brackets_is_printed_literally() -> None:
     result = run("bench", "--endpoint", "http://127.0.0.1:1/v1", "--slo", "ttft=abc")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "name=value[ms|s]" in result.stderr  # was swallowed as Rich markup
 
 
@@ -80,7 +80,20 @@ def test_usage_error_with_json_still_prints_json() -> None:
     data = json_out(result)
     assert data["error"] == "UsageError" and "--context" in data["message"]
     assert "llmctl size --help" in data["hint"]
-    assert "Usage:" in result.stderr
+    # one line and a hint on stderr, like every other error (not Click's three-line usage block)
+    assert result.stderr.splitlines() == [f"error: {data['message']}", f"hint: {data['hint']}"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["size", "llama-2-7b", "--context", "0"], ["bogus"], ["--bogus"], ["up", "--bogus"], ["bench", "-c"]],
+)
+def test_usage_errors_are_one_line_and_a_hint(args: list[str]) -> None:
+    result = run(*args)
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: run `llmctl")
+    assert "Usage:" not in result.output
 
 
 def test_usage_error_without_json_keeps_stdout_empty() -> None:
@@ -137,7 +150,7 @@ def test_schema_out_to_unwritable_path(tmp_path: Path, target: str) -> None:
     (tmp_path / "file").write_text("x")
     out = tmp_path if target == "dir" else tmp_path / "file" / "schema.json"
     result = run("blueprints", "schema", "--out", str(out), "--json")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "cannot write the schema" in json_out(result)["message"]
 
 
@@ -241,7 +254,7 @@ def test_bench_compare_malformed_summaries(tmp_path: Path, content: str) -> None
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(content)
     result = run("bench", "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "is not an llmctl bench summary" in json_out(result)["message"]
 
 
@@ -250,7 +263,7 @@ def test_bench_out_below_a_file(tmp_path: Path, not_an_llm: str) -> None:
     result = run(
         "bench", "-e", not_an_llm, "-n", "1", "--warmup", "0", "--out", str(tmp_path / "file" / "r"), "--json"
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "cannot write results" in json_out(result)["message"]
 
 

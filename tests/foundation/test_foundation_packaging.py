@@ -46,12 +46,21 @@ def test_the_layer_folders_are_the_ones_pyproject_maps() -> None:
     assert not (ROOT / "llmctl").exists()
 
 
-def test_every_package_folder_goes_into_the_wheel_with_no_list_to_keep(built_packages: set[str]) -> None:
+def test_every_package_and_data_folder_goes_into_the_wheel_with_no_list_to_keep(
+    built_packages: set[str],
+) -> None:
+    """Every folder that holds a file of the package (code, or data such as the catalog and the
+    locks) is a package setuptools is given: a data folder left out makes setuptools print a
+    "Package would be ignored" warning box per folder at every install, and its files are dropped
+    from the wheel in a later setuptools release."""
     found = set()
     for folder, package in LAYERS.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder)
+        for file in (ROOT / folder).rglob("*"):
+            if not file.is_file() or "__pycache__" in file.parts:
+                continue
+            relative = file.parent.relative_to(ROOT / folder)
             found.add(".".join([package, *relative.parts]) if relative.parts else package)
+    assert {"llmctl.blueprints.catalog", "llmctl.serving.locks.constraints"} <= found
     assert found == built_packages
     assert "packages" not in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 

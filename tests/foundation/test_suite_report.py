@@ -1,5 +1,5 @@
-"""`--suite-report FILE` (what `make test` writes to benchmarks/results/suite.json): outcomes counted
-once per test, the slowest tests first, the wall time and the machine."""
+"""`--suite-report FILE` (what `make test` writes to build/suite.json): outcomes counted once per test,
+the slowest tests first, the wall time and the machine."""
 
 from __future__ import annotations
 
@@ -8,6 +8,13 @@ import json
 import pytest
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _inner_ini(pytester: pytest.Pytester) -> None:
+    """The inner run's own settings, as the project's pyproject.toml sets them: without this one,
+    pytest-asyncio warns that its fixture loop scope is unset (a warning the outer run then shows)."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
 
 
 def test_the_report_counts_outcomes_and_ranks_the_slowest(pytester: pytest.Pytester) -> None:

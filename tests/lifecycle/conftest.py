@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from lifecycle_support import seed_ami_parameters, seed_cache_bucket
+from lifecycle_support import make_wheel, seed_ami_parameters, seed_cache_bucket
 from standin_support import STANDIN_BUCKET, ForkServer, StandinEngine, build_client, install
 
 HERE = Path(__file__).parent
@@ -48,6 +50,19 @@ def serving_code_account(request: pytest.FixtureRequest) -> None:
         return
     region = request.getfixturevalue("aws")
     seed_cache_bucket(STANDIN_BUCKET, region)
+
+
+@pytest.fixture(autouse=True)
+def cpu_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """PyTorch's CPU index is out of reach here: the download of what a lock leaves out (ray-cpu's CPU
+    torch, at a first `up` on EKS) gives one small wheel of that name instead. The real download, with
+    pip against a local index directory, and the pods' install from it: test_outside_wheels.py."""
+
+    def download(spec: Any, out_dir: Path, args: list[str] | None = None) -> dict[str, str]:
+        wheel = make_wheel(out_dir, "torch", "2.13.0+cpu")
+        return {wheel.name: hashlib.sha256(wheel.read_bytes()).hexdigest()}
+
+    monkeypatch.setattr("llmctl.infra.workload.outside_wheels.download", download)
 
 
 @pytest.fixture

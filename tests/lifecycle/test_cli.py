@@ -25,9 +25,10 @@ def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
     "args",
     [
         ["up", "--blueprint", "tiny-cpu", "--yes"],
-        ["down", "--yes"],
+        # (with nothing deployed, down and status say so first: tests/foundation/test_first_day.py)
+        ["down", "--yes", "--target", "eks"],
         ["preview", "--blueprint", "tiny-cpu"],
-        ["status"],
+        ["status", "--target", "eks"],
         ["stacks", "list"],
         ["stacks", "gc", "--older-than", "3d", "--yes"],
     ],
@@ -42,7 +43,7 @@ def test_missing_pulumi_gives_the_install_hint(args: list[str], no_pulumi: None,
     "args",
     [
         ["up", "--blueprint", "tiny-cpu", "--yes"],
-        ["down", "--yes"],
+        ["down", "--yes", "--target", "eks"],
         ["preview", "--blueprint", "tiny-cpu"],
         ["sweep", "--cluster", CLUSTER, "--dry-run"],
     ],

@@ -157,10 +157,13 @@ def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag:
     body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
     assert body and chosen.wheel_sha256 == hashlib.sha256(body).hexdigest()  # what each pod checks
     house = wheelhouse_key(locks().locks["ray-cpu"])
-    assert notes == [
+    assert notes[:2] == [
         f"    uploaded {chosen.wheel_uri}",
         f"    reusing s3://{BUCKET}/{house}/ (the ray-cpu lock's wheels: the pods install with no index)",
     ]
+    # and what the lock leaves out, its CPU torch (conftest's stand-in for PyTorch's CPU index)
+    assert len(notes) == 3 and notes[2].startswith(f"    uploaded {chosen.outside_uri} ")
+    assert "(what the ray-cpu lock leaves out: torch-2.13.0+cpu" in notes[2]
 
 
 def test_forcing_a_delivery(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -384,7 +387,8 @@ def test_first_up_on_an_empty_account_delivers_the_code_and_pulls_nothing_missin
     s3.delete_object(Bucket=STANDIN_BUCKET, Key=key)
     report = lifecycle().preview("tiny-cpu", region=aws)
     assert set(report.stacks["llmctl-tiny-cpu"].changes) == {"same"}
-    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == len(locks().locks)  # the locks only
+    # the locks, and what ray-cpu's leaves out (its CPU torch and the requirements pinning it)
+    assert s3.list_objects_v2(Bucket=STANDIN_BUCKET).get("KeyCount") == len(locks().locks) + 2
     s3.upload_file(str(build_wheel(engine.root / "wheel")), STANDIN_BUCKET, key)
 
     # `llmctl images build --push` then the next `up`: the image, by digest, and no wheel fetch

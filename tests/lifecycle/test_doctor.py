@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from llmctl.infra.aws.doctor import run_doctor
+from llmctl.infra.targets.doctor import run_doctor
 
 INF_QUOTA = "L-1945791B"
 

@@ -1,11 +1,7 @@
-"""`up` shows why a node does not come: recorded Karpenter NodeClaim/event sequences replayed through
-the stand-in kubectl while `wait_ready` polls, with what it prints and how it ends.
-
-The messages have Karpenter's shapes: the pod event is `PodFailedToScheduleEvent` ("Failed to
-schedule pod, " + InstanceTypeFilterError, kubernetes-sigs/karpenter pkg/controllers/provisioning/
-scheduling/events.go and nodeclaim.go); the NodeClaim's Launched condition carries
-`ToReasonMessage` of EC2's error (aws/karpenter-provider-aws pkg/errors/errors.go) or the fleet
-error text (InsufficientInstanceCapacity with EC2's own sentence).
+"""`up` shows why a node does not come: Karpenter's events and NodeClaims, built as Karpenter builds
+them (karpenter_shapes.py from data/karpenter/launch_signals.yaml, each piece with its upstream file
+and commit), replayed through the stand-in kubectl while `wait_ready` polls, with what it prints and
+how it ends.
 """
 
 from __future__ import annotations
@@ -14,6 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from karpenter_shapes import (
+    NS,
+    capacity_event,
+    fleet_error,
+    launched_unknown,
+    pending,
+    pod_event,
+    requirements,
+)
 from lifecycle_support import ready_pod
 from standin_support import StandinEngine
 
@@ -21,62 +26,11 @@ from llmctl.errors import ServingError
 from llmctl.infra.lifecycle.kube import launch_findings, wait_ready
 from llmctl.infra.lifecycle.launches import findings
 
-NS = "llama"
 STOP = "the platform bills about $30.00/h; `llmctl down --stack dev --yes`"
-
-
-def pending(instance_type: str, memory: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "serve-0", "namespace": NS},
-        "spec": {
-            "nodeSelector": {"karpenter.sh/nodepool": "x", "node.kubernetes.io/instance-type": instance_type},
-            "containers": [{"name": "serve", "resources": {"requests": {"memory": memory, "cpu": cpu}}}],
-        },
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "message": "0/3 nodes are available"}],
-        },
-    }
-
-
-def karpenter_event(
-    name: str, kind: str, involved: str, reason: str, message: str, at: str
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": name, "namespace": NS if kind == "Pod" else "default"},
-        "involvedObject": {"kind": kind, "name": involved, **({"namespace": NS} if kind == "Pod" else {})},
-        "reason": reason,
-        "message": message,
-        "source": {"component": "karpenter"},
-        "lastTimestamp": at,
-    }
-
-
-def nodeclaim(name: str, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "gpu-nvidia"}},
-        "status": {
-            "conditions": [{"type": "Launched", "status": "False", "reason": reason, "message": message}]
-        },
-    }
-
-
-ICE = (
-    "creating instance, insufficient capacity, with fleet error(s), InsufficientInstanceCapacity: We currently do "
-    "not have sufficient p4de.24xlarge capacity in the Availability Zone you requested (us-west-2b). Our system "
-    "will be working on provisioning additional capacity."
-)
-NO_TYPE = (
-    "Failed to schedule pod, no instance type has enough resources, requirements=karpenter.sh/nodepool In "
-    '[inferentia-inf2], node.kubernetes.io/instance-type In [inf2.48xlarge], resources={"aws.amazon.com/neuron":"12",'
-    '"cpu":"187986m","memory":"753025Mi","pods":"7"}'
-)
+NOTE = "`up` waits for the node (up to 60 min); meanwhile the platform bills about $0.31/h"
+ICE_2B = fleet_error("ice", instance_type="p4de.24xlarge", zone="us-west-2b", others="us-west-2a, us-west-2c")
+# Karpenter's resources= for the inf2 pod (resources.String of its requests plus the DaemonSets')
+INF2_RESOURCES = '{"aws.amazon.com/neuron":"12","cpu":"187986m","memory":"753025Mi","pods":"7"}'
 
 
 def _kubeconfig(tmp_path: Path) -> Path:
@@ -86,15 +40,53 @@ def _kubeconfig(tmp_path: Path) -> Path:
 
 
 def _watch(kubeconfig: Path, instance_type: str) -> Any:
-    return lambda: launch_findings(kubeconfig, NS, region="us-west-2", instance_type=instance_type)
+    return lambda: launch_findings(
+        kubeconfig, NS, region="us-west-2", instance_type=instance_type, blueprint="llama2-inf2"
+    )
 
 
-def test_ice_in_one_zone_is_shown_then_the_node_comes(engine: StandinEngine, tmp_path: Path) -> None:
+def _stopped(
+    engine: StandinEngine, tmp_path: Path, instance_type: str, *objects: dict[str, Any]
+) -> ServingError:
+    """`wait_ready` over the objects; the stop it raises (a short deadline: a wait that does not stop
+    at the finding ends in the timeout error instead, which the callers' assertions tell apart)."""
     kubeconfig = _kubeconfig(tmp_path)
-    engine.kube(pending("p4de.24xlarge", "162Gi", "20"))
+    engine.kube(*objects)
+    with pytest.raises(ServingError) as stopped:
+        wait_ready(
+            kubeconfig,
+            NS,
+            timeout_s=1,
+            on_wait=lambda text: None,
+            poll_s=0.01,
+            watch=_watch(kubeconfig, instance_type),
+            stop_hint=STOP,
+        )
+    return stopped.value
+
+
+def _inf2_pod_event(
+    engine: StandinEngine, tmp_path: Path, sentence: str, memory: str, cpu: str
+) -> ServingError:
+    """The stop (or deadline) of an inf2.48xlarge pod that Karpenter's scheduler says `sentence` about."""
+    return _stopped(
+        engine,
+        tmp_path,
+        "inf2.48xlarge",
+        pending("inf2.48xlarge", memory, cpu, pool="inferentia-inf2"),
+        pod_event("serve-0", sentence, requirements("inferentia-inf2", "inf2.48xlarge"), INF2_RESOURCES),
+    )
+
+
+def test_ice_in_one_zone_is_shown_with_what_bills_then_the_node_comes(
+    engine: StandinEngine, tmp_path: Path
+) -> None:
+    """No NodeClaim is left to read: Karpenter deletes it and says it in an event (launch.go)."""
+    kubeconfig = _kubeconfig(tmp_path)
+    engine.kube(pending("p4de.24xlarge", "162Gi", "20", pool="gpu-nvidia"))
     steps = [
-        # Karpenter's first try fails in us-west-2b; it marks the offering unavailable and tries us-west-2a
-        [nodeclaim("gpu-nvidia-abc12", "LaunchFailed", ICE)],
+        # the first try fails in us-west-2b; Karpenter marks that offering unavailable and tries us-west-2a
+        [capacity_event("gpu-nvidia-abc12", ICE_2B)],
         [ready_pod(NS)],
     ]
     said: list[str] = []
@@ -112,96 +104,151 @@ def test_ice_in_one_zone_is_shown_then_the_node_comes(engine: StandinEngine, tmp
         poll_s=0.01,
         watch=_watch(kubeconfig, "p4de.24xlarge"),
         stop_hint=STOP,
+        wait_note=NOTE,
     )
     assert said == [
         "a node from Karpenter for serve-0 (scheduler: 0/3 nodes are available)",
         "Karpenter: InsufficientInstanceCapacity for p4de.24xlarge in us-west-2b: EC2 has none free there now; "
-        "Karpenter tries the other zones and retries",
+        f"Karpenter skips that offering for 3 minutes, tries the others and retries; {NOTE}",
     ]
 
 
-def test_no_instance_type_satisfied_stops_the_wait_at_once(engine: StandinEngine, tmp_path: Path) -> None:
-    kubeconfig = _kubeconfig(tmp_path)
-    engine.kube(
-        pending("inf2.48xlarge", "735Gi", "187600m"),
-        karpenter_event("serve-0.1", "Pod", "serve-0", "FailedScheduling", NO_TYPE, "2026-11-26T20:00:05Z"),
-    )
-    said: list[str] = []
-    with pytest.raises(ServingError) as stopped:
-        wait_ready(
-            kubeconfig,
-            NS,
-            timeout_s=3600,
-            on_wait=said.append,
-            poll_s=0.01,
-            watch=_watch(kubeconfig, "inf2.48xlarge"),
-            stop_hint=STOP,
-        )
+def test_no_instance_type_has_enough_resources_stops_the_wait_at_once(
+    engine: StandinEngine, tmp_path: Path
+) -> None:
+    error = _inf2_pod_event(engine, tmp_path, "resources", "735Gi", "187600m")
     # the pod's own request against what one inf2.48xlarge offers a pod (718602 MiB, 190714m)
-    assert stopped.value.message == (
+    assert error.message == (
         f"the workload in namespace {NS} cannot start: no instance type satisfied resources (pod asks 735Gi, "
         "inf2.48xlarge offers 701Gi; pod asks 187600m, inf2.48xlarge offers 190714m): Karpenter will not launch "
         "a node for serve-0"
     )
-    assert (
-        stopped.value.hint and stopped.value.hint.endswith(STOP) and "llmctl validate" in stopped.value.hint
-    )
-    assert said[0].startswith("Karpenter: no instance type satisfied resources")
+    assert error.hint and error.hint.endswith(STOP) and "llmctl validate" in error.hint
 
 
-def test_a_vcpu_quota_refusal_stops_with_the_quota_code_and_the_increase_command(
+def test_a_vcpu_quota_refusal_is_final_though_karpenter_calls_it_insufficient_capacity(
     engine: StandinEngine, tmp_path: Path
 ) -> None:
-    kubeconfig = _kubeconfig(tmp_path)
-    engine.kube(
-        pending("inf2.48xlarge", "68Gi", "171600m"),
-        nodeclaim(
-            "inferentia-inf2-x7k2p",
-            "VCPULimitExceeded",
-            "An instance was requested that would exceed your VCPU quota",
+    """VcpuLimitExceeded is one of the provider's unfulfillable-capacity codes, so the event says
+    "insufficient capacity": the code, not those words, makes it a quota finding."""
+    error = _stopped(
+        engine,
+        tmp_path,
+        "inf2.48xlarge",
+        pending("inf2.48xlarge", "68Gi", "171600m", pool="inferentia-inf2"),
+        capacity_event("inferentia-inf2-x7k2p", fleet_error("vcpu_quota", limit="0")),
+    )
+    assert (
+        "cannot start: the EC2 vCPU quota refuses inf2.48xlarge (limit 0 vCPUs): quota L-1945791B"
+        in error.message
+    )
+    assert error.hint and "--service-code ec2 --quota-code L-1945791B" in error.hint
+    assert (
+        "`llmctl doctor --blueprint llama2-inf2 --region us-west-2` shows it on its 'vCPU quota L-1945791B' line"
+        in error.hint
+    )
+    assert "--region us-west-2" in error.hint and STOP in error.hint
+
+
+def test_a_spot_count_refusal_is_final_with_the_spot_quota(engine: StandinEngine, tmp_path: Path) -> None:
+    error = _stopped(
+        engine,
+        tmp_path,
+        "inf2.xlarge",
+        pending("inf2.xlarge", "8Gi", "2", pool="inferentia-inf2"),
+        capacity_event("inferentia-inf2-s9q2z", fleet_error("spot_quota")),
+    )
+    assert "the EC2 spot instance quota refuses inf2.xlarge: quota L-B5D1601B" in error.message
+
+
+def test_no_offering_right_after_a_refusal_is_waited_on(engine: StandinEngine, tmp_path: Path) -> None:
+    """After the ICE the offering is unavailable for 3 minutes and the scheduler says "no instance type
+    has the required offering": Karpenter will retry, so `up` waits (to its deadline here)."""
+    error = _stopped(
+        engine,
+        tmp_path,
+        "p4de.24xlarge",
+        pending("p4de.24xlarge", "162Gi", "20", pool="gpu-nvidia"),
+        capacity_event("gpu-nvidia-abc12", ICE_2B, at="2026-11-26T20:00:03Z"),
+        pod_event(
+            "serve-0",
+            "offering",
+            requirements("gpu-nvidia", "p4de.24xlarge"),
+            '{"cpu":"20","memory":"162Gi"}',
         ),
     )
-    with pytest.raises(ServingError) as stopped:
-        wait_ready(
-            kubeconfig,
-            NS,
-            timeout_s=3600,
-            on_wait=lambda text: None,
-            poll_s=0.01,
-            watch=_watch(kubeconfig, "inf2.48xlarge"),
-            stop_hint=STOP,
-        )
-    assert "the EC2 vCPU quota refuses inf2.48xlarge: quota L-1945791B" in stopped.value.message
-    assert stopped.value.hint and "--service-code ec2 --quota-code L-1945791B" in stopped.value.hint
-    assert "--region us-west-2" in stopped.value.hint and STOP in stopped.value.hint
+    assert "is not ready after 1s" in error.message  # the deadline, not a stop
 
 
-def test_each_finding_is_said_once_and_unrelated_pods_are_ignored() -> None:
-    other = karpenter_event("x.1", "Pod", "someone-else", "FailedScheduling", NO_TYPE, "2026-11-26T20:00:01Z")
-    claim = nodeclaim("c1", "LaunchFailed", ICE)
-    again = karpenter_event("c1.2", "NodeClaim", "c1", "LaunchFailed", ICE, "2026-11-26T20:00:02Z")
+def test_no_offering_without_any_refusal_is_final_with_the_doctor_line(
+    engine: StandinEngine, tmp_path: Path
+) -> None:
+    error = _inf2_pod_event(engine, tmp_path, "offering", "68Gi", "171600m")
+    assert "cannot start: inf2.48xlarge has no offering that serve-0's pool may launch" in error.message
+    assert (
+        error.hint
+        and "'inf2.48xlarge in AZs' line" in error.hint
+        and "llmctl doctor --blueprint llama2-inf2" in error.hint
+    )
+
+
+def test_unauthorized_launch_is_final(engine: StandinEngine, tmp_path: Path) -> None:
+    """Karpenter leaves Launched Unknown with the provider's reason; it never writes Launched=False."""
+    error = _stopped(
+        engine,
+        tmp_path,
+        "g5.2xlarge",
+        pending("g5.2xlarge", "20Gi", "6", pool="gpu-nvidia"),
+        launched_unknown("gpu-nvidia-q8r4t", "unauthorized"),
+    )
+    assert error.message.endswith(
+        "EC2 refuses Karpenter's launch of g5.2xlarge: Error creating fleet request: User is not authorized to "
+        "perform this operation because no identity-based policy allows it (Unauthorized)"
+    )
+    assert error.hint and "Karpenter controller role" in error.hint
+
+
+def test_each_finding_is_said_once_and_unrelated_pods_and_pools_are_ignored() -> None:
+    other_pod = pod_event(
+        "someone-else", "resources", requirements("cpu", "m5.xlarge"), "{}", at="2026-11-26T20:00:01Z"
+    )
+    ice = capacity_event("gpu-nvidia-c1", ICE_2B)
+    again = capacity_event("gpu-nvidia-c1", ICE_2B, at="2026-11-26T20:00:04Z")
+    # another blueprint's pool on the same platform refused for its quota: not this workload's finding
+    elsewhere = capacity_event("inferentia-inf2-z1", fleet_error("vcpu_quota", limit="0"))
     found = findings(
-        [claim],
-        [other, again],
-        [pending("p4de.24xlarge", "1Gi", "1")],
+        [],
+        [other_pod, ice, again, elsewhere],
+        [pending("p4de.24xlarge", "1Gi", "1", pool="gpu-nvidia")],
         region="us-west-2",
         instance_type="p4de.24xlarge",
     )
-    assert [f.key for f in found] == ["ice:p4de.24xlarge in us-west-2b"]
+    assert [f.key for f in found] == ["capacity:p4de.24xlarge in us-west-2b"]
     assert not found[0].final
+
+
+def test_a_scheduled_pod_s_old_offering_event_is_not_a_finding() -> None:
+    pod = pending("inf2.48xlarge", "68Gi", "171600m", pool="inferentia-inf2")
+    pod["status"]["phase"] = "Running"
+    said = pod_event("serve-0", "offering", requirements("inferentia-inf2", "inf2.48xlarge"), INF2_RESOURCES)
+    assert findings([], [said], [pod], region="us-west-2", instance_type="inf2.48xlarge") == []
 
 
 def test_up_stops_waiting_and_prints_the_cost_and_down_command() -> None:
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.blueprints.hardware import hardware
     from llmctl.blueprints.pricing import blueprint_cost
-    from llmctl.infra.lifecycle.orchestrate import _stop_hint
+    from llmctl.infra.lifecycle.orchestrate import _stop_hint, _wait_note
 
     cost = blueprint_cost(load_blueprint("llama2-inf2"), hardware())
     hint = _stop_hint("dev", cost, None)
     assert f"${cost.platform_hourly_usd + cost.serving_hourly_usd:.2f}/h" in hint
     assert "`llmctl down --stack dev --yes`" in hint
     assert "`llmctl down --stack pr-7 --workload chat --yes`" in _stop_hint("pr-7", cost, "chat")
+    # a shortage Karpenter retries: how long `up` waits and what bills meanwhile (no serving node yet)
+    note = _wait_note(cost, "up to 60 min")
+    assert f"the platform bills about ${cost.platform_hourly_usd:.2f}/h" in note and "up to 60 min" in note
+    assert f"no serving node bills until one launches (then about ${cost.serving_hourly_usd:.2f}/h)" in note
 
 
 def test_the_stop_is_a_serving_error_with_its_exit_code() -> None:
@@ -225,18 +272,14 @@ def test_up_stops_the_workload_update_at_once_when_no_node_can_ever_hold_the_pod
 
     monkeypatch.setattr(orchestrate, "LAUNCH_POLL_S", 0.2)
 
-    pod = pending("m5.xlarge", "20Gi", "5")
-    pod["metadata"]["namespace"] = "tiny-cpu"
-    event = karpenter_event(
-        "serve-0.1",
-        "Pod",
+    pod = pending("m5.xlarge", "20Gi", "5", pool="cpu", ns="tiny-cpu")
+    event = pod_event(
         "serve-0",
-        "FailedScheduling",
-        "Failed to schedule pod, no instance type has enough resources, requirements=karpenter.sh/nodepool In "
-        '[cpu], node.kubernetes.io/instance-type In [m5.xlarge], resources={"cpu":"5","memory":"20Gi","pods":"3"}',
-        "2026-11-26T20:00:05Z",
+        "resources",
+        requirements("cpu", "m5.xlarge"),
+        '{"cpu":"5","memory":"20Gi","pods":"3"}',
+        ns="tiny-cpu",
     )
-    event["metadata"]["namespace"] = event["involvedObject"]["namespace"] = "tiny-cpu"
     engine.control(hang_on="tiny-cpu/tiny-cpu")
     marker = engine.root / "hanging"
 

@@ -15,8 +15,8 @@ from lifecycle_support import seed_ami_parameters
 
 from llmctl.blueprints import versions as versions_module
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.aws.doctor import run_doctor
 from llmctl.infra.aws.pin_checks import ami_parameter, ami_variants, check_ami_alias, check_chart
+from llmctl.infra.targets.doctor import run_doctor
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker
 pytestmark = pytest.mark.xdist_group("test_pin_checks")

@@ -107,6 +107,7 @@ def test_stack_rows_list_each_environment_platform_first() -> None:
         "last_update": "2026-02-01T08:30:00",
         "resources": 3,
         "update_in_progress": False,
+        "size": "3 resources",
     }
     assert rows[3] == {
         "project": "llmctl-b",
@@ -117,6 +118,7 @@ def test_stack_rows_list_each_environment_platform_first() -> None:
         "last_update": None,
         "resources": None,
         "update_in_progress": True,
+        "size": "0 resources",
     }
     assert rows[2]["kind"] == "workload" and rows[2]["resources"] == 5
 
@@ -452,6 +454,7 @@ def test_local_rows_list_every_local_server_of_every_stack() -> None:
             "last_update": None,
             "resources": None,
             "update_in_progress": False,
+            "size": "local server",
         },
         {
             "project": "local/tiny-cpu",
@@ -462,6 +465,7 @@ def test_local_rows_list_every_local_server_of_every_stack() -> None:
             "last_update": "2026-01-01T00:00:00+00:00",
             "resources": None,
             "update_in_progress": False,
+            "size": "local server",
         },
     ]
 

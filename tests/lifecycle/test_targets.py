@@ -28,7 +28,9 @@ MISSING = {
     "kubeconfig": "--target kubeconfig needs --kubeconfig FILE",
     "ray": "Ray is not installed",
     "aws": "no AWS credentials",
+    "hf-token": "is gated on Hugging Face and no token was given",
 }
+GATED = "llama2-triton-vllm-gpu"  # a gated model: the token need is reported too
 OPERATIONS = [(name, op) for name, target in TARGETS.items() for op in target.needs]
 
 
@@ -64,6 +66,8 @@ def nothing_installed(no_aws: None, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.setitem(sys.modules, "ray", None)  # importlib.util.find_spec("ray") is now None
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
 
 
 @pytest.mark.parametrize(("name", "operation"), OPERATIONS)
@@ -76,7 +80,7 @@ def test_declared_needs_are_what_the_preflight_checks(
         assert target.preflight(operation) == []  # type: ignore[arg-type]
         return
     with pytest.raises(LlmctlError) as info:
-        target.preflight(operation, region="us-west-2")  # type: ignore[arg-type]
+        target.preflight(operation, region="us-west-2", blueprint=GATED)  # type: ignore[arg-type]
     listed = " | ".join(what for what, _fix in getattr(info.value, "fixes", [])) or info.value.message
     reported = {need for need, text in MISSING.items() if text in listed}
     assert reported == declared

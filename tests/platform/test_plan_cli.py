@@ -43,10 +43,13 @@ def test_offline_plan_tree() -> None:
     assert "policy: passed" in result.stdout
 
 
-def test_plan_without_offline_points_to_preview() -> None:
-    result = runner.invoke(app, ["plan", "-b", "tiny-cpu"])
-    assert result.exit_code == 3
-    assert "--offline" in result.stderr and "llmctl preview" in result.stderr
+def test_plan_is_offline_by_default_and_the_flag_still_works() -> None:
+    """`plan` has one mode, offline: it runs without `--offline` (which exited 3 saying it only runs
+    offline), and scripts that pass the flag get the same plan."""
+    plain = runner.invoke(app, ["plan", "-b", "tiny-cpu", "--json"])
+    assert plain.exit_code == 0, plain.output
+    flagged = runner.invoke(app, ["plan", "--offline", "-b", "tiny-cpu", "--json"])
+    assert flagged.exit_code == 0 and json.loads(flagged.stdout) == json.loads(plain.stdout)
 
 
 def test_plan_needs_a_blueprint() -> None:

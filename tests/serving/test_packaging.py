@@ -99,6 +99,58 @@ def test_models_tiny_writes_a_loadable_model(tmp_path: Path) -> None:
     assert refused.exit_code != 0 and "not an empty directory" in refused.output
 
 
+def test_models_tiny_writes_the_gpu_shape_vllm_serves(tmp_path: Path) -> None:
+    """The shape the GPU runs use (benchmarks/gpu): head size 64, heads split over 4 GPUs, 4096 positions."""
+    target = tmp_path / "gpu"
+    args = ["models", "tiny", str(target), "--heads", "8", "--kv-heads", "8", "--head-dim", "64"]
+    args += ["--max-position", "4096", "--tensor-parallel", "4", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    config = json.loads((target / "config.json").read_text())
+    assert (config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]) == (
+        512,
+        8,
+        8,
+    )
+    assert (config["head_dim"], config["max_position_embeddings"]) == (64, 4096)
+    info = json.loads(result.stdout)
+    assert (info["heads"], info["head_dim"], info["hidden_size"]) == (8, 64, 512)
+    # the same command again reuses it; the default shape in the same folder is refused, not mixed up
+    assert json.loads(CliRunner().invoke(app, args).stdout)["reused"] is True
+    other = CliRunner().invoke(app, ["models", "tiny", str(target)])
+    assert other.exit_code != 0 and "another shape" in other.output and "Traceback" not in other.output
+    # the tokenizer config in transformers 4's terms (vLLM 0.22.1 pins transformers 4.57), loadable here
+    tokenizer_config = json.loads((target / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert tokenizer_config["additional_special_tokens"] == ["<|im_start|>", "</s>"]
+    assert {"backend", "extra_special_tokens"}.isdisjoint(tokenizer_config)
+    assert tokenizer_config["model_max_length"] == 4096
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert chat.endswith("<|im_start|>assistant\n") and tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.convert_tokens_to_ids("<|im_start|>") != tokenizer.unk_token_id
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--heads", "8", "--kv-heads", "3"], "cannot share 3 key/value heads"),
+        (["--heads", "8", "--kv-heads", "2", "--tensor-parallel", "4"], "tensor_parallel 4 must divide"),
+        (["--layers", "0"], "--layers must be at least 1"),
+    ],
+)
+def test_models_tiny_refuses_a_shape_that_cannot_be_split(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(app, ["models", "tiny", str(tmp_path / "m"), *extra])
+    assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "m").exists()  # refused before anything was written
+
+
 IMAGE_SCRIPT = source_root() / "serving" / "image.sh"
 
 

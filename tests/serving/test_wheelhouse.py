@@ -13,7 +13,6 @@ The upload goes to a local moto server: content-addressed, written once.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from pod_install import run_as_image
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
@@ -39,7 +39,6 @@ SPEC = locks().locks["torchserve-neuronx"]
 BLUEPRINT = "llama2-torchserve-inf2"
 PY310 = Path("/root/.pyenv/versions/3.10.13/bin/python3.10")
 DEBIAN_PYTHON = Path("/usr/bin/python3")
-CLOSED = "http://127.0.0.1:9/simple"
 
 
 @pytest.fixture(scope="module")
@@ -121,22 +120,9 @@ def _pod(tmp: Path, house: Path, wheel: Path) -> tuple[str, Path]:
 
 def _run(script: str, python: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
     """Run the script with `python` as the image's `python3` and no index reachable."""
-    bin_dir = tmp / "image-bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {python} "$@"\n')
-    (bin_dir / "python3").chmod(0o755)
-    env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "HOME": str(tmp),
-        "PIP_INDEX_URL": CLOSED,
-        "PIP_EXTRA_INDEX_URL": CLOSED,
-        "PIP_CONFIG_FILE": os.devnull,
-    }
     # the script, then what the interpreter first on PATH (the venv's, when one was made) imports
     check = "python3 -c 'import sys, pydantic, yaml, boto3, llmctl; print(sys.prefix, pydantic.VERSION, boto3.__version__)'"
-    return subprocess.run(
-        ["/bin/bash", "-c", f"{script} && {check}"], env=env, capture_output=True, text=True, timeout=300
-    )
+    return run_as_image(script, python, tmp, check)
 
 
 def test_a_pod_start_on_python_3_10_installs_the_lock_and_the_app_with_no_index(

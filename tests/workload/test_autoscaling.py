@@ -91,12 +91,16 @@ def test_triton_scales_on_its_queue_through_keda() -> None:
     [trigger] = spec["triggers"]
     meta = trigger["metadata"]
     assert trigger["type"] == "metrics-api" and trigger["metricType"] == "AverageValue"
-    assert meta["valueLocation"] == "nv_inference_pending_request_count"
+    # vLLM's own queue gauge (serving/triton_vllm/queue_metrics.py): Triton's pending-request gauge
+    # never moves with the vLLM backend
+    assert meta["valueLocation"] == "vllm:num_requests_waiting"
     assert meta["format"] == "prometheus" and meta["aggregateFromKubeServiceEndpoints"] == "true"
     assert (meta["aggregationType"], meta["targetValue"], meta["activationTargetValue"]) == ("sum", "3", "1")
-    # the URL is the workload's own Service at the pods' metrics port
+    # the URL is the workload's own Service at the port of vLLM's metrics, which the pod exposes
     service = find(rendered, "Service", deployment["metadata"]["name"])
-    metrics_port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "metrics")
+    metrics_port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "vllm-metrics")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "vllm-metrics", "containerPort": metrics_port} in container["ports"]
     ns = deployment["metadata"]["namespace"]
     assert (
         meta["url"] == f"http://{service['metadata']['name']}.{ns}.svc.cluster.local:{metrics_port}/metrics"

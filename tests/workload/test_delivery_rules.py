@@ -17,6 +17,7 @@ from llmctl.infra.workload.delivery import (
     APP_DIR,
     APP_VOLUME,
     FETCH_CONTAINER,
+    OUTSIDE_DIR,
     WHEELHOUSE_DIR,
     app_objects,
     configmap_delivery,
@@ -130,12 +131,17 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
     with_outside = spec.model_copy(update={"outside_lock": {"torch": "a CPU build"}})
     assert outside_lock_args(with_outside) == ["--extra-index-url", "https://example/whl", "torch==2.0"]
     assert outside_lock_args(with_outside.model_copy(update={"outside_lock": {}})) == []
-    # the install runs them before the lock
+    # off EKS (no bucket) the install runs them from their index before the lock; on EKS no step
+    # names an index: they come from the cache bucket with the lock
     monkeypatch.setattr("llmctl.infra.workload.delivery.runtime_lock", lambda _config, _image: with_outside)
-    steps = install_script(config, config.blueprint.image.base).split(" && ")
-    assert steps[-4] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
-    assert steps[-3].startswith("python3 -c ") and "hashlib" in steps[-3]  # the sha256 check
+    steps = install_script(_off_eks(config), config.blueprint.image.base).split(" && ")
+    assert steps[-3] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
     assert steps[-2].endswith("/requirements.txt")
+    on_eks = install_script(config, config.blueprint.image.base)
+    assert "example/whl" not in on_eks and f"-r {OUTSIDE_DIR}/requirements.txt" in on_eks
+    assert (
+        on_eks.split(" && ")[-3].startswith("python3 -c ") and "hashlib" in on_eks
+    )  # the sha256 check first
 
 
 def test_pip_install_quotes_each_argument() -> None:
@@ -153,7 +159,12 @@ def test_install_steps_of_each_mode_and_the_refusal_of_a_package_outside_the_loc
                 "--no-index",
                 "--find-links",
                 WHEELHOUSE_DIR,
+                # ray-cpu's CPU torch, from the cache bucket too (outside_wheels.py), in the same run
+                "--find-links",
+                OUTSIDE_DIR,
                 "--require-hashes",
+                "-r",
+                f"{OUTSIDE_DIR}/requirements.txt",
                 "-r",
                 f"{WHEELHOUSE_DIR}/requirements.txt",
             ]
@@ -214,8 +225,15 @@ def test_the_fetch_container_copies_the_wheel_and_the_wheelhouse_of_the_bucket()
     assert container["name"] == FETCH_CONTAINER
     assert container["command"][2] == (
         f"aws s3 cp --only-show-errors s3://b-2/llmctl/wheels/planned/{wheel_file()} {APP_DIR}/{wheel_file()} "
-        f"&& aws s3 cp --only-show-errors --recursive {wheelhouse_uri(config)} {WHEELHOUSE_DIR}/"
+        f"&& aws s3 cp --only-show-errors --recursive {wheelhouse_uri(config)} {WHEELHOUSE_DIR}/ "
+        # what ray-cpu's lock leaves out (its CPU torch): the prefix `up` records, planned offline
+        f"&& aws s3 cp --only-show-errors --recursive s3://b-2/llmctl/wheelhouse/planned/ {OUTSIDE_DIR}/"
     )
+    decided = config.model_copy(
+        update={"delivery": planned_delivery(config).model_copy(update={"outside_uri": "s3://b-2/p/"})}
+    )
+    assert fetch_container(decided)["command"][2].endswith(f"--recursive s3://b-2/p/ {OUTSIDE_DIR}/")
+    assert OUTSIDE_DIR not in fetch_container(config_for("llama2-inf2"))["command"][2]  # a lock with all
     assert container["env"] == [{"name": "AWS_REGION", "value": config.platform.region}]
 
 

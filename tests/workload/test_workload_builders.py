@@ -213,6 +213,11 @@ def test_gpu_vllm_requests_tp_gpus_and_scaling_bounds() -> None:
     spec = group["template"]["spec"]
     assert spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
+    # the catalog turns the compile cache on for the GPU too: vLLM's caches synced under the same prefix
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert (
+        env["LLMCTL_COMPILE_CACHE_URL"] == "s3://llmctl-dev-us-west-2-cache/neuron-cache/llama2-70b-vllm-gpu"
+    )
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 2, 4)
     rs = find(manifests_for("llama2-70b-vllm-gpu"), "RayService")
     assert rs["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True
@@ -245,6 +250,7 @@ def test_triton_ports_repository_and_autoscaler() -> None:
         "http": 8000,
         "grpc": 8001,
         "metrics": 8002,
+        "vllm-metrics": 8003,  # vLLM's own gauges, the queue KEDA reads
     }
     assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
     assert "replicas" not in deployment["spec"]  # KEDA's HPA owns the count

@@ -25,7 +25,15 @@ def test_render_out_dir_and_json(tmp_path: Path) -> None:
     result = runner.invoke(app, ["render", "-b", "llama3-vllm-inf2", "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert set(report) == {"blueprint", "namespace", "endpoint", "objects", "files", "yaml"}
+    assert set(report) == {
+        "blueprint",
+        "namespace",
+        "endpoint",
+        "objects",
+        "files",
+        "yaml",
+        "unpinned_images",
+    }
     assert (
         report["endpoint"]["service"] == "llama3-vllm-inf2-serve-svc" and report["endpoint"]["port"] == 8000
     )

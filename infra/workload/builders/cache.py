@@ -182,9 +182,10 @@ def mirror_enabled(config: WorkloadConfig) -> bool:
 
 
 def compile_cache_enabled(config: WorkloadConfig) -> bool:
-    """Whether the Neuron compiled-artifact cache is on and the platform has a bucket for it."""
+    """Whether the compile cache (Neuron artifacts, vLLM's GPU caches) is on and the platform has a
+    bucket for it."""
     bp = config.blueprint
-    return bp.caches.compile_cache and bp.is_neuron and bool(config.platform.cache_bucket)
+    return bp.caches.compile_cache and bool(config.platform.cache_bucket)
 
 
 def cache_env(config: WorkloadConfig) -> list[Obj]:
@@ -196,8 +197,8 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
     if mirror_enabled(config):
         env.append({"name": MODEL_URI_ENV, "value": f"s3://{bucket}/{model_prefix(config)}"})
     if compile_cache_enabled(config):
-        # one variable: the transformers-neuronx runtimes sync model.save() output there, vLLM on Neuron
-        # on Neuron the NxD Inference artifacts of NEURON_COMPILED_ARTIFACTS
+        # one variable: the transformers-neuronx runtimes sync model.save() output there, the vLLM replicas
+        # NxD Inference artifacts of NEURON_COMPILED_ARTIFACTS (Neuron) or vLLM's caches (NVIDIA GPUs)
         url = f"s3://{bucket}/{compile_cache_prefix(config)}"
         env.append({"name": COMPILE_CACHE_URL_ENV, "value": url})
     return env

@@ -218,11 +218,12 @@ def deployment(
 
 
 def scaled_serving_deployment(
-    config: WorkloadConfig, name: str, pod_spec: Obj, metrics_port: int
+    config: WorkloadConfig, name: str, pod_spec: Obj, metrics_port: int, queue_port: int | None = None
 ) -> list[Obj]:
-    """The serving Deployment (waited on, scraped) plus its autoscaler when the blueprint autoscales:
-    a KEDA ScaledObject on the queue, or an HPA on CPU (`builders/autoscaling.py`)."""
-    scaler = autoscaler(config, name, metrics_port)
+    """The serving Deployment (waited on, scraped on `metrics_port`) plus its autoscaler when the
+    blueprint autoscales: a KEDA ScaledObject on the queue gauge at `queue_port` (default: the
+    metrics port), or an HPA on CPU (`builders/autoscaling.py`)."""
+    scaler = autoscaler(config, name, queue_port or metrics_port)
     objects = [
         deployment(
             config,

@@ -13,6 +13,7 @@ from typing import Any
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, hardware
 from llmctl.blueprints.models import lookup_model
 from llmctl.blueprints.pools import (
+    CAPACITY_TYPE_LABEL,
     HEAD_POOL,
     INSTANCE_TYPE_LABEL,
     NEURON_SCHEDULER,
@@ -112,6 +113,34 @@ def tolerations(pool: PoolFacts) -> list[Obj]:
             item.update(operator="Equal", value=taint.value)
         result.append(item)
     return result
+
+
+def capacity_selector(config: WorkloadConfig, pool: PoolFacts) -> dict[str, str]:
+    """The serving pods' `karpenter.sh/capacity-type`, where a capacity reservation decides it.
+
+    The platform's NodePool allows `reserved` besides its own types (manifests.pool_capacity_types),
+    so a reservation binds only the blueprint that names it: with `fallback: none` its pods select
+    `reserved`; with `fallback: on-demand` they take either (Karpenter fills reserved first). Another
+    blueprint's pods on a pool with reservations keep the pool's own type, so they neither wait for
+    nor use capacity reserved for someone else (with one own type; a spot+on-demand pool has two and
+    a nodeSelector names one, so such pods are left as they are)."""
+    if pool.managed_by != "karpenter":
+        return {}
+    capacity = config.blueprint.capacity
+    if capacity is not None:
+        return {CAPACITY_TYPE_LABEL: "reserved"} if capacity.fallback == "none" else {}
+    own = [kind for kind in pool.capacity_types if kind != "reserved"]
+    if "reserved" in pool.capacity_types and len(own) == 1:
+        return {CAPACITY_TYPE_LABEL: own[0]}
+    return {}
+
+
+def serving_scheduling(config: WorkloadConfig) -> Obj:
+    """The pod-spec fields that place a serving replica: its pool, instance type and capacity type."""
+    pool = serving_pool(config)
+    spec = scheduling(pool, config.blueprint.compute.instance_type)
+    spec["nodeSelector"].update(capacity_selector(config, pool))
+    return spec
 
 
 def scheduling(pool: PoolFacts, instance_type: str | None = None) -> Obj:

@@ -182,13 +182,12 @@ def rayservice(
             ],
         },
     }
-    serving = placement.serving_pool(config)
     worker_template: Obj = {
         "metadata": {"labels": meta.labels(config, "ray-worker"), "annotations": pod_annotations},
         "spec": {
             "serviceAccountName": common.SERVICE_ACCOUNT,
             **placement.scheduler_name(config),
-            **placement.scheduling(serving, bp.compute.instance_type),
+            **placement.serving_scheduling(config),
             **stopping.termination_grace(config),
             "containers": [
                 _container(

@@ -71,7 +71,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
     pod_spec: Obj = {
         "serviceAccountName": common.SERVICE_ACCOUNT,
         **placement.scheduler_name(config),
-        **placement.scheduling(placement.serving_pool(config), bp.compute.instance_type),
+        **placement.serving_scheduling(config),
         **stopping.termination_grace(config),
         "containers": [container],
         "volumes": [

@@ -4,10 +4,16 @@ The container runs the serving package's start module, `python3 -m llmctl.servin
 with the blueprint in `LLMCTL_BLUEPRINT` (the same JSON the Ray apps get as their arg). It renders
 the model repository, syncs the S3 model mirror when `LLMCTL_MODEL_URI` is set (so `model.json`
 points vLLM at the local copy), then execs `tritonserver` with the ports given as container args.
-Ports: 8000 HTTP, 8001 gRPC, 8002 metrics. Overload: `--http-max-input-size` is the blueprint's
-request limit; on SIGTERM Triton stops accepting and waits up to `--exit-timeout-secs` (the drain
-grace) for in-flight requests, after a preStop sleep that lets the pod leave the endpoints. An HPA scales the Deployment between the blueprint's
-bounds on CPU utilisation (as the seed did); see docs/workload.md for a custom-metric alternative.
+Ports: 8000 HTTP, 8001 gRPC, 8002 Triton's metrics, 8003 vLLM's own metrics. Overload:
+`--http-max-input-size` is the blueprint's request limit; on SIGTERM Triton stops accepting and
+waits up to `--exit-timeout-secs` (the drain grace) for in-flight requests, after a preStop sleep
+that lets the pod leave the endpoints.
+
+Scaling (`common.scaled_serving_deployment`, `autoscaling.py`): with `scaling.signal: queue` (the
+default) a KEDA ScaledObject scales the Deployment on `vllm:num_requests_waiting`, the requests
+queued in vLLM's scheduler, read from port 8003 (`serving/triton_vllm/queue_metrics.py` says why
+not Triton's own pending-request gauge, which stays near 0 with the vLLM backend); with
+`scaling.signal: cpu` an HPA on CPU utilisation.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import with_app
-from llmctl.serving.triton_vllm import start
+from llmctl.serving.triton_vllm import queue_metrics, start
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
 METRICS_PORT = 8002
+VLLM_METRICS_PORT = queue_metrics.PORT  # vLLM's own gauges (the queue the autoscaler reads)
 PYTHON = "python3"  # the Triton images have no `python`
 
 
@@ -53,7 +60,8 @@ def server_args(blueprint: Blueprint) -> list[str]:
 
 
 def build(config: WorkloadConfig) -> list[Obj]:
-    """Deployment, Service and HPA of a triton-vllm blueprint."""
+    """Deployment, Service and autoscaler (KEDA ScaledObject on vLLM's queue, or an HPA on CPU)
+    of a triton-vllm blueprint."""
 
     bp = config.blueprint
     image, baked = common.serving_image(config)
@@ -66,6 +74,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
             {"name": "http", "containerPort": HTTP_PORT},
             {"name": "grpc", "containerPort": GRPC_PORT},
             {"name": "metrics", "containerPort": METRICS_PORT},
+            {"name": "vllm-metrics", "containerPort": VLLM_METRICS_PORT},
         ],
         "env": [common.blueprint_env(config), *common.token_env(config), *cache_env(config)],
         "resources": placement.serving_resources(config),
@@ -75,14 +84,21 @@ def build(config: WorkloadConfig) -> list[Obj]:
     }
     pod_spec: Obj = {
         "serviceAccountName": common.SERVICE_ACCOUNT,
-        **placement.scheduling(placement.serving_pool(config), bp.compute.instance_type),
+        **placement.serving_scheduling(config),
         **stopping.termination_grace(config),
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
     pod_spec = with_app(config, pod_spec)
-    deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, METRICS_PORT)
-    ports = [port("http", HTTP_PORT), port("grpc", GRPC_PORT), port("metrics", METRICS_PORT)]
+    deployment, *hpa = common.scaled_serving_deployment(
+        config, name(config), pod_spec, METRICS_PORT, queue_port=VLLM_METRICS_PORT
+    )
+    ports = [
+        port("http", HTTP_PORT),
+        port("grpc", GRPC_PORT),
+        port("metrics", METRICS_PORT),
+        port("vllm-metrics", VLLM_METRICS_PORT),
+    ]
     return [deployment, service(config, name(config), "serving", ports), *hpa]
 
 

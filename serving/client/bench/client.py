@@ -6,9 +6,17 @@ event loop resumes any task), and every event completed by that read gets that a
 did arrive together). While the stream runs, the hot path only stamps and keeps the bytes, and the
 request's task is woken once, when the answer is complete: parsing the events (JSON) is deferred to
 :func:`parse_stream`, which the load generator calls after the measured window, so that no
-stream's parsing delays another stream's arrival stamps. Content deltas, the server's ``usage`` and
+stream's parsing delays another stream's arrival stamps. Token events, the server's ``usage`` and
 any error are then stored on the :class:`RequestRecord`, which is filled in place so that a
 request that times out or is cancelled keeps what it received.
+
+A token event is a streamed choice that carries a generated token in any channel: non-empty
+``content`` (completions: ``text``), ``reasoning`` / ``reasoning_content`` or ``tool_calls``, or a
+delta without ``role`` that holds any of those keys even empty, not null (vLLM's incremental
+detokenizer streams ``"content": ""`` while a token is an incomplete UTF-8 sequence). The role chunk
+(``{"role": "assistant", "content": ""}``) is not one. TTFT counts from the first token event,
+whatever its channel, as vLLM's own ``vllm bench serve`` and its server histogram do; the first
+non-empty answer content is kept beside it (``first_answer``).
 
 Latencies count from ``record.sent``: the moment the request (headers and body, one write, with
 TCP_NODELAY) was handed to the socket. The connect time of a new connection and the client's own
@@ -49,8 +57,11 @@ class RequestRecord:
     written: float | None = None
     first_byte: float | None = None
     end: float | None = None
+    # one entry per token event (any channel): its arrival, and its reasoning + answer text
     chunk_times: list[float] = field(default_factory=list)
     chunk_texts: list[str] = field(default_factory=list)
+    # the arrival of the first non-empty answer content (after any reasoning)
+    first_answer: float | None = None
     usage_prompt_tokens: int | None = None
     usage_completion_tokens: int | None = None
     finish_reason: str | None = None
@@ -308,6 +319,7 @@ def _parse(record: RequestRecord, *, final: bool) -> bool:
     """
     times: list[float] = []
     texts: list[str] = []
+    answer: list[float] = []
     done = False
     for now, payload in _data_lines(record.raw):
         if payload == b"[DONE]":
@@ -322,35 +334,58 @@ def _parse(record: RequestRecord, *, final: bool) -> bool:
             if end != len(text):
                 raise ValueError("extra data after the JSON value")
         except ValueError:
-            _failed(record, times, texts, now, "bad_event", payload[:200].decode(errors="replace"))
+            _failed(record, times, texts, answer, now, "bad_event", payload[:200].decode(errors="replace"))
             return True
         if "error" in chunk:
             err = chunk["error"]
             message = err.get("message", str(err)) if isinstance(err, dict) else str(err)
-            _failed(record, times, texts, now, "stream_error", str(message))
+            _failed(record, times, texts, answer, now, "stream_error", str(message))
             return True
         for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            content = delta.get("content") or choice.get("text")
-            if content:
+            token = _token(choice)
+            if token is not None:
+                content, reasoning = token
                 times.append(now)
-                texts.append(content)
+                texts.append(reasoning + content if reasoning else content)
+                if content and not answer:
+                    answer.append(now)
             if choice.get("finish_reason"):
                 record.finish_reason = choice["finish_reason"]
         usage = chunk.get("usage")
         if usage:
             record.usage_prompt_tokens = usage.get("prompt_tokens")
             record.usage_completion_tokens = usage.get("completion_tokens")
-    _keep(record, times, texts)
+    _keep(record, times, texts, answer)
     if not final or record.status != "received":
         return False
     if not done and record.finish_reason is None:
         record.fail("incomplete_stream", "the stream ended without [DONE] or a finish_reason")
-    elif not texts:
-        record.fail("empty_response", "the server streamed no content")
+    elif not texts and not record.usage_completion_tokens and record.finish_reason is None:
+        record.fail("empty_response", "the server streamed no token, no finish_reason and no usage tokens")
     else:
         record.status = "ok"
     return False
+
+
+# the delta keys that carry a generated token (vLLM's DeltaMessage: content, reasoning, and
+# reasoning_content before vLLM renamed it; tool_calls)
+_TOKEN_KEYS = ("content", "reasoning", "reasoning_content", "tool_calls")
+
+
+def _token(choice: dict[str, Any]) -> tuple[str, str] | None:
+    """The answer text and the reasoning text of one streamed choice when it carries a token (a
+    token event), else None (a role-only chunk, an empty finish chunk)."""
+    delta = choice.get("delta")
+    if delta is None:  # completions: every chunk with ``text`` is a token, even empty
+        text = choice.get("text")
+        return None if text is None else (str(text), "")
+    content = delta.get("content") or ""
+    reasoning = delta.get("reasoning") or delta.get("reasoning_content") or ""
+    if content or reasoning or delta.get("tool_calls"):
+        return str(content), str(reasoning)
+    if "role" not in delta and any(delta.get(key) is not None for key in _TOKEN_KEYS):
+        return "", ""  # an incomplete UTF-8 sequence, streamed as an empty delta (null is no token)
+    return None
 
 
 # raw_decode of a JSON text that starts with a value (leading whitespace is stripped before)
@@ -385,16 +420,23 @@ def _data_lines(raw: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
     return lines
 
 
-def _keep(record: RequestRecord, times: list[float], texts: list[str]) -> None:
+def _keep(record: RequestRecord, times: list[float], texts: list[str], answer: list[float]) -> None:
     record.chunk_times[:] = times
     record.chunk_texts[:] = texts
+    record.first_answer = answer[0] if answer else None
 
 
 def _failed(
-    record: RequestRecord, times: list[float], texts: list[str], when: float, error_type: str, message: str
+    record: RequestRecord,
+    times: list[float],
+    texts: list[str],
+    answer: list[float],
+    when: float,
+    error_type: str,
+    message: str,
 ) -> None:
     """An error event or a broken one at ``when``: what came before it is kept."""
-    _keep(record, times, texts)
+    _keep(record, times, texts, answer)
     if record.status in ("pending", "received"):
         record.end = when
         record.fail(error_type, message)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput
 from llmctl.serving.client.bench.report import SUMMARY, sweep_entry
 
 # (key in a sweep entry, label, scale, higher is better)
@@ -32,19 +32,17 @@ ROWS: list[tuple[str, str, float, bool]] = [
 
 
 def load_levels(folder: Path) -> dict[str, dict[str, Any]]:
-    """The levels of a result folder, by label; LlmctlError when it holds no results."""
+    """The levels of a result folder, by label; BadInput when it holds no results."""
     path = folder / SUMMARY
     if not folder.is_dir():
-        raise LlmctlError(f"{folder} is not a folder", "pass two folders written by `llmctl bench --out`")
+        raise BadInput(f"{folder} is not a folder", "pass two folders written by `llmctl bench --out`")
     if not path.exists():
-        raise LlmctlError(f"{folder} holds no {SUMMARY}", "pass a folder written by `llmctl bench --out`")
+        raise BadInput(f"{folder} holds no {SUMMARY}", "pass a folder written by `llmctl bench --out`")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise LlmctlError(f"{path} is not valid JSON: {error}", "re-run the benchmark") from None
-    not_ours = LlmctlError(
-        f"{path} is not an llmctl bench summary", "pass a folder written by `llmctl bench`"
-    )
+        raise BadInput(f"{path} is not valid JSON: {error}", "re-run the benchmark") from None
+    not_ours = BadInput(f"{path} is not an llmctl bench summary", "pass a folder written by `llmctl bench`")
     if not isinstance(data, dict):
         raise not_ours
     try:
@@ -60,7 +58,7 @@ def load_levels(folder: Path) -> dict[str, dict[str, Any]]:
     if not all(isinstance(entry.get(key), numeric) for entry in levels.values() for key, *_ in ROWS):
         raise not_ours
     if not levels:
-        raise LlmctlError(f"{folder} has no measured levels", "re-run the benchmark")
+        raise BadInput(f"{folder} has no measured levels", "re-run the benchmark")
     return levels
 
 
@@ -74,7 +72,7 @@ def compare(a: Path, b: Path) -> dict[str, Any]:
     else:
         common = [label for label in levels_a if label in levels_b]
         if not common:
-            raise LlmctlError(
+            raise BadInput(
                 "the two sweeps share no load level",
                 f"A has {', '.join(levels_a)}; B has {', '.join(levels_b)}",
             )

@@ -13,20 +13,26 @@ import re
 from collections import Counter
 from typing import Any
 
-from llmctl.errors import LlmctlError, did_you_mean
+from llmctl.errors import BadInput, did_you_mean
 from llmctl.serving.client.bench.client import RequestRecord
 from llmctl.serving.client.bench.loadgen import LoadResult
 from llmctl.serving.client.bench.tokens import APPROX_NOTE, Tokenizer
 
 DEFINITIONS: dict[str, str] = {
     "ttft_s": "time to first token: from the moment the request was written to the socket (its last "
-    "byte) to the arrival of the first chunk that carries content (a role-only first chunk does not "
-    "count); a new connection's connect time is connect_s, the client's preparation send_delay_s",
+    "byte) to the arrival of the first token event, whatever its channel: answer content, reasoning "
+    "(reasoning / reasoning_content), tool calls, or an empty delta after the role chunk (a token that "
+    "is an incomplete UTF-8 sequence); the role-only chunk does not count. This is what vLLM's own "
+    "time_to_first_token histogram and `vllm bench serve` measure; a new connection's connect time is "
+    "connect_s, the client's preparation send_delay_s",
+    "ttft_answer_s": "time to first answer token: from the same moment to the arrival of the first "
+    "non-empty answer content (after a reasoning model's reasoning); equals ttft_s for a model that "
+    "does not reason, none when the answer had no content",
     "tpot_s": "time per output token, one value per request: (e2e - ttft) / (output_tokens - 1); "
     "requests with fewer than 2 output tokens have none",
-    "itl_s": "inter-token latency: each gap between consecutive content chunks divided by the number "
-    "of tokens in the later chunk, one sample per token, pooled over all requests",
-    "inter_chunk_gap_s": "raw gap between consecutive content chunks, pooled over all requests",
+    "itl_s": "inter-token latency: each gap between consecutive token-event chunks (any channel) "
+    "divided by the number of tokens in the later chunk, one sample per token, pooled over all requests",
+    "inter_chunk_gap_s": "raw gap between consecutive token-event chunks, pooled over all requests",
     "e2e_s": "end-to-end latency: from the moment the request was written to the end of its stream ([DONE])",
     "request_output_throughput_tok_s": "output tokens / e2e, one value per request",
     "e2e_per_output_token_s": "e2e / output tokens per request, TTFT included: what llmperf calls "
@@ -59,8 +65,9 @@ DEFINITIONS: dict[str, str] = {
     "values mean the client itself is saturated and its latency figures are inflated",
     "loops": "event loops the level ran on: one, or worker processes each with its share of the slots "
     "(--loops, else chosen by concurrency); worker_peak_rss_mib is each worker's peak RSS",
-    "output_tokens": "the server's usage.completion_tokens when sent (stream_options.include_usage), "
-    "otherwise counted with the tokenizer; tokens.output_source says which",
+    "output_tokens": "the server's usage.completion_tokens when sent (stream_options.include_usage; "
+    "it counts reasoning tokens), otherwise counted with the tokenizer over the answer and the "
+    "reasoning text; tokens.output_source says which",
 }
 
 QUANTILES = (25, 50, 75, 90, 95, 99)
@@ -123,23 +130,23 @@ def parse_slo(text: str | None) -> dict[str, float]:
             continue
         match = _SLO_ITEM.match(item.lower())
         if not match:
-            raise LlmctlError(
+            raise BadInput(
                 f"bad --slo item {item.strip()!r}",
                 "write it as name=value[ms|s], e.g. --slo ttft=500ms,tpot=50ms",
             )
         name, value, unit = match.groups()
         if name not in SLO_KEYS:
             hint = did_you_mean(name, SLO_KEYS) or f"choose from {', '.join(SLO_KEYS)}"
-            raise LlmctlError(f"unknown --slo metric {name!r}", hint)
+            raise BadInput(f"unknown --slo metric {name!r}", hint)
         seconds = float(value) / 1000.0 if unit == "ms" else float(value)
         if seconds <= 0:
-            raise LlmctlError(f"--slo {name} must be positive", "e.g. --slo ttft=500ms")
+            raise BadInput(f"--slo {name} must be positive", "e.g. --slo ttft=500ms")
         slo[name] = seconds
     return slo
 
 
 def _chunk_token_counts(record: RequestRecord, total: int, tokenizer: Tokenizer) -> list[int]:
-    """Tokens per content chunk: one each when the total equals the chunk count, else counted."""
+    """Tokens per token-event chunk: one each when the total equals the chunk count, else counted."""
     if total == len(record.chunk_texts):
         return [1] * total
     return [max(1, tokenizer.count(text)) for text in record.chunk_texts]
@@ -160,6 +167,7 @@ def request_metrics(
         in_tokens, in_source = record.input_tokens_sent, "tokenizer"
     sent = record.sent
     ttft = record.chunk_times[0] - sent if record.chunk_times else None
+    ttft_answer = None if record.first_answer is None else record.first_answer - sent
     e2e = record.end - sent if record.ok and record.end is not None else None
     tpot = (
         (e2e - ttft) / (out_tokens - 1) if e2e is not None and ttft is not None and out_tokens > 1 else None
@@ -185,6 +193,7 @@ def request_metrics(
         "written_s": None if record.written is None else record.written - t0,
         "first_byte_s": None if record.first_byte is None else record.first_byte - t0,
         "ttft_s": ttft,
+        "ttft_answer_s": ttft_answer,
         "tpot_s": tpot,
         "e2e_s": e2e,
         "input_tokens": in_tokens,
@@ -240,6 +249,7 @@ def summarize(
 
     metrics = {
         "ttft_s": describe(col("ttft_s")),
+        "ttft_answer_s": describe(col("ttft_answer_s")),
         "tpot_s": describe(col("tpot_s")),
         "itl_s": describe(itl),
         "inter_chunk_gap_s": describe(gaps),

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from llmctl.errors import EndpointError, LlmctlError, did_you_mean
+from llmctl.errors import BadInput, did_you_mean
 from llmctl.serving.client.bench.client import normalize_base_url
 from llmctl.serving.client.bench.metrics import parse_slo
 from llmctl.serving.client.bench.replicas import endpoint_source
@@ -29,15 +29,15 @@ def parse_list(text: str, kind: type[int] | type[float], flag: str) -> list[Any]
         try:
             value = kind(item)
         except ValueError:
-            raise LlmctlError(
+            raise BadInput(
                 f"{flag} {text!r}: {item!r} is not a {'whole ' if kind is int else ''}number",
                 f"e.g. {flag} 1,2,4,8,16" if kind is int else f"e.g. {flag} 0.5,1,2",
             ) from None
         if value <= 0:
-            raise LlmctlError(f"{flag} values must be positive, got {item}", f"e.g. {flag} 1,2,4")
+            raise BadInput(f"{flag} values must be positive, got {item}", f"e.g. {flag} 1,2,4")
         values.append(value)
     if not values:
-        raise LlmctlError(f"{flag} is empty", f"e.g. {flag} 1,2,4")
+        raise BadInput(f"{flag} is empty", f"e.g. {flag} 1,2,4")
     return values
 
 
@@ -55,32 +55,30 @@ def resolve_endpoints(
     """OpenAI base URLs (normalized), and the model and output-token limit of a deployed blueprint
     (its named workload with `workload`, e.g. `pr-42`)."""
     if endpoints and blueprint:
-        raise EndpointError("give --endpoint or --blueprint, not both", "drop one of them")
+        raise BadInput("give --endpoint or --blueprint, not both", "drop one of them")
     if workload and not blueprint:
-        raise EndpointError(
+        raise BadInput(
             "--workload needs --blueprint", "pass --blueprint NAME --workload NAME (see `llmctl status`)"
         )
-    model: str | None = None
-    limit: int | None = None
     urls: list[str] = []
-    if blueprint:
-        from llmctl.state import load_endpoint
+    if endpoints:
+        urls = [u for item in endpoints for u in item.split(";") if u.strip()]
+    elif not blueprint and os.environ.get("OPENAI_API_BASE"):
+        urls = [u for u in os.environ["OPENAI_API_BASE"].split(";") if u.strip()]
+    if urls:
+        return Resolved([normalize_base_url(u) for u in urls], None, None)
+    if not endpoints:
+        # a deployed blueprint: the one named, else the stack's only endpoint (as status and down find it)
+        from llmctl.serving.client.deployed import find_endpoint, sole_endpoint
 
-        deployed = load_endpoint(stack, blueprint, workload)
-        urls = [deployed.base_url]
-        model = deployed.model or None
+        deployed = find_endpoint(stack, blueprint, workload) if blueprint else sole_endpoint(stack)
         raw_limit = deployed.extra.get("max_new_tokens", "")
         limit = int(raw_limit) if raw_limit.isdigit() else None
-    elif endpoints:
-        urls = [u for item in endpoints for u in item.split(";") if u.strip()]
-    elif os.environ.get("OPENAI_API_BASE"):
-        urls = [u for u in os.environ["OPENAI_API_BASE"].split(";") if u.strip()]
-    if not urls:
-        raise EndpointError(
-            "no endpoint to talk to",
-            "pass --endpoint http://HOST:PORT/v1 or --blueprint NAME (a blueprint deployed with `llmctl up`)",
-        )
-    return Resolved([normalize_base_url(u) for u in urls], model, limit)
+        return Resolved([normalize_base_url(deployed.base_url)], deployed.model or None, limit)
+    raise BadInput(
+        "no endpoint to talk to",
+        "pass --endpoint http://HOST:PORT/v1 or --blueprint NAME (a blueprint deployed with `llmctl up`)",
+    )
 
 
 def parse_extra_body(text: str | None) -> dict[str, Any]:
@@ -90,9 +88,9 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     try:
         extra = json.loads(text)
     except ValueError as error:
-        raise LlmctlError(f"--extra-body is not JSON: {error}", EXTRA_BODY_EXAMPLE) from None
+        raise BadInput(f"--extra-body is not JSON: {error}", EXTRA_BODY_EXAMPLE) from None
     if not isinstance(extra, dict):
-        raise LlmctlError("--extra-body must be a JSON object", EXTRA_BODY_EXAMPLE)
+        raise BadInput("--extra-body must be a JSON object", EXTRA_BODY_EXAMPLE)
     return extra
 
 
@@ -115,19 +113,17 @@ def bench_config(
 ) -> BenchConfig:
     """Check the flags of one ``llmctl bench`` run; ``settings`` are BenchConfig fields as given."""
     if llm_api != "openai":
-        raise LlmctlError(
-            f"--llm-api {llm_api!r} is not supported", "llmctl bench speaks the OpenAI API only"
-        )
+        raise BadInput(f"--llm-api {llm_api!r} is not supported", "llmctl bench speaks the OpenAI API only")
     if arrival not in ARRIVALS:
         hint = did_you_mean(arrival, list(ARRIVALS)) or "choose poisson or constant"
-        raise LlmctlError(f"unknown --arrival {arrival!r}", hint)
+        raise BadInput(f"unknown --arrival {arrival!r}", hint)
     if rate and concurrency:
-        raise LlmctlError(
+        raise BadInput(
             "--rate (open loop) and --concurrency (closed loop) exclude each other",
             "cap an open loop with --max-concurrency",
         )
     if rate and settings.get("loops") not in (None, 1):
-        raise LlmctlError(
+        raise BadInput(
             "--loops splits a closed loop's slots over processes; an open loop (--rate) runs on one",
             "drop --loops, or use --concurrency",
         )

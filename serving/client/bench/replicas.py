@@ -33,11 +33,11 @@ def endpoint_source(stack: str, blueprint: str | None, workload: str | None) -> 
     """The replica source of a deployed blueprint, when its target has one (local only, for now)."""
     if not blueprint:
         return None
-    from llmctl.state import load_endpoint
+    from llmctl.serving.client.deployed import find_endpoint  # a misspelled name says so
 
     return (
         local_source(stack, blueprint)
-        if load_endpoint(stack, blueprint, workload).target == "local"
+        if find_endpoint(stack, blueprint, workload).target == "local"
         else None
     )
 

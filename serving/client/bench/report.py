@@ -163,8 +163,9 @@ def sweep_entry(summary: dict[str, Any]) -> dict[str, Any]:
         "client_cpu_percent": load["client_cpu_percent"],
         **{
             f"{name}_{q}": metrics[name][q]
-            for name in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+            for name in ("ttft_s", "ttft_answer_s", "tpot_s", "itl_s", "e2e_s")
             for q in ("p50", "p90", "p99")
+            if name in metrics
         },
     }
 
@@ -207,12 +208,16 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
     table.add_column("metric")
     for column in ("mean", "p50", "p90", "p99", "max"):
         table.add_column(column, justify="right")
-    for key, label in (
+    rows = [
         ("ttft_s", "TTFT (ms)"),
         ("tpot_s", "TPOT (ms)"),
         ("itl_s", "ITL (ms)"),
         ("e2e_s", "E2E latency (ms)"),
-    ):
+    ]
+    if _answer_differs(metrics):
+        # a reasoning model: its answer starts after the reasoning tokens
+        rows.insert(1, ("ttft_answer_s", "first answer token (ms)"))
+    for key, label in rows:
         stats = metrics[key]
         table.add_row(label, *(_ms(stats[c]) for c in ("mean", "p50", "p90", "p99", "max")))
     stats = metrics["request_output_throughput_tok_s"]
@@ -271,10 +276,20 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
         render_definitions(console)
 
 
+def _answer_differs(metrics: dict[str, Any]) -> bool:
+    """Whether the time to the first answer token differs from TTFT (reasoning, or no answer)."""
+    answer = metrics.get("ttft_answer_s")
+    return answer is not None and (answer["count"], answer["mean"]) != (
+        metrics["ttft_s"]["count"],
+        metrics["ttft_s"]["mean"],
+    )
+
+
 def render_definitions(console: Console) -> None:
     console.print("[bold]definitions[/]")
     for key in (
         "ttft_s",
+        "ttft_answer_s",
         "tpot_s",
         "itl_s",
         "e2e_s",

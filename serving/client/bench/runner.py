@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llmctl import __version__
-from llmctl.errors import EndpointError, LlmctlError
+from llmctl.errors import BadInput, EndpointError
 from llmctl.serving.client.bench import report, wire
 from llmctl.serving.client.bench.client import probe
 from llmctl.serving.client.bench.loadgen import (
@@ -165,7 +165,7 @@ async def run_bench(
     try:
         config.out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LlmctlError(
+        raise BadInput(
             f"cannot write results to {config.out_dir}: "
             + ("it is a file" if config.out_dir.is_file() else str(exc.strerror or exc)),
             "pass --out with a folder you can write to",

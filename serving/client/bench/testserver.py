@@ -7,12 +7,20 @@ it speaks real Server-Sent Events in the OpenAI chat-completions format, includi
 
 Timing model (all times measured from the moment the request body has been read):
 
-* a role chunk (``delta.role``, empty content) is sent at once, like vLLM does;
-* content chunk ``j`` (0-based) holds ``tokens_per_chunk`` tokens and is sent at
+* a role chunk (``delta.role``, empty content) is sent at once, or with ``role_with_first_token``
+  just before the first token's chunk, as vLLM does (its stream generator sends the role chunk in
+  the engine iteration that brings the first token);
+* token chunk ``j`` (0-based) holds ``tokens_per_chunk`` tokens and is sent at
   ``ttft + j * tokens_per_chunk * tpot``; the schedule uses absolute deadlines, so a late chunk
   does not delay the ones after it;
 * every token is one word with a leading space (" alpha"), so the approximate tokenizer of
-  :mod:`llmctl.serving.client.bench.tokens` counts it exactly.
+  :mod:`llmctl.serving.client.bench.tokens` counts it exactly;
+* with ``empty_every`` = n, chunks 0, n, 2n, ... (never the last) go out as ``"content": ""`` and
+  their words ride with the next chunk: what vLLM's incremental detokenizer streams while a token
+  is an incomplete UTF-8 sequence;
+* with ``reasoning_tokens`` = r, the first r tokens (the chunks that start within them) go out in ``delta.<reasoning_field>``
+  (``reasoning``, vLLM's name since it renamed it, or ``reasoning_content``) before the answer's
+  content; the usage counts them, as vLLM's does.
 
 Failure injection: every ``error_every``-th request answers HTTP ``error_status``; every
 ``stall_every``-th request stops after ``stall_after`` tokens and then hangs for
@@ -22,10 +30,11 @@ Failure injection: every ``error_every``-th request answers HTTP ``error_status`
 The timing can be changed at run time with ``POST /_config`` (JSON with the fields of
 :class:`FakeTiming`); ``GET /_stats`` returns the number of requests served and ``GET /_timeline``
 what the server really did for each completed stream: when it had read the request, when it sent
-the first and the last content chunk (``time.monotonic()``, the clock of the client's
-``perf_counter`` on Linux), how many tokens it sent and the request's index (read from the
+the first and the last token chunk of any channel (``time.monotonic()``, the clock of the client's
+``perf_counter`` on Linux), how many tokens it sent, the request's index (read from the
 ``[<nonce>-<index>]`` tag that opens an ``llmctl bench`` prompt; -1 without one), so each stream can
-be paired with the client's record of it. ``GET /_stats`` also says how many reads were stamped with
+be paired with the client's record of it, and when it sent the first non-empty answer content
+(0.0 when none). ``GET /_stats`` also says how many reads were stamped with
 the kernel's receive time and how many with the moment ``select()`` returned (``read_stamps``). ``POST /_config`` clears both.
 
 Run it on its own with ``python -m llmctl.serving.client.bench.testserver --port 8000``.
@@ -95,15 +104,25 @@ class FakeTiming:
     stall_after: int = 2
     stall_seconds: float = 3600.0
     midstream_error_every: int = 0
+    role_with_first_token: int = 0
+    empty_every: int = 0
+    reasoning_tokens: int = 0
+    reasoning_field: str = "reasoning"
 
     def update(self, data: dict[str, Any]) -> None:
-        """Set the given fields (unknown keys raise ValueError)."""
+        """Set the given fields (unknown keys or a bad reasoning field raise ValueError)."""
         names = {f.name: f for f in dataclasses.fields(self)}
         for key, value in data.items():
             if key not in names:
                 raise ValueError(f"unknown field {key!r}")
+            if key == "reasoning_field" and value not in REASONING_FIELDS:
+                raise ValueError(f"reasoning_field must be one of {', '.join(REASONING_FIELDS)}")
             current = getattr(self, key)
             setattr(self, key, type(current)(value))
+
+
+# where servers stream reasoning tokens: vLLM's DeltaMessage.reasoning, and reasoning_content before
+REASONING_FIELDS = ("reasoning", "reasoning_content")
 
 
 def count_words(text: str) -> int:
@@ -120,7 +139,7 @@ class FakeOpenAI:
         self.timing = timing or FakeTiming()
         self.requests = 0
         self.lead = _INITIAL_LEAD
-        self.timeline: list[tuple[float, float, float, int, int]] = []
+        self.timeline: list[tuple[float, float, float, int, int, float]] = []
         # how the requests' read moments were stamped (the server's selector keeps the counts)
         self.read_stamps: dict[str, int] = {}
 
@@ -228,23 +247,26 @@ class FakeOpenAI:
                 {"type": "http.response.body", "body": f"data: {payload}\n\n".encode(), "more_body": True}
             )
 
-        async def content(text: str, finish: str | None) -> None:
-            # the JSON of one content chunk, assembled from pieces: this runs once per token and
+        async def content(channel: str, text: str, finish: str | None) -> None:
+            # the JSON of one token chunk, assembled from pieces: this runs once per token and
             # json.dumps of the whole chunk would make the server, not the client, the bottleneck
             reason = "null" if finish is None else f'"{finish}"'
-            body = f'{head}{{"content": {json.dumps(text)}}}, "finish_reason": {reason}}}]}}\n\n'
+            body = f'{head}{{"{channel}": {json.dumps(text)}}}, "finish_reason": {reason}}}]}}\n\n'
             await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
 
         base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": model}
-        role = f'{head}{{"role": "assistant", "content": ""}}, "finish_reason": null}}]}}\n\n'
-        await send({"type": "http.response.body", "body": role.encode(), "more_body": True})
+        role = f'{head}{{"role": "assistant", "content": ""}}, "finish_reason": null}}]}}\n\n'.encode()
+        if not timing.role_with_first_token:
+            await send({"type": "http.response.body", "body": role, "more_body": True})
         per_chunk = max(1, timing.tokens_per_chunk)
+        thinking = max(0, timing.reasoning_tokens)
+        held = ""  # the words of an empty chunk (an incomplete UTF-8 sequence), sent with the next
         stall = bool(timing.stall_every) and number % timing.stall_every == 0
         broken = bool(timing.midstream_error_every) and number % timing.midstream_error_every == 0
         loop = asyncio.get_running_loop()
         offset = started - time.monotonic() + loop.time()
         sent = 0
-        first_sent = 0.0
+        first_sent = first_answer = 0.0
         for j, first in enumerate(range(0, max_tokens, per_chunk)):
             if (stall or broken) and sent >= timing.stall_after:
                 if broken:
@@ -258,13 +280,26 @@ class FakeOpenAI:
                 await asyncio.sleep(delay)
                 late = loop.time() - (deadline - self.lead)
                 self.lead = min(0.001, max(0.0, 0.98 * self.lead + 0.02 * late))
-            piece = [word(k) for k in range(first, min(first + per_chunk, max_tokens))]
-            sent += len(piece)
+            last = min(first + per_chunk, max_tokens)
+            # a chunk's tokens are in the channel of its first one
+            channel = timing.reasoning_field if first < thinking else "content"
+            text = held + "".join(word(k) for k in range(first, last))
+            sent += last - first
+            if timing.empty_every and j % timing.empty_every == 0 and sent < max_tokens:
+                held, text = text, ""
+            else:
+                held = ""
+            if not first_sent and timing.role_with_first_token:
+                await send({"type": "http.response.body", "body": role, "more_body": True})
             # stamped as the first chunk is handed to the socket (a client on the other core may
             # read it before the write call returns)
             first_sent = first_sent or time.monotonic()
-            await content("".join(piece), "length" if sent >= max_tokens else None)
-        self.timeline.append((started, first_sent, time.monotonic(), sent, _request_index(messages)))
+            if channel == "content" and text and not first_answer:
+                first_answer = time.monotonic()
+            await content(channel, text, "length" if sent >= max_tokens else None)
+        self.timeline.append(
+            (started, first_sent, time.monotonic(), sent, _request_index(messages), first_answer)
+        )
         if include_usage:
             await event({"choices": [], "usage": _usage(prompt_tokens(), sent)})
         await event("[DONE]")
@@ -548,13 +583,22 @@ def read_stamps(base_url: str) -> dict[str, int]:
 
 
 def timeline(base_url: str) -> list[tuple[float, float, float, int, int]]:
-    """What a running fake server did, per stream: (read, first content sent, last content sent,
-    tokens, request index or -1)."""
+    """What a running fake server did, per stream: (read, first token sent (any channel), last
+    token sent, tokens, request index or -1)."""
+    return [(a, b, c, n, i) for a, b, c, n, i, _answer in full_timeline(base_url)]
+
+
+def full_timeline(base_url: str) -> list[tuple[float, float, float, int, int, float]]:
+    """:func:`timeline` with, last in each stream, when the first non-empty answer content was sent
+    (0.0 when none was)."""
     import httpx
 
     response = httpx.get(base_url.removesuffix("/v1") + "/_timeline", timeout=10.0)
     response.raise_for_status()
-    return [(float(a), float(b), float(c), int(n), int(i)) for a, b, c, n, i in response.json()["streams"]]
+    return [
+        (float(a), float(b), float(c), int(n), int(i), float(f))
+        for a, b, c, n, i, f in response.json()["streams"]
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,133 @@
+"""Turn what a GPU run returned (``results.jsonl`` from the device's ``$OUT``) into
+benchmarks/results/gpu.json: ``python benchmarks/gpu/collect.py RESULTS.jsonl [--notes NOTES.json]``.
+
+The figures are copied from the run's records, never computed from anything else; ``--notes`` adds
+what a person read in the logs (why a start failed), each note naming the log it comes from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "benchmarks" / "results" / "gpu.json"
+
+
+def ms(value: float | None) -> float | None:
+    return None if value is None else round(1000 * value, 2)
+
+
+def llmctl_row(summary: dict[str, Any], client: dict[str, Any] | None) -> dict[str, Any]:
+    metrics, counts = summary["metrics"], summary["counts"]
+    return {
+        "completed": counts["completed"],
+        "failed": counts["failed"],
+        "errors_by_type": counts["errors_by_type"],
+        "ttft_p50_ms": ms(metrics["ttft_s"]["p50"]),
+        "ttft_p99_ms": ms(metrics["ttft_s"]["p99"]),
+        "ttft_answer_p50_ms": ms(metrics.get("ttft_answer_s", {}).get("p50")),
+        "tpot_mean_ms": ms(metrics["tpot_s"]["mean"]),
+        "output_tok_s": round(summary["throughput"]["output_throughput_tok_s"], 1),
+        "output_token_source": summary["tokens"]["output_source"],
+        "client": client,
+    }
+
+
+def vllm_row(result: dict[str, Any], client: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "completed": result["completed"],
+        "failed": result["failed"],
+        "ttft_p50_ms": round(result["p50_ttft_ms"], 2),
+        "ttft_p99_ms": round(result["p99_ttft_ms"], 2),
+        "tpot_mean_ms": round(result["mean_tpot_ms"], 2),
+        "output_tok_s": round(result["output_throughput"], 1),
+        "client": client,
+    }
+
+
+def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
+    clients = {
+        r["label"]: {k: r.get(k) for k in ("wall_s", "cpu_s", "peak_rss_mib")}
+        for r in records
+        if r["kind"] == "client"
+    }
+    windows = {r["label"]: r for r in records if r["kind"] == "server_window"}
+    setup = next(r for r in records if r["kind"] == "setup")
+    out: dict[str, Any] = {
+        "device": {"gpus": setup["gpus"], "cpus": setup["cpus"], "versions": json.loads(setup["versions"])},
+        "starts": {
+            r["name"]: r["seconds"] for r in records if r["kind"] == "ready" and r["name"] != "triton"
+        },
+        "not_ready": sorted({r["name"] for r in records if r["kind"] == "not_ready"}),
+        "phase_lines": {r["name"]: r["lines"] for r in records if r["kind"] == "phase_lines"},
+        "nccl": {r["name"]: r["lines"][:6] for r in records if r["kind"] == "nccl"},
+        "bench_against_vllm_bench": {},
+        "restarts": {
+            r["name"]: {"seconds": r["seconds"], "engine_lines": r["lines"]}
+            for r in records
+            if r["kind"] == "restart"
+        },
+        "cold_start_engine_lines": next((r["lines"] for r in records if r["kind"] == "cache_size"), []),
+        "compile_cache_bytes": next((r["bytes"] for r in records if r["kind"] == "cache_size"), None),
+        "metric_names": {
+            r["label"]: r["names"] for r in records if r["kind"] == "metric_names" and r["names"]
+        },
+        "triton_engine": next((r for r in records if r["kind"] == "triton_engine"), None),
+    }
+    # (record kind, its payload, the client's label prefix, the row builder, the keys it goes under)
+    clients_of = {
+        "llmctl_bench": ("summary", "llmctl-", llmctl_row, "llmctl_bench", "server_during_llmctl_bench"),
+        "vllm_bench": (
+            "result",
+            "vllm-bench-",
+            vllm_row,
+            "vllm_bench_serve",
+            "server_during_vllm_bench_serve",
+        ),
+    }
+    for record in records:
+        label = record.get("label", "")
+        if record["kind"] not in clients_of or not label.startswith("vllm-c"):
+            continue
+        payload, prefix, row, key, server_key = clients_of[record["kind"]]
+        if not record[payload]:
+            continue
+        level = label.split("-")[-1]
+        entry = out["bench_against_vllm_bench"].setdefault(level, {})
+        entry[key] = row(record[payload], clients.get(f"{prefix}{label}"))
+        window = windows.get(f"{prefix}{level}")
+        if window:
+            entry[server_key] = server(window)
+    return out
+
+
+def server(window: dict[str, Any]) -> dict[str, Any]:
+    ttft = window["time_to_first_token_seconds"]
+    return {
+        "requests": ttft["n"],
+        "ttft_p50_ms": ttft["p50_ms"],
+        "ttft_p99_ms": ttft["p99_ms"],
+        "ttft_mean_ms": ttft["mean_ms"],
+        "generation_tokens": window["generation_tokens_total"],
+        "window_s": window["seconds"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--notes", type=Path, help="JSON object merged in as it is (what a person read)")
+    args = parser.parse_args()
+    records = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
+    found = collect(records)
+    if args.notes:
+        found = {**json.loads(args.notes.read_text()), "measured": found}
+    OUT.write_text(json.dumps(found, indent=1, sort_keys=False) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,782 @@
+"""The GPU run's steps on the device machine (docs/testing.md, "Runs on a GPU").
+
+Runs with the device's own Python 3.12 (torch 2.11.0+cu130 there), standard library only at the top
+level: the carried packages are installed by ``setup``. Each step appends JSON lines to
+``/root/res/results.jsonl`` and copies that file, with the logs so far, to ``$OUT`` before it ends,
+so a step cut short by the call's limit still returns what it measured.
+
+Phases (one GPU machine of four GPUs; ``--gpus`` adapts the assignment to fewer):
+
+- ``start-a``: cold starts side by side: plain ``vllm serve`` (GPU 0), our Ray Serve LLM app at
+  tensor_parallel 1 (GPU 1) and 2 (GPUs 2-3), and Triton's vLLM engine from the ``model.json``
+  that serving/triton_vllm/repository.py writes (vLLM 0.22.1, GPU 0).
+- ``bench-b``: one load at a time: ``llmctl bench`` against ``vllm bench serve`` with the server's own
+  histograms, the serving path's overhead (our Ray Serve app against plain vLLM), the stream-batching variant,
+  the metric names under load.
+- ``start-c`` / ``bench-c``: the compile cache (plain vLLM restarted on its own cache) and
+  tensor_parallel 4 (our Ray Serve app and plain vLLM on all four GPUs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CARRY = Path(os.environ.get("GPU_CARRY", ".gpu"))
+ROOT = Path(os.environ.get("GPU_ROOT", "/root"))
+PARTS, WHEELS, RES, LOGS, CACHES = ROOT / "parts", ROOT / "w", ROOT / "res", ROOT / "logs", ROOT / "cc"
+SITE, SITE2, SITE22 = ROOT / "site", ROOT / "site2", ROOT / "site22"
+MODEL = WHEELS / "tiny"
+RESULTS = RES / "results.jsonl"
+# KINDS.md: NVLink multicast stays off in every program started here
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# the shape vLLM's kernels serve (head size 64) whose heads split over 1, 2 and 4 GPUs; the 70B
+# blueprint's max_context (4096) fits its positions
+TINY_ARGS = ["--heads", "8", "--kv-heads", "8", "--head-dim", "64", "--layers", "2", "--max-position", "4096"]
+# One engine per GPU at a time: vLLM's memory profiling counts what other processes allocate on its
+# GPUs as its own, so engines sharing a GPU failed on 2026-11-28 (no KV cache blocks, cuBLAS errors).
+# The blueprint's 0.9 everywhere; Triton's engine and the compile-cache restarts run once GPU 0 is free.
+UTIL = {name: 0.9 for name in ("vllm", "vllmw", "vllmc", "triton", "ray1", "ray2", "ray4", "vllm4")}
+# vLLM's own ports (ZMQ, torch.distributed's TCPStore) start at VLLM_PORT: one range per engine, so
+# engines starting together never race for one (a tp-2 start failed with EADDRINUSE without it)
+VLLM_PORTS = {
+    "vllm": 31000,
+    "vllmw": 31200,
+    "vllmc": 31400,
+    "triton": 32000,
+    "ray1": 33000,
+    "ray2": 34000,
+    "ray4": 35000,
+    "vllm4": 36000,
+}
+
+SERVERS = {
+    # name: port, GPUs (phase A/C)
+    "vllm": (8000, "0"),
+    "ray1": (8001, "1"),
+    "ray2": (8002, "2,3"),
+    "vllmw": (8000, "0"),
+    "vllmc": (8000, "0"),
+    "ray4": (8004, "0,1,2,3"),
+    "vllm4": (8005, "0,1,2,3"),
+}
+RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384}
+PHASE_MARK = "LLMCTL_PHASE "  # serving/phases.py PHASE_PREFIX
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+def record(kind: str, **fields: object) -> None:
+    RES.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"kind": kind, "t": round(time.time(), 2), **fields}, default=str)
+    with RESULTS.open("a") as out:
+        out.write(line + "\n")
+    print(line[:2000], flush=True)
+
+
+def export() -> None:
+    """Copy the results and a tarball of the logs to $OUT (at most 8 files come back)."""
+    out = os.environ.get("OUT")
+    if not out:
+        return
+    if RESULTS.exists():
+        shutil.copy(RESULTS, Path(out) / "results.jsonl")
+    with tarfile.open(Path(out) / "logs.tgz", "w:gz") as tar:
+        for path in sorted(LOGS.glob("*")) if LOGS.exists() else []:
+            if path.is_file():
+                tar.add(path, arcname=path.name)
+
+
+def env(gpus: str | None = None, **extra: str) -> dict[str, str]:
+    base = dict(os.environ)
+    base.update(NO_MULTICAST)
+    base["PYTHONPATH"] = f"{SITE2}:{SITE}"
+    base["PYTHONUNBUFFERED"] = "1"
+    if gpus is not None:
+        base["CUDA_VISIBLE_DEVICES"] = gpus
+    base.update(extra)
+    return base
+
+
+def cache_env(name: str) -> dict[str, str]:
+    """Every compile cache of one server under one folder (what an S3 copy would hold)."""
+    root = CACHES / name
+    for sub in ("home", "inductor"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(root / "home"),  # ~/.cache/vllm (torch.compile), ~/.triton, ~/.cache/flashinfer
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "VLLM_CACHE_ROOT": str(root / "home" / ".cache" / "vllm"),
+    }
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+# --- transfer and install -------------------------------------------------------------------------
+
+
+def recv(_: argparse.Namespace) -> None:
+    PARTS.mkdir(parents=True, exist_ok=True)
+    for part in sorted(CARRY.glob("p[0-9][0-9]")):
+        shutil.copy(part, PARTS / part.name)
+    print("parts here:", sorted(p.name for p in PARTS.glob("p??")), flush=True)
+
+
+def setup(_: argparse.Namespace) -> None:
+    sums = (CARRY / "sums.txt").read_text().split("\n")
+    for line in filter(None, sums):
+        digest, name = line.split()
+        got = hashlib.sha256((PARTS / name).read_bytes()).hexdigest()
+        if got != digest:
+            raise SystemExit(f"part {name}: sha256 {got} != {digest}; carry it again")
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    cat = subprocess.Popen(["cat", *sorted(str(p) for p in PARTS.glob("p??"))], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(WHEELS)], stdin=cat.stdout, check=True)
+    cat.wait()
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
+    subprocess.run([*pip, "--target", str(SITE), *glob.glob(f"{WHEELS}/v26/*.whl")], check=True)
+    subprocess.run([*pip, "--target", str(SITE22), *glob.glob(f"{WHEELS}/v22/*.whl")], check=True)
+    subprocess.run([*pip, "--target", str(SITE2), *glob.glob(f"{WHEELS}/llmctl_eks-*.whl")], check=True)
+    for site in (SITE, SITE22):  # the machine's own torch, triton and CUDA libraries stay in use
+        for pattern in ("torch", "torch-*", "nvidia", "nvidia_*", "triton", "triton-*"):
+            for path in site.glob(pattern):
+                shutil.rmtree(path, ignore_errors=True)
+    subprocess.run(
+        [sys.executable, "-m", "llmctl", "models", "tiny", str(MODEL), *TINY_ARGS, "--tensor-parallel", "4"],
+        env=env(),
+        check=True,
+    )
+    facts = subprocess.run(
+        [sys.executable, "-c", FACTS], env=env(), capture_output=True, text=True, check=False
+    )
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    record(
+        "setup",
+        seconds=round(time.time() - started, 1),
+        gpus=smi.stdout.strip().splitlines(),
+        versions=facts.stdout.strip(),
+        errors=facts.stderr[-800:],
+        cpus=os.cpu_count(),
+    )
+
+
+FACTS = """
+import json, platform, torch, vllm, ray, transformers
+print(json.dumps({"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+  "vllm": vllm.__version__, "ray": ray.__version__, "transformers": transformers.__version__}))
+"""
+
+
+# --- servers --------------------------------------------------------------------------------------
+
+
+def spawn(name: str, argv: list[str], environ: dict[str, str], *, started: float | None = None) -> None:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    RES.mkdir(parents=True, exist_ok=True)
+    (RES / f"{name}.started").write_text(str(started or time.time()))
+    log = (LOGS / f"{name}.log").open("w")
+    process = subprocess.Popen(
+        argv, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    (RES / f"{name}.pid").write_text(str(process.pid))
+
+
+def plain_vllm(name: str, tp: int = 1, cache: str | None = None) -> None:
+    port, gpus = SERVERS[name]
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL)]
+    argv += ["--served-model-name", "tiny", "--port", str(port), "--host", "127.0.0.1"]
+    # the 70B blueprint's engine settings (serving/ray_vllm/app.py llm_config): max_model_len 4096,
+    # bfloat16, max_num_seqs 256
+    argv += ["--max-model-len", "4096", "--dtype", "bfloat16", "--max-num-seqs", "256"]
+    argv += ["--gpu-memory-utilization", str(UTIL[name]), "--tensor-parallel-size", str(tp)]
+    extra = cache_env(cache or name)
+    extra["VLLM_PORT"] = str(VLLM_PORTS[name])
+    if tp > 1:
+        extra["NCCL_DEBUG"] = "INFO"
+    spawn(name, argv, env(gpus, **extra))
+
+
+def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | None = None) -> None:
+    """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py)."""
+    port, gpus = SERVERS[name]
+    gcs = RAY_PORTS[name]
+    offset = {"ray1": 0, "ray2": 1, "ray4": 2}[name]
+    extra = cache_env(name)
+    extra["NCCL_DEBUG"] = "INFO"
+    extra["VLLM_PORT"] = str(VLLM_PORTS[name])
+    temp = f"/tmp/r{offset}"
+    argv = ["ray", "start", "--head", f"--port={gcs}", f"--num-gpus={gpus_total}", "--num-cpus=16"]
+    argv += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
+    argv += [f"--ray-client-server-port={10100 + offset}", f"--dashboard-agent-listen-port={52400 + offset}"]
+    argv += [f"--metrics-export-port={8090 + offset}"]
+    argv += [f"--min-worker-port={20000 + 5000 * offset}", f"--max-worker-port={24999 + 5000 * offset}"]
+    environ = env(gpus, **extra)
+    environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
+    began = time.time()
+    # in a session of its own: Ray's daemons (GCS, raylet) must outlive this call's process group,
+    # which the device kills when the call ends (a head started without it died on 2026-11-28)
+    started = subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", *argv[1:]],
+        env=environ,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+    )
+    record("ray_start", name=name, rc=started.returncode, tail=(started.stdout + started.stderr)[-600:])
+    driver = [
+        sys.executable,
+        str(HERE / "ray_driver.py"),
+        "--address",
+        f"127.0.0.1:{gcs}",
+        "--port",
+        str(port),
+    ]
+    driver += ["--tp", str(tp), "--config", str(CARRY / "serve_config.json"), "--model", str(MODEL)]
+    driver += ["--ready", str(RES / f"{name}.ready"), "--bundles", str(RES / f"{name}.bundles.json")]
+    driver += ["--util", str(UTIL[name])]
+    if variant:
+        driver += ["--experimental", json.dumps(variant)]
+    spawn(name, driver, environ, started=began)  # ready counts from `ray start`
+
+
+def triton_engine(_: argparse.Namespace | None = None) -> None:
+    environ = env("0", **cache_env("triton"), VLLM_PORT=str(VLLM_PORTS["triton"]))
+    environ["PYTHONPATH"] = f"{SITE22}:{SITE2}:{SITE}"
+    (RES / "triton.json").unlink(missing_ok=True)
+    # the tiny model's tokenizer config is in transformers 4's terms (serving/client/tiny.py), which
+    # vLLM 0.22.1's transformers 4.57 needs
+    argv = [
+        sys.executable,
+        str(HERE / "triton_engine.py"),
+        "--model",
+        str(MODEL),
+        "--util",
+        str(UTIL["triton"]),
+    ]
+    argv += ["--out", str(RES / "triton.json"), "--metrics", str(LOGS / "metrics-triton-vllm-0.22.1.txt")]
+    spawn("triton", argv, environ)
+
+
+def start_a(args: argparse.Namespace) -> None:
+    """The first cold starts, one engine per GPU: plain vLLM (GPU 0), our Ray Serve app at tp 1 (GPU 1) and tp 2
+    (GPUs 2-3, on four GPUs)."""
+    plain_vllm("vllm")
+    ray_vllm("ray1", tp=1, gpus_total=1)
+    started = ["vllm", "ray1"]
+    if args.gpus >= 4:
+        ray_vllm("ray2", tp=2, gpus_total=2)
+        started.append("ray2")
+    record("start_a", servers=started, util=UTIL)
+    export()
+
+
+def start_tp4(args: argparse.Namespace) -> None:
+    """Every GPU for tensor_parallel 4: everything else stopped, then our Ray Serve app (the plain vLLM tp 4
+    baseline follows with ``--names vllm4`` once ray4 is measured and stopped)."""
+    stop(["vllm", "vllmw", "vllmc", "ray1", "ray2", "triton"])
+    ray_vllm("ray4", tp=4, gpus_total=4)
+    record("start_tp4", servers=["ray4"])
+    export()
+
+
+def start_vllm4(_: argparse.Namespace) -> None:
+    stop(["ray4"])
+    plain_vllm("vllm4", tp=4)
+    record("start_vllm4", servers=["vllm4"])
+    export()
+
+
+def ready(name: str) -> float | None:
+    """Seconds from start to ready (a server answers /v1/models; a one-shot wrote its result)."""
+    started = float((RES / f"{name}.started").read_text())
+    marker = RES / f"{name}.ready"
+    if marker.exists():
+        return float(marker.read_text()) - started
+    if name == "triton":
+        return 0.0 if (RES / "triton.json").exists() else None
+    if name.startswith("ray"):  # Ray Serve LLM's ingress answers /v1/models before its engine runs
+        return None
+    port = SERVERS[name][0]
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as answer:
+            answer.read()
+    except OSError:
+        return None
+    marker.write_text(str(time.time()))
+    return time.time() - started
+
+
+def alive(name: str) -> bool:
+    try:
+        os.kill(int((RES / f"{name}.pid").read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def wait(args: argparse.Namespace) -> None:
+    names = args.names.split(",")
+    deadline = time.time() + args.limit
+    pending = set(names)
+    while pending and time.time() < deadline:
+        for name in sorted(pending):
+            took = ready(name)
+            if took is not None:
+                pending.discard(name)
+                record("ready", name=name, seconds=round(took, 1))
+                bundles = RES / f"{name}.bundles.json"
+                if bundles.exists():  # Ray's view of the replica's placement group
+                    record("ray_view", name=name, **json.loads(bundles.read_text()))
+            elif name != "triton" and not name.startswith("ray") and not alive(name):
+                pending.discard(name)
+                record("died", name=name, log_tail=(LOGS / f"{name}.log").read_text()[-3000:])
+            elif name.startswith("ray") and (RES / f"{name}.failed").exists():
+                pending.discard(name)
+                record("died", name=name, error=(RES / f"{name}.failed").read_text()[-3000:])
+        time.sleep(1)
+    for name in sorted(pending):
+        record("not_ready", name=name, waited=args.limit, log_tail=(LOGS / f"{name}.log").read_text()[-1500:])
+    if "triton" in names and (RES / "triton.json").exists():
+        record("triton_engine", **json.loads((RES / "triton.json").read_text()))
+    phases(names)
+    export()
+
+
+def phases(names: list[str]) -> None:
+    """Our replica hooks' phase lines (serving/phases.py) from each Ray cluster's logs."""
+    for name in names:
+        if not name.startswith("ray"):
+            continue
+        temp = f"/tmp/r{ {'ray1': 0, 'ray2': 1, 'ray4': 2}[name] }"
+        lines: list[str] = []
+        for path in glob.glob(f"{temp}/session_latest/logs/**/*", recursive=True):
+            if os.path.isfile(path):
+                with open(path, errors="replace") as log:
+                    lines += [line.strip() for line in log if PHASE_MARK in line]
+        record("phase_lines", name=name, lines=lines[:40])
+        nccl = []
+        for path in glob.glob(f"{temp}/session_latest/logs/*"):
+            if os.path.isfile(path):
+                with open(path, errors="replace") as log:
+                    nccl += [
+                        line.strip()
+                        for line in log
+                        if "NCCL INFO" in line
+                        and ("NVLS" in line or "comm " in line or "Channel 00" in line or "version" in line)
+                    ]
+        if nccl:
+            record("nccl", name=name, lines=nccl[:30])
+
+
+def stop(names: list[str]) -> None:
+    for name in names:
+        pid_file = RES / f"{name}.pid"
+        if pid_file.exists():
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+        if name in RAY_PORTS:
+            subprocess.run(
+                [sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"],
+                env=env(),
+                capture_output=True,
+                check=False,
+            )
+    time.sleep(5)
+    for name in names:
+        pid_file = RES / f"{name}.pid"
+        if pid_file.exists():
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+
+MEASURE = """
+import json, resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "w"), stderr=subprocess.STDOUT).returncode
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": rc, "cpu_s": round(use.ru_utime + use.ru_stime, 2), "peak_rss_mib": round(use.ru_maxrss / 1024)}))
+"""
+
+
+def run_measured(
+    label: str, argv: list[str], environ: dict[str, str], timeout: float = 300
+) -> tuple[int, str]:
+    """Run a client in a process of its own: its wall time, CPU seconds (its whole process tree, the
+    worker loops included) and the peak RSS of its largest process."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"client-{label}.txt"
+    started = time.time()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURE, str(log), *argv],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as error:
+        measured = {"rc": 124, "error": repr(error)[:300]}
+    record("client", label=label, wall_s=round(time.time() - started, 2), **measured)
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return int(measured.get("rc", 1)), text
+
+
+def llmctl_bench(label: str, port: int, concurrency: int, requests: int, prefix: str = "/v1") -> None:
+    out = RES / f"lb-{label}"
+    argv = [sys.executable, "-m", "llmctl", "bench", "-e", f"http://127.0.0.1:{port}{prefix}", "-m", "tiny"]
+    argv += ["-c", str(concurrency), "-n", str(requests), "--warmup", "8", "--mean-input-tokens", "512"]
+    argv += ["--stddev-input-tokens", "0", "--mean-output-tokens", "128", "--stddev-output-tokens", "0"]
+    argv += ["--tokenizer", str(MODEL), "--no-plots", "--json", "-o", str(out)]
+    rc, text = run_measured(f"llmctl-{label}", argv, env())
+    summary = None
+    for path in sorted(out.rglob("summary.json")):
+        summary = json.loads(path.read_text())
+    record("llmctl_bench", label=label, rc=rc, summary=slim(summary), tail=None if summary else text[-1500:])
+
+
+def slim(summary: object) -> object:
+    """The summary without per-request rows (they stay on the device)."""
+    if not isinstance(summary, dict):
+        return summary
+    return {key: value for key, value in summary.items() if key not in ("requests", "rows")}
+
+
+def vllm_bench(label: str, port: int, concurrency: int, requests: int) -> None:
+    argv = [sys.executable, "-c", VLLM_CLI, "bench", "serve", "--backend", "openai-chat"]
+    argv += [
+        "--endpoint",
+        "/v1/chat/completions",
+        "--base-url",
+        f"http://127.0.0.1:{port}",
+        "--model",
+        "tiny",
+    ]
+    argv += ["--tokenizer", str(MODEL), "--dataset-name", "random", "--random-input-len", "512"]
+    argv += [
+        "--random-output-len",
+        "128",
+        "--num-prompts",
+        str(requests),
+        "--max-concurrency",
+        str(concurrency),
+    ]
+    argv += ["--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99"]
+    argv += ["--save-result", "--result-dir", str(RES / f"vb-{label}")]
+    rc, text = run_measured(f"vllm-bench-{label}", argv, env())
+    found = sorted((RES / f"vb-{label}").glob("*.json"))
+    result = json.loads(found[-1].read_text()) if found else None
+    if isinstance(result, dict):
+        result = {k: v for k, v in result.items() if not isinstance(v, list)}
+    record("vllm_bench", label=label, rc=rc, result=result, tail=None if result else text[-1500:])
+
+
+VLLM_CLI = "import sys; from vllm.entrypoints.cli.main import main; sys.argv=['vllm']+sys.argv[1:]; main()"
+
+
+def scrape(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.read().decode()
+    except OSError as error:
+        return f"# scrape failed: {error}\n"
+
+
+HISTOGRAMS = (
+    "vllm:time_to_first_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:request_time_per_output_token_seconds",
+)
+
+
+def parse_histograms(text: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name in HISTOGRAMS:
+        buckets: dict[float, float] = {}
+        for match in re.finditer(re.escape(name) + r"_bucket\{([^}]*)\} ([0-9.e+-]+)", text):
+            le = re.search(r'le="([^"]+)"', match.group(1))
+            if le:
+                bound = float("inf") if le.group(1) == "+Inf" else float(le.group(1))
+                buckets[bound] = buckets.get(bound, 0.0) + float(match.group(2))
+        total = sum(
+            float(m.group(1)) for m in re.finditer(re.escape(name) + r"_sum\{[^}]*\} ([0-9.e+-]+)", text)
+        )
+        count = sum(
+            float(m.group(1)) for m in re.finditer(re.escape(name) + r"_count\{[^}]*\} ([0-9.e+-]+)", text)
+        )
+        out[name] = {"buckets": sorted(buckets.items()), "sum": total, "count": count}
+    for counter in ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:request_success_total"):
+        out[counter] = sum(
+            float(m.group(1)) for m in re.finditer(re.escape(counter) + r"(?:\{[^}]*\})? ([0-9.e+-]+)", text)
+        )
+    return out
+
+
+def quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    want, prev_le, prev_c = q * buckets[-1][1], 0.0, 0.0
+    for le, count in buckets:
+        if count >= want:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * (want - prev_c) / max(count - prev_c, 1e-9)
+        prev_le, prev_c = le, count
+    return None
+
+
+def window(before: dict[str, object], after: dict[str, object], seconds: float) -> dict[str, object]:
+    """The server's own view of the requests between two scrapes: p50/p99 by bucket interpolation."""
+    res: dict[str, object] = {"seconds": round(seconds, 2)}
+    for name in HISTOGRAMS:
+        a, b = before[name], after[name]
+        assert isinstance(a, dict) and isinstance(b, dict)
+        n = b["count"] - a["count"]
+        earlier = dict(a["buckets"])
+        delta = [(le, cb - earlier.get(le, 0.0)) for le, cb in b["buckets"]]
+        p50, p99 = quantile(delta, 0.5), quantile(delta, 0.99)
+        res[name.split(":")[1]] = {
+            "n": n,
+            "mean_ms": round(1000 * (b["sum"] - a["sum"]) / n, 2) if n else None,
+            "p50_ms": None if p50 is None else round(1000 * p50, 2),
+            "p99_ms": None if p99 is None else round(1000 * p99, 2),
+        }
+    for counter in ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:request_success_total"):
+        res[counter.split(":")[1]] = after[counter] - before[counter]  # type: ignore[operator]
+    return res
+
+
+def against_server(label: str, port: int, run: object) -> None:
+    """Run one client while scraping the server before and after: its histograms over that window."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    before = parse_histograms(scrape(url))
+    started = time.time()
+    run()  # type: ignore[operator]
+    after = parse_histograms(scrape(url))
+    record("server_window", label=label, **window(before, after, time.time() - started))
+
+
+def metric_names(label: str, url: str) -> None:
+    text = scrape(url)
+    (LOGS / f"metrics-{label}.txt").write_text(text)
+    names = sorted(
+        {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+    )
+    record("metric_names", label=label, url=url, names=names)
+
+
+def chat_check(label: str, port: int) -> None:
+    base = f"http://127.0.0.1:{port}"
+    models = scrape(f"{base}/v1/models")
+    body = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8}).encode()
+    request = urllib.request.Request(f"{base}/v1/completions", body, {"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            completion = json.loads(answer.read())
+    except OSError as error:
+        completion = {"error": str(error)}
+    rc, text = run_measured(
+        f"chat-{label}",
+        [sys.executable, "-m", "llmctl", "chat", "-e", f"{base}/v1", "-m", "tiny", "--prompt", "hi"],
+        env(),
+        timeout=120,
+    )
+    record(
+        "chat",
+        label=label,
+        models=models[:400],
+        completion=completion,
+        llmctl_chat_rc=rc,
+        chat_tail=text[-400:],
+    )
+
+
+def bench_b(args: argparse.Namespace) -> None:
+    vllm_port, ray1_port, ray2_port = SERVERS["vllm"][0], SERVERS["ray1"][0], SERVERS["ray2"][0]
+    for label, port in (("vllm", vllm_port), ("ray1", ray1_port)) + (
+        (("ray2", ray2_port),) if args.gpus >= 4 else ()
+    ):
+        chat_check(label, port)
+    # the serving path: our Ray Serve app at tp 1 against plain vLLM, c1 / c16 / c64, one after the other
+    for c, n in ((1, 32), (16, 256), (64, 512)):
+        llmctl_bench(f"ray1-c{c}", ray1_port, c, n)
+        if c == 64:
+            metric_names("ray1-serve-under-load", "http://127.0.0.1:8090/metrics")
+    vllm_bench("ray1-c16", ray1_port, 16, 256)
+    export()
+    # the stream-batching variant redeploys on the ray1 cluster (its compile cache is warm now) while
+    # plain vLLM is measured
+    redeploy = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "ray_driver.py"),
+            "--address",
+            f"127.0.0.1:{RAY_PORTS['ray1']}",
+            "--port",
+            str(ray1_port),
+            "--tp",
+            "1",
+            "--config",
+            str(CARRY / "serve_config.json"),
+            "--model",
+            str(MODEL),
+            "--ready",
+            str(RES / "ray1b.ready"),
+            "--bundles",
+            str(RES / "ray1b.bundles.json"),
+            "--experimental",
+            json.dumps({"stream_batching_interval_ms": 0}),
+            "--no-start",
+            "--util",
+            str(UTIL["ray1"]),
+        ],
+        env=env("1"),
+        stdout=(LOGS / "ray1b.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    (RES / "ray1b.started").write_text(str(time.time()))
+    # llmctl bench against vllm bench serve on plain vLLM, each with the server's histograms
+    for c, n in ((16, 256), (64, 512), (256, 1024)):
+        against_server(
+            f"llmctl-c{c}", vllm_port, lambda c=c, n=n: llmctl_bench(f"vllm-c{c}", vllm_port, c, n)
+        )
+        if c == 64:
+            metric_names("vllm-serve-0.26.0", f"http://127.0.0.1:{vllm_port}/metrics")
+        against_server(
+            f"vllm-bench-c{c}", vllm_port, lambda c=c, n=n: vllm_bench(f"vllm-c{c}", vllm_port, c, n)
+        )
+        export()
+    llmctl_bench("vllm-c1", vllm_port, 1, 32)
+    if args.gpus >= 4:
+        llmctl_bench("ray2-c16", ray2_port, 16, 256)
+    export()
+    deadline = time.time() + 150
+    while time.time() < deadline and redeploy.poll() is None and not (RES / "ray1b.ready").exists():
+        time.sleep(1)
+    took = (
+        float((RES / "ray1b.ready").read_text()) - float((RES / "ray1b.started").read_text())
+        if (RES / "ray1b.ready").exists()
+        else None
+    )
+    record("redeploy", name="ray1-batch0", seconds=took, rc=redeploy.poll())
+    if took is not None:
+        for c, n in ((1, 32), (16, 256), (64, 512)):
+            llmctl_bench(f"ray1b-c{c}", ray1_port, c, n)
+    export()
+
+
+COMPILE_LINES = re.compile(
+    r"torch.compile takes|Compiling a graph|load the compiled graph|Directly load|compile range|"
+    r"Graph capturing finished|init engine|Loading weights took|Model loading took|cache directory"
+)
+
+
+def engine_lines(name: str) -> list[str]:
+    path = LOGS / f"{name}.log"
+    if not path.exists():
+        return []
+    return [
+        line.strip()[-300:]
+        for line in path.read_text(errors="replace").splitlines()
+        if COMPILE_LINES.search(line)
+    ]
+
+
+def restart(args: argparse.Namespace) -> None:
+    """The compile cache: plain vLLM stopped, then started on the cache its first start wrote (the
+    same folder, as an S3 copy restored at the same path gives), then once more on an empty cache
+    with nothing else starting (the cold start alone)."""
+    stop(["vllm"])
+    record("cache_size", name="vllm", bytes=du(CACHES / "vllm"), lines=engine_lines("vllm"))
+    for name, cache in (("vllmw", "vllm"), ("vllmc", "vllmc")):
+        plain_vllm(name, cache=cache)
+        deadline = time.time() + args.limit
+        took = None
+        while time.time() < deadline and took is None and alive(name):
+            took = ready(name)
+            time.sleep(0.5)
+        record(
+            "restart",
+            name=name,
+            cache=cache,
+            seconds=None if took is None else round(took, 1),
+            lines=engine_lines(name),
+        )
+        export()
+        stop([name])
+
+
+def bench_c(args: argparse.Namespace) -> None:
+    """The tensor_parallel 4 servers named by ``--names`` (ray4, vllm4): chat, then c16 and c64."""
+    for name in args.names.split(","):
+        port = SERVERS[name][0]
+        chat_check(name, port)
+        for c, n in ((16, 256), (64, 512)):
+            llmctl_bench(f"{name}-c{c}", port, c, n)
+        if name.startswith("ray"):
+            phases([name])
+        export()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("steps", nargs="+")
+    parser.add_argument("--names", default="vllm,ray1,ray2,triton")
+    parser.add_argument("--limit", type=float, default=500)
+    parser.add_argument("--gpus", type=int, default=None, help="Default: what nvidia-smi lists")
+    args = parser.parse_args()
+    if args.gpus is None:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
+        args.gpus = max(1, sum(1 for line in listed.splitlines() if line.startswith("GPU ")))
+    steps = {
+        "recv": recv,
+        "setup": setup,
+        "start-a": start_a,
+        "wait": wait,
+        "bench-b": bench_b,
+        "bench-c": bench_c,
+        "triton": triton_engine,
+        "start-tp4": start_tp4,
+        "start-vllm4": start_vllm4,
+        "restart": restart,
+        "export": lambda _a: export(),
+    }
+    for step in args.steps:
+        try:
+            steps[step](args)
+        except Exception as error:  # a failed step is a result too
+            record("step_failed", step=step, error=repr(error)[-2000:])
+            export()
+            if step in ("setup",):
+                raise
+
+
+if __name__ == "__main__":
+    main()

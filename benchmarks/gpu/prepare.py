@@ -1,0 +1,147 @@
+"""``make gpu-prepare``: everything the GPU run carries to the device machine, made here.
+
+1. The wheels of benchmarks/gpu/carry-vllm-0.26.0.txt and carry-vllm-0.22.1.txt, downloaded for the
+   device's Python 3.12 on x86_64 Linux (``pip download --only-binary``), and this llmctl as a wheel.
+2. The 70B blueprint's rendered ``serveConfigV2`` (``llmctl render``), which the device's driver
+   deploys with only the device's changes (benchmarks/gpu/ray_driver.py).
+3. One tar of all wheels split into parts of 58 MiB (one ``run`` call carries at most 64 MiB with the
+   checkout) under build/gpu/parts/, their sha256 in ``.gpu/sums.txt``.
+
+``python benchmarks/gpu/prepare.py stage NN`` then puts part NN alone into ``.gpu/`` (ignored by
+git, named in the device call's ``carry``); docs/testing.md lists the calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = REPO / "benchmarks" / "gpu"
+BUILD = REPO / "build" / "gpu"
+CARRY = REPO / ".gpu"
+PART_BYTES = 58 * 1024 * 1024
+SETS = {"v26": HERE / "carry-vllm-0.26.0.txt", "v22": HERE / "carry-vllm-0.22.1.txt"}
+# what pip may take for the device: CPython 3.12 on x86_64 glibc Linux (Ubuntu 24.04: glibc 2.39)
+PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(39, 4, -1)]
+PLATFORMS += ["manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64", "any"]
+
+
+def pinned(path: Path) -> list[str]:
+    return [
+        line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
+
+
+def download() -> None:
+    for name, requirements in SETS.items():
+        target = BUILD / "wheels" / name
+        target.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q"]
+        command += ["--python-version", "3.12", "--implementation", "cp"]
+        command += ["--abi", "cp312", "--abi", "abi3", "--abi", "none"]
+        for platform in PLATFORMS:
+            command += ["--platform", platform]
+        command += ["-d", str(target), *pinned(requirements)]
+        subprocess.run(command, check=True)
+
+
+def llmctl_wheel() -> Path:
+    target = BUILD / "wheels"
+    for old in target.glob("llmctl_eks-*.whl"):
+        old.unlink()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(target),
+            str(REPO),
+        ],
+        check=True,
+    )
+    return next(target.glob("llmctl_eks-*.whl"))
+
+
+def serve_config() -> None:
+    rendered = BUILD / "render-70b"
+    shutil.rmtree(rendered, ignore_errors=True)
+    llmctl = Path(sys.executable).parent / "llmctl"
+    subprocess.run([str(llmctl), "render", "-b", "llama2-70b-vllm-gpu", "-o", str(rendered)], check=True)
+    service = next(
+        path
+        for path in rendered.glob("*.yaml")
+        if yaml.safe_load(path.read_text()).get("kind") == "RayService"
+    )
+    spec = yaml.safe_load(service.read_text())["spec"]
+    CARRY.mkdir(exist_ok=True)
+    import json
+
+    (CARRY / "serve_config.json").write_text(json.dumps(yaml.safe_load(spec["serveConfigV2"]), indent=1))
+
+
+def split() -> int:
+    parts = BUILD / "parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True)
+    bundle = BUILD / "wheels.tar"
+    with tarfile.open(bundle, "w") as tar:
+        for path in sorted((BUILD / "wheels").rglob("*.whl")):
+            tar.add(path, arcname=path.relative_to(BUILD / "wheels").as_posix())
+    sums = []
+    with bundle.open("rb") as source:
+        index = 0
+        while chunk := source.read(PART_BYTES):
+            name = f"p{index:02d}"
+            (parts / name).write_bytes(chunk)
+            sums.append(f"{hashlib.sha256(chunk).hexdigest()}  {name}")
+            index += 1
+    bundle.unlink()
+    (CARRY / "sums.txt").write_text("\n".join(sums) + "\n")
+    return index
+
+
+def stage(number: int) -> None:
+    for old in CARRY.glob("p[0-9][0-9]"):
+        old.unlink()
+    source = BUILD / "parts" / f"p{number:02d}"
+    if not source.exists():
+        raise SystemExit(f"no part {source.name}: run `make gpu-prepare` first")
+    shutil.copy(source, CARRY / source.name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("action", nargs="?", default="all", choices=["all", "stage"])
+    parser.add_argument("number", nargs="?", type=int)
+    args = parser.parse_args()
+    if args.action == "stage":
+        if args.number is None:
+            raise SystemExit("usage: prepare.py stage NN")
+        stage(args.number)
+        return
+    download()
+    wheel = llmctl_wheel()
+    serve_config()
+    count = split()
+    print(
+        f"{wheel.name}; {count} parts of at most 58 MiB in {BUILD / 'parts'}; carry .gpu/ (docs/testing.md)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Deploy the 70B blueprint's Serve application as the rendered RayService's ``serveConfigV2`` does, on a
+Ray cluster started on the device, and record Ray's view of the replica's placement bundles.
+
+The import path and the args are the rendered ones (``llmctl render -b llama2-70b-vllm-gpu``, made by
+``make gpu-prepare``); only what the device forces changes, and the results say so: the model (the
+tiny random Llama), ``tensor_parallel``, ``num_replicas`` 1. (The app sets no Ray ``accelerator_type``
+since issue 42, so the blueprint's A100 instance type needs no renaming on an H100 or H200.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+import traceback
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for flag in ("--address", "--config", "--model", "--ready", "--bundles"):
+        parser.add_argument(flag, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tp", type=int, required=True)
+    parser.add_argument(
+        "--util", type=float, required=True, help="gpu_memory_utilization (the GPUs are shared)"
+    )
+    parser.add_argument("--experimental", default=None, help="LLMConfig.experimental_configs (a variant)")
+    parser.add_argument("--no-start", action="store_true", help="Serve runs already: replace the app")
+    args = parser.parse_args()
+    failed = Path(str(args.ready).replace(".ready", ".failed"))
+    try:
+        deploy(args)
+    except Exception:
+        failed.write_text(traceback.format_exc())
+        raise
+
+
+def deploy(args: argparse.Namespace) -> None:
+    import ray
+    from ray import serve
+
+    ray.init(address=args.address)
+    config = json.loads(Path(args.config).read_text())
+    app = config["applications"][0]
+    app_args = dict(app["args"])
+    blueprint = app_args["blueprint"]
+    changes = {
+        "compute.tensor_parallel": [blueprint["compute"]["tensor_parallel"], args.tp],
+        "args.model_source": [app_args.get("model_source"), args.model],
+        "args.served_model_name": [app_args.get("served_model_name"), "tiny"],
+        "args.num_replicas": [app_args.get("num_replicas"), 1],
+        "serving.gpu_memory_utilization": [blueprint["serving"]["gpu_memory_utilization"], args.util],
+    }
+    blueprint["serving"]["gpu_memory_utilization"] = args.util
+    blueprint["compute"]["tensor_parallel"] = args.tp
+    app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=1)
+    if args.experimental:
+        # the variant only: Ray Serve LLM's experimental_configs added to the LLMConfig
+        from llmctl.serving.ray_vllm import app as ray_vllm_app
+
+        extra = json.loads(args.experimental)
+        original = ray_vllm_app.llm_config
+
+        def with_experimental(*a, **k):  # type: ignore[no-untyped-def]
+            found = original(*a, **k)
+            found["experimental_configs"] = extra
+            return found
+
+        ray_vllm_app.llm_config = with_experimental
+        changes["llm_config.experimental_configs"] = [None, extra]
+    module, _, attr = app["import_path"].partition(":")
+    builder = getattr(importlib.import_module(module), attr)
+    started = time.time()
+    if args.no_start:
+        serve.delete(app["name"])
+    else:
+        serve.start(http_options={"host": "127.0.0.1", "port": args.port})
+    application = builder(app_args)
+    serve.run(application, name=app["name"], route_prefix=app["route_prefix"])
+    from ray.util import placement_group_table
+
+    Path(args.bundles).write_text(
+        json.dumps(
+            {
+                "import_path": app["import_path"],
+                "changes": changes,
+                "deploy_seconds": round(time.time() - started, 1),
+                "placement_groups": [
+                    {
+                        "bundles": table.get("bundles"),
+                        "strategy": table.get("strategy"),
+                        "state": table.get("state"),
+                    }
+                    for table in placement_group_table().values()
+                ],
+                "cluster_resources": ray.cluster_resources(),
+                "available_resources": ray.available_resources(),
+            },
+            default=str,
+        )
+    )
+    Path(args.ready).write_text(str(time.time()))  # after the bundles: the waiter reads both
+    while True:  # the driver stays: the cluster is torn down by `ray stop`
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    main()
