@@ -15,9 +15,9 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   write those prefixes (`bucket_grants.py`).
 - **configmap** (an existing cluster, `--target kubeconfig`, no image): `up` builds the same wheel
   and the workload stack puts it in a ConfigMap (`binaryData`, named after the wheel's content digest
-  so new code rolls the pods) with the runtime's lock, mounted read-only into each serving pod; the
-  container installs the lock from the package index (hash-checked: a wheelhouse does not fit a
-  ConfigMap) and the mounted wheel with `--no-deps`.
+  so new code rolls the pods), mounted read-only into each serving pod; the container takes the
+  runtime's lock out of the wheel (which carries it), installs it from the package index
+  (hash-checked: a wheelhouse does not fit a ConfigMap) and the mounted wheel with `--no-deps`.
 
 On an externally managed image (PEP 668) the installs go into a `--system-site-packages` venv that
 is put first on PATH (:func:`venv_step`).
@@ -54,7 +54,8 @@ FETCH_CONTAINER = "fetch-llmctl"
 #: ConfigMap delivery: the API server refuses a ConfigMap whose values add up to more than 1 MiB
 #: (kubernetes/kubernetes pkg/apis/core/validation/validation.go, ValidateConfigMap: the lengths of
 #: every `data` string and every *decoded* `binaryData` value, against core.MaxSecretSize). That sum
-#: is what `configmap_size` counts: the wheel's bytes plus the runtime lock beside it. base64 and the
+#: is what `configmap_size` counts: the wheel's bytes (the pods take the runtime's lock out of the
+#: wheel). base64 and the
 #: metadata count only on the wire (JSON), where the request limit is 3 MiB, and in etcd the object is
 #: stored in protobuf, binary as decoded.
 CONFIGMAP_LIMIT = 1024 * 1024
@@ -219,10 +220,28 @@ def verify_step(files: dict[str, str]) -> str:
     return "python3 -c " + " ".join(shlex.quote(a) for a in [_VERIFY, *args])
 
 
+#: configmap mode: where the pod writes the lock it takes out of the wheel (the mount is read-only)
+CONFIGMAP_LOCK = "/tmp/llmctl-lock/requirements.txt"
+#: the lock's member in this llmctl's wheel (the package data `serving/locks/<name>.txt`)
+_LOCK_MEMBER = "llmctl/serving/locks/{name}.txt"
+_EXTRACT = (
+    "import os, sys, zipfile\n"
+    "os.makedirs(os.path.dirname(sys.argv[3]), exist_ok=True)\n"
+    "open(sys.argv[3], 'wb').write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))\n"
+)
+
+
+def lock_from_wheel_step(wheel: str, spec: LockSpec) -> str:
+    """Shell: write the runtime's lock, as this llmctl's wheel carries it, to `CONFIGMAP_LOCK`."""
+    member = _LOCK_MEMBER.format(name=spec.name)
+    return "python3 -c " + " ".join(shlex.quote(a) for a in [_EXTRACT, wheel, member, CONFIGMAP_LOCK])
+
+
 def install_script(config: WorkloadConfig, image: str, extra: list[str] | None = None) -> str:
     """Shell that installs the runtime's lock, then the app without dependencies, with no index
-    (wheel mode: from the wheelhouse the init container copied); configmap mode installs the lock
-    from the index, hash-checked (the wheelhouse does not fit a ConfigMap).
+    (wheel mode: from the wheelhouse the init container copied); configmap mode takes the lock out of
+    the mounted wheel and installs it from the index, hash-checked (the wheelhouse does not fit a
+    ConfigMap).
 
     `extra` must be empty: a package outside the lock cannot be installed without an index.
     """
@@ -257,7 +276,9 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
     else:
         if outside:  # an existing cluster: the index (a wheelhouse does not fit a ConfigMap)
             steps.append(pip_install(outside))
-        steps.append(pip_install(["--require-hashes", "-r", f"{APP_DIR}/{LOCK_FILE}"]))
+        # the lock comes out of the mounted wheel, which carries it: the ConfigMap holds the wheel alone
+        steps.append(lock_from_wheel_step(app, spec))
+        steps.append(pip_install(["--require-hashes", "-r", CONFIGMAP_LOCK]))
     steps.append(pip_install(["--no-index", "--no-deps", app]))
     return " && ".join(steps)
 
@@ -346,8 +367,8 @@ def app_objects(config: WorkloadConfig) -> list[Obj]:
     data = base64.b64encode(Path(delivery.wheel_path).read_bytes()).decode() if delivery.wheel_path else ""
     digest = delivery.wheel_digest or PLANNED_DIGEST
     meta = metadata(config, configmap_name(digest), "app", {"llmctl.dev/wheel-sha256": digest})
-    # the runtime's lock beside the wheel (the wheel carries it too, so the digest covers it)
-    lock = runtime_lock(config, delivery.image).path.read_text(encoding="utf-8")
+    # the wheel alone: it carries the runtime's lock, which the pod takes out of it (install_script);
+    # a second copy of a Neuron runtime's lock (about 200 KB) beside it would not fit the 1 MiB
     return [
         {
             "apiVersion": "v1",
@@ -355,7 +376,6 @@ def app_objects(config: WorkloadConfig) -> list[Obj]:
             "metadata": meta,
             "immutable": True,
             "binaryData": {delivery.wheel_file or wheel_file(): data},
-            "data": {LOCK_FILE: lock},
         }
     ]
 

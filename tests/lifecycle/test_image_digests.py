@@ -31,6 +31,7 @@ from llmctl.cli.app import app
 from llmctl.errors import PrerequisiteError
 from llmctl.infra.aws.image_checks import check_stack_pins, parse_image
 from llmctl.infra.lifecycle.order_invariants import check_images, produced_images
+from llmctl.infra.targets.doctor import run_doctor
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.digests import pin_images
 from llmctl.infra.workload.image_pins import tagged_images
@@ -114,7 +115,7 @@ def test_every_blueprint_names_each_image_by_digest_after_a_first_pin(
 
 
 def test_a_moved_tag_is_detected_refused_and_accepted_with_the_flag(
-    registry: str, registry_route: Callable[[], httpx.Client], state: Path
+    aws: str, registry: str, registry_route: Callable[[], httpx.Client], state: Path
 ) -> None:
     config = eks_config("tiny-cpu")
     images = tagged_images(build_manifests(config, hf_token=None))
@@ -129,6 +130,8 @@ def test_a_moved_tag_is_detected_refused_and_accepted_with_the_flag(
     assert doctor.ok is False and doctor.name == f"image {base} (stack dev)"
     assert doctor.detail == f"the tag moved: stack dev records {first[base]}, the registry now says {moved}"
     assert doctor.fix and "llmctl images pin -b tiny-cpu --stack dev --accept-moved-tags" in doctor.fix
+    report = run_doctor("tiny-cpu", region=aws, stack="dev")  # `llmctl doctor` (moto's account)
+    assert not report.ok and doctor in report.checks
 
     with pytest.raises(PrerequisiteError) as refused:
         pin_images(config)
@@ -223,3 +226,9 @@ def test_up_on_an_existing_cluster_applies_pods_named_by_digest(
     assert "--accept-moved-tags" in (refused.value.hint or "")
     assert [op for op in engine.ops() if op[0] in ("up", "preview", "destroy")] == ops
     assert load_pins("dev", BP).images[base] == first  # refused before any change (the flag: above)
+
+
+def test_the_flag_is_refused_where_nothing_is_pinned() -> None:
+    result = CliRunner().invoke(app, ["up", "-b", "tiny-cpu", "--target", "local", "--accept-moved-tags"])
+    assert result.exit_code == 2
+    assert "--accept-moved-tags does not apply to --target local" in result.output

@@ -16,6 +16,7 @@ from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.delivery import (
     APP_DIR,
     APP_VOLUME,
+    CONFIGMAP_LOCK,
     FETCH_CONTAINER,
     OUTSIDE_DIR,
     WHEELHOUSE_DIR,
@@ -27,6 +28,7 @@ from llmctl.infra.workload.delivery import (
     fixed_image,
     image_tag,
     install_script,
+    lock_from_wheel_step,
     needs_bucket_access,
     outside_lock_args,
     pip_install,
@@ -135,8 +137,8 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
     # names an index: they come from the cache bucket with the lock
     monkeypatch.setattr("llmctl.infra.workload.delivery.runtime_lock", lambda _config, _image: with_outside)
     steps = install_script(_off_eks(config), config.blueprint.image.base).split(" && ")
-    assert steps[-3] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
-    assert steps[-2].endswith("/requirements.txt")
+    assert steps[-4] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
+    assert steps[-2].endswith(f"-r {CONFIGMAP_LOCK}")
     on_eks = install_script(config, config.blueprint.image.base)
     assert "example/whl" not in on_eks and f"-r {OUTSIDE_DIR}/requirements.txt" in on_eks
     assert (
@@ -173,8 +175,9 @@ def test_install_steps_of_each_mode_and_the_refusal_of_a_package_outside_the_loc
     ]
     off = _off_eks(config)
     configmap_steps = install_script(off, image).split(" && ")
-    assert configmap_steps[-2:] == [
-        pip_install(["--require-hashes", "-r", f"{APP_DIR}/requirements.txt"]),
+    assert configmap_steps[-3:] == [
+        lock_from_wheel_step(app, runtime_lock(off, image)),
+        pip_install(["--require-hashes", "-r", CONFIGMAP_LOCK]),
         pip_install(["--no-index", "--no-deps", app]),
     ]
     wheel = tmp_path / "named_by_up-1-py3-none-any.whl"

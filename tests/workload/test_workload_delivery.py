@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 import shlex
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from llmctl.infra.workload.delivery import (
     APP_DIR,
     APP_VOLUME,
     CONFIGMAP_LIMIT,
+    CONFIGMAP_LOCK,
     FETCH_CONTAINER,
     LOCK_FILE,
     OUTSIDE_DIR,
@@ -187,7 +189,7 @@ def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_whee
     ]
     assert app["metadata"]["namespace"] == config.ns and app["immutable"] is True
     assert list(app["binaryData"]) == [wheel_file()]
-    assert app["data"] == {LOCK_FILE: runtime_lock(config, delivery.image).path.read_text()}
+    assert "data" not in app  # the wheel alone: the pods take the runtime's lock out of it
     specs = serving_specs(manifests)
     assert specs, name
     for spec in specs:
@@ -199,8 +201,10 @@ def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_whee
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
             script = " ".join([*container.get("command", []), *container.get("args", [])])
             assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
-            # the lock from the ConfigMap, hash-checked, from the index: a wheelhouse does not fit
-            assert f"pip install --no-cache-dir -q --require-hashes -r {APP_DIR}/{LOCK_FILE}" in script
+            # the lock taken out of the mounted wheel, hash-checked, from the index: a wheelhouse does not fit
+            member = f"llmctl/serving/locks/{runtime_lock(config, delivery.image).name}.txt"
+            assert f"{APP_DIR}/{wheel_file()} {member} {CONFIGMAP_LOCK}" in script
+            assert f"pip install --no-cache-dir -q --require-hashes -r {CONFIGMAP_LOCK}" in script
 
 
 @pytest.mark.parametrize("target", ["eks", "kubeconfig"])
@@ -245,7 +249,7 @@ def test_every_runtime_installs_its_dockerfile_requirements_before_the_wheel(
     assert app and all(i > 0 and "--no-deps" in installs[i] for i in app)
     lock = installs[app[0] - 1]
     assert "--require-hashes" in lock and lock[-2:][0] == "-r"  # the runtime's lock, as its image has
-    assert lock[-1] == f"{WHEELHOUSE_DIR if target == 'eks' else APP_DIR}/{LOCK_FILE}"
+    assert lock[-1] == (f"{WHEELHOUSE_DIR}/{LOCK_FILE}" if target == "eks" else CONFIGMAP_LOCK)
 
 
 #: commands other than `pip install` that would fetch packages from an index
@@ -356,35 +360,47 @@ def test_the_configmap_carries_the_built_wheel_and_is_named_by_its_digest(tmp_pa
     assert names[0] != names[1]
 
 
-def _lock_bytes(config: WorkloadConfig) -> int:
-    from llmctl.infra.workload.delivery import runtime_lock
-
-    return len(runtime_lock(config, config.blueprint.image.base).path.read_text(encoding="utf-8").encode())
-
-
 def test_a_wheel_too_large_for_a_configmap_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from llmctl.infra.workload import deploy_delivery
 
     config = on_existing_cluster(config_for("llama2-inf2"))
-    lock = _lock_bytes(config)  # the ray-neuronx lock (about 195 KiB) rides beside the wheel
     big = tmp_path / wheel_file()
-    # 850 KiB passed the old raw-size check (900 KiB); with the lock the data exceed 1 MiB
+    # the wheel alone counts (the pods take the ray-neuronx lock, about 195 KiB, out of it): 850 KiB,
+    # refused while a second copy of the lock rode beside it, is delivered now
     big.write_bytes(b"x" * (850 * 1024))
     monkeypatch.setattr(deploy_delivery, "kept_wheel", lambda: (big, "ef" * 32))
+    assert deploy_delivery.decide(config).mode == "configmap"
+    big.write_bytes(b"x" * (CONFIGMAP_LIMIT + 1))  # one byte over the API server's limit: refused
     with pytest.raises(LlmctlError) as error:
         deploy_delivery.decide(config)
     assert "\n" not in error.value.message
-    total = (850 * 1024 + lock) // 1024
-    assert total > 1024 and f"850 KiB, {total} KiB of ConfigMap data" in error.value.message
-    assert "1024 KiB" in error.value.message
+    assert (
+        "1024 KiB of ConfigMap data" in error.value.message
+        and "1024 KiB the API server" in error.value.message
+    )
     assert error.value.hint and "llmctl images build --push -b llama2-inf2" in error.value.hint
-    big.write_bytes(b"x" * (CONFIGMAP_LIMIT - lock))  # exactly the API server's limit: delivered
+    big.write_bytes(b"x" * CONFIGMAP_LIMIT)  # exactly the limit: delivered
     assert deploy_delivery.decide(config).mode == "configmap"
-    big.write_bytes(b"x" * (CONFIGMAP_LIMIT - lock + 1))  # one byte over: refused
-    with pytest.raises(LlmctlError):
-        deploy_delivery.decide(config)
+
+
+def test_the_pod_takes_the_runtimes_lock_out_of_the_wheel_as_up_built_it(tmp_path: Path) -> None:
+    """The configmap mode's extraction step, run as the pod runs it, on a real wheel of this llmctl."""
+    import subprocess
+    import zipfile
+
+    from llmctl.infra.workload.delivery import lock_from_wheel_step, runtime_lock
+
+    config = on_existing_cluster(config_for("llama2-inf2"))
+    spec = runtime_lock(config, config.blueprint.image.base)
+    wheel = tmp_path / wheel_file()
+    with zipfile.ZipFile(wheel, "w") as built:  # what `up` builds carries the package data
+        built.write(spec.path, f"llmctl/serving/locks/{spec.name}.txt")
+    target = tmp_path / "lock" / "requirements.txt"
+    step = lock_from_wheel_step(str(wheel), spec).replace(CONFIGMAP_LOCK, str(target))
+    subprocess.run(["sh", "-c", step.replace("python3 ", f"{sys.executable} ", 1)], check=True)
+    assert target.read_bytes() == spec.path.read_bytes()
 
 
 def test_the_configmap_size_is_what_the_api_server_counts(tmp_path: Path) -> None:
@@ -401,7 +417,7 @@ def test_the_configmap_size_is_what_the_api_server_counts(tmp_path: Path) -> Non
     [obj] = app_objects(config.model_copy(update={"delivery": configmap_delivery(config, wheel, "ab" * 32)}))
     [encoded] = obj["binaryData"].values()
     assert base64.b64decode(encoded) == wheel.read_bytes()
-    assert size == 768000 + _lock_bytes(config) == 768000 + len(obj["data"]["requirements.txt"].encode())
+    assert size == 768000 and "data" not in obj  # the wheel alone (it carries the lock)
 
 
 def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
