@@ -15,6 +15,7 @@ import typer
 from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
+from llmctl.blueprints.hf_token import api_key_from
 from llmctl.cli import options
 
 
@@ -71,6 +72,7 @@ def bench(
     workload: str | None = options.WORKLOAD,
     model: str | None = options.MODEL_NAME,
     api_key: str | None = options.API_KEY,
+    api_key_file: Path | None = options.API_KEY_FILE,
     concurrency: list[str] = typer.Option(
         None,
         "--concurrency",
@@ -203,7 +205,7 @@ def bench(
         model=model,
         max_output_tokens=max_output_tokens or max_output_tokens_alias,
         out=out or results_dir,
-        api_key=api_key,
+        api_key=api_key_from(api_key, api_key_file),
         max_concurrency=max_concurrency,
         requests=requests or max_num_completed_requests,
         duration=duration,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
 
+from llmctl.blueprints.hf_token import api_key_from
 from llmctl.cli import options
 
 
@@ -19,6 +21,7 @@ def chat(
     workload: str | None = options.WORKLOAD,
     model: str | None = options.MODEL_NAME,
     api_key: str | None = options.API_KEY,
+    api_key_file: Path | None = options.API_KEY_FILE,
     system: str = typer.Option(None, "--system", "-s", help="System prompt."),
     prompt: str = typer.Option(
         None,
@@ -45,7 +48,7 @@ def chat(
         blueprint,
         stack,
         model=model,
-        api_key=api_key,
+        api_key=api_key_from(api_key, api_key_file),
         workload=workload,
         system=system,
         max_tokens=max_tokens,

@@ -101,7 +101,13 @@ MODEL_NAME: str | None = typer.Option(
     None, "--model", "-m", help="Model name (default: the endpoint's first model)."
 )
 API_KEY: str | None = typer.Option(
-    None, "--api-key", envvar="OPENAI_API_KEY", help="API key (or OPENAI_API_KEY)."
+    None,
+    "--api-key",
+    envvar="OPENAI_API_KEY",
+    help="API key (or OPENAI_API_KEY; --api-key-file keeps it out of the process list).",
+)
+API_KEY_FILE: Path | None = typer.Option(
+    None, "--api-key-file", help="File holding the API key (wins over --api-key and OPENAI_API_KEY)."
 )
 
 # The metavars `--help` shows (cli/app.py: never a Python type such as <str>).

@@ -43,6 +43,22 @@ def parse_s3_uri(uri: str, *, variable: str, expected: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+def local_path(folder: Path, bucket: str, prefix: str, key: str) -> Path:
+    """Where the object ``key`` (under ``prefix/``) lands in ``folder``; refused when the key is not
+    under the prefix or its path, once resolved (``..``, an absolute part, a link), leaves ``folder``:
+    a key is data another writer chose, never a path to trust."""
+    relative = key[len(prefix) + 1 :] if key.startswith(prefix + "/") else ""
+    root = folder.resolve()
+    path = (root / relative).resolve() if relative else root
+    if not relative or path == root or not path.is_relative_to(root):
+        raise ServingError(
+            f"refusing the object s3://{bucket}/{key}: its local path would be outside {folder}",
+            f"delete that object (aws s3 rm 's3://{bucket}/{key}'); only keys below s3://{bucket}/{prefix}/ "
+            "with plain relative paths are downloaded",
+        )
+    return path
+
+
 class S3:
     """An S3 client plus botocore's exception module, made from the current environment."""
 
@@ -86,7 +102,7 @@ class S3:
                 relative = key[len(prefix) + 1 :]
                 if not relative or relative.endswith("/") or relative == marker:
                     continue
-                path = tmp / relative
+                path = local_path(tmp, bucket, prefix, key)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.client.download_file(bucket, key, str(path))
             (tmp / marker).write_text(f"s3://{bucket}/{prefix}\n")

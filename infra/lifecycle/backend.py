@@ -79,6 +79,12 @@ def resolve_backend(backend: str | None = None) -> Backend:
         # Pulumi Cloud encrypts secrets itself; a passphrase is not needed.
         return Backend(url=url, secrets_provider=None, env=env)
     if os.environ.get("PULUMI_CONFIG_PASSPHRASE") is not None:
+        if not os.environ["PULUMI_CONFIG_PASSPHRASE"].strip():
+            raise PrerequisiteError(
+                "PULUMI_CONFIG_PASSPHRASE is set but empty: the stacks' secrets (the API key, the HF token) "
+                "would be encrypted with no key at all",
+                "set it to a long random secret, or unset it to use llmctl's generated passphrase file",
+            )
         return Backend(url, "passphrase", env, "PULUMI_CONFIG_PASSPHRASE")
     given = os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
     if given:
@@ -86,6 +92,12 @@ def resolve_backend(backend: str | None = None) -> Backend:
             raise PrerequisiteError(
                 f"PULUMI_CONFIG_PASSPHRASE_FILE points to {given}, which does not exist",
                 "fix the path, or unset it to use llmctl's generated passphrase",
+            )
+        if not Path(given).expanduser().read_text(encoding="utf-8", errors="replace").strip():
+            raise PrerequisiteError(
+                f"PULUMI_CONFIG_PASSPHRASE_FILE points to {given}, which is empty: the stacks' secrets would "
+                "be encrypted with no key at all",
+                "put a long random secret in it, or unset it to use llmctl's generated passphrase file",
             )
         return Backend(url, "passphrase", {**env, "PULUMI_CONFIG_PASSPHRASE_FILE": given}, given)
     if not url.startswith("file://"):

@@ -14,6 +14,7 @@ chose are an output of the platform stack; later `up`s pin them (``pinned_az_ids
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,7 +26,7 @@ from llmctl.blueprints.pools import ALWAYS_POOLS, pools_for
 from llmctl.errors import LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
-from llmctl.infra.platform.config import validate_config
+from llmctl.infra.platform.config import API_CIDRS_ENV, EndpointConfig, validate_config
 from llmctl.infra.workload.program import build_workload
 from llmctl.state import StackPins, load_pins, save_pins
 
@@ -33,6 +34,7 @@ RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its rec
 RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
 PINS_OUTPUT = "llmctl_pins"  # the workload stack's output: its image digests and outside wheels
 AZ_OUTPUT = "az_ids"  # the platform stack's output: the AZ IDs its subnets are in
+API_ACCESS_OUTPUT = "api_access"  # ... and who may reach its API endpoint (EndpointConfig)
 _PREFIX = "llmctl-"
 
 
@@ -155,7 +157,25 @@ class Environment:
         pinned = [] if reselect_azs else self.pinned_az_ids()
         if pinned:
             data["pinned_az_ids"] = pinned
+        data["endpoint"] = self.api_access().model_dump()
         return validate_config(data, source="the environment's workloads")
+
+    def api_access(self) -> EndpointConfig:
+        """Who may reach the cluster's API: `LLMCTL_API_CIDRS` when set, else what the platform stack
+        was made with. Never a default: an endpoint open to the internet is a choice, not an accident."""
+        setting = os.environ.get(API_CIDRS_ENV, "").strip()
+        if setting:
+            return EndpointConfig.from_setting(setting)
+        outputs = self.engine.outputs(StackSpec(PLATFORM_PROJECT, self.stack)) or {}
+        kept = outputs.get(API_ACCESS_OUTPUT)
+        if isinstance(kept, dict):
+            return EndpointConfig.model_validate(kept)
+        raise LlmctlError(
+            f"who may reach the EKS API of environment {self.stack!r} is not set",
+            f"set {API_CIDRS_ENV} to the ranges that run llmctl and kubectl (comma-separated CIDRs, e.g. "
+            f"{API_CIDRS_ENV}=203.0.113.7/32 for your address), or {API_CIDRS_ENV}=private to keep the endpoint "
+            "inside the VPC (llmctl must then run from there); later runs keep the choice",
+        )
 
     def select(
         self, records: list[WorkloadRecord], blueprint: str | None, workload: str | None

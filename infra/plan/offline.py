@@ -106,6 +106,13 @@ class Registered:
         }
 
 
+def partition_of(region: str) -> str:
+    """The ARN partition of a region: GovCloud's and China's have their own."""
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws-cn" if region.startswith("cn-") else "aws"
+
+
 class OfflineMocks(pulumi_mocks.Mocks):
     """Answers resource registrations and invokes with plausible, fixed values."""
 
@@ -201,7 +208,8 @@ class OfflineMocks(pulumi_mocks.Mocks):
         if token in ("aws:index/getRegion:getRegion", "aws:index/region:getRegion"):
             return {"name": self.region, "region": self.region, "id": self.region}, []
         if token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
+            partition = partition_of(self.region)
+            return {"partition": partition, "dnsSuffix": "amazonaws.com", "id": partition}, []
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._offerings(args.args), []
         if token == "aws:ec2/getSubnet:getSubnet":

@@ -1,7 +1,9 @@
-"""Caches: one S3 bucket for model weights and Neuron compiled artifacts (encrypted, public
-access blocked, owner-enforced), and a Pod Identity role serving pods use to read it (and to
-write compiled artifacts under `neuron-cache/`). Workload stacks associate their service
-account with the exported role."""
+"""Caches: one S3 bucket for the delivered code, model weights and Neuron compiled artifacts:
+encrypted, public access blocked, owner-enforced, reachable over TLS only (a bucket policy denies
+any request without `aws:SecureTransport`), versioned (an overwritten or deleted object can be
+restored) with noncurrent versions expired after `NONCURRENT_DAYS`. The bucket has no role of its
+own: each workload stack makes the Pod Identity roles of its service accounts, granted only their
+own prefixes (llmctl.infra.workload.bucket_grants)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,8 @@ import pulumi
 import pulumi_aws as aws
 
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, policy_document, service_trust
+from llmctl.infra.platform.iam import policy_document
 from llmctl.infra.platform.tags import tags_for
-from llmctl.serving.compile_cache import COMPILE_PREFIX
 
 # S3 takes a bucket prefix of at most 37 lowercase characters (the provider adds a unique suffix).
 _MAX_BUCKET_PREFIX = 37
@@ -27,24 +28,30 @@ def bucket_prefix(cluster_name: str) -> str:
     return f"{base}{_BUCKET_SUFFIX}"
 
 
-def reader_statements(bucket_arn: str) -> list[dict[str, Any]]:
-    """Read the whole bucket; write only compiled artifacts."""
+#: days a replaced or deleted object's old version is kept (to restore one), then expired
+NONCURRENT_DAYS = 30
+#: days an unfinished multipart upload (an interrupted mirror or compile-cache upload) is kept
+ABORT_UPLOADS_DAYS = 7
+
+
+def tls_only_statements(bucket_arn: str) -> list[dict[str, Any]]:
+    """Deny every request to the bucket or its objects that does not come over TLS."""
     return [
-        {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
-        {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": f"{bucket_arn}/*"},
         {
-            "Effect": "Allow",
-            "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-            "Resource": f"{bucket_arn}/{COMPILE_PREFIX}*",
-        },
+            "Sid": "TLSOnly",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [bucket_arn, f"{bucket_arn}/*"],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }
     ]
 
 
 class Cache(pulumi.ComponentResource):
-    """The cache bucket and its reader role."""
+    """The cache bucket and the rules on it."""
 
     bucket: aws.s3.Bucket
-    reader_role: aws.iam.Role
 
     def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("llmctl:platform:Cache", name, None, opts)
@@ -83,17 +90,30 @@ class Cache(pulumi.ComponentResource):
             rule={"object_ownership": "BucketOwnerEnforced"},
             opts=child,
         )
-        self.reader_role = aws.iam.Role(
-            f"{name}-reader-role",
-            name=f"{config.cluster_name}-cache-reader",
-            assume_role_policy=service_trust(POD_IDENTITY_SERVICE),
-            tags=tags,
+        aws.s3.BucketPolicy(
+            f"{name}-tls-only",
+            bucket=self.bucket.id,
+            policy=self.bucket.arn.apply(lambda arn: policy_document(tls_only_statements(arn))),
             opts=child,
         )
-        aws.iam.RolePolicy(
-            f"{name}-reader-policy",
-            role=self.reader_role.id,
-            policy=self.bucket.arn.apply(lambda arn: policy_document(reader_statements(arn))),
+        versioning = aws.s3.BucketVersioning(
+            f"{name}-versioning",
+            bucket=self.bucket.id,
+            versioning_configuration={"status": "Enabled"},
             opts=child,
         )
-        self.register_outputs({"bucket": self.bucket.bucket, "reader_role_arn": self.reader_role.arn})
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=self.bucket.id,
+            rules=[
+                {
+                    "id": "expire-noncurrent-versions",
+                    "status": "Enabled",
+                    "filter": {"prefix": ""},
+                    "noncurrent_version_expiration": {"noncurrent_days": NONCURRENT_DAYS},
+                    "abort_incomplete_multipart_upload": {"days_after_initiation": ABORT_UPLOADS_DAYS},
+                }
+            ],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+        )
+        self.register_outputs({"bucket": self.bucket.bucket})

@@ -13,13 +13,14 @@ import pulumi_eks as eks
 from llmctl.blueprints.pools import CORE_POOL, pool
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.iam import (
-    POD_IDENTITY_SERVICE,
-    managed_policy,
+    CNI_POLICY,
+    ServiceAccount,
+    managed_policy_output,
     node_role,
+    pod_role,
     principal_for_access_entry,
-    service_trust,
 )
-from llmctl.infra.platform.manifests import DISCOVERY_TAG
+from llmctl.infra.platform.manifests import DISCOVERY_TAG, METADATA_HOP_LIMIT
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.tags import tags_for
 
@@ -29,6 +30,10 @@ ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPoli
 ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 ADDONS_AFTER_NODES = ("coredns",)
 EBS_CSI = "aws-ebs-csi-driver"
+VPC_CNI = "vpc-cni"
+#: the service accounts of the add-ons that get a Pod Identity role (kube-system)
+CNI_SERVICE_ACCOUNT = "aws-node"
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 
 
 def ebs_csi_configuration(cluster_name: str) -> str:
@@ -44,9 +49,6 @@ def vpc_cni_configuration() -> str:
     agent, without which the workload namespaces' NetworkPolicies (default deny, docs/security.md)
     are accepted by the API server and enforced by nothing."""
     return json.dumps({"enableNetworkPolicy": "true"}, sort_keys=True)
-
-
-ADDON_CONFIGURATION = {"vpc-cni": vpc_cni_configuration}
 
 
 def admin_principals(config: PlatformConfig) -> list[str]:
@@ -150,15 +152,17 @@ class Cluster(pulumi.ComponentResource):
             opts=cluster_dep,
         )
 
+        others = [
+            self._addon(name, addon, config, cluster_dep) for addon in ADDONS_BEFORE_NODES if addon != VPC_CNI
+        ]
+        # the CNI's credentials come through the Pod Identity agent: the agent's add-on first
         early = [
-            self._addon(
+            self._cni(
                 name,
-                addon,
                 config,
-                cluster_dep,
-                configuration_values=(ADDON_CONFIGURATION[addon]() if addon in ADDON_CONFIGURATION else None),
-            )
-            for addon in ADDONS_BEFORE_NODES
+                pulumi.ResourceOptions.merge(cluster_dep, pulumi.ResourceOptions(depends_on=others)),
+            ),
+            *others,
         ]
         self.core_node_group = self._core_nodes(name, config, network, early)
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self.core_node_group])
@@ -190,18 +194,34 @@ class Cluster(pulumi.ComponentResource):
             opts=opts,
         )
 
-    def _ebs_csi(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions) -> aws.eks.Addon:
-        role = aws.iam.Role(
-            f"{name}-ebs-csi-role",
-            assume_role_policy=service_trust(POD_IDENTITY_SERVICE),
-            tags=tags_for(config),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+    def _addon_role(
+        self, name: str, config: PlatformConfig, service_account: str, policy: str
+    ) -> tuple[aws.iam.Role, aws.iam.RolePolicyAttachment]:
+        """A Pod Identity role for one kube-system service account, with one AWS-managed policy."""
+        child = pulumi.ResourceOptions(parent=self)
+        who = ServiceAccount(config.cluster_name, "kube-system", service_account)
+        role = pod_role(f"{name}-role", who, tags_for(config), child)
         attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-ebs-csi-policy",
-            role=role.name,
-            policy_arn=managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
-            opts=pulumi.ResourceOptions(parent=self),
+            f"{name}-policy", role=role.name, policy_arn=managed_policy_output(policy, self), opts=child
+        )
+        return role, attachment
+
+    def _cni(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions) -> aws.eks.Addon:
+        """The VPC CNI with its own Pod Identity role (AmazonEKS_CNI_Policy), not the node role's."""
+        role, attachment = self._addon_role(f"{name}-vpc-cni", config, CNI_SERVICE_ACCOUNT, CNI_POLICY)
+        return self._addon(
+            name,
+            VPC_CNI,
+            config,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[attachment])),
+            [aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=CNI_SERVICE_ACCOUNT)],
+            # its network policy agent on: EKS accepts NetworkPolicies without it but enforces none
+            vpc_cni_configuration(),
+        )
+
+    def _ebs_csi(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions) -> aws.eks.Addon:
+        role, attachment = self._addon_role(
+            f"{name}-ebs-csi", config, EBS_CSI_SERVICE_ACCOUNT, "service-role/AmazonEBSCSIDriverPolicy"
         )
         return self._addon(
             name,
@@ -210,7 +230,7 @@ class Cluster(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[attachment])),
             [
                 aws.eks.AddonPodIdentityAssociationArgs(
-                    role_arn=role.arn, service_account="ebs-csi-controller-sa"
+                    role_arn=role.arn, service_account=EBS_CSI_SERVICE_ACCOUNT
                 )
             ],
             ebs_csi_configuration(config.cluster_name),
@@ -229,7 +249,7 @@ class Cluster(pulumi.ComponentResource):
             metadata_options={
                 "http_endpoint": "enabled",
                 "http_tokens": "required",
-                "http_put_response_hop_limit": 2,
+                "http_put_response_hop_limit": METADATA_HOP_LIMIT,
             },
             block_device_mappings=[
                 {

@@ -92,21 +92,52 @@ class VpcConfig(_Strict):
         return self
 
 
+#: `llmctl up`'s setting of who reaches the EKS API: comma-separated CIDRs, or `private`
+API_CIDRS_ENV = "LLMCTL_API_CIDRS"
+
+
 class EndpointConfig(_Strict):
-    """Who can reach the Kubernetes API server."""
+    """Who can reach the Kubernetes API server: nobody outside the VPC unless ranges are named."""
 
     public: bool = Field(
-        True, description="Expose the API endpoint publicly (limited to public_cidrs); False: private only."
+        False,
+        description="Expose the API endpoint publicly, to `public_cidrs` only (required then); False (the "
+        "default): private, reachable from inside the VPC (or a peered network / VPN) only.",
     )
     public_cidrs: list[str] = Field(
-        default_factory=lambda: ["0.0.0.0/0"],
-        description="Source CIDRs allowed to reach the public endpoint; narrow this to your office/VPN ranges.",
+        default_factory=list,
+        description="Source CIDRs allowed to reach the public endpoint (required when public): the "
+        "addresses that run llmctl and kubectl, e.g. your office/VPN ranges or '<your address>/32'.",
     )
 
     @field_validator("public_cidrs")
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
         return [_cidr(value) for value in values]
+
+    @model_validator(mode="after")
+    def _named_ranges(self) -> EndpointConfig:
+        if self.public and not self.public_cidrs:
+            raise ValueError(
+                "a public endpoint needs public_cidrs (the ranges that run llmctl and kubectl, e.g. "
+                "'203.0.113.7/32'); or set public to false (private)"
+            )
+        return self
+
+    @classmethod
+    def from_setting(cls, value: str) -> EndpointConfig:
+        """`LLMCTL_API_CIDRS`: `private`, or comma-separated CIDRs for a public endpoint limited to them."""
+        text = value.strip()
+        if text.lower() == "private":
+            return cls(public=False)
+        try:
+            return cls(public=True, public_cidrs=[part.strip() for part in text.split(",") if part.strip()])
+        except ValidationError as exc:
+            reason = str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, ")
+            raise BlueprintError(
+                f"{API_CIDRS_ENV}={value!r}: {reason}",
+                f"set {API_CIDRS_ENV} to comma-separated CIDRs such as 203.0.113.7/32, or to private",
+            ) from None
 
 
 class ObservabilityConfig(_Strict):

@@ -18,7 +18,7 @@ from pulumi_kubernetes.networking.v1 import (
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, policy_document, service_trust
+from llmctl.infra.platform.iam import ServiceAccount, pod_role, policy_document
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.tags import tags_for
 
@@ -192,9 +192,8 @@ class Ingress(pulumi.ComponentResource):
         super().__init__("llmctl:platform:Ingress", name, None, opts)
         tags = tags_for(config)
         child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(
-            f"{name}-lbc-role", assume_role_policy=service_trust(POD_IDENTITY_SERVICE), tags=tags, opts=child
-        )
+        who = ServiceAccount(config.cluster_name, NAMESPACE, SERVICE_ACCOUNT)
+        role = pod_role(f"{name}-lbc-role", who, tags, child)
         policy = aws.iam.RolePolicy(
             f"{name}-lbc-policy",
             role=role.id,

@@ -14,7 +14,7 @@ from llmctl.blueprints.allocatable import karpenter_model
 from llmctl.infra.platform.charts import CORE_NODE_SELECTOR, release
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, policy_document, service_trust
+from llmctl.infra.platform.iam import ServiceAccount, pod_role, policy_document
 from llmctl.infra.platform.iam import node_role as iam_node_role
 from llmctl.infra.platform.tags import tags_for
 
@@ -357,12 +357,9 @@ class Karpenter(pulumi.ComponentResource):
 
         caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
         partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
-        controller_role = aws.iam.Role(
-            f"{name}-controller-role",
-            name=f"{config.cluster_name}-karpenter",
-            assume_role_policy=service_trust(POD_IDENTITY_SERVICE),
-            tags=tags,
-            opts=child,
+        who = ServiceAccount(config.cluster_name, NAMESPACE, SERVICE_ACCOUNT)
+        controller_role = pod_role(
+            f"{name}-controller-role", who, tags, child, f"{config.cluster_name}-karpenter"
         )
         controller_policy = aws.iam.RolePolicy(
             f"{name}-controller-policy",
@@ -409,7 +406,9 @@ class Karpenter(pulumi.ComponentResource):
                 "serviceAccount": {"name": SERVICE_ACCOUNT},
                 "nodeSelector": CORE_NODE_SELECTOR,
                 "controller": {
-                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+                    # the region without the instance metadata, which pods cannot reach (hop limit 1)
+                    "env": [{"name": "AWS_REGION", "value": config.region}],
                 },
             },
             # The controller's IAM, queue and node role must exist before it starts and outlive it

@@ -12,6 +12,12 @@ from typing import Any
 from llmctl.blueprints.pools import DEFAULT_EXPIRY, POOL_LABEL, PoolSpec
 from llmctl.blueprints.schema import CapacitySpec
 
+#: IMDSv2 PUT response hop limit of every node (core launch template, every EC2NodeClass): 1 keeps
+#: the instance metadata (and the node role's credentials) out of reach of pods on the pod network;
+#: hostNetwork agents (the VPC CNI, the Pod Identity agent) still reach it. Karpenter's EC2NodeClass
+#: CRD defaults to 1 too (upstream karpenter.k8s.aws_ec2nodeclasses.yaml, metadataOptions).
+METADATA_HOP_LIMIT = 1
+
 DISCOVERY_TAG = "karpenter.sh/discovery"
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -133,7 +139,7 @@ def ec2nodeclass_manifest(
             "metadataOptions": {
                 "httpEndpoint": "enabled",
                 "httpProtocolIPv6": "disabled",
-                "httpPutResponseHopLimit": 2,
+                "httpPutResponseHopLimit": METADATA_HOP_LIMIT,
                 "httpTokens": "required",
             },
             "blockDeviceMappings": [

@@ -11,8 +11,12 @@ import pulumi_aws as aws
 
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
-from llmctl.infra.platform.iam import POD_IDENTITY_SERVICE, managed_policy, service_trust
+from llmctl.infra.platform.iam import ServiceAccount, managed_policy_output, pod_role
 from llmctl.infra.platform.tags import tags_for
+
+#: where the amazon-cloudwatch-observability add-on runs its agent, and the agent's service account
+CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
+CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 
 CLOUDWATCH_ADDON = "amazon-cloudwatch-observability"
 METRICS_SERVER_ADDON = "metrics-server"
@@ -62,17 +66,13 @@ class Observability(pulumi.ComponentResource):
         self.addons = []
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[*cluster.ready, *after])
         if config.observability.cloudwatch:
-            role = aws.iam.Role(
-                f"{name}-cloudwatch-role",
-                assume_role_policy=service_trust(POD_IDENTITY_SERVICE),
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            who = ServiceAccount(config.cluster_name, CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT)
+            role = pod_role(f"{name}-cloudwatch-role", who, tags, pulumi.ResourceOptions(parent=self))
             attachments = [
                 aws.iam.RolePolicyAttachment(
                     f"{name}-cloudwatch-{policy}",
                     role=role.name,
-                    policy_arn=managed_policy(policy),
+                    policy_arn=managed_policy_output(policy, self),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
                 for policy in ("CloudWatchAgentServerPolicy", "AWSXrayWriteOnlyAccess")
@@ -85,7 +85,7 @@ class Observability(pulumi.ComponentResource):
                     configuration_values=cloudwatch_configuration(config.observability.neuron_metrics),
                     pod_identity_associations=[
                         aws.eks.AddonPodIdentityAssociationArgs(
-                            role_arn=role.arn, service_account="cloudwatch-agent"
+                            role_arn=role.arn, service_account=CLOUDWATCH_SERVICE_ACCOUNT
                         )
                     ],
                     resolve_conflicts_on_create="OVERWRITE",

@@ -96,9 +96,8 @@ def build_platform(config: PlatformConfig) -> None:
     pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export("oidc_issuer", cluster.oidc_issuer)
     pulumi.export("oidc_provider_arn", cluster.oidc_provider_arn)
-    pulumi.export(
-        "pod_identity", {"agent_addon": "eks-pod-identity-agent", "cache_role_arn": cache.reader_role.arn}
-    )
+    pulumi.export("pod_identity", {"agent_addon": "eks-pod-identity-agent"})
+    pulumi.export("api_access", config.endpoint.model_dump(mode="json"))  # kept by later `up`s and `down`s
     pulumi.export("vpc_id", network.vpc_id)
     # The AZ IDs of the subnets: later `up`s of the environment keep them (pinned_az_ids).
     pulumi.export("az_ids", [zone.id for zone in network.zones])
@@ -106,7 +105,6 @@ def build_platform(config: PlatformConfig) -> None:
     pulumi.export("neuron_scheduler", SCHEDULER_NAME)
     pulumi.export("ingress_class", ingress.ingress_class)
     pulumi.export("cache_bucket", cache.bucket.bucket)
-    pulumi.export("cache_role_arn", cache.reader_role.arn)
     pulumi.export("versions", installed_versions(config))
     # Where `llmctl images build --push` puts the serving images (one repository per workload stack).
     identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=aws_provider))

@@ -179,6 +179,11 @@ class Delivery(_Strict):
     wheel_digest: str | None = Field(
         None, description="configmap mode: sha256 of the wheel's contents (names the ConfigMap)."
     )
+    wheel_sha256: str | None = Field(
+        None,
+        description="wheel mode: sha256 of the wheel file `up` uploaded; each pod checks the file it fetched "
+        "against it before installing (None in an offline plan, where no wheel was built).",
+    )
     outside_uri: str | None = Field(
         None,
         description="wheel mode, a runtime lock that leaves projects out (a CPU torch): s3:// prefix "

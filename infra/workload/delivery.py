@@ -9,8 +9,10 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   platform's cache bucket under a content-addressed key (`deploy_delivery.py`). Each serving pod
   gets an init container (the pinned AWS CLI image) that copies the wheel and the runtime lock's
   wheelhouse (`wheelhouse.py`) into an emptyDir with the pod's Pod Identity; the serving container
-  then installs the runtime's lock (the file its Dockerfile installs) from that wheelhouse with
-  `--no-index --require-hashes`, and the local wheel with `--no-deps`, and starts.
+  then checks the lock's and the wheel's sha256 against the values in its own spec (written by `up`),
+  installs the runtime's lock (the file its Dockerfile installs) from that wheelhouse with
+  `--no-index --require-hashes`, and the local wheel with `--no-deps`, and starts. Only the CLI may
+  write those prefixes (`bucket_grants.py`).
 - **configmap** (an existing cluster, `--target kubeconfig`, no image): `up` builds the same wheel
   and the workload stack puts it in a ConfigMap (`binaryData`, named after the wheel's content digest
   so new code rolls the pods), mounted read-only into each serving pod; the container takes the
@@ -36,7 +38,7 @@ from llmctl import DISTRIBUTION, __version__
 from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, wheelhouse_key
+from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, lock_digest, wheelhouse_key
 from llmctl.serving.lockfiles import LockSpec, lock_for, parse_lock
 
 Obj = dict[str, Any]
@@ -200,6 +202,24 @@ def venv_step() -> str:
     )
 
 
+#: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
+#: value in its own spec (written by the CLI), so a changed object in S3 is refused, not installed
+_VERIFY = (
+    "import hashlib, sys\n"
+    "for path, want in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+    "    got = hashlib.sha256(open(path, 'rb').read()).hexdigest()\n"
+    "    if got != want:\n"
+    "        sys.exit(f'llmctl: {path} has sha256 {got}, the pod spec says {want}: not installing it')\n"
+)
+
+
+def verify_step(files: dict[str, str]) -> str:
+    """Shell: refuse to go on unless each file (path: expected sha256) has that sha256 (python3's hashlib:
+    the interpreter that installs is there on every image, a sha256sum binary need not be)."""
+    args = [arg for path, digest in sorted(files.items()) for arg in (path, digest)]
+    return "python3 -c " + " ".join(shlex.quote(a) for a in [_VERIFY, *args])
+
+
 #: configmap mode: where the pod writes the lock it takes out of the wheel (the mount is read-only)
 CONFIGMAP_LOCK = "/tmp/llmctl-lock/requirements.txt"
 #: the lock's member in this llmctl's wheel (the package data `serving/locks/<name>.txt`)
@@ -237,6 +257,15 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
     steps = [venv_step()]
     outside = outside_lock_args(spec)
     if delivery.mode == "wheel":
+        # the lock names every wheel by hash, and its own digest names the wheelhouse: checked first, with
+        # the wheel's sha256 from the pod spec and the outside requirements' (their prefix's name)
+        wanted = {f"{WHEELHOUSE_DIR}/{LOCK_FILE}": lock_digest(spec)}
+        if delivery.wheel_sha256:
+            wanted[app] = delivery.wheel_sha256
+        outside_digest = str(outside_uri(config) or "").rstrip("/").rsplit("/", 1)[-1]
+        if outside and outside_digest != PLANNED_DIGEST:
+            wanted[f"{OUTSIDE_DIR}/{LOCK_FILE}"] = outside_digest
+        steps.append(verify_step(wanted))
         # what the lock leaves out comes from the cache bucket too (fetched at the first `up`), and goes
         # in the same hash-checked run: one resolution, no index
         links, more = (

@@ -9,7 +9,8 @@ workload stack runs (see `delivery.py` for the three deliveries and the pod piec
 3. Otherwise a wheel of this llmctl: built from the source checkout (`pip wheel --no-deps
    --no-build-isolation`, no network) or re-packed from the installed distribution (`wheel pack`),
    uploaded to the platform's cache bucket under `llmctl/wheels/<sha256 of its contents>/<file>`
-   (skipped when that key exists), and fetched by the pods with their Pod Identity, with the
+   (skipped when that key holds these very bytes), and fetched by the pods with their Pod Identity
+   (read-only: only the CLI writes code), which check the file's sha256 from their spec, with the
    wheelhouse of the runtime's lock (`wheelhouse.py`, uploaded once per lock under
    `llmctl/wheelhouse/<sha256 of the lock>/`): the pods install with no package index. On an existing
 cluster (`--target kubeconfig`) the same wheel, kept under the state folder by its digest, goes into
@@ -208,8 +209,15 @@ def serving_code_tag() -> str:
         return image_tag(content_digest(build_wheel(Path(tmp))))
 
 
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes (what a pod checks the wheel it fetched against)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def upload_wheel(region: str, bucket: str, wheel: Path) -> tuple[str, bool]:
-    """(key, uploaded): the wheel at its content-addressed key; an existing key is not written again."""
+    """(key, uploaded): the wheel at its content-addressed key. An existing object is kept only when
+    its bytes are this wheel's (the pods check its sha256): anything else there (a re-packed build of
+    the same code, or an object planted before only the CLI could write) is replaced."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -217,7 +225,9 @@ def upload_wheel(region: str, bucket: str, wheel: Path) -> tuple[str, bool]:
     s3 = boto3.client("s3", region_name=region)
     try:
         if s3.list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount"):
-            return key, False
+            there = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            if hashlib.sha256(there).hexdigest() == file_sha256(wheel):
+                return key, False
         s3.upload_file(str(wheel), bucket, key)
     except (BotoCoreError, ClientError) as error:
         raise CloudError(
@@ -376,6 +386,7 @@ def _decide_on_eks(
         mode="wheel",
         image=config.blueprint.image.base,
         wheel_uri=f"s3://{bucket}/{key}",
+        wheel_sha256=file_sha256(wheel),
         outside_uri=outside,
         reason=f"{why}: the pods fetch this llmctl as a wheel from the cache bucket "
         f"(faster repeat deploys: {push})",

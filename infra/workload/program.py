@@ -11,30 +11,31 @@ import secrets
 import pulumi
 
 from llmctl.blueprints.hf_token import require_hf_token
-from llmctl.infra.workload.builders.cache import compile_cache_enabled, mirror_enabled
+from llmctl.infra.workload.bucket_grants import Grants, read_grants, serving_grants
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
 from llmctl.infra.workload.cache_access import CacheAccess
 from llmctl.infra.workload.component import Workload
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import delivery_of, needs_bucket_access
+from llmctl.infra.workload.delivery import delivery_of
 from llmctl.infra.workload.manifests import endpoint_info
 from llmctl.infra.workload.schedulability import ensure_schedulable
 from llmctl.infra.workload.ui_packages import UI_SERVICE_ACCOUNT, needs_ui_access
 
 
 def _bucket_access(config: WorkloadConfig) -> list[pulumi.Resource]:
-    """On EKS, the Pod Identity roles on the cache bucket: the serving pods' (read/write, for caches
-    or a wheel delivery) and the Gradio UI's (read-only, its lock's wheelhouse prefix)."""
+    """On EKS, the Pod Identity roles on the cache bucket: the serving pods' (read the delivered code,
+    write their own caches: `bucket_grants.py`) and the Gradio UI's (read-only, its lock's wheelhouse)."""
     bucket = config.platform.cache_bucket
     if config.platform.target != "eks" or not bucket:
         return []
-    wanted: list[tuple[str, str, str | None]] = []
-    if mirror_enabled(config) or compile_cache_enabled(config) or needs_bucket_access(config):
-        wanted.append(("cache-access", SERVICE_ACCOUNT, None))
+    wanted: list[tuple[str, str, Grants]] = []
+    serving = serving_grants(config)
+    if serving is not None:
+        wanted.append(("cache-access", SERVICE_ACCOUNT, serving))
     ui_prefix = needs_ui_access(config)
     if ui_prefix:
-        wanted.append(("ui-access", UI_SERVICE_ACCOUNT, ui_prefix))
+        wanted.append(("ui-access", UI_SERVICE_ACCOUNT, read_grants(ui_prefix)))
     return [
         CacheAccess(
             name,
@@ -43,9 +44,9 @@ def _bucket_access(config: WorkloadConfig) -> list[pulumi.Resource]:
             namespace=config.ns,
             service_account=account,
             bucket=bucket,
-            read_prefix=prefix,
+            grants=grants,
         )
-        for name, account, prefix in wanted
+        for name, account, grants in wanted
     ]
 
 

@@ -7,8 +7,8 @@ Open WebUI's image carries its own).
 - **EKS**: `up` uploads the lock's wheelhouse to the platform's cache bucket once, under the same
   content-addressed prefix a runtime lock's goes to (`wheelhouse.py`). The UI pod runs as its own
   service account, `llmctl-ui`, whose Pod Identity role may only read that prefix; an init container
-  (the pinned AWS CLI image) copies the prefix into an emptyDir and the UI container installs it with
-  `--no-index --find-links --require-hashes`. A pod start or restart needs only S3.
+  (the pinned AWS CLI image) copies the prefix into an emptyDir and the UI container checks the lock's
+  sha256 against its own spec, then installs it with `--no-index --find-links --require-hashes`. A pod start or restart needs only S3.
 - **An existing cluster** (`--target kubeconfig`, no llmctl bucket): the lock goes into the UI's
   ConfigMap beside the app and the container installs it from the package index, every file checked
   against the lock's hashes: that cluster needs index access (`up` says so).
@@ -25,9 +25,10 @@ from llmctl.infra.workload.delivery import (
     cache_bucket_name,
     pip_install,
     venv_step,
+    verify_step,
 )
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
 from llmctl.serving.lockfiles import LockSpec, locks
 
 Obj = dict[str, Any]
@@ -63,7 +64,10 @@ def install_command(config: WorkloadConfig, spec: LockSpec, app_dir: str) -> str
     the index, hash-checked, with the lock read from the app's ConfigMap mounted at `app_dir`."""
     if from_bucket(config):
         where = ["--no-index", "--find-links", UI_PACKAGES_DIR]
-        install = pip_install([*where, "--require-hashes", "-r", f"{UI_PACKAGES_DIR}/{LOCK_FILE}"])
+        check = verify_step({f"{UI_PACKAGES_DIR}/{LOCK_FILE}": lock_digest(spec)})
+        install = (
+            check + " && " + pip_install([*where, "--require-hashes", "-r", f"{UI_PACKAGES_DIR}/{LOCK_FILE}"])
+        )
     else:
         install = pip_install(["--require-hashes", "-r", f"{app_dir}/{LOCK_FILE}"])
     return f"{venv_step()} && {install}"

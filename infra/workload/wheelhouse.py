@@ -108,8 +108,9 @@ def upload_wheelhouse(
 ) -> tuple[str, bool]:
     """(prefix, uploaded): the wheelhouse at its content-addressed prefix, built and written once.
 
-    A prefix that already has the lock is complete (the lock goes last): nothing is downloaded or
-    written. Otherwise the wheels are downloaded into `build` (a temporary folder by default).
+    A prefix that already has the lock, byte for byte (its sha256 names the prefix), is complete (the
+    lock goes last): nothing is downloaded or written. A lock object with other bytes is replaced with
+    the whole wheelhouse (the pods refuse such a lock; pip refuses any wheel the lock does not hash). Otherwise the wheels are downloaded into `build` (a temporary folder by default).
     """
     import tempfile
 
@@ -120,10 +121,13 @@ def upload_wheelhouse(
     s3 = boto3.client("s3", region_name=region)
     try:
         if s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{LOCK_FILE}").get("KeyCount"):
-            return prefix, False
+            there = s3.get_object(Bucket=bucket, Key=f"{prefix}/{LOCK_FILE}")["Body"].read()
+            if hashlib.sha256(there).hexdigest() == lock_digest(spec):
+                return prefix, False
     except (BotoCoreError, ClientError) as error:
         raise CloudError(
-            f"could not list s3://{bucket}/{prefix}/: {error}", "check your AWS credentials (s3:ListBucket)"
+            f"could not read s3://{bucket}/{prefix}/: {error}",
+            "check your AWS credentials (s3:ListBucket, s3:GetObject)",
         ) from None
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_wheelhouse(spec, build or Path(tmp))

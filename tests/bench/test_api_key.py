@@ -69,3 +69,24 @@ def test_bench_sends_the_key(guarded: str, tmp_path: Path, monkeypatch: pytest.M
     result = runner.invoke(app, [*args, "--api-key", "sk-wrong", "-o", str(tmp_path / "out2")])
     assert result.exit_code == 7 and "Traceback" not in result.output
     assert f"error: {guarded} refused the API key (HTTP 401)" in result.output
+
+
+def test_the_key_from_a_file_stays_out_of_the_process_list(
+    guarded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--api-key-file` (issue 45: a key in argv shows in `ps` to every user of the machine): it wins
+    over a wrong OPENAI_API_KEY; a missing or empty file is one line with the fix."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    chat = ["chat", "-e", guarded, "-p", "hi", "--max-tokens", "3", "--json"]
+    result = runner.invoke(app, [*chat, "--api-key-file", str(key_file)])
+    assert result.exit_code == 0, result.output
+    bench = ["bench", "-e", guarded, "-n", "2", "--no-plots", "-o", str(tmp_path / "out"), "--json"]
+    assert runner.invoke(app, [*bench, "--api-key-file", str(key_file)]).exit_code == 0
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for path, words in ((empty, "is empty"), (tmp_path / "missing", "cannot read")):
+        result = runner.invoke(app, [*chat, "--api-key-file", str(path)])
+        assert result.exit_code != 0 and "Traceback" not in result.output
+        assert "the API key file" in result.output and words in result.output

@@ -30,6 +30,7 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("LLMCTL_API_CIDRS", "203.0.113.0/24")  # who reaches the EKS API (docs/security.md)
     # Chart repositories are on the internet: send any request there to a closed loopback port (the
     # chart checks then report "could not check"); loopback (moto, local servers) goes direct.
     for key in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):

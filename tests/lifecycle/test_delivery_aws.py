@@ -154,7 +154,8 @@ def test_without_the_image_the_wheel_is_uploaded_and_chosen(aws: str, other_tag:
     assert "llmctl images build --push -b tiny-cpu --stack dev" in chosen.reason
     assert chosen.wheel_uri is not None and chosen.wheel_uri.startswith(f"s3://{BUCKET}/llmctl/wheels/")
     key = chosen.wheel_uri.removeprefix(f"s3://{BUCKET}/")
-    assert s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0
+    body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert body and chosen.wheel_sha256 == hashlib.sha256(body).hexdigest()  # what each pod checks
     house = wheelhouse_key(locks().locks["ray-cpu"])
     assert notes[:2] == [
         f"    uploaded {chosen.wheel_uri}",
@@ -224,6 +225,20 @@ def test_wheel_upload_is_content_addressed_and_idempotent(aws: str, wheel: Path,
         archive.writestr("llmctl/extra.py", "x = 1\n")
     other, uploaded = upload_wheel(aws, BUCKET, changed)
     assert uploaded and other != key and s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 2
+
+
+def test_an_object_planted_at_the_wheels_key_is_replaced_and_the_pods_get_the_wheels_sha256(
+    aws: str, wheel: Path
+) -> None:
+    """Keys are digests of public code, so someone could write one before `up` does: `up` keeps an
+    existing object only when its bytes are this wheel's, and gives the pods the sha256 to check."""
+    s3 = bucket(aws)
+    key = f"llmctl/wheels/{content_digest(wheel)}/{wheel.name}"
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"planted")
+    assert upload_wheel(aws, BUCKET, wheel) == (key, True)
+    body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert body == wheel.read_bytes()
+    assert upload_wheel(aws, BUCKET, wheel) == (key, False)  # now the right bytes: kept
 
 
 def test_an_installed_distribution_is_repacked_into_the_same_wheel(wheel: Path, tmp_path: Path) -> None:

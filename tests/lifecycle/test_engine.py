@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
@@ -167,6 +168,21 @@ def test_wrong_passphrase_is_translated(engine: StandinEngine, monkeypatch: pyte
         Engine(resolve_backend()).up(spec(small()))
     assert "passphrase does not open" in info.value.message
     assert "PULUMI_CONFIG_PASSPHRASE" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("where", ["variable", "file"])
+def test_an_empty_passphrase_is_refused(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty passphrase would encrypt the stacks' secrets with no key: refused before any stack."""
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
+    if where == "variable":
+        monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "")
+    else:
+        (tmp_path / "pass").write_text(" \n")
+        monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(tmp_path / "pass"))
+    with pytest.raises(PrerequisiteError) as refused:
+        resolve_backend(f"file://{tmp_path}/state")
+    assert "empty" in refused.value.message and "no key at all" in refused.value.message
+    assert "unset it" in (refused.value.hint or "")
 
 
 def test_missing_summary_event_is_translated(engine: StandinEngine) -> None:

@@ -14,6 +14,7 @@ from saved_backend import SavedBackend
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.lifecycle.environment import (
+    API_ACCESS_OUTPUT,
     AZ_OUTPUT,
     RECORD_CONFIG,
     RECORD_OUTPUT,
@@ -23,6 +24,12 @@ from llmctl.infra.lifecycle.environment import (
 )
 
 ALWAYS = ["core", "default", "ray-head"]
+
+
+@pytest.fixture(autouse=True)
+def api_cidrs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Who reaches the EKS API: set, as `up` requires it (its own tests below unset it)."""
+    monkeypatch.setenv("LLMCTL_API_CIDRS", "203.0.113.0/24")
 
 
 def record(
@@ -240,6 +247,40 @@ def test_a_first_platform_config_pins_nothing() -> None:
         ALWAYS,
         [],
     )
+
+
+def test_the_api_endpoint_is_never_open_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No setting and no platform yet: refused with the fix; `private` or named ranges; a later run
+    without the variable keeps what the platform stack was made with."""
+    monkeypatch.delenv("LLMCTL_API_CIDRS")
+    backend = SavedBackend()
+    env, _ = environment(backend)
+    with pytest.raises(LlmctlError) as refused:
+        env.platform_config([], region="us-west-2")
+    assert refused.value.message == "who may reach the EKS API of environment 'ci' is not set"
+    assert "LLMCTL_API_CIDRS=203.0.113.7/32" in (refused.value.hint or "")
+    assert "LLMCTL_API_CIDRS=private" in (refused.value.hint or "")
+    monkeypatch.setenv("LLMCTL_API_CIDRS", "private")
+    endpoint = env.platform_config([], region="us-west-2").endpoint
+    assert (endpoint.public, endpoint.public_cidrs) == (False, [])
+    monkeypatch.setenv("LLMCTL_API_CIDRS", " 203.0.113.7/32, 198.51.100.0/24 ")
+    endpoint = env.platform_config([], region="us-west-2").endpoint
+    assert (endpoint.public, endpoint.public_cidrs) == (True, ["203.0.113.7/32", "198.51.100.0/24"])
+    monkeypatch.setenv("LLMCTL_API_CIDRS", "my-office")
+    with pytest.raises(LlmctlError) as bad:
+        env.platform_config([], region="us-west-2")
+    assert (
+        bad.value.message
+        == "LLMCTL_API_CIDRS='my-office': 'my-office' is not a network CIDR like '10.1.0.0/21'"
+    )
+    monkeypatch.delenv("LLMCTL_API_CIDRS")
+    backend.add(
+        "llmctl-platform",
+        "ci",
+        outputs={API_ACCESS_OUTPUT: {"public": True, "public_cidrs": ["192.0.2.0/24"]}},
+    )
+    env, _ = environment(backend)
+    assert env.platform_config([], region="us-west-2").endpoint.public_cidrs == ["192.0.2.0/24"]
 
 
 # ---- what `down` removes ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from platform_support import Graph, graph_for
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.pools import pool
 from llmctl.blueprints.versions import versions
+from llmctl.errors import BlueprintError
 from llmctl.infra.plan.policy import check_policy, errors, taggable
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.tags import CLUSTER_TAG, STACK_TAG
@@ -118,10 +119,19 @@ def test_cluster_inputs(all_pools_graph: Graph) -> None:
 
 
 def test_private_endpoint_and_cidrs() -> None:
-    private = PlatformConfig.for_blueprints([], endpoint={"public": False})
+    private = PlatformConfig.for_blueprints([])  # the default: nobody outside the VPC
     inputs = Graph(graph_for(private)).of("eks:index:Cluster")[0].inputs
     assert inputs["endpointPublicAccess"] is False and "publicAccessCidrs" not in inputs
-    narrow = PlatformConfig.for_blueprints([], endpoint={"public_cidrs": ["203.0.113.0/24"]})
+    with pytest.raises(BlueprintError) as refused:  # public needs its ranges named
+        PlatformConfig.for_blueprints([], endpoint={"public": True})
+    assert refused.value.problems == [
+        (
+            "endpoint",
+            "a public endpoint needs public_cidrs (the ranges that run llmctl and kubectl, e.g. "
+            "'203.0.113.7/32'); or set public to false (private)",
+        )
+    ]
+    narrow = PlatformConfig.for_blueprints([], endpoint={"public": True, "public_cidrs": ["203.0.113.0/24"]})
     graph = Graph(graph_for(narrow))
     assert graph.of("eks:index:Cluster")[0].inputs["publicAccessCidrs"] == ["203.0.113.0/24"]
     assert not [v for v in check_policy(graph.resources) if v.rule == "open-endpoint"]
@@ -244,8 +254,16 @@ def test_ingress_observability_and_cache(all_pools_graph: Graph) -> None:
         for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
     )
     assert graph.depends(graph.named("cache-encryption"), graph.named("cache-bucket"))
-    reader = json.loads(graph.named("cache-reader-policy").inputs["policy"])
-    assert reader["Statement"][1]["Action"] == ["s3:GetObject"]
+    # over TLS only, versioned (an overwritten object can be restored), old versions expired
+    [deny] = json.loads(graph.named("cache-tls-only").inputs["policy"])["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert graph.named("cache-versioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
+    [rule] = graph.named("cache-lifecycle").inputs["rules"]
+    assert rule["status"] == "Enabled" and rule["noncurrentVersionExpiration"]["noncurrentDays"] == 30
+    assert graph.depends(graph.named("cache-lifecycle"), graph.named("cache-versioning"))
+    # no bucket-wide role: each workload makes its own, granted its own prefixes
+    assert not [r for r in graph.of("aws:iam/role:Role") if "cache" in r.name]
 
 
 def test_observability_toggles_off() -> None:

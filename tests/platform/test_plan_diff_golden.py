@@ -52,7 +52,8 @@ CASES: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any], list[str]]] = 
     "replicas": ({"scaling": {"replicas": 2}}, {}, []),
     "tensor-parallel": ({"compute": {"tensor_parallel": 8}}, {}, []),
     "instance-type": ({"compute": {"instance_type": "p5.48xlarge"}}, {}, []),
-    "platform-endpoint": ({}, {"endpoint": {"public_cidrs": ["203.0.113.0/24"]}}, []),
+    # the API endpoint (private by default) opened to one range
+    "platform-endpoint": ({}, {"endpoint": {"public": True, "public_cidrs": ["203.0.113.0/24"]}}, []),
     # a second workload joins the environment: the platform grows by its pool and the Neuron chart
     "platform-second-workload": ({}, {}, ["llama2-inf2"]),
 }

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 from google.protobuf import empty_pb2
-from platform_support import Graph
+from platform_support import Graph, graph_for
 
 from llmctl.infra.plan.offline import Registered
 from llmctl.infra.plan.policy import Violation, check_policy, crossguard_pack, errors
 from llmctl.infra.plan.run import offline_plan
+from llmctl.infra.platform.config import PlatformConfig
 
 Mutation = Callable[[list[Registered]], None]
 
@@ -96,7 +97,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
 def test_real_graph_passes(all_pools_graph: Graph) -> None:
     violations = check_policy(all_pools_graph.resources)
     assert errors(violations) == []
-    assert [v.rule for v in violations] == ["open-endpoint"]  # the default public endpoint warns
+    assert violations == []  # the API endpoint is private by default
+
+
+def test_an_api_endpoint_open_to_the_internet_warns() -> None:
+    config = PlatformConfig.for_blueprints([], endpoint={"public": True, "public_cidrs": ["0.0.0.0/0"]})
+    assert [v.rule for v in check_policy(graph_for(config))] == ["open-endpoint"]
 
 
 @pytest.mark.parametrize(

@@ -263,3 +263,24 @@ def test_formats_no_runtime_loads_are_left_out_and_a_model_that_does_not_fit_is_
         refused = run_job(job, script, tmp_path / "work-2", url, MIRROR_VOLUME_BYTES="1000")
     assert refused.returncode == MIRROR_NO_ROOM, refused.stderr
     assert "does not fit the mirror volume" in refused.stderr and not small.gets
+
+
+@pytest.mark.parametrize(
+    "planted", ["../../../../escaped.txt", "sub/../../../../escaped.txt", "/abs-escaped.txt"]
+)
+def test_a_key_that_would_land_outside_the_download_folder_is_refused(
+    tiny_model: Path, aws: dict[str, str], planted: str
+) -> None:
+    """Keys are chosen by whoever wrote the objects: one with `..` segments (or an absolute part) must
+    not write outside the local copy (moto keeps such keys as given, as S3 does)."""
+    mirror_model(tiny_model, URI)
+    bucket, prefix = URI.removeprefix("s3://").split("/", 1)
+    key = f"{prefix}/{planted}"
+    boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=b"planted")
+    assert key in [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket)["Contents"]]
+    cache = Path(aws["LLMCTL_MODEL_CACHE"])
+    with pytest.raises(ServingError, match="outside") as caught:
+        sync_model(URI)
+    assert key in caught.value.message and "aws s3 rm" in (caught.value.hint or "")
+    assert not [p for p in cache.parent.rglob("*escaped.txt")]  # nothing written anywhere
+    assert not (cache / bucket / prefix).exists()  # and no copy that looks complete

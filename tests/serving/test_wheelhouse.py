@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import boto3
@@ -23,7 +24,7 @@ from pod_install import run_as_image
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import APP_DIR, VENV_DIR, install_script, wheel_file
+from llmctl.infra.workload.delivery import APP_DIR, VENV_DIR, install_script, planned_delivery, wheel_file
 from llmctl.infra.workload.wheelhouse import (
     LOCK_FILE,
     build_wheelhouse,
@@ -102,10 +103,14 @@ def test_the_wheelhouse_is_uploaded_once_at_its_content_address(
 
 def _pod(tmp: Path, house: Path, wheel: Path) -> tuple[str, Path]:
     """The serving container's install script with the pod's folders under `tmp` (the init container's
-    copies: the llmctl wheel and the wheelhouse into the app folder)."""
+    copies: the llmctl wheel and the wheelhouse into the app folder), for the wheel `up` uploaded (its
+    sha256 in the pod spec, as `up` decides it)."""
     bp = load_blueprint(BLUEPRINT)
     config = WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp))
-    script = install_script(config, bp.image.base)
+    uploaded = planned_delivery(config).model_copy(
+        update={"wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "decided": True}
+    )
+    script = install_script(config.model_copy(update={"delivery": uploaded}), bp.image.base)
     app = tmp / "app"
     shutil.copytree(house, app / "wheelhouse")
     shutil.copyfile(wheel, app / wheel_file())
@@ -173,3 +178,23 @@ def test_a_pod_start_on_an_externally_managed_python_uses_a_venv_that_sees_the_i
         check=True,
     )
     assert sees.stdout.startswith("/usr/lib/python3/dist-packages/")
+
+
+@pytest.mark.parametrize("changed", ["lock", "wheel"])
+def test_a_pod_refuses_a_lock_or_wheel_other_than_the_one_in_its_spec(
+    house310: Path, app_wheel: Path, tmp_path: Path, changed: str
+) -> None:
+    """An object changed in the bucket after `up` (a comment added to the lock, which pip's hash check
+    would let through; another wheel at the wheel's key) stops the pod before anything is installed."""
+    script, app = _pod(tmp_path, house310, app_wheel)
+    target = app / "wheelhouse" / LOCK_FILE if changed == "lock" else app / wheel_file()
+    with target.open("ab") as handle:
+        handle.write(b"\n# planted\n")
+    image = tmp_path / "image"  # an interpreter without pip: nothing can be installed into this one's
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(image)], check=True, capture_output=True
+    )
+    done = _run(script, image / "bin" / "python3", tmp_path)
+    assert done.returncode != 0
+    assert f"{target} has sha256" in done.stderr and "not installing it" in done.stderr
+    assert "boto3" not in done.stdout  # nothing ran after the check

@@ -124,7 +124,9 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
 
     config = config_for("tiny-cpu")
     spec = runtime_lock(config, config.blueprint.image.base)
+    lock = spec.path.read_text(encoding="utf-8")
     monkeypatch.setattr(lockfiles, "LOCKS_DIR", tmp_path)
+    (tmp_path / spec.path.name).write_text(lock, encoding="utf-8")  # the lock its digest is read from
     (tmp_path / f"{spec.name}.outside.txt").write_text(
         "# a comment\n\n--extra-index-url https://example/whl  # the index\ntorch==2.0 # pinned\n  \n"
     )
@@ -139,6 +141,9 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
     assert steps[-2].endswith(f"-r {CONFIGMAP_LOCK}")
     on_eks = install_script(config, config.blueprint.image.base)
     assert "example/whl" not in on_eks and f"-r {OUTSIDE_DIR}/requirements.txt" in on_eks
+    assert (
+        on_eks.split(" && ")[-3].startswith("python3 -c ") and "hashlib" in on_eks
+    )  # the sha256 check first
 
 
 def test_pip_install_quotes_each_argument() -> None:

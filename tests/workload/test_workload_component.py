@@ -87,6 +87,18 @@ def test_cache_access_uses_pod_identity_for_the_serving_account() -> None:
     namespace = next(r for r in registered if r.type == "kubernetes:core/v1:Namespace")
     assert association.urn in namespace.dependencies  # pods start only once S3 access exists
     assert associations["llmctl-ui"].urn in namespace.dependencies
+    # each role: only its own service account of this namespace, cluster and account may assume it
+    roles = {
+        r.name: json.loads(r.inputs["assumeRolePolicy"]) for r in registered if r.type == "aws:iam/role:Role"
+    }
+    for role, account in (("cache-access-role", "llmctl-serving"), ("ui-access-role", "llmctl-ui")):
+        [statement] = roles[role]["Statement"]
+        assert statement["Condition"]["StringEquals"] == {
+            "aws:SourceAccount": "123456789012",
+            "aws:RequestTag/eks-cluster-name": "llmctl-dev",
+            "aws:RequestTag/kubernetes-namespace": "llama2-inf2",
+            "aws:RequestTag/kubernetes-service-account": account,
+        }
 
 
 def test_the_ui_role_reads_only_its_locks_wheelhouse() -> None:
@@ -105,12 +117,16 @@ def test_the_ui_role_reads_only_its_locks_wheelhouse() -> None:
             "Effect": "Allow",
             "Action": ["s3:ListBucket"],
             "Resource": [bucket],
-            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}},
+            "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
         },
         {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{bucket}/{prefix}/*"]},
     ]
-    actions = {a for s in policies["cache-access-s3"]["Statement"] for a in s["Action"]}
-    assert "s3:PutObject" in actions  # the serving pods' role stays read/write (caches)
+    # the serving pods' role writes its own caches only (the mirror of its model, its compile cache)
+    [writes] = [s for s in policies["cache-access-s3"]["Statement"] if "s3:PutObject" in s["Action"]]
+    assert writes["Resource"] == [
+        f"{bucket}/models/NousResearch/Llama-2-13b-chat-hf/main/*",
+        f"{bucket}/neuron-cache/llama2-inf2/*",
+    ]
     # no UI (or Open WebUI, whose image carries its packages): no UI role
     registered = run_offline(lambda: build_workload(config_for("tiny-cpu")))
     assert not [r for r in registered if r.name == "ui-access-s3"]

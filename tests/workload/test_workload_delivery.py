@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import shlex
 import sys
@@ -311,7 +312,12 @@ def test_wheel_delivery_gives_the_pods_bucket_access_even_without_caches() -> No
     ]
     assert association.inputs["serviceAccount"] == "llmctl-serving"
     [policy] = [r for r in registered if r.type == "aws:iam/rolePolicy:RolePolicy"]
-    assert "arn:aws:s3:::b-cache-1/*" in policy.inputs["policy"] and "s3:GetObject" in policy.inputs["policy"]
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    # read-only: the delivered code (the CLI alone writes it), nothing else of the bucket
+    assert {a for s in statements for a in s["Action"]} == {"s3:ListBucket", "s3:GetObject"}
+    assert [s["Resource"] for s in statements if s["Action"] == ["s3:GetObject"]] == [
+        ["arn:aws:s3:::b-cache-1/llmctl/wheelhouse/*", "arn:aws:s3:::b-cache-1/llmctl/wheels/*"]
+    ]
     # with an image, the pods need no bucket (and get no role) when no cache is on
     found = bare.model_copy(update={"delivery": Delivery(mode="image", image="x/y@sha256:1", reason="r")})
     registered = run_offline(lambda: build_workload(found))

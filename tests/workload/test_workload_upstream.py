@@ -33,8 +33,11 @@ def _run_start(tmp_path: Path, group: dict[str, object], pip_exit: int) -> subpr
     # the container installs with `python3 -m pip` (the lock from the wheelhouse, then the wheel): a
     # stand-in python3 answers those with pip_exit and runs everything else with this interpreter
     python3 = bindir / "python3"
+    # (the sha256 check of the fetched files passes here: it is run on real files in test_wheelhouse.py)
     python3.write_text(
-        f'#!/bin/sh\nif [ "$1" = "-m" ] && [ "$2" = "pip" ]; then exit {pip_exit}; fi\nexec {sys.executable} "$@"\n'
+        f'#!/bin/sh\nif [ "$1" = "-m" ] && [ "$2" = "pip" ]; then exit {pip_exit}; fi\n'
+        'case "$2" in *hashlib*) exit 0;; esac\n'
+        f'exec {sys.executable} "$@"\n'
     )
     python3.chmod(python3.stat().st_mode | stat.S_IEXEC)
     show_args = f"{sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"

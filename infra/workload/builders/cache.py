@@ -4,10 +4,10 @@ Layout in the platform's cache bucket::
 
     s3://<bucket>/models/<model id>/<revision>/...     weights mirrored once by the Job
     s3://<bucket>/models/<model id>/<revision>/.llmctl-complete   marker written last
-    s3://<bucket>/neuron-cache/<blueprint>/<key>/...   compiled Neuron artifacts (model.save), one
+    s3://<bucket>/neuron-cache/<namespace>/<key>/...   compiled Neuron artifacts (model.save), one
                                                        prefix per compiled configuration
-    s3://<bucket>/neuron-cache/<blueprint>/<key>/.llmctl-compiled   marker written last
-    s3://<bucket>/neuron-cache/<blueprint>/<key>.lock   the one replica compiling <key>
+    s3://<bucket>/neuron-cache/<namespace>/<key>/.llmctl-compiled   marker written last
+    s3://<bucket>/neuron-cache/<namespace>/<key>.lock   the one replica compiling <key>
 
 The pods reach the bucket through EKS Pod Identity on the `llmctl-serving` service account (the
 association is made by the workload program), so no AWS keys are stored anywhere. The serving side
@@ -170,6 +170,12 @@ def model_prefix(config: WorkloadConfig) -> str:
     return f"models/{model.id}/{model.revision}"
 
 
+def compile_cache_prefix(config: WorkloadConfig) -> str:
+    """Key prefix of the workload's own compile cache: one per namespace (so per workload), since the
+    artifacts are loaded and run by the pods, no workload may write into another's."""
+    return f"{COMPILE_PREFIX}{config.ns}"
+
+
 def mirror_enabled(config: WorkloadConfig) -> bool:
     """Whether the model mirror is on and the platform has a bucket for it."""
     return config.blueprint.caches.model_mirror and bool(config.platform.cache_bucket)
@@ -193,7 +199,7 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
     if compile_cache_enabled(config):
         # one variable: the transformers-neuronx runtimes sync model.save() output there, the vLLM replicas
         # NxD Inference artifacts of NEURON_COMPILED_ARTIFACTS (Neuron) or vLLM's caches (NVIDIA GPUs)
-        url = f"s3://{bucket}/{COMPILE_PREFIX}{config.blueprint.name}"
+        url = f"s3://{bucket}/{compile_cache_prefix(config)}"
         env.append({"name": COMPILE_CACHE_URL_ENV, "value": url})
     return env
 
