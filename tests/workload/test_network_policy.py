@@ -202,9 +202,10 @@ def test_keda_reads_the_metrics_port_of_a_queue_scaled_deployment() -> None:
     objects = manifests_for("llama2-triton-vllm-gpu")
     policies, ns = _policies(objects), "llama2-triton-vllm-gpu"
     serving = _pod(objects, "serving", ns)
-    assert ingress_allowed(policies, Pod("keda", {"app": "keda-operator"}), serving, 8002)
+    # KEDA reads vLLM's queue gauge, served beside Triton on 8003 (serving/triton_vllm/queue_metrics.py)
+    assert ingress_allowed(policies, Pod("keda", {"app": "keda-operator"}), serving, 8003)
     assert not ingress_allowed(policies, Pod("keda", {"app": "keda-operator"}), serving, 8000)
-    assert not ingress_allowed(policies, TENANT, serving, 8002)
+    assert not ingress_allowed(policies, TENANT, serving, 8003)
 
 
 def test_ray_token_auth_on_every_rayservice_with_a_ray_that_has_it(catalog_name: str) -> None:
