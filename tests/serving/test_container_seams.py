@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from serving_support import mirror_model
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import APP_DIR, wheel_file
+from llmctl.infra.workload.delivery import _VERIFY, APP_DIR, wheel_file
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.serving.torchserve_neuronx.config import MODEL_STORE, archive_name, render_model_config
 from llmctl.serving.triton_vllm.repository import model_name, render_model_repository
@@ -46,7 +47,13 @@ def _run(container: dict[str, Any], tmp: Path, extra_env: dict[str, str]) -> dic
     for python in ("python", "python3"):
         # `python3 -m pip ...` is recorded as a pip call (appended: the lock, then the app)
         pip = f'if [ "$1 $2" = "-m pip" ]; then shift 2; printf "%s\\n" "$@" >> {calls / "pip"}; exit 0; fi\n'
-        (bin_dir / python).write_text(f'#!/bin/sh\n{pip}exec {sys.executable} "$@"\n')
+        # the sha256 check of what the init container fetched (delivery.verify_step) is recorded with
+        # the files and digests it was given: the fetched files are not here (no init container runs)
+        verify = (
+            f'if [ "$1" = "-c" ] && [ "$2" = {shlex.quote(_VERIFY)} ]; then shift 2; '
+            f'printf "%s\\n" "$@" >> {calls / "verify"}; exit 0; fi\n'
+        )
+        (bin_dir / python).write_text(f'#!/bin/sh\n{pip}{verify}exec {sys.executable} "$@"\n')
     for tool in STANDINS:
         (bin_dir / tool).write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {calls / tool}\n')
     for path in bin_dir.iterdir():
@@ -84,6 +91,8 @@ def test_triton_container_renders_the_repository_with_the_mirrored_weights(
     assert ("pip" in calls) == (image is None)
     if image is None:  # the last install is the delivered wheel, without dependencies
         assert calls["pip"][-2:] == ["--no-deps", f"{APP_DIR}/{wheel_file()}"]
+        # ... after the fetched lock was checked against the digest in the pod's own spec
+        assert f"{APP_DIR}/wheelhouse/requirements.txt" in calls["verify"]
     bp = load_blueprint("llama2-triton-vllm-gpu")
     args = json.loads((repository / model_name(bp) / "1" / "model.json").read_text())
     weights = Path(args.pop("model"))
