@@ -31,7 +31,9 @@ from llmctl.infra.workload.config import PoolFacts
 from llmctl.infra.workload.schedulability import check_schedulable, selector_matches, untolerated
 
 KEYS = ("a", "b", "c")
-VALUES = ("x", "y", "0", "1", "7", "-3", "1_0", "9223372036854775808")
+# the int64 bounds on both sides (Go's ParseInt refuses what is past them)
+INT64 = ("9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809")
+VALUES = ("x", "y", "0", "1", "7", "-3", "+2", "1_0", " 1", *INT64)
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 labels_st = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3)
