@@ -27,6 +27,8 @@ checked against dependency paths, never against wave numbers alone):
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 from test_engine_order_rules import RULE, _spec, urn
@@ -132,7 +134,7 @@ def test_must_wait_finds_a_path_exactly_when_one_exists(graph: OrderGraph, data:
         assert (path is not None) is (exists or first == then)
         if path is not None:
             assert path[0] == then and path[-1] == first
-            for a, b in zip(path, path[1:]):
+            for a, b in itertools.pairwise(path):
                 assert b in (graph.dependencies(a) if phase == "create" else graph.dependents(a))
 
 
@@ -186,7 +188,7 @@ def test_check_order_reports_exactly_the_unordered_pairs_and_a_passed_pair_is_or
     assert len(missing) == (1 if held and not _pairs(graph) else 0)
     reported = [(v.phase, v.message) for v in found if v not in missing]
     assert len(reported) == len(expected)
-    for (phase, x, y), (got_phase, message) in zip(expected, reported):
+    for (phase, x, y), (got_phase, message) in zip(expected, reported, strict=True):
         assert got_phase == phase and f" {x} " in message and f" {y} " in message
 
 

@@ -10,6 +10,7 @@ moto in test_compile_cache.py; here the decisions without a bucket.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from dataclasses import replace
@@ -96,8 +97,6 @@ def test_only_a_save_that_finished_counts(files: int, interrupted: bool) -> None
 
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / "k"
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             save_compiled(target, save)
-        except KeyboardInterrupt:
-            pass
         assert has_compiled(target) is not interrupted

@@ -31,7 +31,8 @@ step_st = st.one_of(
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=25)
 @given(st.lists(step_st, max_size=10))
 def test_one_holder_at_a_time_stale_locks_taken_over_and_releases_delete_only_their_own(
-    s3: Any, steps: list[tuple[str, int]]
+    s3: Any,  # noqa: F811 (the fixture)
+    steps: list[tuple[str, int]],
 ) -> None:
     s3.delete_object(Bucket=BUCKET, Key=KEY)
     now = [1000.0]
