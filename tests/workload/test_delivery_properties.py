@@ -51,16 +51,17 @@ def _config(name: str, target: str, mode: str, digest: str) -> WorkloadConfig:
     return config  # the plan: the wheel on EKS, the ConfigMap elsewhere
 
 
-@given(
+config_st = st.builds(
+    _config,
     st.sampled_from(NAMES),
     st.sampled_from(("eks", "kubeconfig")),
     st.sampled_from(("plan", "image", "configmap")),
     digest_st,
 )
-def test_the_app_never_comes_from_an_index_and_every_lock_is_hash_checked(
-    name: str, target: str, mode: str, digest: str
-) -> None:
-    config = _config(name, target, mode, digest)
+
+
+@given(config_st)
+def test_the_app_never_comes_from_an_index_and_every_lock_is_hash_checked(config: WorkloadConfig) -> None:
     delivery = delivery_of(config)
     if delivery.mode == "image":
         return
@@ -77,16 +78,8 @@ def test_the_app_never_comes_from_an_index_and_every_lock_is_hash_checked(
         assert DISTRIBUTION not in words and "llmctl" not in words
 
 
-@given(
-    st.sampled_from(NAMES),
-    st.sampled_from(("eks", "kubeconfig")),
-    st.sampled_from(("plan", "image", "configmap")),
-    digest_st,
-)
-def test_every_serving_container_gets_the_app_read_only_from_one_volume(
-    name: str, target: str, mode: str, digest: str
-) -> None:
-    config = _config(name, target, mode, digest)
+@given(config_st)
+def test_every_serving_container_gets_the_app_read_only_from_one_volume(config: WorkloadConfig) -> None:
     pod = {
         "containers": [{"name": "a"}, {"name": "b", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}],
         "volumes": [{"name": "x", "emptyDir": {}}],
