@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from saved_backend import SavedBackend
 
@@ -35,21 +35,27 @@ from llmctl.infra.names import split_stack
 
 NOW = datetime(2026, 3, 10, 12, 0, 0)
 AGE = timedelta(days=3)
-ENVS = ("ci", "dev", "pr-7")
+ENVS = ("ci", "pr-7")
 WORKLOADS = (None, "pr-1", "pr-22", "main")
 PROJECTS = (PLATFORM_PROJECT, "llmctl-a", "llmctl-b")
 PREFIXES = ("", "pr-", "pr-2", "ci", "main")
 
-stamp_st = st.one_of(
-    st.none(),
-    st.integers(-10 * 24, 10 * 24).map(lambda h: NOW - timedelta(hours=h)),
-    st.integers(0, 10 * 24).map(
-        lambda h: (
-            (NOW - timedelta(hours=h)).replace(tzinfo=timezone.utc).astimezone(timezone(timedelta(hours=5)))
-        )
-    ),
-    st.just(NOW - AGE),  # the boundary itself does not expire
+HOUR = timedelta(hours=1)
+PLUS5 = timezone(timedelta(hours=5))
+# around the age boundary (the boundary itself does not expire), naive UTC and aware, long ago, fresh
+stamp_st = st.sampled_from(
+    (
+        None,
+        NOW - AGE,
+        NOW - AGE - HOUR,
+        NOW - AGE + HOUR,
+        NOW - 10 * AGE,
+        NOW - HOUR,
+        (NOW - AGE - HOUR).replace(tzinfo=timezone.utc).astimezone(PLUS5),
+        (NOW - AGE + 4 * HOUR).replace(tzinfo=timezone.utc).astimezone(PLUS5),
+    )
 )
+progress_st = st.sampled_from((False, False, False, True))
 
 
 @st.composite
@@ -71,7 +77,7 @@ def backends(draw: st.DrawFn) -> SavedBackend:
             stack,
             last_update=draw(stamp_st),
             resources=draw(st.sampled_from((None, 0, 3))),
-            in_progress=draw(st.booleans()),
+            in_progress=draw(progress_st),
         )
     return backend
 
@@ -89,7 +95,18 @@ def _selected(info: StackInfo, prefix: str) -> bool:
     return NOW - stamp > AGE
 
 
+def _backend(*stacks: tuple[str, str, datetime | None]) -> SavedBackend:
+    backend = SavedBackend()
+    for project, stack, stamp in stacks:
+        backend.add(project, stack, last_update=stamp)
+    return backend
+
+
 @given(backends(), st.sampled_from(PREFIXES))
+# each environment's workloads before its platform
+@example(_backend((PLATFORM_PROJECT, "ci", NOW - 10 * AGE), ("llmctl-a", "ci.pr-1", NOW - 10 * AGE)), "")
+# a platform whose name matches the prefix stays while a workload of another name does
+@example(_backend((PLATFORM_PROJECT, "pr-7", NOW - 10 * AGE), ("llmctl-a", "pr-7.main", NOW - 10 * AGE)), "pr-")
 def test_what_expires_is_what_the_rules_select_and_no_platform_outlived_by_a_workload(
     backend: SavedBackend, prefix: str
 ) -> None:
