@@ -11,7 +11,9 @@ unreachable, kubectl missing):
 - objects are dropped from state exactly when --force or the cluster is gone;
 - a refusal happens exactly when the cluster is not gone, not forced, and AWS cannot say, EKS is
   deleting it, or its API is unreachable with a kubeconfig in hand; its message is one line;
-- without a platform (`outputs` None) and without --force, AWS is never asked;
+- without a platform (`outputs` None) or anything to destroy, and without --force, AWS is never
+  asked;
+- a destroy that fails on an unreachable API becomes the refusal only when nothing is dropped;
 - what --force says it drops lists each (kind, API) once, the LEAVES kinds first, and the summary
   counts every object.
 
@@ -25,15 +27,24 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from saved_backend import SavedBackend
 from test_teardown_units import CLUSTER, KUBECONFIG, REGION, SPECS, UNREACHABLE, Eks
 
-from llmctl.errors import PrerequisiteError, ServingError
+from llmctl.errors import EngineError, PrerequisiteError, ServingError
 from llmctl.infra.lifecycle import teardown
+from llmctl.infra.lifecycle.engine import StackSpec
 from llmctl.infra.lifecycle.kube import kubeconfig_path
-from llmctl.infra.lifecycle.teardown import DELETE_UNREACHABLE, LEAVES, decide, drop_lines, drop_summary
+from llmctl.infra.lifecycle.teardown import (
+    DELETE_UNREACHABLE,
+    LEAVES,
+    UNREACHABLE_WORDS,
+    Teardown,
+    decide,
+    drop_lines,
+    drop_summary,
+)
 
 STATUSES = ("CREATING", "ACTIVE", "DELETING", "FAILED", "UPDATING", "PENDING")
 CODES = ("ResourceNotFoundException", "AccessDeniedException", "ExpiredTokenException", "ServerException")
@@ -48,9 +59,17 @@ eks_st = st.one_of(
     eks=eks_st,
     kubeconfig=st.sampled_from(("output", "saved", "none")),
     kubectl=st.sampled_from(("answers", "unreachable", "missing")),
+    stacks=st.sampled_from((SPECS, SPECS[1:], [])),
 )
+# EKS deleting the cluster, and a refused DescribeCluster, are refusals even without a kubeconfig
+@example(False, True, ("found", "DELETING"), "none", "answers", SPECS)
+@example(False, True, ("found", "ACTIVE"), "output", "unreachable", SPECS)  # it exists, its API is down
+@example(False, True, ("error", "AccessDeniedException"), "none", "answers", SPECS)
+@example(
+    False, True, ("error", "ResourceNotFoundException"), "output", "unreachable", []
+)  # nothing to destroy
 def test_objects_are_dropped_only_when_forced_or_the_cluster_is_gone_else_refused_or_kept(
-    force: bool, platform: bool, eks: tuple[str, str], kubeconfig: str, kubectl: str
+    force: bool, platform: bool, eks: tuple[str, str], kubeconfig: str, kubectl: str, stacks: list[StackSpec]
 ) -> None:
     answer, value = eks
     session = Eks().found(value) if answer == "found" else Eks().error(value)
@@ -75,6 +94,7 @@ def test_objects_are_dropped_only_when_forced_or_the_cluster_is_gone_else_refuse
     refused = (
         not force
         and platform
+        and bool(stacks)
         and (cannot_say or value == "DELETING" or (kubeconfig != "none" and kubectl == "unreachable"))
     )
     with pytest.MonkeyPatch.context() as patch:
@@ -82,7 +102,7 @@ def test_objects_are_dropped_only_when_forced_or_the_cluster_is_gone_else_refuse
         try:
             plan = decide(
                 SavedBackend(),
-                SPECS,
+                stacks,
                 stack="ci",
                 outputs=outputs if platform else None,
                 cluster=CLUSTER,
@@ -96,9 +116,9 @@ def test_objects_are_dropped_only_when_forced_or_the_cluster_is_gone_else_refuse
             assert error.message.endswith("nothing was changed")
             return
     assert not refused
-    assert plan.drops is (force or (platform and gone))
+    assert plan.drops is (force or (platform and bool(stacks) and gone))
     assert (DELETE_UNREACHABLE in plan.env) is plan.drops
-    if not platform and not force:
+    if not force and not (platform and stacks):
         assert session.regions == [] and calls == []
 
 
@@ -120,3 +140,25 @@ def test_what_force_drops_is_one_line_per_kind_leaves_first_and_the_summary_coun
     summary = drop_summary(Counter(counts))
     total = sum(int(part.split()[0]) for part in summary.split(", ")) if summary else 0
     assert total == sum(counts.values())
+
+
+@given(
+    st.booleans(),
+    st.sampled_from((*UNREACHABLE_WORDS, "quota exceeded", "")),
+    st.sampled_from(("", "Error: ", "x\n")),
+)
+def test_a_failed_destroy_is_the_refusal_only_when_unreachable_and_nothing_is_dropped(
+    drops: bool, words: str, prefix: str
+) -> None:
+    plan = Teardown(
+        env={DELETE_UNREACHABLE: "true"} if drops else {}, cluster=CLUSTER, region=REGION, stack="ci"
+    )
+    error = EngineError(f"{prefix}delete failed: {words.upper()} at 10.0.0.1", None)
+    try:
+        with plan.guard():
+            raise error
+    except PrerequisiteError as refusal:
+        assert not drops and words in UNREACHABLE_WORDS
+        assert refusal.message.endswith("nothing was dropped from state") and refusal.__cause__ is error
+    except EngineError as raised:
+        assert raised is error and (drops or words not in UNREACHABLE_WORDS)
