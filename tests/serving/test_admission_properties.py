@@ -9,7 +9,7 @@ bound and any sequence of arrivals, completions and a drain:
 - a request is refused with 429 only when every slot is taken and the queue is full, and a waiting
   request takes a slot as soon as one is free (no slot stays idle while one waits);
 - every request gets an answer: a slot, 429 or 503, and none is left waiting at the end;
-- after a drain nothing more is admitted.
+- a drain answers every waiting request at once, and after it nothing more is admitted.
 
 Driven directly on one event loop, as test_admission.py does (its helpers).
 """
@@ -78,6 +78,8 @@ def test_slots_and_queue_bounds_hold_and_every_request_is_answered(
             assert gauges(adm) == (adm.active, adm.waiting)
             if not drained:
                 assert adm.waiting == 0 or adm.active == slots  # no idle slot while one waits
+            else:
+                assert adm.waiting == 0  # a drain answers the waiting requests at once (503)
         for event in done.values():
             event.set()
         await asyncio.wait_for(asyncio.gather(*tasks), 5)
