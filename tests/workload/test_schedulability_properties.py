@@ -13,7 +13,8 @@ apimachinery's labels/selector.go):
 - a pod fits a pool when each request is at most Karpenter's allocatable of one of its instance
   types (`capacity.allocatable`), so the verdict agrees with that arithmetic and a pod that fits
   keeps fitting when its requests shrink;
-- a toleration added never makes a taint blocking; `operator: Exists` without a key tolerates all.
+- a toleration tolerates a taint exactly as Kubernetes' `ToleratesTaint` decides; one added never
+  makes a taint blocking; `operator: Exists` without a key tolerates all.
 
 Hypothesis searches the inputs (profiles in tests/conftest.py); the failures it found are kept as
 `@example`s."""
@@ -121,6 +122,27 @@ toleration_st = st.fixed_dictionaries(
         "effect": st.sampled_from(EFFECTS),
     },
 )
+
+
+@given(taint_st, toleration_st)
+def test_a_toleration_tolerates_a_taint_as_kubernetes_decides(taint: str, toleration: dict[str, str]) -> None:
+    """Kubernetes' `Toleration.ToleratesTaint` (kubernetes/kubernetes@19c6083b5c8b499f3bdd52e5f58a0b6f645d0fd3,
+    staging/src/k8s.io/api/core/v1/toleration.go): an empty effect matches every effect; an empty key
+    matches every key (the API then requires `Exists`); `Exists` matches every value, `Equal` (or no
+    operator) the same value."""
+    if not toleration.get("key") and toleration.get("operator") != "Exists":
+        return  # the API refuses a toleration without a key unless its operator is Exists
+    pool = PoolFacts(name="p", taints=[taint], managed_by="existing")
+    [parsed] = pool.taints
+    expected = (
+        (not toleration.get("effect") or toleration["effect"] == parsed.effect)
+        and (not toleration.get("key") or toleration["key"] == parsed.key)
+        and (
+            toleration.get("operator") == "Exists" or (toleration.get("value") or "") == (parsed.value or "")
+        )
+    )
+    blocking = parsed.effect != "PreferNoSchedule"
+    assert (untolerated({"tolerations": [toleration]}, pool) == []) is (expected or not blocking)
 
 
 @given(st.lists(taint_st, max_size=3), st.lists(toleration_st, max_size=3), toleration_st)
