@@ -10,7 +10,8 @@ strings holding YAML or JSON documents):
   changes the engine would send);
 - the diff from new to old is the mirror of the diff from old to new (added and removed swapped);
 - for plan documents, changing one resource's inputs, parent or dependencies shows that resource as
-  changed and nothing else, adding a stack shows it added, and an unchanged plan is not `changed`.
+  changed and nothing else, adding a stack or a policy verdict shows it added (removing one, removed),
+  and an unchanged plan is not `changed`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ leaf_st = st.one_of(
 named_st = st.lists(
     st.fixed_dictionaries({"name": st.sampled_from(("p", "q", "r")), "v": leaf_st}),
     max_size=3,
-    unique_by=lambda d: d["name"],
 )
 value_st = st.recursive(
     st.one_of(leaf_st, named_st),
@@ -51,6 +51,9 @@ def _canonical(value: Any) -> str:
 @example({"a": True}, {"a": 1})  # Python's == called these equal
 @example({"a": "x: 1\n"}, {"a": "x:  1\n"})  # the same document laid out differently
 @example([{"name": "p", "v": 1}, {"name": "q", "v": 1}], [{"name": "q", "v": 1}, {"name": "p", "v": 1}])
+@example(
+    [{"name": "p", "v": 1}, {"name": "p", "v": 2}], [{"name": "p", "v": 2}]
+)  # one name twice: by position
 def test_any_change_shows_and_no_change_shows_none(old: Any, new: Any) -> None:
     assert diff_values(old, copy.deepcopy(old)) == []
     changes = diff_values(old, new)
@@ -115,3 +118,12 @@ def test_a_change_to_one_resource_shows_that_resource_only_and_no_change_shows_n
     assert diff.changed is moved
     grown = diff_plans(old, _plan(resources, ("llmctl-platform/dev", "llmctl-a/dev")))
     assert grown.stacks_added == ["llmctl-a/dev"] and grown.changed
+    verdict = {
+        "rule": data.draw(st.sampled_from(("r1", "r2"))),
+        "urn": "urn:x",
+        "message": "m",
+        "severity": "mandatory",
+    }
+    judged = diff_plans(old, {**copy.deepcopy(old), "violations": [verdict]})
+    assert judged.violations_added == [verdict] and judged.changed and not judged.resources
+    assert diff_plans({**copy.deepcopy(old), "violations": [verdict]}, old).violations_removed == [verdict]
