@@ -21,6 +21,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from llmctl.blueprints.allocatable import node_allocatable
 from llmctl.blueprints.hardware import hardware
 from llmctl.infra.workload.capacity import GIB, allocatable, cpu_quantity, memory_quantity, parse_quantity
 
@@ -100,6 +101,8 @@ def test_memory_quantity_rounds_down_to_256_mib_then_whole_gib(gib: float) -> No
 def test_allocatable_of_every_row_is_positive_and_below_the_instance(name: str) -> None:
     row = hardware().instance(name)
     node = allocatable(row)
+    karpenter = node_allocatable(row)  # Karpenter's figure less the DaemonSets, in its own units
+    assert (node.cpu * 1000, node.memory_gib * 1024) == (karpenter.cpu_m, karpenter.pod_memory_mib)
     assert 0 < node.cpu < row.vcpu and 0 < node.memory_gib < row.memory_gib
     assert node.of("memory") == node.memory_gib * GIB
     assert node.neuron_cores == row.neuron_cores

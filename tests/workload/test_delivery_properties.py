@@ -101,11 +101,14 @@ def test_every_serving_container_gets_the_app_read_only_from_one_volume(config: 
         assert volume == {"name": APP_VOLUME, "emptyDir": {}} and inits == [FETCH_CONTAINER]
 
 
-@given(digest_st, digest_st)
-def test_names_and_keys_follow_the_content(one: str, other: str) -> None:
-    assert (configmap_name(one) == configmap_name(other)) is (one[:12] == other[:12])
-    assert (wheel_key(one) == wheel_key(other)) is (one == other)
-    assert len(configmap_name(one)) <= 63
+@given(digest_st, st.integers(0, 63))
+def test_names_and_keys_follow_the_content(digest: str, changed_at: int) -> None:
+    """Two wheels whose digests differ anywhere differ in key; in ConfigMap name as soon as they
+    differ in the 12 hex digits the name keeps (new code, new name, new pods)."""
+    other = digest[:changed_at] + ("0" if digest[changed_at] != "0" else "1") + digest[changed_at + 1 :]
+    assert (configmap_name(digest) == configmap_name(other)) is (changed_at >= 12)
+    assert wheel_key(digest) != wheel_key(other) and wheel_key(digest) == wheel_key(digest)
+    assert len(configmap_name(digest)) <= 63
 
 
 @given(st.sampled_from(NAMES), st.binary(max_size=2048))
