@@ -64,6 +64,7 @@ eks_st = st.one_of(
 # EKS deleting the cluster, and a refused DescribeCluster, are refusals even without a kubeconfig
 @example(False, True, ("found", "DELETING"), "none", "answers", SPECS)
 @example(False, True, ("found", "ACTIVE"), "output", "unreachable", SPECS)  # it exists, its API is down
+@example(False, True, ("error", "ResourceNotFoundException"), "output", "unreachable", SPECS)  # gone: dropped
 @example(False, True, ("error", "AccessDeniedException"), "none", "answers", SPECS)
 @example(
     False, True, ("error", "ResourceNotFoundException"), "output", "unreachable", []
@@ -95,6 +96,7 @@ def test_objects_are_dropped_only_when_forced_or_the_cluster_is_gone_else_refuse
         not force
         and platform
         and bool(stacks)
+        and not gone
         and (cannot_say or value == "DELETING" or (kubeconfig != "none" and kubectl == "unreachable"))
     )
     with pytest.MonkeyPatch.context() as patch:
