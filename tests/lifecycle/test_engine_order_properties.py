@@ -8,7 +8,8 @@ on, components take no create wave; deletes run dependents first, each wave bein
 remaining one depends on; `must_wait` gives the path that makes a step wait, or None. So for any
 graph of custom resources, components and remote components linked by any of those fields:
 
-- every step is in exactly one create wave, after every step it depends on (transitively);
+- a resource depends on exactly the fields it names, and on a component's descendants;
+- every step is in exactly one create wave, the first after every step it depends on (transitively);
 - every resource is in exactly one delete wave, before everything it depends on, and each wave is
   exactly what nothing alive depends on;
 - `must_wait` finds a path exactly when one exists, and the path follows dependency edges;
@@ -111,8 +112,9 @@ def test_create_waves_put_every_step_after_what_it_depends_on(graph: OrderGraph)
     steps = {u for u, node in graph.nodes.items() if node.takes_a_step}
     assert sorted(wave_of) == sorted(steps) and sum(map(len, graph.create_waves())) == len(steps)
     for u in steps:
-        for dep in _closure(graph, u) & steps:
-            assert wave_of[dep] < wave_of[u], (graph.nodes[dep].name, graph.nodes[u].name)
+        before = [wave_of[dep] for dep in _closure(graph, u) & steps]
+        # after every step it waits for, and as early as that allows (a component takes no wave)
+        assert wave_of[u] == max(before, default=-1) + 1, graph.nodes[u].name
 
 
 @given(graphs())
@@ -145,22 +147,28 @@ def test_must_wait_finds_a_path_exactly_when_one_exists(graph: OrderGraph, data:
 
 
 @given(graphs())
-def test_a_dependency_on_a_component_covers_its_descendants(graph: OrderGraph) -> None:
+def test_a_resource_depends_on_each_field_it_names_and_a_components_descendants(graph: OrderGraph) -> None:
+    """Its parent, dependencies, property dependencies, provider and `deletedWith` (those in the
+    graph), and for a component it names other than its parent, each of that component's
+    descendants."""
     children: dict[str, set[str]] = {}
     for node in graph.nodes.values():
         if node.parent:
             children.setdefault(node.parent, set()).add(node.urn)
     for node in graph.nodes.values():
-        for target in node.direct() - {node.parent}:
-            if target not in graph.nodes or graph.nodes[target].takes_a_step:
+        named = {*node.dependencies, *(u for _, urns in node.property_dependencies for u in urns)}
+        named |= {u for u in (node.parent, node.provider, node.deleted_with) if u}
+        expected = named & set(graph.nodes)
+        for target in list(expected):
+            if graph.nodes[target].takes_a_step or target == node.parent:
                 continue
-            stack, below = list(children.get(target, ())), set()
+            stack = list(children.get(target, ()))
             while stack:
                 child = stack.pop()
-                if child not in below:
-                    below.add(child)
+                if child not in expected:
+                    expected.add(child)
                     stack.extend(children.get(child, ()))
-            assert below - {node.urn} <= graph.dependencies(node.urn)
+        assert graph.dependencies(node.urn) == expected - {node.urn}
 
 
 def _pairs(graph: OrderGraph) -> list[tuple[str, str]]:
