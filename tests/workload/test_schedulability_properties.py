@@ -80,6 +80,9 @@ def test_terms_are_ored_expressions_anded_and_an_empty_term_selects_nothing(
 @example({"key": "a", "operator": "Gt", "values": ["0"]}, {"a": "1_0"})  # Python's int() reads "1_0"
 @example({"key": "a", "operator": "Lt", "values": ["0"]}, {"a": "-9223372036854775809"})
 @example({"key": "a", "operator": "Gt", "values": ["0", "x"]}, {"a": "1"})  # Kubernetes: exactly one value
+@example({"key": "a", "operator": "Lt", "values": ["0"]}, {"a": "-9223372036854775808"})  # int64's ends
+@example({"key": "a", "operator": "Gt", "values": ["0"]}, {"a": "9223372036854775807"})
+@example({"key": "a", "operator": "Gt", "values": ["0"]}, {"a": "9223372036854775808"})
 def test_each_operator_against_its_definition(expr: dict[str, Any], labels: dict[str, str]) -> None:
     def matches(op: str) -> bool:
         return selector_matches(_spec({"matchExpressions": [{**expr, "operator": op}]}), labels)
