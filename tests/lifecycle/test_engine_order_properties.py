@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from test_engine_order_rules import RULE, _spec, urn
 
@@ -146,7 +146,23 @@ def test_must_wait_finds_a_path_exactly_when_one_exists(graph: OrderGraph, data:
                 assert b in (graph.dependencies(a) if phase == "create" else graph.dependents(a))
 
 
+def _nested() -> OrderGraph:
+    """A component whose child has a child, named both through the component and directly."""
+    component = Node(urn("c1", "c:m:C"), "c:m:C", custom=False)
+    child = Node(urn("r2"), "t:m:R", custom=True, parent=component.urn)
+    grandchild = Node(urn("r4"), "t:m:R", custom=True, parent=child.urn)
+    user = Node(
+        urn("r3"),
+        "t:m:R",
+        custom=True,
+        dependencies=(component.urn,),
+        property_dependencies=(("k", (child.urn,)),),
+    )
+    return OrderGraph([component, child, user, grandchild])
+
+
 @given(graphs())
+@example(_nested())  # the test's own walk stopped at a descendant named directly (thorough profile)
 def test_a_resource_depends_on_each_field_it_names_and_a_components_descendants(graph: OrderGraph) -> None:
     """Its parent, dependencies, property dependencies, provider and `deletedWith` (those in the
     graph), and for a component it names other than its parent, each of that component's
@@ -162,12 +178,13 @@ def test_a_resource_depends_on_each_field_it_names_and_a_components_descendants(
         for target in list(expected):
             if graph.nodes[target].takes_a_step or target == node.parent:
                 continue
-            stack = list(children.get(target, ()))
+            stack, below = list(children.get(target, ())), set()
             while stack:
                 child = stack.pop()
-                if child not in expected:
-                    expected.add(child)
+                if child not in below:
+                    below.add(child)
                     stack.extend(children.get(child, ()))
+            expected |= below
         assert graph.dependencies(node.urn) == expected - {node.urn}
 
 
