@@ -34,6 +34,8 @@ def main(argv: list[str]) -> None:
     forget_bytecode(argv[:split])
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # the property tests search longer than in `make test` (tests/conftest.py, HYPOTHESIS_PROFILE_ENV)
+    env.setdefault("LLMCTL_HYPOTHESIS_PROFILE", "mutation")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE), env.get("PYTHONPATH")]))
     os.chdir(TREE)
     os.execve(sys.executable, [sys.executable, "-m", "pytest", *argv[split + 1 :]], env)

@@ -18,6 +18,9 @@ revision, tp degree, amp, batch size, n_positions, the context-length buckets an
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
@@ -54,11 +57,15 @@ class CompileKey:
 
     @property
     def name(self) -> str:
-        """The folder / S3 prefix name of this configuration."""
+        """The folder / S3 prefix name of this configuration: readable, then a digest of the exact
+        fields, since `slug` maps different ids to one name (`org-a/model` and `org/a-model`, case)
+        and two configurations must never share compiled graphs."""
         buckets = "_".join(str(size) for size in self.context_length_estimate) or "default"
+        exact = json.dumps(dataclasses.astuple(self), separators=(",", ":"))
         return (
             f"{slug(self.model_id)}@{slug(self.revision)}-tp{self.tp_degree}-{self.amp}-b{self.batch_size}"
             f"-n{self.n_positions}-ctx{buckets}-sdk{self.neuron_sdk or 'unknown'}"
+            f"-{hashlib.sha256(exact.encode()).hexdigest()[:10]}"
         )
 
 

@@ -10,9 +10,29 @@ from collections.abc import Iterator
 import pytest
 import typer.main
 import typer.testing
+from hypothesis import HealthCheck, settings
 from moto_amis import use_one_image
 
 pytest_plugins = ["suite_report"]
+
+#: The property tests' search budget (Hypothesis profiles; docs/testing.md, "Properties").
+#: `make test` runs `default`: a fixed number of examples per property, chosen the same way on every
+#: run (`derandomize`), no time limit per example (a loaded 2-core machine is slow, not wrong) and no
+#: example database written into the checkout. `make mutation` runs `mutation` (set by
+#: benchmarks/mutation_test.py), and `thorough` searches longer by hand:
+#: `LLMCTL_HYPOTHESIS_PROFILE=thorough pytest tests -k properties`.
+HYPOTHESIS_PROFILE_ENV = "LLMCTL_HYPOTHESIS_PROFILE"
+_PROFILE = {
+    "deadline": None,
+    "derandomize": True,
+    "database": None,
+    "print_blob": False,
+    "suppress_health_check": [HealthCheck.too_slow],
+}
+settings.register_profile("default", max_examples=60, **_PROFILE)
+settings.register_profile("mutation", max_examples=200, **_PROFILE)
+settings.register_profile("thorough", max_examples=2000, **_PROFILE)
+settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "default"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

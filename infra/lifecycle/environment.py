@@ -117,17 +117,28 @@ class Environment:
 
     def _read(self, project: str, stack: str) -> WorkloadRecord:
         spec = StackSpec(project, stack)
-        raw: Any = (self.engine.outputs(spec) or {}).get(RECORD_OUTPUT)
-        if raw is None:
-            raw = self.engine.config(spec).get(RECORD_CONFIG)
         blueprint = project[len(_PREFIX) :]
         workload = split_stack(stack)[1]
-        if raw is not None:
+        unreadable = False
+        # the output, else the config (also when the output cannot be read: an older or damaged one)
+        for _where, read in (
+            ("output", lambda: (self.engine.outputs(spec) or {}).get(RECORD_OUTPUT)),
+            ("config", lambda: self.engine.config(spec).get(RECORD_CONFIG)),
+        ):
+            raw: Any = read()
+            if raw is None:
+                continue
             try:
                 data = json.loads(raw) if isinstance(raw, str) else raw
-                return WorkloadRecord.model_validate(data)
+                record = WorkloadRecord.model_validate(data)
             except (ValueError, ValidationError):
-                self.note(f"the record of {project}/{stack} is unreadable; using the catalog blueprint")
+                unreadable = True
+                continue
+            if unreadable:
+                self.note(f"the output record of {project}/{stack} is unreadable; using its stack config's")
+            return record
+        if unreadable:
+            self.note(f"the record of {project}/{stack} is unreadable; using the catalog blueprint")
 
         try:
             return WorkloadRecord.for_blueprint(load_blueprint(blueprint), workload)

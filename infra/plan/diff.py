@@ -160,16 +160,31 @@ def _document(text: str) -> Any:
     return parsed if isinstance(parsed, (dict, list)) else None
 
 
+def _same(old: Any, new: Any) -> bool:
+    """Equal as the engine compares inputs: `true` is not `1` (Python's `==` says it is), while 1 and
+    1.0 are one number, as in JSON."""
+    if isinstance(old, bool) or isinstance(new, bool):
+        return type(old) is type(new) and old == new
+    if isinstance(old, dict) and isinstance(new, dict):
+        return old.keys() == new.keys() and all(_same(old[key], new[key]) for key in old)
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new, strict=True))
+    return bool(old == new)
+
+
 def diff_values(old: Any, new: Any, path: str = "") -> list[InputChange]:
     """Every path where `new` differs from `old`, in a stable order. Strings that both hold a YAML or
-    JSON document are compared inside (`spec.serveConfigV2 > applications[name=x].args`)."""
-    if old == new:
+    JSON document are compared inside (`spec.serveConfigV2 > applications[name=x].args`); texts that
+    differ only in their layout, and named items that only changed places, are a change of the
+    whole value (the engine sends the new text or order)."""
+    if _same(old, new):
         return []
     found: list[InputChange] = []
     if isinstance(old, str) and isinstance(new, str):
         old_doc, new_doc = _document(old), _document(new)
         if old_doc is not None and new_doc is not None:
-            return diff_values(old_doc, new_doc, f"{path} >")
+            inside = diff_values(old_doc, new_doc, f"{path} >")
+            return inside or [InputChange(path, "changed", old, new)]
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
             sub = _key_path(path, str(key))
@@ -192,7 +207,7 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[InputChange]:
                     found.append(InputChange(sub, "removed", old_named[name], None))
                 else:
                     found.extend(diff_values(old_named[name], new_named[name], sub))
-            return found
+            return found or [InputChange(path, "changed", list(old_named), list(new_named))]
         for index in range(max(len(old), len(new))):
             sub = f"{path}[{index}]"
             if index >= len(old):

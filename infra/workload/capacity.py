@@ -69,7 +69,10 @@ def instance_types(catalog: HardwareCatalog, families: list[str], names: list[st
     )
 
 
-_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
+# Kubernetes' quantity grammar (k8s.io/apimachinery pkg/api/resource/quantity.go): a number
+# (`1`, `1.5`, `1.`, `.5`) then a binary suffix, a decimal suffix or a decimal exponent (`e3`, `E-2`).
+# A sign is part of the grammar; a request cannot be negative, so only `+` is read.
+_QUANTITY = re.compile(r"^\+?([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|([a-zA-Z]*))$")
 _SUFFIX = {
     "": 1.0,
     "m": 1e-3,
@@ -77,21 +80,28 @@ _SUFFIX = {
     "M": 1e6,
     "G": 1e9,
     "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
     "Ki": 1024.0,
     "Mi": 1024.0**2,
     "Gi": 1024.0**3,
     "Ti": 1024.0**4,
+    "Pi": 1024.0**5,
+    "Ei": 1024.0**6,
 }
 
 
 def parse_quantity(value: str | int | float) -> float:
-    """A Kubernetes quantity ('500m', '16Gi', '2') as a number (bytes for memory)."""
+    """A Kubernetes quantity ('500m', '16Gi', '2', '1e3') as a number (bytes for memory)."""
     if isinstance(value, (int, float)):
         return float(value)
     match = _QUANTITY.match(str(value).strip())
-    if not match or match.group(2) not in _SUFFIX:
+    if not match or (match.group(2) is None and match.group(3) not in _SUFFIX):
         raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
+    number, exponent, suffix = match.groups()
+    if exponent is not None:
+        return float(f"{number}e{exponent}")
+    return float(number) * _SUFFIX[suffix]
 
 
 def cpu_quantity(vcpus: float) -> str:

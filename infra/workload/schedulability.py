@@ -16,6 +16,7 @@ groups) this checks, offline:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,13 +83,25 @@ def _expression_matches(expr: Obj, labels: dict[str, str]) -> bool:
         return present
     if op == "DoesNotExist":
         return not present
-    if op in ("Gt", "Lt") and present:
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except (ValueError, IndexError):
+    if op in ("Gt", "Lt") and present and len(values) == 1:  # Kubernetes: exactly one value
+        have, want = _int64(labels[key]), _int64(values[0])
+        if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
     return False
+
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _int64(text: str) -> int | None:
+    """A label value as Kubernetes compares it for `Gt`/`Lt`: Go's `strconv.ParseInt(text, 10, 64)`
+    (ASCII digits with an optional sign, within int64), else None (Python's `int` would also read
+    `1_0`, spaces and other scripts' digits)."""
+    if not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 def selector_matches(spec: Obj, labels: dict[str, str]) -> bool:
@@ -101,8 +114,11 @@ def selector_matches(spec: Obj, labels: dict[str, str]) -> bool:
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         return True
+    # a term without expressions selects no node (Kubernetes' nodeaffinity.go: "nil or empty term
+    # selects no objects"); the node's name (`matchFields`) is unknown before Karpenter launches it
     return any(
-        all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) for term in terms
+        bool(exprs) and all(_expression_matches(e, labels) for e in exprs)
+        for exprs in (term.get("matchExpressions") or [] for term in terms)
     )
 
 

@@ -1,8 +1,9 @@
 """`llmctl bench` replicas for a blueprint on a cluster (issue 28): the bench samples the same
 rows as `llmctl status` (infra/lifecycle/replicas.py, through kubectl) while its load runs. The
-stand-in kubectl replays the recorded KEDA scale-up of the Triton workload
-(tests/lifecycle/data/scaling/triton_scale_up.json), one step per reading; the samples land in
-summary.json and scaling.png as on the local target."""
+stand-in kubectl replays the KEDA scale-up of the Triton workload
+(tests/lifecycle/data/scaling/triton_scale_up.json: composed, as no live one was recorded, and checked
+against its sources by tests/conformance/test_recorded_shapes.py), one step per reading; the samples
+land in summary.json and scaling.png as on the local target."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def server() -> Iterator[str]:
 def test_one_reading_sums_the_scaled_objects_and_keeps_the_signal(kubectl: Path) -> None:  # noqa: F811
     readings = [cluster_replicas(kubectl, NAMESPACE) for _ in REPLAY]
     assert [(r["running"], r["desired"]) for r in readings if r] == REPLAY
-    assert readings[1] is not None and readings[1]["signal"] == "7500m per pod"
+    assert readings[1] is not None and readings[1]["signal"] == "8 per pod"
     assert cluster_replicas(kubectl, "other") is None  # nothing scaled there: no reading
 
 

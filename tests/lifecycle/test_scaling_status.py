@@ -1,6 +1,8 @@
 """`llmctl status` replicas on a cluster (issue 28): the stand-in kubectl replays a KEDA scale-up of
-the Triton workload step by step (tests/lifecycle/data/scaling/triton_scale_up.json), and each
-status read shows that step's running and desired pods and the queue signal KEDA's HPA reports."""
+the Triton workload step by step (tests/lifecycle/data/scaling/triton_scale_up.json: composed, as no
+live one was recorded; its fields and values follow the sources it names, checked by
+tests/conformance/test_recorded_shapes.py), and each status read shows that step's running and
+desired pods and the queue signal KEDA's HPA reports."""
 
 from __future__ import annotations
 
@@ -41,10 +43,10 @@ def test_status_follows_a_recorded_keda_scale_up(kubectl: Path) -> None:
     seen = [workload_replicas(kubectl, NAMESPACE) for _ in steps]
     assert [(row["current"], row["desired"], row["signal"]) for [row] in seen] == [
         (1, 1, "0 per pod"),
-        (1, 4, "7500m per pod"),
-        (1, 4, "7500m per pod"),
-        (2, 4, "3250m per pod"),
-        (4, 4, "1 per pod"),
+        (1, 4, "8 per pod"),
+        (1, 4, "2 per pod"),
+        (2, 4, "2 per pod"),
+        (4, 4, "2 per pod"),
     ]
     assert {(row["kind"], row["name"]) for [row] in seen} == {("Deployment", f"{NAMESPACE}-triton")}
     # the replay stays on its last step, and another namespace has nothing scaled

@@ -95,8 +95,9 @@ def test_node_selector_and_affinity_terms() -> None:
     }
     assert selector_matches(either, {"b": "y"})
     assert not selector_matches(either, {"a": "y", "b": "x"})
-    # a term without expressions puts no constraint on the node (as the check reads it)
-    assert selector_matches(
+    # a term without expressions selects no node, as in Kubernetes (nodeaffinity.go: "nil or empty
+    # term selects no objects"; it was read as no constraint before, found by the properties)
+    assert not selector_matches(
         {
             "affinity": {
                 "nodeAffinity": {

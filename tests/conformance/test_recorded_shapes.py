@@ -1,0 +1,159 @@
+"""The messages of outside systems that tests feed the code, held to those systems' own sources.
+
+- The KEDA scale-up the stand-in kubectl replays (tests/lifecycle/data/scaling/triton_scale_up.json)
+  is composed (nobody recorded a live one): each object (a Deployment's status and replicas over the
+  Deployment llmctl renders, as the stand-in overlays them) validates against the Kubernetes schema of
+  the pinned EKS version, its HPA carries the name and external metric name KEDA derives from the
+  ScaledObject llmctl renders (kedacore/keda v2.20.2 source), and each reported average is what the
+  HPA controller computes (kubernetes/kubernetes replica_calculator.go): ceil(sum / current pods).
+- Triton's /metrics text (tests/lifecycle/data/recorded/triton_metrics.txt, recorded from a Triton
+  server's output in triton-inference-server/tensorrtllm_backend's README): the queue metric the
+  runtime registry names is a gauge there, found the way KEDA's metrics-api scaler finds it.
+- A RayCluster status (tests/lifecycle/data/recorded/raycluster_status.json, from KubeRay v1.7.0's
+  own unit test): it validates against the pinned ray.io_rayclusters CRD's status schema, and
+  `llmctl status` reads its worker counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+from crd_validation import json_schema, load_crds
+from prometheus_client.parser import text_string_to_metric_families
+from upstream_files import upstream
+
+from llmctl.blueprints.catalog import load_blueprint
+from llmctl.blueprints.runtimes import runtime
+from llmctl.infra.lifecycle import replicas
+from llmctl.infra.workload.capacity import parse_quantity
+
+TESTS = Path(__file__).parents[1]
+DATA = TESTS / "lifecycle" / "data"
+SCALE_UP = DATA / "scaling" / "triton_scale_up.json"
+TRITON_METRICS = DATA / "recorded" / "triton_metrics.txt"
+RAYCLUSTER = DATA / "recorded" / "raycluster_status.json"
+BLUEPRINT = "llama2-triton-vllm-gpu"
+
+
+def _workload_tests() -> None:
+    """The workload tests' helpers (their folder is on sys.path only once a test there was collected)."""
+    if str(TESTS / "workload") not in sys.path:
+        sys.path.append(str(TESTS / "workload"))
+
+
+def _schema_version() -> str:
+    _workload_tests()
+    from test_workload_builders import SCHEMA  # the newest schema <= the pinned EKS version
+
+    return str(SCHEMA)
+
+
+def _rendered(kind: str) -> dict[str, Any]:
+    """The object of this kind llmctl renders for the blueprint."""
+    _workload_tests()
+    from workload_helpers import manifests_for
+
+    [found] = [m for m in manifests_for(BLUEPRINT) if m["kind"] == kind]
+    return found
+
+
+def keda_metric_name(index: int, value_location: str) -> str:
+    """KEDA's external metric name for a metrics-api trigger: `GenerateMetricNameWithIndex(index,
+    NormalizeString("metric-api-" + valueLocation))` (kedacore/keda@68a5b502, metrics_api_scaler.go,
+    scaler.go, util/normalize_string.go: `/ . : % ( )` become `-`)."""
+    name = f"metric-api-{value_location}"
+    for char in "/.:%()":
+        name = name.replace(char, "-")
+    return f"s{index}-{name}"
+
+
+def test_the_keda_scale_up_objects_validate_against_the_kubernetes_schema() -> None:
+    steps = json.loads(SCALE_UP.read_text())["steps"]
+    deployment = _rendered("Deployment")
+    for step in steps:
+        for obj in step:
+            if obj["kind"] == "Deployment":  # an overlay on the object the workload stack holds, as the
+                assert obj["metadata"]["name"] == deployment["metadata"]["name"]  # stand-in serves it
+                obj = {**deployment, "spec": {**deployment["spec"], **obj["spec"]}, "status": obj["status"]}
+            kubernetes_validate.validate(obj, _schema_version(), strict=True)
+    broken = json.loads(json.dumps(steps[0][1]))
+    broken["status"]["currentMetrics"][0]["external"]["curent"] = broken["status"]["currentMetrics"][0][
+        "external"
+    ].pop("current")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, _schema_version(), strict=True)
+
+
+def test_the_hpa_is_named_and_measured_as_keda_and_the_hpa_controller_do() -> None:
+    scaled = _rendered("ScaledObject")
+    [trigger] = scaled["spec"]["triggers"]
+    target = parse_quantity(trigger["metadata"]["targetValue"])
+    waiting = []
+    for step in json.loads(SCALE_UP.read_text())["steps"]:
+        [hpa] = [o for o in step if o["kind"] == "HorizontalPodAutoscaler"]
+        assert hpa["metadata"]["name"] == f"keda-hpa-{scaled['metadata']['name']}"
+        assert hpa["spec"]["scaleTargetRef"] == scaled["spec"]["scaleTargetRef"]
+        assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (
+            scaled["spec"]["minReplicaCount"],
+            scaled["spec"]["maxReplicaCount"],
+        )
+        [metric] = hpa["status"]["currentMetrics"]
+        assert metric["external"]["metric"]["name"] == keda_metric_name(
+            0, trigger["metadata"]["valueLocation"]
+        )
+        current = hpa["status"]["currentReplicas"]
+        average = parse_quantity(metric["external"]["current"]["averageValue"])
+        total = average * current  # what the scaler summed over the pods
+        waiting.append(total)
+        # the controller's average: ceil(total in milli-units / current pods)
+        assert average == math.ceil(total * 1000 / current) / 1000
+        wanted = max(scaled["spec"]["minReplicaCount"], math.ceil(total / target))
+        ratio = total / (target * current)
+        expected = current if abs(1 - ratio) <= 0.1 else min(wanted, scaled["spec"]["maxReplicaCount"])
+        assert hpa["status"]["desiredReplicas"] == expected
+    assert max(waiting) > 0  # the replay does scale
+
+
+def test_the_runtime_queue_metric_is_a_gauge_of_the_recorded_triton_metrics() -> None:
+    name = runtime(load_blueprint(BLUEPRINT).runtime).queue_metric
+    assert name is not None
+    families = {f.name: f for f in text_string_to_metric_families(TRITON_METRICS.read_text())}
+    # KEDA's metrics-api scaler (format: prometheus) takes the family by the selector's name, then the
+    # first series whose labels match (none here): metrics_api_scaler.go getValueFromPrometheusResponse
+    family = families[name]
+    assert family.type == "gauge"
+    [sample] = family.samples
+    assert set(sample.labels) == {"model", "version"} and sample.value == 0
+
+
+def test_a_kuberay_raycluster_status_validates_and_status_reads_its_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    recorded = json.loads(RAYCLUSTER.read_text())["status"]
+    crd = load_crds(upstream("kuberay/ray.io_rayclusters.yaml"))[("ray.io/v1", "RayCluster")]
+    status_schema = json_schema(crd.schema["properties"]["status"], root=False)
+    jsonschema.Draft7Validator(status_schema).validate(recorded)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(status_schema).validate({**recorded, "workerReplicas": 1})
+
+    cluster = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "rc"},
+        "status": recorded,
+    }
+
+    def kubectl_json(kubeconfig: Any, *args: str, **_: Any) -> dict[str, Any]:
+        return {"items": [cluster] if args[1] == "rayclusters" else []}
+
+    monkeypatch.setattr(replicas, "kubectl_json", kubectl_json)
+    assert replicas.workload_replicas(None, "ns") == [
+        {"kind": "RayCluster", "name": "rc", "current": 1, "desired": 1, "signal": None}
+    ]
