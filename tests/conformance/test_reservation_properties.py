@@ -30,7 +30,7 @@ def _with(name: str, fallback: str | None) -> Blueprint:
     return Blueprint.model_validate(data)
 
 
-@settings(max_examples=40, deadline=None)
+@settings()  # the profile of tests/conftest.py
 @given(
     st.lists(
         st.tuples(st.sampled_from(RESERVABLE), st.sampled_from([None, "none", "on-demand"])),

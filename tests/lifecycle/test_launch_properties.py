@@ -15,7 +15,7 @@ POOL, TYPE = "gpu-nvidia", "g5.2xlarge"
 CODES = sorted(ks.QUOTA_CODES.keys() | ks.PERMISSION_CODES | ks.CAPACITY_CODES)
 # EC2's sentences vary; a short one keeps the message under Karpenter's 300-character cut
 TEXT = st.text(alphabet=st.characters(whitelist_categories=("L", "N", "Zs")), max_size=20)
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = settings()  # the profile of tests/conftest.py (a fixed budget in make test, longer by hand)
 
 
 def _found(claims: list, events: list) -> list:  # type: ignore[type-arg]

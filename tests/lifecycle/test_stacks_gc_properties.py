@@ -106,7 +106,9 @@ def _backend(*stacks: tuple[str, str, datetime | None]) -> SavedBackend:
 # each environment's workloads before its platform
 @example(_backend((PLATFORM_PROJECT, "ci", NOW - 10 * AGE), ("llmctl-a", "ci.pr-1", NOW - 10 * AGE)), "")
 # a platform whose name matches the prefix stays while a workload of another name does
-@example(_backend((PLATFORM_PROJECT, "pr-7", NOW - 10 * AGE), ("llmctl-a", "pr-7.main", NOW - 10 * AGE)), "pr-")
+@example(
+    _backend((PLATFORM_PROJECT, "pr-7", NOW - 10 * AGE), ("llmctl-a", "pr-7.main", NOW - 10 * AGE)), "pr-"
+)
 def test_what_expires_is_what_the_rules_select_and_no_platform_outlived_by_a_workload(
     backend: SavedBackend, prefix: str
 ) -> None:
