@@ -38,6 +38,7 @@ TESTS = Path(__file__).parents[1]
 DATA = TESTS / "lifecycle" / "data"
 SCALE_UP = DATA / "scaling" / "triton_scale_up.json"
 TRITON_METRICS = DATA / "recorded" / "triton_metrics.txt"
+VLLM_METRICS = TESTS / "conformance" / "data" / "vllm-0.26.0-metrics.txt"
 RAYCLUSTER = DATA / "recorded" / "raycluster_status.json"
 BLUEPRINT = "llama2-triton-vllm-gpu"
 
@@ -121,16 +122,21 @@ def test_the_hpa_is_named_and_measured_as_keda_and_the_hpa_controller_do() -> No
     assert max(waiting) > 0  # the replay does scale
 
 
-def test_the_runtime_queue_metric_is_a_gauge_of_the_recorded_triton_metrics() -> None:
+def test_the_runtime_queue_metric_is_a_gauge_of_the_recorded_vllm_metrics() -> None:
+    """Triton's vLLM runtime scales on vLLM's own queue gauge (served beside Triton by
+    serving/triton_vllm/queue_metrics.py): a gauge in a real vLLM server's /metrics (0.26.0 on an
+    H200, tests/conformance/data/README.md), and not in Triton's, whose pending gauge stays near 0."""
     name = runtime(load_blueprint(BLUEPRINT).runtime).queue_metric
     assert name is not None
-    families = {f.name: f for f in text_string_to_metric_families(TRITON_METRICS.read_text())}
+    families = {f.name: f for f in text_string_to_metric_families(VLLM_METRICS.read_text())}
     # KEDA's metrics-api scaler (format: prometheus) takes the family by the selector's name, then the
     # first series whose labels match (none here): metrics_api_scaler.go getValueFromPrometheusResponse
     family = families[name]
     assert family.type == "gauge"
     [sample] = family.samples
-    assert set(sample.labels) == {"model", "version"} and sample.value == 0
+    assert set(sample.labels) == {"engine", "model_name"}
+    triton = {f.name for f in text_string_to_metric_families(TRITON_METRICS.read_text())}
+    assert name not in triton and "nv_inference_pending_request_count" in triton
 
 
 def test_a_kuberay_raycluster_status_validates_and_status_reads_its_workers(

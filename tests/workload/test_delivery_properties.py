@@ -31,7 +31,6 @@ from llmctl.infra.workload.delivery import (
     configmap_size,
     delivery_of,
     install_script,
-    runtime_lock,
     wheel_key,
     with_app,
 )
@@ -112,15 +111,15 @@ def test_names_and_keys_follow_the_content(digest: str, changed_at: int) -> None
 
 
 @given(st.sampled_from(NAMES), st.binary(max_size=2048))
-def test_the_configmap_size_is_the_lock_plus_the_decoded_wheel(name: str, wheel: bytes) -> None:
+def test_the_configmap_size_is_the_decoded_wheel(name: str, wheel: bytes) -> None:
+    """The wheel alone: the pods take the runtime's lock out of it (delivery.lock_from_wheel_step)."""
     import tempfile
 
     config = _off_eks(config_for(name))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "app.whl"
         path.write_bytes(wheel)
-        lock = runtime_lock(config, config.blueprint.image.base).path.read_bytes()
-        assert configmap_size(config, path, DIGEST) == len(wheel) + len(lock)
+        assert configmap_size(config, path, DIGEST) == len(wheel)
 
 
 @given(st.sampled_from(NAMES), st.sampled_from(("eks", "kubeconfig")))
