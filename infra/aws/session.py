@@ -86,12 +86,20 @@ def _session_class() -> type[Any]:
     return ReusingSession
 
 
-@functools.cache
 def _builtin_handlers() -> Any:
-    """botocore's built-in event handlers, registered once: a new botocore session registers its few
-    hundred (`handlers.BUILTIN_HANDLERS`) one by one, inspecting each (a session took 14 ms of CPU,
-    2 ms with a copy), and `down` makes dozens of sessions. Each session gets a copy, as each
-    botocore client gets a copy of its session's."""
+    """botocore's built-in event handlers, registered once per state of its list: a new botocore
+    session registers its few hundred (`handlers.BUILTIN_HANDLERS`) one by one, inspecting each (a
+    session took 14 ms of CPU, 2 ms with a copy), and `down` makes dozens of sessions. Each session
+    gets a copy, as each botocore client gets a copy of its session's. A handler added to the list
+    later (moto's in-process stubber appends one when it is imported) makes a new set, so a session
+    always has exactly what a plain botocore session would."""
+    import botocore.handlers
+
+    return _handlers_for(len(botocore.handlers.BUILTIN_HANDLERS))
+
+
+@functools.cache
+def _handlers_for(_count: int) -> Any:
     import botocore.session
     from botocore.hooks import HierarchicalEmitter
 

@@ -94,3 +94,24 @@ def test_a_session_has_exactly_botocores_built_in_handlers_and_its_own_copy_of_t
     fresh = new_session("us-west-2")._session._original_handler
     assert mine not in list(fresh._handlers.prefix_search("before-call.ec2.DescribeVpcs"))
     assert mine in list(other._original_handler._handlers.prefix_search("before-call.ec2.DescribeVpcs"))
+
+
+def test_a_handler_added_to_botocores_list_later_reaches_the_next_session() -> None:
+    """moto's in-process stubber appends itself to botocore's built-in handlers when moto is imported;
+    a session made after that has it too, as a plain boto3 session does (in a process of its own:
+    this worker may have imported moto already)."""
+    import subprocess
+    import sys
+
+    script = (
+        "from llmctl.infra.aws.session import new_session\n"
+        "new_session('us-west-2')\n"
+        "import boto3.session, moto.core.botocore_stubber\n"
+        "def names(s):\n"
+        "    found = s._session._original_handler._handlers.prefix_search('before-send')\n"
+        "    return [getattr(h, '__qualname__', type(h).__name__) for h in found]\n"
+        "plain, ours = names(boto3.session.Session(region_name='us-west-2')), names(new_session('us-west-2'))\n"
+        "assert ours == plain and 'BotocoreStubber' in ours, (ours, plain)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
