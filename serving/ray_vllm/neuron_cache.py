@@ -94,7 +94,9 @@ def vllm_compile_key(
 ) -> VllmCompileKey:
     """The key of a ray-vllm blueprint with its ``engine_kwargs`` (all of them go into the digest);
     ``gpu``: the NVIDIA GPU model, which names the key's platform instead of the Neuron SDK."""
-    canonical = json.dumps(engine_kwargs, sort_keys=True, separators=(",", ":"), default=str)
+    # the exact model id and revision too: two ids can slug to one name (`org-a/model`, `org/a-model`)
+    exact = {"model": blueprint.model.id, "revision": blueprint.model.revision, "engine": engine_kwargs}
+    canonical = json.dumps(exact, sort_keys=True, separators=(",", ":"), default=str)
     return VllmCompileKey(
         model_id=blueprint.model.id,
         revision=blueprint.model.revision,

@@ -251,6 +251,11 @@ def test_the_app_points_nxdi_at_one_directory_per_key() -> None:
         assert part in key.name
     other = vllm_compile_key(bp, {**config["engine_kwargs"], "block_size": 4096})
     assert other.name != key.name  # any engine setting changes the digest
+    # two model ids that slug to one name never share a key (the digest holds the exact id)
+    a = bp.model_copy(update={"model": bp.model.model_copy(update={"id": "org-a/model"})})
+    b = bp.model_copy(update={"model": bp.model.model_copy(update={"id": "org/a-model"})})
+    key_a, key_b = (vllm_compile_key(x, config["engine_kwargs"]) for x in (a, b))
+    assert key_a.name.split("@")[0] == key_b.name.split("@")[0] and key_a.name != key_b.name
     assert env[ENGINE_CLS_ENV] == ENGINE_CLS and config["callback_config"] == {"callback_class": CALLBACK_CLS}
     gpu = llm_config(load_blueprint("llama2-70b-vllm-gpu"))["runtime_env"]["env_vars"]
     assert ARTIFACTS_ENV not in gpu and gpu[ENGINE_CLS_ENV] == ENGINE_CLS  # no Neuron variable on a GPU
