@@ -50,7 +50,7 @@ TINY_ARGS = ["--heads", "8", "--kv-heads", "8", "--head-dim", "64", "--layers", 
 # One engine per GPU at a time: vLLM's memory profiling counts what other processes allocate on its
 # GPUs as its own, so engines sharing a GPU failed on 2026-11-28 (no KV cache blocks, cuBLAS errors).
 # The blueprint's 0.9 everywhere; Triton's engine and the compile-cache restarts run once GPU 0 is free.
-UTIL = {name: 0.9 for name in ("vllm", "vllmw", "vllmc", "triton", "ray1", "ray2", "ray4", "vllm4")}
+UTIL = 0.9  # every engine: the blueprints' gpu_memory_utilization
 # vLLM's own ports (ZMQ, torch.distributed's TCPStore) start at VLLM_PORT: one range per engine, so
 # engines starting together never race for one (a tp-2 start failed with EADDRINUSE without it)
 VLLM_PORTS = {
@@ -75,6 +75,8 @@ SERVERS = {
     "vllm4": (8005, "0,1,2,3"),
 }
 RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384}
+# each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
+RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2}
 PHASE_MARK = "LLMCTL_PHASE "  # serving/phases.py PHASE_PREFIX
 
 
@@ -211,7 +213,7 @@ def plain_vllm(name: str, tp: int = 1, cache: str | None = None) -> None:
     # the 70B blueprint's engine settings (serving/ray_vllm/app.py llm_config): max_model_len 4096,
     # bfloat16, max_num_seqs 256
     argv += ["--max-model-len", "4096", "--dtype", "bfloat16", "--max-num-seqs", "256"]
-    argv += ["--gpu-memory-utilization", str(UTIL[name]), "--tensor-parallel-size", str(tp)]
+    argv += ["--gpu-memory-utilization", str(UTIL), "--tensor-parallel-size", str(tp)]
     extra = cache_env(cache or name)
     extra["VLLM_PORT"] = str(VLLM_PORTS[name])
     if tp > 1:
@@ -219,11 +221,11 @@ def plain_vllm(name: str, tp: int = 1, cache: str | None = None) -> None:
     spawn(name, argv, env(gpus, **extra))
 
 
-def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | None = None) -> None:
+def ray_vllm(name: str, tp: int, gpus_total: int) -> None:
     """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py)."""
     port, gpus = SERVERS[name]
     gcs = RAY_PORTS[name]
-    offset = {"ray1": 0, "ray2": 1, "ray4": 2}[name]
+    offset = RAY_SLOT[name]
     extra = cache_env(name)
     extra["NCCL_DEBUG"] = "INFO"
     extra["VLLM_PORT"] = str(VLLM_PORTS[name])
@@ -256,9 +258,7 @@ def ray_vllm(name: str, tp: int, gpus_total: int, variant: dict[str, object] | N
     ]
     driver += ["--tp", str(tp), "--config", str(CARRY / "serve_config.json"), "--model", str(MODEL)]
     driver += ["--ready", str(RES / f"{name}.ready"), "--bundles", str(RES / f"{name}.bundles.json")]
-    driver += ["--util", str(UTIL[name])]
-    if variant:
-        driver += ["--experimental", json.dumps(variant)]
+    driver += ["--util", str(UTIL)]
     spawn(name, driver, environ, started=began)  # ready counts from `ray start`
 
 
@@ -274,7 +274,7 @@ def triton_engine(_: argparse.Namespace | None = None) -> None:
         "--model",
         str(MODEL),
         "--util",
-        str(UTIL["triton"]),
+        str(UTIL),
     ]
     argv += ["--out", str(RES / "triton.json"), "--metrics", str(LOGS / "metrics-triton-vllm-0.22.1.txt")]
     spawn("triton", argv, environ)
@@ -370,7 +370,7 @@ def phases(names: list[str]) -> None:
     for name in names:
         if not name.startswith("ray"):
             continue
-        temp = f"/tmp/r{ {'ray1': 0, 'ray2': 1, 'ray4': 2}[name] }"
+        temp = f"/tmp/r{RAY_SLOT[name]}"
         lines: list[str] = []
         for path in glob.glob(f"{temp}/session_latest/logs/**/*", recursive=True):
             if os.path.isfile(path):
@@ -654,7 +654,7 @@ def bench_b(args: argparse.Namespace) -> None:
             json.dumps({"stream_batching_interval_ms": 0}),
             "--no-start",
             "--util",
-            str(UTIL["ray1"]),
+            str(UTIL),
         ],
         env=env("1"),
         stdout=(LOGS / "ray1b.log").open("w"),

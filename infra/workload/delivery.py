@@ -204,7 +204,7 @@ def venv_step() -> str:
 
 #: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
 #: value in its own spec (written by the CLI), so a changed object in S3 is refused, not installed
-_VERIFY = (
+VERIFY_SCRIPT = (
     "import hashlib, sys\n"
     "for path, want in zip(sys.argv[1::2], sys.argv[2::2]):\n"
     "    got = hashlib.sha256(open(path, 'rb').read()).hexdigest()\n"
@@ -217,7 +217,7 @@ def verify_step(files: dict[str, str]) -> str:
     """Shell: refuse to go on unless each file (path: expected sha256) has that sha256 (python3's hashlib:
     the interpreter that installs is there on every image, a sha256sum binary need not be)."""
     args = [arg for path, digest in sorted(files.items()) for arg in (path, digest)]
-    return "python3 -c " + " ".join(shlex.quote(a) for a in [_VERIFY, *args])
+    return "python3 -c " + " ".join(shlex.quote(a) for a in [VERIFY_SCRIPT, *args])
 
 
 #: configmap mode: where the pod writes the lock it takes out of the wheel (the mount is read-only)

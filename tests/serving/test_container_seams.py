@@ -23,7 +23,7 @@ from serving_support import mirror_model
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import _VERIFY, APP_DIR, wheel_file
+from llmctl.infra.workload.delivery import APP_DIR, VERIFY_SCRIPT, wheel_file
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.serving.torchserve_neuronx.config import MODEL_STORE, archive_name, render_model_config
 from llmctl.serving.triton_vllm.repository import model_name, render_model_repository
@@ -50,7 +50,7 @@ def _run(container: dict[str, Any], tmp: Path, extra_env: dict[str, str]) -> dic
         # the sha256 check of what the init container fetched (delivery.verify_step) is recorded with
         # the files and digests it was given: the fetched files are not here (no init container runs)
         verify = (
-            f'if [ "$1" = "-c" ] && [ "$2" = {shlex.quote(_VERIFY)} ]; then shift 2; '
+            f'if [ "$1" = "-c" ] && [ "$2" = {shlex.quote(VERIFY_SCRIPT)} ]; then shift 2; '
             f'printf "%s\\n" "$@" >> {calls / "verify"}; exit 0; fi\n'
         )
         (bin_dir / python).write_text(f'#!/bin/sh\n{pip}{verify}exec {sys.executable} "$@"\n')
