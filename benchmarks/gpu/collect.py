@@ -1,8 +1,10 @@
-"""Turn what a GPU run returned (``results.jsonl`` from the device's ``$OUT``) into
-benchmarks/results/gpu.json: ``python benchmarks/gpu/collect.py RESULTS.jsonl [--notes NOTES.json]``.
+"""Turn what GPU runs returned (``results.jsonl`` from the device's ``$OUT``) into
+benchmarks/results/gpu.json:
+``python benchmarks/gpu/collect.py --run RESULTS.jsonl NOTES.json [--run RESULTS2.jsonl NOTES2.json]``.
 
-The figures are copied from the run's records, never computed from anything else; ``--notes`` adds
-what a person read in the logs (why a start failed), each note naming the log it comes from.
+The figures are copied from each run's records (a difference is taken only between two records of the
+same run); each run's notes add what a person read in its logs (why a start failed), each note naming
+the log it comes from.
 """
 
 from __future__ import annotations
@@ -76,6 +78,27 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
             r["label"]: r["names"] for r in records if r["kind"] == "metric_names" and r["names"]
         },
         "triton_engine": next((r for r in records if r["kind"] == "triton_engine"), None),
+        "chat": {
+            r["label"]: {
+                "models": r["models"],
+                "completion_text": (r["completion"].get("choices") or [{}])[0].get("text"),
+                "completion_usage": r["completion"].get("usage"),
+                "llmctl_chat_rc": r["llmctl_chat_rc"],
+            }
+            for r in records
+            if r["kind"] == "chat"
+        },
+        "ray_view": {
+            r["name"]: {k: r.get(k) for k in ("changes", "deploy_seconds", "placement_groups")}
+            for r in records
+            if r["kind"] == "ray_view"
+        },
+        "caches_seeded": {
+            r["name"]: {"from": r["source"], "bytes": r["bytes"]}
+            for r in records
+            if r["kind"] == "cache_seeded"
+        },
+        "serving_path": serving_path(records, clients),
     }
     # (record kind, its payload, the client's label prefix, the row builder, the keys it goes under)
     clients_of = {
@@ -104,6 +127,35 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# the serving path's rows: plain vLLM, our Ray Serve app as rendered, the stream-batching variant
+PATHS = {
+    "vllm": "plain vllm serve",
+    "ray1": "ray-vllm (as rendered)",
+    "ray1b": "ray-vllm, stream batching 0 ms",
+}
+
+
+def serving_path(records: list[dict[str, Any]], clients: dict[str, Any]) -> dict[str, Any]:
+    """``llmctl bench`` at c1/c16/c64 on each path, and each Ray row against plain vLLM's."""
+    rows: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record["kind"] != "llmctl_bench" or not record["summary"]:
+            continue
+        path, _, level = record["label"].rpartition("-")
+        if path in PATHS and level in ("c1", "c16", "c64"):
+            row = llmctl_row(record["summary"], clients.get(f"llmctl-{record['label']}"))
+            rows.setdefault(level, {})[PATHS[path]] = row
+    for paths in rows.values():
+        base = paths.get(PATHS["vllm"])
+        for name, row in paths.items():
+            if base and name != PATHS["vllm"]:
+                row["ttft_p50_ms_over_plain"] = round(row["ttft_p50_ms"] - base["ttft_p50_ms"], 1)
+                row["output_tok_s_vs_plain_pct"] = round(
+                    100 * (row["output_tok_s"] / base["output_tok_s"] - 1), 1
+                )
+    return rows
+
+
 def server(window: dict[str, Any]) -> dict[str, Any]:
     ttft = window["time_to_first_token_seconds"]
     return {
@@ -118,14 +170,21 @@ def server(window: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("results", type=Path)
-    parser.add_argument("--notes", type=Path, help="JSON object merged in as it is (what a person read)")
+    parser.add_argument(
+        "--run",
+        nargs=2,
+        action="append",
+        required=True,
+        type=Path,
+        metavar=("RESULTS", "NOTES"),
+        help="a run's results.jsonl and its notes (JSON object: what a person read), in run order",
+    )
     args = parser.parse_args()
-    records = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
-    found = collect(records)
-    if args.notes:
-        found = {**json.loads(args.notes.read_text()), "measured": found}
-    OUT.write_text(json.dumps(found, indent=1, sort_keys=False) + "\n")
+    runs = []
+    for results, notes in args.run:
+        records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+        runs.append({**json.loads(notes.read_text()), "measured": collect(records)})
+    OUT.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=False) + "\n")
     print(f"wrote {OUT}")
 
 

@@ -5,16 +5,18 @@ level: the carried packages are installed by ``setup``. Each step appends JSON l
 ``/root/res/results.jsonl`` and copies that file, with the logs so far, to ``$OUT`` before it ends,
 so a step cut short by the call's limit still returns what it measured.
 
-Phases (one GPU machine of four GPUs; ``--gpus`` adapts the assignment to fewer):
+Phases (one engine per GPU; ``--gpus`` adapts the assignment to two GPUs):
 
 - ``start-a``: cold starts side by side: plain ``vllm serve`` (GPU 0), our Ray Serve LLM app at
-  tensor_parallel 1 (GPU 1) and 2 (GPUs 2-3), and Triton's vLLM engine from the ``model.json``
-  that serving/triton_vllm/repository.py writes (vLLM 0.22.1, GPU 0).
-- ``bench-b``: one load at a time: ``llmctl bench`` against ``vllm bench serve`` with the server's own
-  histograms, the serving path's overhead (our Ray Serve app against plain vLLM), the stream-batching variant,
-  the metric names under load.
-- ``start-c`` / ``bench-c``: the compile cache (plain vLLM restarted on its own cache) and
-  tensor_parallel 4 (our Ray Serve app and plain vLLM on all four GPUs).
+  tensor_parallel 1 (GPU 1) and, on four GPUs, at 2 (GPUs 2-3).
+- ``bench-b``: one load at a time: chat on each, the serving path's cost (our Ray Serve app against
+  plain vLLM at c1/c16/c64), ``llmctl bench`` against ``vllm bench serve`` with the server's own
+  histograms, the metric names under load.
+- ``bench-b2`` / ``bench-b3``: plain vLLM stopped, Triton's engine on GPU 0 while our app redeploys
+  with stream batching off, then that variant at c1/c16/c64.
+- ``start-tp2`` / ``wait`` / ``bench-c --names ray2``: tensor_parallel 2 on two GPUs.
+- ``restart``: the compile cache (plain vLLM restarted on its own cache, then on an empty one).
+- ``start-tp4`` / ``bench-c``: tensor_parallel 4 (our Ray Serve app and plain vLLM on all four GPUs).
 """
 
 from __future__ import annotations
@@ -43,7 +45,17 @@ SITE, SITE2, SITE22 = ROOT / "site", ROOT / "site2", ROOT / "site22"
 MODEL = WHEELS / "tiny"
 RESULTS = RES / "results.jsonl"
 # KINDS.md: NVLink multicast stays off in every program started here
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# vLLM 0.26's allreduce + RMSNorm fusion (tensor_parallel > 1) picks FlashInfer's "mnnvl" workspace by
+# default, and that one calls cuMulticastCreate itself, past the three switches above: the tp 2 start
+# of 2026-11-28 did so (vllm/distributed/device_communicators/flashinfer_all_reduce.py
+# _resolve_fi_ar_backend; flashinfer/comm/mnnvl.py McastDeviceMemory). "trtllm" allocates through
+# PyTorch's symmetric memory, which TORCH_SYMM_MEM_DISABLE_MULTICAST keeps off multicast.
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
+}
 # the shape vLLM's kernels serve (head size 64) whose heads split over 1, 2 and 4 GPUs; the 70B
 # blueprint's max_context (4096) fits its positions
 TINY_ARGS = ["--heads", "8", "--kv-heads", "8", "--head-dim", "64", "--layers", "2", "--max-position", "4096"]
@@ -221,9 +233,20 @@ def plain_vllm(name: str, tp: int = 1, cache: str | None = None) -> None:
     spawn(name, argv, env(gpus, **extra))
 
 
-def ray_vllm(name: str, tp: int, gpus_total: int) -> None:
+def seed_cache(name: str, source: str) -> None:
+    """Start ``name`` on a copy of what ``source``'s start compiled (device time: a copy of Triton's and
+    FlashInfer's kernels saves most of a cold start; its torch.compile graphs differ by shape anyway)."""
+    target = CACHES / name
+    shutil.rmtree(target, ignore_errors=True)
+    if (CACHES / source).exists():
+        shutil.copytree(CACHES / source, target, symlinks=True)
+    record("cache_seeded", name=name, source=source, bytes=du(target))
+
+
+def ray_vllm(name: str, tp: int, gpus_total: int, gpus: str | None = None) -> None:
     """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py)."""
-    port, gpus = SERVERS[name]
+    port, default_gpus = SERVERS[name]
+    gpus = gpus or default_gpus
     gcs = RAY_PORTS[name]
     offset = RAY_SLOT[name]
     extra = cache_env(name)
@@ -263,6 +286,7 @@ def ray_vllm(name: str, tp: int, gpus_total: int) -> None:
 
 
 def triton_engine(_: argparse.Namespace | None = None) -> None:
+    seed_cache("triton", "vllm")
     environ = env("0", **cache_env("triton"), VLLM_PORT=str(VLLM_PORTS["triton"]))
     environ["PYTHONPATH"] = f"{SITE22}:{SITE2}:{SITE}"
     (RES / "triton.json").unlink(missing_ok=True)
@@ -290,6 +314,26 @@ def start_a(args: argparse.Namespace) -> None:
         ray_vllm("ray2", tp=2, gpus_total=2)
         started.append("ray2")
     record("start_a", servers=started, util=UTIL)
+    export()
+
+
+def start_tp2(args: argparse.Namespace) -> None:
+    """tensor_parallel 2 once Triton's engine has finished on GPU 0: everything else stopped, then our
+    Ray Serve app on two GPUs (GPUs 0-1 of a two-GPU machine) on a copy of ray1's kernel caches."""
+    deadline = time.time() + args.limit
+    while time.time() < deadline and not (RES / "triton.json").exists() and alive("triton"):
+        time.sleep(1)
+    if (RES / "triton.json").exists():
+        record("triton_engine", **json.loads((RES / "triton.json").read_text()))
+    else:
+        record(
+            "not_ready", name="triton", waited=args.limit, log_tail=(LOGS / "triton.log").read_text()[-3000:]
+        )
+    phases(["ray1"])
+    stop(["vllm", "ray1", "triton"])
+    seed_cache("ray2", "ray1")
+    ray_vllm("ray2", tp=2, gpus_total=2, gpus="0,1" if args.gpus < 4 else None)
+    record("start_tp2", servers=["ray2"])
     export()
 
 
@@ -370,7 +414,7 @@ def phases(names: list[str]) -> None:
     for name in names:
         if not name.startswith("ray"):
             continue
-        temp = f"/tmp/r{RAY_SLOT[name]}"
+        temp = f"/tmp/r{RAY_SLOT[name.removesuffix('b')]}"  # a variant (ray1b) runs on its cluster
         lines: list[str] = []
         for path in glob.glob(f"{temp}/session_latest/logs/**/*", recursive=True):
             if os.path.isfile(path):
@@ -618,20 +662,43 @@ def chat_check(label: str, port: int) -> None:
 
 
 def bench_b(args: argparse.Namespace) -> None:
+    """Chat on each server, then one load at a time: our Ray Serve app at tp 1 at c1/c16/c64, plain vLLM
+    at the same levels (the serving path's cost), and ``llmctl bench`` against ``vllm bench serve`` on
+    plain vLLM with the server's histograms scraped around each."""
     vllm_port, ray1_port, ray2_port = SERVERS["vllm"][0], SERVERS["ray1"][0], SERVERS["ray2"][0]
     for label, port in (("vllm", vllm_port), ("ray1", ray1_port)) + (
         (("ray2", ray2_port),) if args.gpus >= 4 else ()
     ):
         chat_check(label, port)
-    # the serving path: our Ray Serve app at tp 1 against plain vLLM, c1 / c16 / c64, one after the other
     for c, n in ((1, 32), (16, 256), (64, 512)):
         llmctl_bench(f"ray1-c{c}", ray1_port, c, n)
         if c == 64:
             metric_names("ray1-serve-under-load", "http://127.0.0.1:8090/metrics")
     vllm_bench("ray1-c16", ray1_port, 16, 256)
     export()
-    # the stream-batching variant redeploys on the ray1 cluster (its compile cache is warm now) while
-    # plain vLLM is measured
+    llmctl_bench("vllm-c1", vllm_port, 1, 32)
+    for c, n in ((16, 256), (64, 512), (256, 1024)):
+        against_server(
+            f"llmctl-c{c}", vllm_port, lambda c=c, n=n: llmctl_bench(f"vllm-c{c}", vllm_port, c, n)
+        )
+        if c == 64:
+            metric_names("vllm-serve-0.26.0", f"http://127.0.0.1:{vllm_port}/metrics")
+        against_server(
+            f"vllm-bench-c{c}", vllm_port, lambda c=c, n=n: vllm_bench(f"vllm-c{c}", vllm_port, c, n)
+        )
+        export()
+    if args.gpus >= 4:
+        llmctl_bench("ray2-c16", ray2_port, 16, 256)
+    export()
+
+
+def bench_b2(args: argparse.Namespace) -> None:
+    """Plain vLLM stopped; Triton's engine from our ``model.json`` on GPU 0 while the ray1 cluster
+    redeploys the app with Ray Serve LLM's stream batching off (its caches are warm); ``bench-b3``
+    measures that variant, ``start-tp2`` waits for Triton's engine to finish."""
+    stop(["vllm"])
+    triton_engine()
+    ray1_port = SERVERS["ray1"][0]
     redeploy = subprocess.Popen(
         [
             sys.executable,
@@ -662,30 +729,26 @@ def bench_b(args: argparse.Namespace) -> None:
         start_new_session=True,
     )
     (RES / "ray1b.started").write_text(str(time.time()))
-    # llmctl bench against vllm bench serve on plain vLLM, each with the server's histograms
-    for c, n in ((16, 256), (64, 512), (256, 1024)):
-        against_server(
-            f"llmctl-c{c}", vllm_port, lambda c=c, n=n: llmctl_bench(f"vllm-c{c}", vllm_port, c, n)
-        )
-        if c == 64:
-            metric_names("vllm-serve-0.26.0", f"http://127.0.0.1:{vllm_port}/metrics")
-        against_server(
-            f"vllm-bench-c{c}", vllm_port, lambda c=c, n=n: vllm_bench(f"vllm-c{c}", vllm_port, c, n)
-        )
-        export()
-    llmctl_bench("vllm-c1", vllm_port, 1, 32)
-    if args.gpus >= 4:
-        llmctl_bench("ray2-c16", ray2_port, 16, 256)
+    (RES / "ray1b.pid").write_text(str(redeploy.pid))
+    record("start_b2", servers=["triton", "ray1b"])
     export()
-    deadline = time.time() + 150
-    while time.time() < deadline and redeploy.poll() is None and not (RES / "ray1b.ready").exists():
+
+
+def bench_b3(args: argparse.Namespace) -> None:
+    """The stream-batching variant once its redeploy is ready (a warm start: about 170 s on 2026-11-28)."""
+    ray1_port = SERVERS["ray1"][0]
+    deadline = time.time() + args.limit
+    while time.time() < deadline and alive("ray1b") and not (RES / "ray1b.ready").exists():
         time.sleep(1)
     took = (
         float((RES / "ray1b.ready").read_text()) - float((RES / "ray1b.started").read_text())
         if (RES / "ray1b.ready").exists()
         else None
     )
-    record("redeploy", name="ray1-batch0", seconds=took, rc=redeploy.poll())
+    record("redeploy", name="ray1-batch0", seconds=took, alive=alive("ray1b"))
+    bundles = RES / "ray1b.bundles.json"
+    if bundles.exists():
+        record("ray_view", name="ray1b", **json.loads(bundles.read_text()))
     if took is not None:
         for c, n in ((1, 32), (16, 256), (64, 512)):
             llmctl_bench(f"ray1b-c{c}", ray1_port, c, n)
@@ -761,6 +824,9 @@ def main() -> None:
         "start-a": start_a,
         "wait": wait,
         "bench-b": bench_b,
+        "bench-b2": bench_b2,
+        "bench-b3": bench_b3,
+        "start-tp2": start_tp2,
         "bench-c": bench_c,
         "triton": triton_engine,
         "start-tp4": start_tp4,
