@@ -77,6 +77,13 @@ def llm_config(
         config["placement_group_config"] = {
             "bundles": [{"CPU": 1, "neuron_cores": blueprint.compute.tensor_parallel}],
         }
+    elif blueprint.compute.accelerator == "nvidia":
+        # Ray Serve LLM's own bundles (one GPU per tensor-parallel rank, vllm_models.py
+        # placement_bundles) on one node: its default strategy, PACK, is best effort and splits a
+        # replica over nodes whose free GPUs add up, which runs vLLM's all-reduce between pods over
+        # the pod network. STRICT_PACK waits for (and makes the autoscaler add) one node that holds
+        # the whole replica; at tensor_parallel 1 the two are the same.
+        config["placement_group_config"] = {"bundle_per_worker": {"GPU": 1}, "strategy": "STRICT_PACK"}
     return config
 
 

@@ -29,6 +29,7 @@ GPU_RAY = [
 @pytest.mark.parametrize("name", GPU_RAY)
 def test_a_new_gpu_replica_fits_a_new_worker_as_the_autoscaler_sees_the_group(name: str) -> None:
     from ray.autoscaler._private.kuberay.autoscaling_config import _get_ray_resources_from_group_spec
+    from ray.llm._internal.common.placement import PlacementGroupConfig
     from ray.llm._internal.serve.core.configs.accelerators import GPUAccelerator
 
     from llmctl.serving.ray_vllm.app import llm_config
@@ -38,9 +39,15 @@ def test_a_new_gpu_replica_fits_a_new_worker_as_the_autoscaler_sees_the_group(na
     devices = int(config["engine_kwargs"].get("tensor_parallel_size", 1)) * int(
         config["engine_kwargs"].get("pipeline_parallel_size", 1)
     )
-    bundles = GPUAccelerator().default_bundles(
+    placement = PlacementGroupConfig(**config["placement_group_config"])  # Ray's own validation
+    assert placement.bundle_per_worker is not None
+    # as vllm_models.py placement_bundles expands bundle_per_worker: one per device
+    bundles = [placement.bundle_per_worker.model_dump(exclude_unset=True) for _ in range(devices)]
+    assert bundles == GPUAccelerator().default_bundles(
         num_devices=devices, accelerator_type_str=config.get("accelerator_type")
-    )
+    ), "the bundles are Ray Serve LLM's own; only the strategy is ours"
+    # STRICT_PACK: every bundle of the replica on one node, so the sum must fit one new worker
+    assert placement.strategy == "STRICT_PACK"
     offered = _get_ray_resources_from_group_spec(worker(manifests_for(name)), is_head=False)
     for key in sorted({key for bundle in bundles for key in bundle}):
         asked = sum(bundle.get(key, 0) for bundle in bundles)
