@@ -37,7 +37,9 @@ def install_from_wheelhouse(spec: LockSpec, folder: str) -> str:
     with no index, every wheel hash-checked."""
     lock = f"{folder}/{LOCK_FILE}"
     check = verify_step({lock: lock_digest(spec)})
-    return check + " && " + pip_install(["--no-index", "--find-links", folder, "--require-hashes", "-r", lock])
+    return (
+        check + " && " + pip_install(["--no-index", "--find-links", folder, "--require-hashes", "-r", lock])
+    )
 
 
 def with_wheelhouse(

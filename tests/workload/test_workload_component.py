@@ -123,7 +123,11 @@ def test_each_kind_of_pod_runs_as_its_own_service_account_with_its_own_role() ->
         "workers": workers["serviceAccountName"],
         "mirror": job["serviceAccountName"],
     }
-    assert runs_as == {"head": "llmctl-ray-head", "workers": "llmctl-serving", "mirror": "llmctl-model-mirror"}
+    assert runs_as == {
+        "head": "llmctl-ray-head",
+        "workers": "llmctl-serving",
+        "mirror": "llmctl-model-mirror",
+    }
     assert set(runs_as.values()) <= accounts  # KubeRay requires the head's named account to exist
     # the Kubernetes API token: only an autoscaling head's (its sidecar); never the workers' or the Job's
     assert head["automountServiceAccountToken"] is rayservice["enableInTreeAutoscaling"]

@@ -317,7 +317,9 @@ def test_wheel_delivery_gives_the_pods_bucket_access_even_without_caches() -> No
     )
     assert planned_delivery(bare).wheel_uri == f"s3://b-cache-1/llmctl/wheels/planned/{wheel_file()}"
     registered = run_offline(lambda: build_workload(bare))
-    associations = [r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
+    associations = [
+        r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+    ]
     # the Ray workers' and the Ray head's: both install the delivered wheel
     assert sorted(a.inputs["serviceAccount"] for a in associations) == ["llmctl-ray-head", "llmctl-serving"]
     policies = [r for r in registered if r.type == "aws:iam/rolePolicy:RolePolicy"]
@@ -483,7 +485,16 @@ def test_the_mirror_job_installs_only_its_hash_pinned_lock_from_the_cache_bucket
     [container] = spec["containers"]
     lock = f"{MIRROR_PACKAGES_DIR}/{LOCK_FILE}"
     assert pip_installs([container]) == [
-        ["--no-cache-dir", "-q", "--no-index", "--find-links", MIRROR_PACKAGES_DIR, "--require-hashes", "-r", lock]
+        [
+            "--no-cache-dir",
+            "-q",
+            "--no-index",
+            "--find-links",
+            MIRROR_PACKAGES_DIR,
+            "--require-hashes",
+            "-r",
+            lock,
+        ]
     ]
     command = container["command"][2]
     checked = f"{lock} {lock_digest(mirror_lock())}"  # the lock's sha256, from the spec, before pip runs
@@ -493,7 +504,13 @@ def test_the_mirror_job_installs_only_its_hash_pinned_lock_from_the_cache_bucket
     [fetch] = spec["initContainers"]
     house = f"s3://{config.platform.cache_bucket}/{wheelhouse_key(mirror_lock())}/"
     assert shlex.split(fetch["command"][2]) == [
-        "aws", "s3", "cp", "--only-show-errors", "--recursive", house, f"{MIRROR_PACKAGES_DIR}/"
+        "aws",
+        "s3",
+        "cp",
+        "--only-show-errors",
+        "--recursive",
+        house,
+        f"{MIRROR_PACKAGES_DIR}/",
     ]
     assert spec["serviceAccountName"] == MIRROR_SERVICE_ACCOUNT
     # every package the lock installs is pinned, with its hashes, for the Job's image

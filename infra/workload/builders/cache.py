@@ -183,7 +183,11 @@ def mirror_service_account(config: WorkloadConfig) -> list[Obj]:
     if not mirror_enabled(config):
         return []
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(config, MIRROR_SERVICE_ACCOUNT, "cache")}
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(config, MIRROR_SERVICE_ACCOUNT, "cache"),
+        }
     ]
 
 
