@@ -467,7 +467,7 @@ def test_with_recorded_digests_every_rendered_pod_names_its_image_by_digest(
         for spec in pod_specs(build_manifests(config, hf_token=None)):
             for container in [*spec["containers"], *spec.get("initContainers", [])]:
                 image = container["image"]
-                pinned = next(i for i in recorded.values() if image.startswith(i.image))
+                pinned = next(i for i in recorded.values() if image.split("@")[0] == i.image)
                 assert image == f"{pinned.image}@{pinned.digest}", f"{name}: {image}"
 
 

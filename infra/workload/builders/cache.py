@@ -29,7 +29,7 @@ from llmctl.blueprints.versions import by_digest, versions
 from llmctl.infra.workload.builders.common import Obj, config_map, readiness, token_env
 from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import venv_step
+from llmctl.infra.workload.delivery import venv_in
 from llmctl.infra.workload.meta import metadata
 from llmctl.infra.workload.wheelhouse_pods import install_from_wheelhouse, with_wheelhouse
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
@@ -51,6 +51,10 @@ MIRROR_IMAGE = "model_mirror"
 MIRROR_LOCK_COMPONENT = "model-mirror"
 #: where the init container puts the lock's wheelhouse (an emptyDir shared with the mirror container)
 MIRROR_PACKAGES_DIR = "/opt/llmctl/mirror-packages"
+#: the Job runs as a non-root user (versions.yaml images.model_mirror `user`): the lock goes into a venv
+#: on its work volume, which is also its home (the Hub client's cache)
+MIRROR_WORK = "/work"
+MIRROR_VENV = f"{MIRROR_WORK}/venv"
 MIRROR_PACKAGES_VOLUME = "mirror-packages"
 FETCH_MIRROR_CONTAINER = "fetch-mirror-packages"
 
@@ -240,7 +244,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
     # the lock's wheelhouse (fetched by the init container below): its sha256 checked against this spec,
     # every wheel against the lock, no index; then the script, which imports what was installed
     install = install_from_wheelhouse(lock, MIRROR_PACKAGES_DIR)
-    start = f"{venv_step()} && {install} && exec python3 /opt/llmctl/mirror/mirror.py"
+    start = f"{venv_in(MIRROR_VENV)} && {install} && exec python3 /opt/llmctl/mirror/mirror.py"
     model = config.blueprint.model
     env = [
         {"name": "MIRROR_BUCKET", "value": str(config.platform.cache_bucket)},
@@ -251,6 +255,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
         {"name": "AWS_REGION", "value": config.platform.region},
         {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
         {"name": "MIRROR_VOLUME_BYTES", "value": str(MIRROR_VOLUME_GIB * 1024**3)},
+        {"name": "HOME", "value": MIRROR_WORK},  # no home for the Job's user in the image
         *token_env(config),
     ]
     pool = cpu_pool(config)
@@ -277,7 +282,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
                 },
                 "volumeMounts": [
                     {"name": "script", "mountPath": "/opt/llmctl/mirror", "readOnly": True},
-                    {"name": "work", "mountPath": "/work"},
+                    {"name": "work", "mountPath": MIRROR_WORK},
                 ],
             }
         ],
