@@ -193,7 +193,9 @@ def venv_in(folder: str) -> str:
     """Shell: make a venv in `folder` that sees the image's packages and put it first on PATH.
     `--without-pip`: the image's own pip (a system package) runs inside it and installs into it, so
     images without python3-venv's ensurepip work too."""
-    return f'python3 -m venv --without-pip --system-site-packages {folder} && export PATH="{folder}/bin:$PATH"'
+    return (
+        f'python3 -m venv --without-pip --system-site-packages {folder} && export PATH="{folder}/bin:$PATH"'
+    )
 
 
 def venv_step() -> str:
@@ -202,7 +204,6 @@ def venv_step() -> str:
     a venv that sees the image's packages and put it first on PATH (:func:`venv_in`)."""
     stdlib = "$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))')"
     return f'if [ -f "{stdlib}/EXTERNALLY-MANAGED" ]; then {venv_in(VENV_DIR)}; fi'
-
 
 
 #: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
