@@ -513,6 +513,7 @@ def test_the_mirror_job_installs_only_its_hash_pinned_lock_from_the_cache_bucket
         f"{MIRROR_PACKAGES_DIR}/",
     ]
     assert spec["serviceAccountName"] == MIRROR_SERVICE_ACCOUNT
+    assert spec["securityContext"]["runAsNonRoot"] is True  # into a venv: it needs no root
     # every package the lock installs is pinned, with its hashes, for the Job's image
     pinned = parse_lock(mirror_lock().path.read_text())
     assert {"huggingface-hub", "boto3"} <= set(pinned) and all(hashes for _, hashes in pinned.values())
