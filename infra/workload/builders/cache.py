@@ -11,10 +11,11 @@ Layout in the platform's cache bucket::
 
 The pods reach the bucket through EKS Pod Identity, each kind on its own service account with its own
 role (`bucket_grants.py`; the associations are made by the workload program), so no AWS keys are
-stored anywhere. The mirror Job runs as `llmctl-model-mirror`, on the pinned python:3.11-slim image:
-it installs the model-mirror lock (`serving/locks/model-mirror.txt`) from the wheelhouse `up` put in
-the bucket, its sha256 checked against the Job's spec and every wheel against the lock
-(`wheelhouse_pods.py`), and may write only its own model's mirror prefix. The serving side
+stored anywhere. The mirror Job runs as `llmctl-model-mirror`, on the pinned python:3.11-slim-trixie
+image as a non-root user: it installs the model-mirror lock (`serving/locks/model-mirror.txt`) into a
+venv on its work volume from the wheelhouse `up` put in the bucket, the lock's sha256 checked against
+the Job's spec and every wheel against the lock (`wheelhouse_pods.py`), and may write only its own
+model's mirror prefix. The serving side
 of the mirror (`LLMCTL_MODEL_URI` synced once to a local dir) is `llmctl.serving.model_mirror`; the
 compiled artifacts (`LLMCTL_COMPILE_CACHE_URL`, read by the transformers-neuronx engine and the
 TorchServe handler, `llmctl.serving.compile_cache`, and by the vLLM replicas on Neuron,
