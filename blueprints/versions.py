@@ -42,7 +42,8 @@ class Image(_Entry):
     user: str | None = Field(
         None,
         pattern=r"^[1-9][0-9]*(:[0-9]+)?$",
-        description="The image's non-root user as uid[:gid] (pods then run as it); unset: root or unknown.",
+        description="The non-root user as uid[:gid] that pods on this image run as: the image's own, or one "
+        "whose pods need no user of the image (the model-mirror Job); unset: root or unknown.",
     )
     digest: str | None = Field(
         None,

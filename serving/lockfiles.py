@@ -1,6 +1,7 @@
 """The dependency locks (``serving/locks/``): one per component and base image, as data.
 
-A component is a runtime (its serving pods) or a workload UI (the Gradio pod). ``locks/locks.yaml``
+A component is a runtime (its serving pods), a workload UI (the Gradio pod) or a job (the model-mirror
+Job). ``locks/locks.yaml``
 names, per base image (a ``versions.yaml`` image key), its Python version, its platform (glibc) and
 the constraints file of what it ships; per lock, the component, the base image and the requirements
 file with the component's top-level pins. ``make locks`` writes ``locks/<lock>.txt``
@@ -22,6 +23,11 @@ from llmctl.errors import LlmctlError
 
 LOCKS_DIR = Path(__file__).with_name("locks")
 SERVING_DIR = Path(__file__).parent
+
+
+#: what installs a lock: a runtime's serving pods, a workload UI's pod, a workload's job
+LockKind = Literal["runtime", "ui", "job"]
+_KIND_WORDS = {"runtime": "runtime", "ui": "UI", "job": "job"}
 
 
 class _Strict(BaseModel):
@@ -47,11 +53,12 @@ class LockSpec(_Strict):
     """One lock: a component's requirements resolved for one base image."""
 
     name: str = Field(description="The lock's name (its file is locks/<name>.txt).")
-    kind: Literal["runtime", "ui"] = Field(
-        description="What installs it: a runtime's serving pods, or the pod of a workload UI."
+    kind: LockKind = Field(
+        description="What installs it: a runtime's serving pods, the pod of a workload UI, or a workload's job."
     )
     component: str = Field(
-        description="The runtime (data/runtimes.yaml) or the UI (a blueprint's `ui:` value) whose pods install it."
+        description="The runtime (data/runtimes.yaml), the UI (a blueprint's `ui:` value) or the job "
+        "(`model-mirror`) whose pods install it."
     )
     image: str = Field(description="Key of the base image under `images:` in versions.yaml and locks.yaml.")
     requirements: str = Field(description="The component's top-level pins, relative to serving/.")
@@ -63,8 +70,8 @@ class LockSpec(_Strict):
 
     @property
     def label(self) -> str:
-        """The component in words: e.g. `the <runtime> runtime`, `the gradio UI`."""
-        return f"the {self.component} {'UI' if self.kind == 'ui' else 'runtime'}"
+        """The component in words: e.g. `the <runtime> runtime`, `the gradio UI`, `the model-mirror job`."""
+        return f"the {self.component} {_KIND_WORDS[self.kind]}"
 
     @property
     def path(self) -> Path:
@@ -105,9 +112,9 @@ def locks() -> Locks:
     return Locks.model_validate(raw)
 
 
-def lock_for(component: str, image: str, kind: Literal["runtime", "ui"] = "runtime") -> LockSpec:
+def lock_for(component: str, image: str, kind: LockKind = "runtime") -> LockSpec:
     """The lock a component's pods install on `image` (a full image reference): a runtime by default,
-    or a UI (`kind="ui"`, the blueprint's `ui:` value).
+    a UI (`kind="ui"`, the blueprint's `ui:` value) or a job (`kind="job"`).
 
     The image must be the pinned image of a versions.yaml key that has a lock for this component;
     anything else is refused with the fix, since nothing was resolved for its interpreter.
@@ -121,7 +128,7 @@ def lock_for(component: str, image: str, kind: Literal["runtime", "ui"] = "runti
         if spec.image in pinned and pinned[spec.image].image == image:
             return spec
     known = [f"{pinned[s.image].image}" for s in mine if s.image in pinned]
-    what = "UI" if kind == "ui" else "runtime"
+    what = _KIND_WORDS[kind]
     raise LlmctlError(
         f"no dependency lock for the {component} {what} on {image}: nothing was resolved for that image's Python",
         f"use a pinned base image ({', '.join(known) or 'none'}), or add the image to "

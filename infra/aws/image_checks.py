@@ -211,8 +211,8 @@ def check_image(
 
 def image_pins(blueprint: Any) -> list[tuple[str, str, str | None]]:
     """(versions.yaml key, image, recorded digest) of every image a blueprint's pods run from
-    versions.yaml: its base image, the AWS CLI of the init container, its UI's image; all of them
-    without a blueprint."""
+    versions.yaml: its base image, the AWS CLI of the init container, its UI's image, the model-mirror
+    Job's image when it mirrors its model; all of them without a blueprint."""
     from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
     pinned = versions().images
@@ -221,7 +221,8 @@ def image_pins(blueprint: Any) -> list[tuple[str, str, str | None]]:
     else:
         ui = {"open-webui": "open_webui", "gradio": "gradio"}.get(str(blueprint.ui))
         base = [k for k, v in pinned.items() if v.image == blueprint.image.base][:1]
-        keys = [*base, "aws_cli", *([ui] if ui else [])]
+        mirror = ["model_mirror"] if blueprint.caches.model_mirror else []
+        keys = [*base, "aws_cli", *([ui] if ui else []), *mirror]
     return [(key, pinned[key].image, pinned[key].digest) for key in keys]
 
 

@@ -1,11 +1,18 @@
 """Which prefixes of the platform's cache bucket a workload's pods may read and write (pure).
 
-The tenant rule (docs/security.md): only the CLI writes what pods execute. A workload's roles
-read the llmctl wheels and lock wheelhouses the CLI uploaded (`llmctl/wheels/`, `llmctl/wheelhouse/`)
-and may write only their own caches: the mirror of their own model revision
-(`models/<model id>/<revision>/`, written by the workload's mirror Job) and their own compile cache
-(`neuron-cache/<namespace>/`, one per workload). No other prefix is granted, so another workload's
-compile cache, another model's mirror and every wheel stay out of reach of a pod's writes.
+The tenant rule (docs/security.md): only the CLI writes what pods execute. Each kind of pod of a
+workload has its own service account and role, granted only what its code does:
+
+- serving pods (Ray workers, Triton and TorchServe pods): read the llmctl wheels and lock wheelhouses
+  the CLI uploaded (`llmctl/wheels/`, `llmctl/wheelhouse/`) and the mirror of their model revision
+  (`models/<model id>/<revision>/`); write only their own compile cache (`neuron-cache/<namespace>/`,
+  one per workload: the replicas compile and publish it);
+- the Ray head: read the delivered code only (it installs the wheel too; no replica runs on it, so
+  it neither loads weights nor compiles);
+- the mirror Job: read its lock's wheelhouse; write only its model revision's mirror prefix.
+
+No other prefix is granted, so another workload's compile cache, another model's mirror and every
+wheel stay out of reach of a pod's writes.
 """
 
 from __future__ import annotations
@@ -16,11 +23,13 @@ from llmctl.infra.workload.builders.cache import (
     compile_cache_enabled,
     compile_cache_prefix,
     mirror_enabled,
+    mirror_lock,
     model_prefix,
 )
+from llmctl.infra.workload.builders.ray import head_service_account
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import WHEEL_PREFIX, needs_bucket_access
-from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX
+from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, wheelhouse_key
 
 
 class Grants(BaseModel):
@@ -30,12 +39,13 @@ class Grants(BaseModel):
 
     read: tuple[str, ...] = Field(
         (),
-        description="Prefixes it may list and get objects under (the code the CLI wrote: wheels, wheelhouses).",
+        description="Prefixes it may list and get objects under (the code the CLI wrote: wheels, wheelhouses; "
+        "the model mirror).",
     )
     write: tuple[str, ...] = Field(
         (),
-        description="Prefixes it may also put and delete objects under: its own model mirror and its own "
-        "compile cache, never code another workload installs.",
+        description="Prefixes it may also put and delete objects under: its own model mirror (the mirror "
+        "Job) or its own compile cache (the serving pods), never code another workload installs.",
     )
 
 
@@ -69,15 +79,32 @@ def s3_statements(partition: str, bucket: str, grants: Grants) -> list[dict[str,
     return statements
 
 
+def _code(config: WorkloadConfig) -> tuple[str, ...]:
+    """The prefixes of the code the CLI delivered (wheel delivery), read by every Ray and serving pod."""
+    return (WHEEL_PREFIX, WHEELHOUSE_PREFIX) if needs_bucket_access(config) else ()
+
+
+def _grants(read: tuple[str, ...], write: tuple[str, ...] = ()) -> Grants | None:
+    return Grants(read=read, write=write) if read or write else None
+
+
 def serving_grants(config: WorkloadConfig) -> Grants | None:
-    """The serving pods' (and the mirror Job's) grants, or None when they need no bucket access."""
-    read = (WHEEL_PREFIX, WHEELHOUSE_PREFIX) if needs_bucket_access(config) else ()
-    write = [model_prefix(config)] if mirror_enabled(config) else []
-    if compile_cache_enabled(config):
-        write.append(compile_cache_prefix(config))
-    if not read and not write:
+    """The serving pods' grants (Ray workers, Triton, TorchServe), or None when they need no bucket access."""
+    read = (*_code(config), *([model_prefix(config)] if mirror_enabled(config) else []))
+    write = (compile_cache_prefix(config),) if compile_cache_enabled(config) else ()
+    return _grants(read, write)
+
+
+def head_grants(config: WorkloadConfig) -> Grants | None:
+    """The Ray head's grants: the delivered code it installs, or None (an image, or no Ray head)."""
+    return _grants(_code(config)) if head_service_account(config) else None
+
+
+def mirror_grants(config: WorkloadConfig) -> Grants | None:
+    """The mirror Job's grants: its lock's wheelhouse, and its model revision's mirror (None: no mirror)."""
+    if not mirror_enabled(config):
         return None
-    return Grants(read=read, write=tuple(write))
+    return _grants((wheelhouse_key(mirror_lock()),), (model_prefix(config),))
 
 
 def read_grants(prefix: str) -> Grants:

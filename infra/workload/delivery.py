@@ -189,17 +189,21 @@ def pip_install(args: list[str]) -> str:
     return "python3 -m pip install --no-cache-dir -q " + " ".join(shlex.quote(a) for a in args)
 
 
+def venv_in(folder: str) -> str:
+    """Shell: make a venv in `folder` that sees the image's packages and put it first on PATH.
+    `--without-pip`: the image's own pip (a system package) runs inside it and installs into it, so
+    images without python3-venv's ensurepip work too."""
+    return (
+        f'python3 -m venv --without-pip --system-site-packages {folder} && export PATH="{folder}/bin:$PATH"'
+    )
+
+
 def venv_step() -> str:
     """Shell: on an externally managed interpreter (PEP 668: an EXTERNALLY-MANAGED file in its stdlib
     folder, where pip looks: pypa/pip src/pip/_internal/utils/misc.py `check_externally_managed`), make
-    a venv that sees the image's packages and put it first on PATH. `--without-pip`: the image's own pip
-    (a system package) runs inside it, so images without python3-venv's ensurepip work too."""
+    a venv that sees the image's packages and put it first on PATH (:func:`venv_in`)."""
     stdlib = "$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))')"
-    return (
-        f'if [ -f "{stdlib}/EXTERNALLY-MANAGED" ]; then '
-        f"python3 -m venv --without-pip --system-site-packages {VENV_DIR} && "
-        f'export PATH="{VENV_DIR}/bin:$PATH"; fi'
-    )
+    return f'if [ -f "{stdlib}/EXTERNALLY-MANAGED" ]; then {venv_in(VENV_DIR)}; fi'
 
 
 #: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the

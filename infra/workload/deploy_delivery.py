@@ -40,6 +40,7 @@ from llmctl import DISTRIBUTION
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
 from llmctl.infra.aws.images import BuildResult, build, check_docker, repository_name, source_root
 from llmctl.infra.names import split_stack
+from llmctl.infra.workload.builders.cache import mirror_enabled, mirror_lock
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
 from llmctl.infra.workload.delivery import (
     CONFIGMAP_LIMIT,
@@ -438,13 +439,32 @@ def deliver_ui_packages(config: WorkloadConfig, *, note: Callable[[str], None], 
     )
 
 
+def deliver_mirror_packages(
+    config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True
+) -> None:
+    """The model-mirror lock's wheelhouse in the cache bucket, when the blueprint mirrors its model:
+    the mirror Job installs from it with no index, hash-checked (`builders/cache.py`)."""
+    if not mirror_enabled(config):
+        return
+    bucket = str(config.platform.cache_bucket)
+    spec = mirror_lock()
+    if upload:
+        upload_lock_wheelhouse(config, bucket, note, spec, who="the model-mirror Job installs")
+    note(
+        f"mirror packages: wheelhouse s3://{bucket}/{wheelhouse_key(spec)}/ (the model-mirror Job installs "
+        f"the {spec.name} lock from it with no package index)"
+    )
+
+
 def deliver(config: WorkloadConfig, *, note: Callable[[str], None], upload: bool = True) -> WorkloadConfig:
     """The config with the delivery decided; says which one and why (`up`'s and `preview`'s hook).
-    The UI's packages go to the cache bucket too (:func:`deliver_ui_packages`)."""
+    The UI's and the mirror Job's packages go to the cache bucket too (:func:`deliver_ui_packages`,
+    :func:`deliver_mirror_packages`)."""
     chosen = decide(config, note=note, upload=upload)
     what = chosen.image if chosen.mode == "image" else (chosen.wheel_uri or chosen.wheel_path)
     note(f"serving code: {chosen.mode} {what} ({chosen.reason})")
     deliver_ui_packages(config, note=note, upload=upload)
+    deliver_mirror_packages(config, note=note, upload=upload)
     return config.model_copy(update={"delivery": chosen})
 
 

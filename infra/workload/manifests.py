@@ -1,6 +1,7 @@
 """The single entry point to the builders: every object of a workload, in apply order.
 
-Order: Namespace, ServiceAccounts (the serving pods', then the UI's when it has one), the namespace's
+Order: Namespace, ServiceAccounts (the serving pods', the Ray head's, the mirror Job's and the UI's, each
+when it has one), the namespace's
 NetworkPolicies (before any pod), Secrets, the
 wheel's ConfigMap (configmap delivery), cache objects (script ConfigMap, mirror Job), the runtime's
 objects (RayService or Deployment, Services, HPA), then the UI.
@@ -96,6 +97,8 @@ def build_manifests(
     is then emitted with an empty value.
     """
     head: list[Obj] = [common.namespace(config), common.service_account(config)]
+    head.extend(ray.head_service_account(config))  # the Ray head's own (KubeRay binds its Role to it)
+    head.extend(cache.mirror_service_account(config))  # the mirror Job's own
     head.extend(ui_packages.service_account(config))  # the Gradio UI's own (EKS), with the others
     objects: list[Obj] = []
     if common.needs_hf_token(config):

@@ -11,8 +11,16 @@ import secrets
 import pulumi
 
 from llmctl.blueprints.hf_token import require_hf_token
-from llmctl.infra.workload.bucket_grants import Grants, read_grants, serving_grants
+from llmctl.infra.workload.bucket_grants import (
+    Grants,
+    head_grants,
+    mirror_grants,
+    read_grants,
+    serving_grants,
+)
+from llmctl.infra.workload.builders.cache import MIRROR_SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
+from llmctl.infra.workload.builders.ray import HEAD_SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
 from llmctl.infra.workload.cache_access import CacheAccess
 from llmctl.infra.workload.component import Workload
@@ -24,18 +32,21 @@ from llmctl.infra.workload.ui_packages import UI_SERVICE_ACCOUNT, needs_ui_acces
 
 
 def _bucket_access(config: WorkloadConfig) -> list[pulumi.Resource]:
-    """On EKS, the Pod Identity roles on the cache bucket: the serving pods' (read the delivered code,
-    write their own caches: `bucket_grants.py`) and the Gradio UI's (read-only, its lock's wheelhouse)."""
+    """On EKS, one Pod Identity role on the cache bucket per service account that needs it
+    (`bucket_grants.py`): the serving pods' (read the delivered code and the mirror, write their own
+    compile cache), the Ray head's (read the delivered code), the mirror Job's (read its lock's
+    wheelhouse, write its model's mirror) and the Gradio UI's (read-only, its lock's wheelhouse)."""
     bucket = config.platform.cache_bucket
     if config.platform.target != "eks" or not bucket:
         return []
-    wanted: list[tuple[str, str, Grants]] = []
-    serving = serving_grants(config)
-    if serving is not None:
-        wanted.append(("cache-access", SERVICE_ACCOUNT, serving))
     ui_prefix = needs_ui_access(config)
-    if ui_prefix:
-        wanted.append(("ui-access", UI_SERVICE_ACCOUNT, read_grants(ui_prefix)))
+    candidates: list[tuple[str, str, Grants | None]] = [
+        ("cache-access", SERVICE_ACCOUNT, serving_grants(config)),
+        ("head-access", HEAD_SERVICE_ACCOUNT, head_grants(config)),
+        ("mirror-access", MIRROR_SERVICE_ACCOUNT, mirror_grants(config)),
+        ("ui-access", UI_SERVICE_ACCOUNT, read_grants(ui_prefix) if ui_prefix else None),
+    ]
+    wanted = [(name, account, grants) for name, account, grants in candidates if grants is not None]
     return [
         CacheAccess(
             name,

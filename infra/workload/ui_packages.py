@@ -19,16 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import (
-    LOCK_FILE,
-    aws_cli_container,
-    cache_bucket_name,
-    pip_install,
-    venv_step,
-    verify_step,
-)
+from llmctl.infra.workload.delivery import LOCK_FILE, pip_install, venv_step
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
+from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.wheelhouse_pods import (
+    install_from_wheelhouse,
+    with_wheelhouse,
+)
 from llmctl.serving.lockfiles import LockSpec, locks
 
 Obj = dict[str, Any]
@@ -54,20 +51,11 @@ def from_bucket(config: WorkloadConfig) -> bool:
     return config.platform.target == "eks"
 
 
-def ui_wheelhouse_uri(config: WorkloadConfig, spec: LockSpec) -> str:
-    """s3:// prefix of the UI lock's wheelhouse in the platform's cache bucket."""
-    return f"s3://{cache_bucket_name(config)}/{wheelhouse_key(spec)}/"
-
-
 def install_command(config: WorkloadConfig, spec: LockSpec, app_dir: str) -> str:
     """Shell that installs the UI's lock: from the fetched wheelhouse with no index (EKS), else from
     the index, hash-checked, with the lock read from the app's ConfigMap mounted at `app_dir`."""
     if from_bucket(config):
-        where = ["--no-index", "--find-links", UI_PACKAGES_DIR]
-        check = verify_step({f"{UI_PACKAGES_DIR}/{LOCK_FILE}": lock_digest(spec)})
-        install = (
-            check + " && " + pip_install([*where, "--require-hashes", "-r", f"{UI_PACKAGES_DIR}/{LOCK_FILE}"])
-        )
+        install = install_from_wheelhouse(spec, UI_PACKAGES_DIR)
     else:
         install = pip_install(["--require-hashes", "-r", f"{app_dir}/{LOCK_FILE}"])
     return f"{venv_step()} && {install}"
@@ -83,17 +71,15 @@ def with_packages(config: WorkloadConfig, spec: LockSpec, pod_spec: Obj) -> Obj:
     service account (EKS); unchanged elsewhere."""
     if not from_bucket(config):
         return pod_spec
-    script = f"aws s3 cp --only-show-errors --recursive {ui_wheelhouse_uri(config, spec)} {UI_PACKAGES_DIR}/"
-    fetch = aws_cli_container(config, FETCH_UI_CONTAINER, script, UI_PACKAGES_VOLUME, UI_PACKAGES_DIR)
-    mount = {"name": UI_PACKAGES_VOLUME, "mountPath": UI_PACKAGES_DIR, "readOnly": True}
-    containers = [{**c, "volumeMounts": [*c.get("volumeMounts", []), mount]} for c in pod_spec["containers"]]
-    return {
-        **pod_spec,
-        "serviceAccountName": UI_SERVICE_ACCOUNT,
-        "initContainers": [*pod_spec.get("initContainers", []), fetch],
-        "containers": containers,
-        "volumes": [*pod_spec.get("volumes", []), {"name": UI_PACKAGES_VOLUME, "emptyDir": {}}],
-    }
+    return with_wheelhouse(
+        config,
+        spec,
+        pod_spec,
+        fetch_name=FETCH_UI_CONTAINER,
+        volume=UI_PACKAGES_VOLUME,
+        folder=UI_PACKAGES_DIR,
+        service_account=UI_SERVICE_ACCOUNT,
+    )
 
 
 def service_account(config: WorkloadConfig) -> list[Obj]:

@@ -273,9 +273,11 @@ def test_an_upload_without_the_bucket_is_one_line_with_the_fix(aws: str, wheel: 
 GRADIO = locks().locks["gradio"]
 
 
-def gradio_config(region: str, *, image: str | None = None) -> WorkloadConfig:
-    """llama2-inf2 (the Gradio UI) on EKS; `image`: the serving code as a named image."""
+def gradio_config(region: str, *, image: str | None = None, mirror: bool = False) -> WorkloadConfig:
+    """llama2-inf2 (the Gradio UI) on EKS, its model mirror off unless `mirror`; `image`: the serving
+    code as a named image."""
     bp = load_blueprint("llama2-inf2")
+    bp = bp.model_copy(update={"caches": bp.caches.model_copy(update={"model_mirror": mirror})})
     facts = PlatformFacts.for_blueprint(bp, region=region).model_copy(
         update={"ecr_registry": REGISTRY, "cache_bucket": BUCKET}
     )
@@ -334,6 +336,46 @@ def test_a_missing_ui_wheelhouse_is_downloaded_and_uploaded_once(
     s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/{LOCK_FILE}")
     deliver(config, note=notes.append, upload=False)
     assert downloads == ["gradio"]
+
+
+def test_up_puts_the_mirror_jobs_lock_wheelhouse_in_the_bucket(
+    aws: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the model mirror on, `up` uploads the model-mirror lock's wheelhouse (the Job installs
+    from it with no index, hash-checked), once; `preview` uploads nothing."""
+    from llmctl.infra.workload import wheelhouse
+
+    s3 = bucket(aws)
+    downloads: list[str] = []
+
+    def local_index(spec: Any, out_dir: Path, python: str | None = None) -> Path:
+        downloads.append(spec.name)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{spec.name}-1.0-py3-none-any.whl").write_bytes(b"wheel")
+        shutil.copyfile(spec.path, out_dir / LOCK_FILE)
+        return out_dir
+
+    monkeypatch.setattr(wheelhouse, "build_wheelhouse", local_index)
+    config = gradio_config(aws, image=f"{REGISTRY}/{REPO}@sha256:" + "ef" * 32, mirror=True)
+    mirror = locks().locks["model-mirror"]
+    prefix = wheelhouse_key(mirror)
+    notes: list[str] = []
+    deliver(config, note=notes.append, upload=False)  # preview
+    assert downloads == [] and not s3.list_objects_v2(Bucket=BUCKET).get("KeyCount")
+    deliver(config, note=notes.append)
+    assert downloads == ["gradio", "model-mirror"]
+    assert (
+        s3.get_object(Bucket=BUCKET, Key=f"{prefix}/{LOCK_FILE}")["Body"].read() == mirror.path.read_bytes()
+    )
+    assert f"{prefix}/model-mirror-1.0-py3-none-any.whl" in {
+        o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]
+    }
+    assert notes[-1] == (
+        f"mirror packages: wheelhouse s3://{BUCKET}/{prefix}/ (the model-mirror Job installs the model-mirror "
+        "lock from it with no package index)"
+    )
+    deliver(config, note=notes.append)
+    assert downloads == ["gradio", "model-mirror"]  # complete prefixes are reused
 
 
 def test_on_an_existing_cluster_up_says_the_ui_pod_needs_the_index(aws: str) -> None:

@@ -28,6 +28,14 @@ def test_every_lock_resolves_for_its_image_against_the_live_index() -> None:
     assert time.monotonic() - started < 120  # the suite's budget for this check (usually a few seconds)
 
 
+def test_the_model_mirror_jobs_lock_resolves_for_its_image() -> None:
+    """The Job holding the HF token installs its packages from this lock only (hash-pinned)."""
+    spec = lock_for("model-mirror", versions().images["model_mirror"].image, kind="job")
+    assert spec.label == "the model-mirror job"
+    assert lock_compile.check_lock(spec) == []
+    assert {"huggingface-hub", "boto3"} <= set(parse_lock(spec.path.read_text()))
+
+
 def test_a_pin_whose_requires_python_excludes_the_image_is_named_with_the_fix(tmp_path: Path) -> None:
     """Today's (before this lock) ray-neuronx file: fastapi 0.165.0 needs Python >= 3.11, the DLC runs 3.10."""
     broken = tmp_path / "requirements.txt"

@@ -284,3 +284,34 @@ def test_a_key_that_would_land_outside_the_download_folder_is_refused(
     assert key in caught.value.message and "aws s3 rm" in (caught.value.hint or "")
     assert not [p for p in cache.parent.rglob("*escaped.txt")]  # nothing written anywhere
     assert not (cache / bucket / prefix).exists()  # and no copy that looks complete
+
+
+def test_the_mirror_job_refuses_a_lock_other_than_the_one_in_its_spec(tmp_path: Path) -> None:
+    """The Job's own start command (the rendered one, its folders moved under tmp_path): a lock changed
+    in the bucket after `up` (a comment added, which pip's hash check would let through) stops the Job
+    before pip or the script runs."""
+    import subprocess
+
+    from llmctl.infra.workload.builders.cache import MIRROR_PACKAGES_DIR, MIRROR_VENV, mirror_lock
+    from llmctl.infra.workload.delivery import LOCK_FILE
+
+    _, job, _ = mirror_job(tmp_path)
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:2] == ["/bin/sh", "-c"]
+    packages, venv, ran = tmp_path / "packages", tmp_path / "venv", tmp_path / "script-ran"
+    start = (
+        command[2]
+        .replace(MIRROR_PACKAGES_DIR, str(packages))
+        .replace(MIRROR_VENV, str(venv))
+        .replace("exec python3 /opt/llmctl/mirror/mirror.py", f"touch {ran}")
+    )
+    packages.mkdir()
+    (packages / LOCK_FILE).write_bytes(mirror_lock().path.read_bytes() + b"\n# planted\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(["/bin/sh", "-c", start], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert f"{packages}/{LOCK_FILE} has sha256" in done.stderr and "not installing it" in done.stderr
+    assert not ran.exists() and not list(venv.glob("lib/python*/site-packages/boto3"))

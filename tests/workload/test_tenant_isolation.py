@@ -2,10 +2,12 @@
 control on (it checks the caller's identity policies on every S3 call) and each workload's role
 carrying exactly the policy the workload program gives it (docs/security.md).
 
-Workload A (llama2-inf2: wheel delivery, model mirror, compile cache) may read the delivered code and
-write its own mirror and compile cache; a write to workload B's compile cache (llama3-vllm-inf2 and a
-second, named llama2-inf2 workload), to any wheel or wheelhouse, or to another model's mirror is
-denied. moto ignores `StringLike` conditions (moto/iam/policy_conditions.py, 5.x: only StringEquals is
+Workload A (llama2-inf2: wheel delivery, model mirror, compile cache) runs three kinds of pod, each on
+its own service account and role. Its serving pods (the Ray workers) may read the delivered code and
+its model's mirror and write only its own compile cache; its Ray head may only read the delivered
+code; its mirror Job may only read the model-mirror lock's wheelhouse and write its model's mirror. A
+write to workload B's compile cache (llama3-vllm-inf2 and a second, named llama2-inf2 workload), to
+any wheel or wheelhouse, or to another model's mirror is denied to all of them. moto ignores `StringLike` conditions (moto/iam/policy_conditions.py, 5.x: only StringEquals is
 evaluated), so ListBucket's prefix condition is checked on the statements, not here.
 """
 
@@ -22,11 +24,17 @@ import pytest
 from botocore.exceptions import ClientError
 from workload_helpers import config_for
 
-from llmctl.infra.workload.bucket_grants import s3_statements, serving_grants
-from llmctl.infra.workload.builders.cache import cache_env, compile_cache_prefix, model_prefix
+from llmctl.infra.workload.bucket_grants import (
+    Grants,
+    head_grants,
+    mirror_grants,
+    s3_statements,
+    serving_grants,
+)
+from llmctl.infra.workload.builders.cache import cache_env, compile_cache_prefix, mirror_lock, model_prefix
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import planned_delivery, wheel_key
-from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX
+from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, wheelhouse_key
 
 BUCKET = "llmctl-dev-us-west-2-cache"
 REGION = "us-west-2"
@@ -44,8 +52,9 @@ def _wheel_config(name: str, **changes: Any) -> WorkloadConfig:
 
 @pytest.fixture
 def tenant(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A factory: an S3 client holding the credentials of a role with workload `config`'s serving
-    policy, made while access control is off; access control goes on for the test body."""
+    """A factory: an S3 client holding the credentials of a role with the policy the program makes for
+    `grants` (one service account's), made while access control is off; access control goes on for
+    the test body."""
     _post(f"{moto_url}/moto-api/reset")
     for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(key, raising=False)
@@ -58,10 +67,8 @@ def tenant(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     iam = boto3.client("iam", **endpoint, **admin)
     sts = boto3.client("sts", **endpoint, **admin)
 
-    def role_client(config: WorkloadConfig) -> Any:
-        grants = serving_grants(config)
+    def role_client(grants: Grants | None, name: str) -> Any:
         assert grants is not None
-        name = f"{config.ns}-serving"
         arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         policy = {"Version": "2012-10-17", "Statement": s3_statements("aws", BUCKET, grants)}
         iam.put_role_policy(RoleName=name, PolicyName="s3", PolicyDocument=json.dumps(policy))
@@ -101,14 +108,13 @@ def test_a_workload_writes_only_its_own_caches_and_reads_the_code(tenant: Any) -
     own_cache = f"{compile_cache_prefix(a)}/key/graph.neff"
     for key in (wheel, wheelhouse, ui_wheelhouse, own_mirror, own_cache):
         seed(key)
-    pod = role_client(a)
+    pod = role_client(serving_grants(a), "a-serving")
     enforce()
 
     # reading its own: the code the CLI uploaded, its own mirror and compile cache
     for key in (wheel, wheelhouse, ui_wheelhouse, own_mirror, own_cache):
         assert pod.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"the CLI's"
-    # writing its own caches (the mirror Job, the replica that compiled, its lock)
-    pod.put_object(Bucket=BUCKET, Key=f"{model_prefix(a)}/config.json", Body=b"{}")
+    # writing its own compile cache (the replica that compiled, its lock)
     pod.put_object(Bucket=BUCKET, Key=f"{compile_cache_prefix(a)}/key.lock", Body=b"me")
     pod.delete_object(Bucket=BUCKET, Key=f"{compile_cache_prefix(a)}/key.lock")
 
@@ -120,12 +126,66 @@ def test_a_workload_writes_only_its_own_caches_and_reads_the_code(tenant: Any) -
         f"{compile_cache_prefix(b)}/key/graph.neff",  # B's compile cache
         f"{compile_cache_prefix(a_named)}/key/graph.neff",  # the same blueprint's other workload
         f"{model_prefix(b)}/model.safetensors",  # another model's mirror
+        own_mirror,  # its own model's mirror: only the mirror Job writes it
         "anything-else.txt",
     ]
     for key in denied_writes:
         assert _denied(lambda key=key: pod.put_object(Bucket=BUCKET, Key=key, Body=b"evil")), key
         assert _denied(lambda key=key: pod.delete_object(Bucket=BUCKET, Key=key)), key
     assert _denied(lambda: pod.get_object(Bucket=BUCKET, Key=f"{compile_cache_prefix(b)}/key/graph.neff"))
+
+
+def test_the_ray_head_only_reads_the_delivered_code(tenant: Any) -> None:
+    """No replica runs on the head (num-cpus 0): it installs the wheel, and reaches nothing else."""
+    role_client, seed, enforce = tenant
+    a = _wheel_config("llama2-inf2")
+    wheel, wheelhouse = wheel_key("0" * 64), f"{WHEELHOUSE_PREFIX}/{'1' * 64}/requirements.txt"
+    own_mirror = f"{model_prefix(a)}/model.safetensors"
+    own_cache = f"{compile_cache_prefix(a)}/key/graph.neff"
+    for key in (wheel, wheelhouse, own_mirror, own_cache):
+        seed(key)
+    head = role_client(head_grants(a), "a-head")
+    enforce()
+
+    for key in (wheel, wheelhouse):
+        assert head.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"the CLI's"
+    for key in (own_mirror, own_cache):
+        assert _denied(lambda key=key: head.get_object(Bucket=BUCKET, Key=key)), key
+    for key in (wheel, wheelhouse, own_mirror, own_cache, f"{compile_cache_prefix(a)}/key.lock"):
+        assert _denied(lambda key=key: head.put_object(Bucket=BUCKET, Key=key, Body=b"evil")), key
+
+
+def test_the_mirror_job_writes_only_its_models_mirror(tenant: Any) -> None:
+    """The Job holding the HF token: its own lock's wheelhouse to read, its model's mirror to write."""
+    role_client, seed, enforce = tenant
+    a, b = _wheel_config("llama2-inf2"), _wheel_config("llama3-vllm-inf2")
+    packages = f"{wheelhouse_key(mirror_lock())}/requirements.txt"
+    wheel, runtime_wheelhouse = wheel_key("0" * 64), f"{WHEELHOUSE_PREFIX}/{'1' * 64}/requirements.txt"
+    own_cache = f"{compile_cache_prefix(a)}/key/graph.neff"
+    for key in (packages, wheel, runtime_wheelhouse, own_cache):
+        seed(key)
+    job = role_client(mirror_grants(a), "a-mirror")
+    enforce()
+
+    assert job.get_object(Bucket=BUCKET, Key=packages)["Body"].read() == b"the CLI's"
+    marker = f"{model_prefix(a)}/.llmctl-complete"
+    job.put_object(Bucket=BUCKET, Key=f"{model_prefix(a)}/model.safetensors", Body=b"weights")
+    job.put_object(Bucket=BUCKET, Key=marker, Body=b"ok")
+    assert job.list_objects_v2(Bucket=BUCKET, Prefix=marker)["KeyCount"] == 1  # its "already mirrored" check
+    assert job.head_object(Bucket=BUCKET, Key=f"{model_prefix(a)}/model.safetensors")["ContentLength"] == 7
+
+    denied_writes = [
+        packages,  # the packages it installs itself
+        wheel,
+        runtime_wheelhouse,
+        own_cache,  # its workload's compile cache: the serving pods run what is there
+        f"{model_prefix(b)}/model.safetensors",  # another model's mirror
+        "anything-else.txt",
+    ]
+    for key in denied_writes:
+        assert _denied(lambda key=key: job.put_object(Bucket=BUCKET, Key=key, Body=b"evil")), key
+    for key in (wheel, runtime_wheelhouse, own_cache):
+        assert _denied(lambda key=key: job.get_object(Bucket=BUCKET, Key=key)), key
 
 
 def test_each_workload_has_its_own_compile_cache_prefix() -> None:
@@ -154,3 +214,9 @@ def test_listing_is_limited_to_the_granted_prefixes() -> None:
         )
         for p in (prefix, f"{prefix}/*")
     )
+    mirror = mirror_grants(config)
+    assert mirror is not None
+    [listing] = [s for s in s3_statements("aws", BUCKET, mirror) if s["Action"] == ["s3:ListBucket"]]
+    patterns = listing["Condition"]["StringLike"]["s3:prefix"]  # type: ignore[index]
+    own = (wheelhouse_key(mirror_lock()), model_prefix(config))
+    assert sorted(patterns) == sorted(p for prefix in own for p in (prefix, f"{prefix}/*"))

@@ -21,6 +21,7 @@ def test_render_prints_a_stream_with_secrets_redacted(monkeypatch: object) -> No
     assert [k for k in kinds if k != "NetworkPolicy"] == [
         "Namespace",
         "ServiceAccount",
+        "ServiceAccount",
         "Secret",
         "RayService",
     ]

@@ -80,18 +80,24 @@ def test_cache_access_uses_pod_identity_for_the_serving_account() -> None:
         for r in registered
         if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
     }
-    assert sorted(associations) == ["llmctl-serving", "llmctl-ui"]  # the Gradio UI has its own
+    # one per kind of pod: the Ray workers, the Ray head, the mirror Job and the Gradio UI
+    assert sorted(associations) == ["llmctl-model-mirror", "llmctl-ray-head", "llmctl-serving", "llmctl-ui"]
     association = associations["llmctl-serving"]
     assert association.inputs["namespace"] == "llama2-inf2"
     assert association.inputs["clusterName"] == "llmctl-dev"
     namespace = next(r for r in registered if r.type == "kubernetes:core/v1:Namespace")
     assert association.urn in namespace.dependencies  # pods start only once S3 access exists
-    assert associations["llmctl-ui"].urn in namespace.dependencies
+    assert all(a.urn in namespace.dependencies for a in associations.values())
     # each role: only its own service account of this namespace, cluster and account may assume it
     roles = {
         r.name: json.loads(r.inputs["assumeRolePolicy"]) for r in registered if r.type == "aws:iam/role:Role"
     }
-    for role, account in (("cache-access-role", "llmctl-serving"), ("ui-access-role", "llmctl-ui")):
+    for role, account in (
+        ("cache-access-role", "llmctl-serving"),
+        ("head-access-role", "llmctl-ray-head"),
+        ("mirror-access-role", "llmctl-model-mirror"),
+        ("ui-access-role", "llmctl-ui"),
+    ):
         [statement] = roles[role]["Statement"]
         assert statement["Condition"]["StringEquals"] == {
             "aws:SourceAccount": "123456789012",
@@ -99,6 +105,61 @@ def test_cache_access_uses_pod_identity_for_the_serving_account() -> None:
             "aws:RequestTag/kubernetes-namespace": "llama2-inf2",
             "aws:RequestTag/kubernetes-service-account": account,
         }
+
+
+def test_each_kind_of_pod_runs_as_its_own_service_account_with_its_own_role() -> None:
+    """The Ray head, the Ray workers and the mirror Job no longer share one service account (and so
+    one role, and the Role KubeRay binds to the head's account): each pod template names its own, the
+    workload creates it, and the role associated with it grants only what that pod does."""
+    config = config_for("llama2-inf2")  # Ray, wheel delivery, mirror, compile cache, the Gradio UI
+    manifests = manifests_for("llama2-inf2")
+    accounts = {m["metadata"]["name"] for m in manifests if m["kind"] == "ServiceAccount"}
+    rayservice = next(m for m in manifests if m["kind"] == "RayService")["spec"]["rayClusterConfig"]
+    job = next(m for m in manifests if m["kind"] == "Job")["spec"]["template"]["spec"]
+    head = rayservice["headGroupSpec"]["template"]["spec"]
+    [workers] = [group["template"]["spec"] for group in rayservice["workerGroupSpecs"]]
+    runs_as = {
+        "head": head["serviceAccountName"],
+        "workers": workers["serviceAccountName"],
+        "mirror": job["serviceAccountName"],
+    }
+    assert runs_as == {
+        "head": "llmctl-ray-head",
+        "workers": "llmctl-serving",
+        "mirror": "llmctl-model-mirror",
+    }
+    assert set(runs_as.values()) <= accounts  # KubeRay requires the head's named account to exist
+    # the Kubernetes API token: only an autoscaling head's (its sidecar); never the workers' or the Job's
+    assert head["automountServiceAccountToken"] is rayservice["enableInTreeAutoscaling"]
+    assert workers["automountServiceAccountToken"] is False and job["automountServiceAccountToken"] is False
+
+    registered = run_offline(lambda: build_workload(config))
+    role_of = {
+        r.inputs["serviceAccount"]: r.name.removesuffix("-association")
+        for r in registered
+        if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+    }
+    policies = {
+        r.name.removesuffix("-s3"): json.loads(r.inputs["policy"])["Statement"]
+        for r in registered
+        if r.type == "aws:iam/rolePolicy:RolePolicy"
+    }
+    bucket = f"arn:aws:s3:::{config.platform.cache_bucket}"
+
+    def grants(account: str) -> tuple[list[str], list[str]]:
+        statements = policies[role_of[account]]
+        reads = next(s["Resource"] for s in statements if s["Action"] == ["s3:GetObject"])
+        writes = next((s["Resource"] for s in statements if "s3:PutObject" in s["Action"]), [])
+        return [r.removeprefix(f"{bucket}/") for r in reads], [w.removeprefix(f"{bucket}/") for w in writes]
+
+    mirror = "models/NousResearch/Llama-2-13b-chat-hf/main/*"
+    packages = f"{wheelhouse_key(locks().locks['model-mirror'])}/*"
+    assert grants("llmctl-ray-head") == (["llmctl/wheelhouse/*", "llmctl/wheels/*"], [])
+    assert grants("llmctl-serving") == (
+        ["llmctl/wheelhouse/*", "llmctl/wheels/*", mirror, "neuron-cache/llama2-inf2/*"],
+        ["neuron-cache/llama2-inf2/*"],
+    )
+    assert grants("llmctl-model-mirror") == ([packages, mirror], [mirror])
 
 
 def test_the_ui_role_reads_only_its_locks_wheelhouse() -> None:
@@ -121,12 +182,11 @@ def test_the_ui_role_reads_only_its_locks_wheelhouse() -> None:
         },
         {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{bucket}/{prefix}/*"]},
     ]
-    # the serving pods' role writes its own caches only (the mirror of its model, its compile cache)
+    # the serving pods' role writes its own compile cache only; the mirror Job's its model's mirror only
     [writes] = [s for s in policies["cache-access-s3"]["Statement"] if "s3:PutObject" in s["Action"]]
-    assert writes["Resource"] == [
-        f"{bucket}/models/NousResearch/Llama-2-13b-chat-hf/main/*",
-        f"{bucket}/neuron-cache/llama2-inf2/*",
-    ]
+    assert writes["Resource"] == [f"{bucket}/neuron-cache/llama2-inf2/*"]
+    [writes] = [s for s in policies["mirror-access-s3"]["Statement"] if "s3:PutObject" in s["Action"]]
+    assert writes["Resource"] == [f"{bucket}/models/NousResearch/Llama-2-13b-chat-hf/main/*"]
     # no UI (or Open WebUI, whose image carries its packages): no UI role
     registered = run_offline(lambda: build_workload(config_for("tiny-cpu")))
     assert not [r for r in registered if r.name == "ui-access-s3"]

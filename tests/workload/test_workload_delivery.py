@@ -21,8 +21,16 @@ from workload_helpers import CATALOG, blueprint, config_for
 
 from llmctl import DISTRIBUTION, __version__
 from llmctl.blueprints.runtimes import runtime_names
+from llmctl.blueprints.versions import versions
 from llmctl.errors import LlmctlError
 from llmctl.infra.plan.offline import run_offline
+from llmctl.infra.workload.builders.cache import (
+    MIRROR_JOB,
+    MIRROR_PACKAGES_DIR,
+    MIRROR_SCRIPT,
+    MIRROR_SERVICE_ACCOUNT,
+    mirror_lock,
+)
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.delivery import (
     APP_DIR,
@@ -42,7 +50,8 @@ from llmctl.infra.workload.delivery import (
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.program import build_workload
 from llmctl.infra.workload.render import render_yaml
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
+from llmctl.serving.lockfiles import locks, parse_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 # our app under any name it could have on an index: `llmctl`, the distribution, their spellings
@@ -175,7 +184,8 @@ def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
                 f"-r {WHEELHOUSE_DIR}/{LOCK_FILE}"
             )
             assert f"pip install --no-cache-dir -q {lock}" in script
-        assert spec["serviceAccountName"] == "llmctl-serving"  # the one with the Pod Identity
+        # the ones with a Pod Identity: the Ray head's own, the workers' and other serving pods'
+        assert spec["serviceAccountName"] in ("llmctl-serving", "llmctl-ray-head")
 
 
 @pytest.mark.parametrize("name", CATALOG)
@@ -307,17 +317,20 @@ def test_wheel_delivery_gives_the_pods_bucket_access_even_without_caches() -> No
     )
     assert planned_delivery(bare).wheel_uri == f"s3://b-cache-1/llmctl/wheels/planned/{wheel_file()}"
     registered = run_offline(lambda: build_workload(bare))
-    [association] = [
+    associations = [
         r for r in registered if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
     ]
-    assert association.inputs["serviceAccount"] == "llmctl-serving"
-    [policy] = [r for r in registered if r.type == "aws:iam/rolePolicy:RolePolicy"]
-    statements = json.loads(policy.inputs["policy"])["Statement"]
-    # read-only: the delivered code (the CLI alone writes it), nothing else of the bucket
-    assert {a for s in statements for a in s["Action"]} == {"s3:ListBucket", "s3:GetObject"}
-    assert [s["Resource"] for s in statements if s["Action"] == ["s3:GetObject"]] == [
-        ["arn:aws:s3:::b-cache-1/llmctl/wheelhouse/*", "arn:aws:s3:::b-cache-1/llmctl/wheels/*"]
-    ]
+    # the Ray workers' and the Ray head's: both install the delivered wheel
+    assert sorted(a.inputs["serviceAccount"] for a in associations) == ["llmctl-ray-head", "llmctl-serving"]
+    policies = [r for r in registered if r.type == "aws:iam/rolePolicy:RolePolicy"]
+    assert len(policies) == 2
+    for policy in policies:
+        statements = json.loads(policy.inputs["policy"])["Statement"]
+        # read-only: the delivered code (the CLI alone writes it), nothing else of the bucket
+        assert {a for s in statements for a in s["Action"]} == {"s3:ListBucket", "s3:GetObject"}
+        assert [s["Resource"] for s in statements if s["Action"] == ["s3:GetObject"]] == [
+            ["arn:aws:s3:::b-cache-1/llmctl/wheelhouse/*", "arn:aws:s3:::b-cache-1/llmctl/wheels/*"]
+        ]
     # with an image, the pods need no bucket (and get no role) when no cache is on
     found = bare.model_copy(update={"delivery": Delivery(mode="image", image="x/y@sha256:1", reason="r")})
     registered = run_offline(lambda: build_workload(found))
@@ -454,5 +467,54 @@ def test_with_recorded_digests_every_rendered_pod_names_its_image_by_digest(
         for spec in pod_specs(build_manifests(config, hf_token=None)):
             for container in [*spec["containers"], *spec.get("initContainers", [])]:
                 image = container["image"]
-                pinned = next(i for i in recorded.values() if image.startswith(i.image))
+                pinned = next(i for i in recorded.values() if image.split("@")[0] == i.image)
                 assert image == f"{pinned.image}@{pinned.digest}", f"{name}: {image}"
+
+
+@pytest.mark.parametrize("name", [n for n in CATALOG if blueprint(n).caches.model_mirror])
+def test_the_mirror_job_installs_only_its_hash_pinned_lock_from_the_cache_bucket(name: str) -> None:
+    """The Job that holds the HF token and writes the mirror installs nothing unpinned: only the
+    model-mirror lock, from the wheelhouse `up` uploaded, after checking the lock's sha256 against the
+    value in its own spec, with `--no-index --require-hashes`; its script installs nothing itself."""
+    config = config_for(name)
+    rendered = list(yaml.safe_load_all(render_yaml(build_manifests(config, hf_token=None), None).text))
+    [job] = [d for d in rendered if d["kind"] == "Job" and d["metadata"]["name"] == MIRROR_JOB]
+    [script] = [d for d in rendered if d["kind"] == "ConfigMap" and d["metadata"]["name"] == MIRROR_SCRIPT]
+    assert "pip" not in script["data"]["mirror.py"]  # it used to pip-install huggingface_hub and boto3
+    spec = job["spec"]["template"]["spec"]
+    [container] = spec["containers"]
+    lock = f"{MIRROR_PACKAGES_DIR}/{LOCK_FILE}"
+    assert pip_installs([container]) == [
+        [
+            "--no-cache-dir",
+            "-q",
+            "--no-index",
+            "--find-links",
+            MIRROR_PACKAGES_DIR,
+            "--require-hashes",
+            "-r",
+            lock,
+        ]
+    ]
+    command = container["command"][2]
+    checked = f"{lock} {lock_digest(mirror_lock())}"  # the lock's sha256, from the spec, before pip runs
+    assert checked in command and command.index(checked) < command.index("pip install")
+    assert command.endswith("&& exec python3 /opt/llmctl/mirror/mirror.py")
+    # the wheelhouse from the cache bucket, by the Job's own service account (which may only read it)
+    [fetch] = spec["initContainers"]
+    house = f"s3://{config.platform.cache_bucket}/{wheelhouse_key(mirror_lock())}/"
+    assert shlex.split(fetch["command"][2]) == [
+        "aws",
+        "s3",
+        "cp",
+        "--only-show-errors",
+        "--recursive",
+        house,
+        f"{MIRROR_PACKAGES_DIR}/",
+    ]
+    assert spec["serviceAccountName"] == MIRROR_SERVICE_ACCOUNT
+    assert spec["securityContext"]["runAsNonRoot"] is True  # into a venv: it needs no root
+    # every package the lock installs is pinned, with its hashes, for the Job's image
+    pinned = parse_lock(mirror_lock().path.read_text())
+    assert {"huggingface-hub", "boto3"} <= set(pinned) and all(hashes for _, hashes in pinned.values())
+    assert container["image"].split("@")[0] == versions().images[locks().locks["model-mirror"].image].image

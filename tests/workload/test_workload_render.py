@@ -63,13 +63,14 @@ def test_render_file_names_and_literal_blocks(tmp_path: Path) -> None:
     assert [p.name for p in rendered.files] == [
         "01-namespace-llama2-7b-cpu.yaml",
         "02-serviceaccount-llmctl-serving.yaml",
-        "03-networkpolicy-default-deny.yaml",
-        "04-networkpolicy-allow-egress.yaml",
-        "05-networkpolicy-allow-ray.yaml",
-        "06-networkpolicy-allow-kuberay.yaml",
-        "07-networkpolicy-allow-metrics.yaml",
-        "08-secret-hf-token.yaml",
-        "09-rayservice-llama2-7b-cpu.yaml",
+        "03-serviceaccount-llmctl-ray-head.yaml",
+        "04-networkpolicy-default-deny.yaml",
+        "05-networkpolicy-allow-egress.yaml",
+        "06-networkpolicy-allow-ray.yaml",
+        "07-networkpolicy-allow-kuberay.yaml",
+        "08-networkpolicy-allow-metrics.yaml",
+        "09-secret-hf-token.yaml",
+        "10-rayservice-llama2-7b-cpu.yaml",
     ]
     assert "serveConfigV2: |" in rendered.files[-1].read_text()
     assert "&id" not in rendered.text and "*id" not in rendered.text

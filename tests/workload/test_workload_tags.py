@@ -66,7 +66,8 @@ def test_the_image_repository_tag_is_the_stack_key_the_sweep_matches() -> None:
 def test_the_cache_role_policy_uses_the_accounts_partition() -> None:
     _, resources = workload("llama2-inf2", OfflineMocks(region="us-gov-west-1"))
     policies = {r.name: r.inputs["policy"] for r in resources if r.type == "aws:iam/rolePolicy:RolePolicy"}
-    assert sorted(policies) == ["cache-access-s3", "ui-access-s3"]  # the serving pods' and the UI's
+    # the serving pods', the Ray head's, the mirror Job's and the UI's
+    assert sorted(policies) == ["cache-access-s3", "head-access-s3", "mirror-access-s3", "ui-access-s3"]
     assert not [text for text in policies.values() if "arn:aws:" in text]
     resources_named = [
         arn for st in json.loads(policies["cache-access-s3"])["Statement"] for arn in st["Resource"]

@@ -9,8 +9,13 @@ Layout in the platform's cache bucket::
     s3://<bucket>/neuron-cache/<namespace>/<key>/.llmctl-compiled   marker written last
     s3://<bucket>/neuron-cache/<namespace>/<key>.lock   the one replica compiling <key>
 
-The pods reach the bucket through EKS Pod Identity on the `llmctl-serving` service account (the
-association is made by the workload program), so no AWS keys are stored anywhere. The serving side
+The pods reach the bucket through EKS Pod Identity, each kind on its own service account with its own
+role (`bucket_grants.py`; the associations are made by the workload program), so no AWS keys are
+stored anywhere. The mirror Job runs as `llmctl-model-mirror`, on the pinned python:3.11-slim-trixie
+image as a non-root user: it installs the model-mirror lock (`serving/locks/model-mirror.txt`) into a
+venv on its work volume from the wheelhouse `up` put in the bucket, the lock's sha256 checked against
+the Job's spec and every wheel against the lock (`wheelhouse_pods.py`), and may write only its own
+model's mirror prefix. The serving side
 of the mirror (`LLMCTL_MODEL_URI` synced once to a local dir) is `llmctl.serving.model_mirror`; the
 compiled artifacts (`LLMCTL_COMPILE_CACHE_URL`, read by the transformers-neuronx engine and the
 TorchServe handler, `llmctl.serving.compile_cache`, and by the vLLM replicas on Neuron,
@@ -21,18 +26,15 @@ one replica compiles).
 from __future__ import annotations
 
 from llmctl.blueprints.pools import CAPACITY_TYPE_LABEL
-from llmctl.infra.workload.builders.common import (
-    SERVICE_ACCOUNT,
-    Obj,
-    config_map,
-    readiness,
-    serving_image,
-    token_env,
-)
+from llmctl.blueprints.versions import by_digest, versions
+from llmctl.infra.workload.builders.common import Obj, config_map, readiness, token_env
 from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import venv_in
 from llmctl.infra.workload.meta import metadata
+from llmctl.infra.workload.wheelhouse_pods import install_from_wheelhouse, with_wheelhouse
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
+from llmctl.serving.lockfiles import LockSpec, lock_for
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
 
 MIRROR_JOB = "model-mirror"
@@ -42,6 +44,20 @@ MIRROR_SCRIPT = "model-mirror-script"
 MIRROR_VOLUME_GIB = 50
 #: the script's exit code for "the model does not fit the volume": the Job fails without retrying
 MIRROR_NO_ROOM = 3
+#: the Job's own service account: its Pod Identity role writes only this model's mirror prefix and
+#: reads only the model-mirror lock's wheelhouse (`bucket_grants.mirror_grants`)
+MIRROR_SERVICE_ACCOUNT = "llmctl-model-mirror"
+#: versions.yaml image key of the Job's base, and the lock it installs on it
+MIRROR_IMAGE = "model_mirror"
+MIRROR_LOCK_COMPONENT = "model-mirror"
+#: where the init container puts the lock's wheelhouse (an emptyDir shared with the mirror container)
+MIRROR_PACKAGES_DIR = "/opt/llmctl/mirror-packages"
+#: the Job runs as a non-root user (versions.yaml images.model_mirror `user`): the lock goes into a venv
+#: on its work volume, which is also its home (the Hub client's cache)
+MIRROR_WORK = "/work"
+MIRROR_VENV = f"{MIRROR_WORK}/venv"
+MIRROR_PACKAGES_VOLUME = "mirror-packages"
+FETCH_MIRROR_CONTAINER = "fetch-mirror-packages"
 
 _SCRIPT = """\
 \"\"\"Mirror a Hugging Face snapshot to S3, one file at a time and resumably; a later run that finds
@@ -50,7 +66,6 @@ interruption, on a new node with an empty volume) skips what is already there in
 import fnmatch
 import hashlib
 import os
-import subprocess
 import sys
 
 # Formats no llmctl runtime loads (the original Meta checkpoints, GGUF, ONNX, TensorFlow, Flax, ...);
@@ -119,8 +134,7 @@ def intact(s3, bucket, key, want):
 
 
 def main():
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "huggingface_hub", "boto3"], check=False)
-    import boto3
+    import boto3  # installed before this script from the model-mirror lock, hash-checked
     from huggingface_hub import HfApi, hf_hub_download
 
     bucket, prefix = os.environ["MIRROR_BUCKET"], os.environ["MIRROR_PREFIX"].rstrip("/")
@@ -162,6 +176,24 @@ def main():
 if __name__ == "__main__":
     sys.exit(main())
 """
+
+
+def mirror_lock() -> LockSpec:
+    """The lock the mirror Job installs on its image (`serving/locks/model-mirror.txt`)."""
+    return lock_for(MIRROR_LOCK_COMPONENT, versions().images[MIRROR_IMAGE].image, kind="job")
+
+
+def mirror_service_account(config: WorkloadConfig) -> list[Obj]:
+    """The mirror Job's own service account (its Pod Identity association targets it), when the mirror is on."""
+    if not mirror_enabled(config):
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(config, MIRROR_SERVICE_ACCOUNT, "cache"),
+        }
+    ]
 
 
 def model_prefix(config: WorkloadConfig) -> str:
@@ -209,7 +241,11 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
     if not mirror_enabled(config):
         return []
     script, items = config_map(config, MIRROR_SCRIPT, {"mirror.py": _SCRIPT}, "cache")
-    image, _ = serving_image(config)
+    lock = mirror_lock()
+    # the lock's wheelhouse (fetched by the init container below): its sha256 checked against this spec,
+    # every wheel against the lock, no index; then the script, which imports what was installed
+    install = install_from_wheelhouse(lock, MIRROR_PACKAGES_DIR)
+    start = f"{venv_in(MIRROR_VENV)} && {install} && exec python3 /opt/llmctl/mirror/mirror.py"
     model = config.blueprint.model
     env = [
         {"name": "MIRROR_BUCKET", "value": str(config.platform.cache_bucket)},
@@ -220,6 +256,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
         {"name": "AWS_REGION", "value": config.platform.region},
         {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
         {"name": "MIRROR_VOLUME_BYTES", "value": str(MIRROR_VOLUME_GIB * 1024**3)},
+        {"name": "HOME", "value": MIRROR_WORK},  # no home for the Job's user in the image
         *token_env(config),
     ]
     pool = cpu_pool(config)
@@ -231,15 +268,14 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
         placement["nodeSelector"][CAPACITY_TYPE_LABEL] = "on-demand"
         annotations[DO_NOT_DISRUPT] = "true"
     pod_spec: Obj = {
-        "serviceAccountName": SERVICE_ACCOUNT,
         # Never: a failed pod is replaced by a new one (podFailurePolicy needs it); the copy resumes
         "restartPolicy": "Never",
         **placement,
         "containers": [
             {
                 "name": "mirror",
-                "image": image,
-                "command": ["python3", "/opt/llmctl/mirror/mirror.py"],
+                "image": by_digest(versions().images[MIRROR_IMAGE].image),
+                "command": ["/bin/sh", "-c", start],
                 "env": env,
                 "resources": {
                     "requests": {"cpu": "1", "memory": "4Gi", "ephemeral-storage": f"{MIRROR_VOLUME_GIB}Gi"},
@@ -247,7 +283,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
                 },
                 "volumeMounts": [
                     {"name": "script", "mountPath": "/opt/llmctl/mirror", "readOnly": True},
-                    {"name": "work", "mountPath": "/work"},
+                    {"name": "work", "mountPath": MIRROR_WORK},
                 ],
             }
         ],
@@ -256,6 +292,15 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
             {"name": "work", "emptyDir": {"sizeLimit": f"{MIRROR_VOLUME_GIB}Gi"}},
         ],
     }
+    pod_spec = with_wheelhouse(
+        config,
+        lock,
+        pod_spec,
+        fetch_name=FETCH_MIRROR_CONTAINER,
+        volume=MIRROR_PACKAGES_VOLUME,
+        folder=MIRROR_PACKAGES_DIR,
+        service_account=MIRROR_SERVICE_ACCOUNT,
+    )
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -31,7 +31,7 @@ import json
 
 import yaml
 
-from llmctl.blueprints.runtimes import runtimes_with
+from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.serving_limits import drain_grace_s
 from llmctl.blueprints.versions import versions
 from llmctl.infra.workload import meta
@@ -78,6 +78,27 @@ def serve_config(config: WorkloadConfig, import_path: str) -> str:
         "args": {"blueprint": bp.model_dump(mode="json")},
     }
     return yaml.safe_dump({"applications": [app]}, sort_keys=False)
+
+
+#: the Ray head's own service account: KubeRay binds its autoscaler Role to the head pod's service
+#: account (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/common/rbac.go BuildRoleBinding,
+#: utils.GetHeadGroupServiceAccountName) and, when the head names one, expects it to exist
+#: (raycluster_controller.go reconcileAutoscalerServiceAccount); the workers run as
+#: `common.SERVICE_ACCOUNT`, so neither that Role nor the head's bucket role reaches them
+HEAD_SERVICE_ACCOUNT = "llmctl-ray-head"
+
+
+def head_service_account(config: WorkloadConfig) -> list[Obj]:
+    """The Ray head's service account (Ray runtimes only; its Pod Identity association targets it)."""
+    if runtime(config.blueprint.runtime).endpoint != "ray-serve":
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": meta.metadata(config, HEAD_SERVICE_ACCOUNT, "serving"),
+        }
+    ]
 
 
 RayPins = tuple[str, list[str]]
@@ -161,7 +182,7 @@ def rayservice(
             "annotations": {**pod_annotations, **placement.head_annotations(head_pool)},
         },
         "spec": {
-            "serviceAccountName": common.SERVICE_ACCOUNT,
+            "serviceAccountName": HEAD_SERVICE_ACCOUNT,
             **placement.scheduling(head_pool),
             **stopping.termination_grace(config),
             "containers": [
