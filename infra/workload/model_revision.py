@@ -3,7 +3,7 @@
 At a workload stack's first `up` (like the image digests, `digests.py`) the CLI asks the Hugging Face
 Hub what ``model.revision`` (``main``, a tag, a commit) names now: ``GET {endpoint}/api/models/{id}/
 revision/{revision}?blobs=true``, the call huggingface_hub's ``HfApi.model_info(..., files_metadata=
-True)`` makes (huggingface_hub 2.4.0, the version serving/locks/ray-cpu.txt pins:
+True)`` makes (huggingface_hub 2.4.0, the version the serving locks pin:
 ``src/huggingface_hub/hf_api.py`` ``model_info``; error codes from ``utils/_http.py``
 ``hf_raise_for_status``). The answer's ``sha`` is the commit; each of its ``siblings`` carries
 ``lfs.sha256`` (a file stored in LFS) or ``blobId`` (the git blob id of any other file).

@@ -85,7 +85,7 @@ class Hub:
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Hub]:
     server = Hub()
-    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     monkeypatch.setenv("HF_ENDPOINT", server.url)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
