@@ -64,14 +64,19 @@ def unknown_file(relative: str, expected: dict[str, str], source: str) -> Servin
     )
 
 
-def verify(folder: Path, expected: dict[str, str], source: str) -> int:
-    """Check every file under ``folder`` against ``expected`` (names relative to the folder); the count.
+def verify(
+    folder: Path, expected: dict[str, str], source: str, *, ignore: frozenset[str] = frozenset()
+) -> int:
+    """Check every file under ``folder`` against ``expected`` (names relative to the folder; those in
+    ``ignore`` left out); the count.
 
     A file the revision does not have, or whose checksum differs, is a ServingError naming it.
     """
     count = 0
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         relative = path.relative_to(folder).as_posix()
+        if relative in ignore:
+            continue
         refused = unknown_file(relative, expected, source)
         if refused is not None:
             raise refused

@@ -70,6 +70,28 @@ def sync_model(
     return str(target)
 
 
+def check_copy(folder: str | None, uri: str) -> None:
+    """Check a copy of the mirror at ``uri`` that another downloader made in ``folder`` (Ray Serve LLM's
+    own S3 download on a ray-vllm replica), before the engine loads it; the same checks and phase
+    line as :func:`sync_model`."""
+    expected = expected_files()
+    if expected is None:
+        print(
+            f"llmctl: the files of {uri} are not checked: the pod's spec has no {FILES_ENV}", file=sys.stderr
+        )
+        return
+    try:
+        if not folder or not Path(folder).is_dir():
+            raise ServingError(
+                f"cannot check the model files downloaded from {uri}: no folder {folder!r}",
+                "the Ray Serve LLM in the image put its download elsewhere; report this with the Ray version",
+            )
+        verify(Path(folder), expected, uri, ignore=frozenset({COMPLETE_MARKER}))
+    except ServingError as error:
+        log_phase("weights", "failed", source=uri, error=error.message)
+        raise
+
+
 def _download(
     uri: str,
     bucket: str,

@@ -38,7 +38,10 @@ class PhaseCallback(CallbackBase):
         before_weights(_source(self.llm_config))
 
     async def on_after_node_init(self) -> None:
-        self.ctx.custom_data[CACHE_SLOT] = await after_weights(_source(self.llm_config))
+        # Ray Serve LLM's node init points the engine at the folder it downloaded into
+        # (``serve/utils/node_initialization_utils.py``: ``get_engine_config().hf_model_id = paths[0]``)
+        local = getattr(self.llm_config.get_engine_config(), "hf_model_id", None)
+        self.ctx.custom_data[CACHE_SLOT] = await after_weights(_source(self.llm_config), local)
 
 
 class LlmctlVLLMEngine(VLLMEngine):

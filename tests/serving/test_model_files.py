@@ -128,3 +128,32 @@ def test_a_malformed_checksum_list_is_a_one_line_error(
     monkeypatch.setenv(FILES_ENV, '["not", "a", "mapping"]')
     with pytest.raises(ServingError, match=f"{FILES_ENV} is not a JSON object"):
         sync_model(URI)
+
+
+def _ray_download(model: Path, folder: Path) -> Path:
+    """The folder Ray Serve LLM downloads a mirror into (``CloudFileSystem.download_model``:
+    ``<HF cache>/models--<id>/snapshots/<hash>``, every object of the prefix, the marker included)."""
+    import shutil
+
+    snapshot = folder / "models--tiny" / "snapshots" / ("0" * 40)
+    shutil.copytree(model, snapshot)
+    (snapshot / COMPLETE_MARKER).write_text("ok")
+    return snapshot
+
+
+def test_a_ray_vllm_replica_checks_what_ray_serve_llm_downloaded_before_the_engine_loads_it(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from llmctl.serving.ray_vllm import replica
+
+    monkeypatch.setenv(FILES_ENV, json.dumps(hub_checksums(tiny_model)))
+    snapshot = _ray_download(tiny_model, tmp_path / "hub")
+    assert asyncio.run(replica.after_weights(URI, str(snapshot))) is None  # intact: weights done
+    (snapshot / _weights(tiny_model)).write_bytes(b"planted")
+    with pytest.raises(ServingError, match="does not match the Hub's checksum"):
+        asyncio.run(replica.after_weights(URI, str(snapshot)))
+    _failed_line(capsys.readouterr().out)
+    with pytest.raises(ServingError, match="cannot check the model files downloaded"):
+        asyncio.run(replica.after_weights(URI, None))
