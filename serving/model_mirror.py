@@ -27,6 +27,7 @@ MODEL_URI_ENV = "LLMCTL_MODEL_URI"
 MODEL_CACHE_ENV = "LLMCTL_MODEL_CACHE"
 DEFAULT_MODEL_CACHE = "/tmp/llmctl-models"
 COMPLETE_MARKER = ".llmctl-complete"  # written last by the mirror Job, and by a finished local sync
+_ACCESS = "check that the bucket exists and that the pod's role may s3:ListBucket and s3:GetObject on it"
 
 
 def mirror_uri() -> str | None:
@@ -70,6 +71,26 @@ def sync_model(
     return str(target)
 
 
+def check_listing(uri: str) -> None:
+    """Refuse a mirror holding a file the pinned revision does not have, before another downloader
+    (Ray Serve LLM on a ray-vllm replica) writes anything; nothing to do without checksums."""
+    expected = expected_files()
+    if expected is None:
+        return
+    bucket, prefix = split_s3_uri(uri)
+    try:
+        with s3_errors(uri, "read the model mirror", _ACCESS):
+            keys = S3("the S3 model mirror").keys(bucket, prefix)
+        for key in keys:
+            relative = key[len(prefix) + 1 :]
+            refused = None if relative == COMPLETE_MARKER else unknown_file(relative, expected, uri)
+            if refused is not None:
+                raise refused
+    except ServingError as error:
+        log_phase("weights", "failed", source=uri, error=error.message)
+        raise
+
+
 def check_copy(folder: str | None, uri: str) -> None:
     """Check a copy of the mirror at ``uri`` that another downloader made in ``folder`` (Ray Serve LLM's
     own S3 download on a ray-vllm replica), before the engine loads it; the same checks and phase
@@ -100,8 +121,7 @@ def _download(
     expected: dict[str, str] | None,
     on_progress: Callable[[str], None] | None,
 ) -> None:
-    access = "check that the bucket exists and that the pod's role may s3:ListBucket and s3:GetObject on it"
-    with s3_errors(uri, "read the model mirror", access):
+    with s3_errors(uri, "read the model mirror", _ACCESS):
         s3 = S3("the S3 model mirror")
         keys = s3.keys(bucket, prefix)
         if f"{prefix}/{COMPLETE_MARKER}" not in keys:

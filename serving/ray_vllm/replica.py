@@ -14,14 +14,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from llmctl.serving.model_mirror import check_copy
+from llmctl.serving.model_mirror import check_copy, check_listing
 from llmctl.serving.phases import log_phase
 from llmctl.serving.ray_vllm.neuron_cache import NeuronCompileCache, cache_from_env
 
 
 def before_weights(source: str) -> None:
-    """The model download starts (``source``: the hub id, a local path or the S3 mirror)."""
+    """The model download starts (``source``: the hub id, a local path or the S3 mirror); a mirror
+    holding a file the pinned revision does not have is refused before Ray Serve LLM writes anything
+    (it names its local folder after a ``hash`` object of the prefix)."""
     log_phase("weights", "start", source=source)
+    if source.startswith("s3://"):
+        check_listing(source)
 
 
 async def after_weights(source: str, local_dir: str | None = None) -> NeuronCompileCache | None:

@@ -157,3 +157,16 @@ def test_a_ray_vllm_replica_checks_what_ray_serve_llm_downloaded_before_the_engi
     _failed_line(capsys.readouterr().out)
     with pytest.raises(ServingError, match="cannot check the model files downloaded"):
         asyncio.run(replica.after_weights(URI, None))
+
+
+def test_a_planted_object_is_refused_before_ray_serve_llm_downloads_anything(
+    pinned: dict[str, str], aws: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llmctl.serving.ray_vllm import replica
+
+    replica.before_weights(URI)  # the intact mirror: Ray Serve LLM may go on
+    # Ray Serve LLM names its local folder after a `hash` object of the prefix (cloud_utils.py)
+    boto3.client("s3").put_object(Bucket=BUCKET, Key=f"models/tiny/{COMMIT}/hash", Body=b"../../../tmp/x")
+    with pytest.raises(ServingError, match="holds hash, a file the pinned model revision does not have"):
+        replica.before_weights(URI)
+    _failed_line(capsys.readouterr().out)
