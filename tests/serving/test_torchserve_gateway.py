@@ -268,3 +268,44 @@ def test_a_torchserve_blueprint_may_ask_for_an_api_key_and_its_container_gets_it
     assert gateway["LLMCTL_TS_BACKEND_PORT"] == "8083" and gateway["LLMCTL_TS_KEY_FILE"].endswith(
         "key_file.json"
     )
+
+
+def test_a_client_waiting_for_100_continue_is_answered_and_torchserve_gets_the_whole_body(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    import socket
+
+    torchserve = TorchServe(tmp_path, tokens=False)
+    port = int(run_gateway(torchserve).rsplit(":", 1)[1])
+    body = b'{"prompt": "' + b"x" * 2000 + b'"}'
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        head = (
+            f"POST /predictions/llama HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+        )
+        sock.sendall(head.encode())
+        assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue")  # as curl waits for it
+        sock.sendall(body)
+        answer = b""
+        while chunk := sock.recv(1 << 16):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 200") or answer.startswith(b"HTTP/1.1 200")
+    assert "expect" not in torchserve.seen[-1] and torchserve.seen[-1]["content-length"] == str(len(body))
+
+
+def test_a_request_torchserve_refuses_for_its_key_is_sent_once_more_with_the_key_read_again(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    import os
+
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "a"}).status_code == 200
+    stamp = torchserve.key_file.stat().st_mtime_ns
+    torchserve.keys["inference"] = torchserve._key()
+    torchserve._write()
+    os.utime(torchserve.key_file, ns=(stamp, stamp))  # a change the gateway cannot see by the file's time
+    reply = _post(url, API_KEY, json={"prompt": "b"})
+    assert reply.status_code == 200 and b"".join(CHUNKS) == reply.content
+    assert [h["authorization"] for h in torchserve.seen[-2:]] != [torchserve.seen[-1]["authorization"]] * 2
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
