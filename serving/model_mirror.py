@@ -73,7 +73,7 @@ def sync_model(
 
 def check_listing(uri: str) -> None:
     """Refuse a mirror holding a file the pinned revision does not have, before another downloader
-    (Ray Serve LLM on a ray-vllm replica) writes anything; nothing to do without checksums."""
+    (Ray Serve LLM, in a replica of its runtime) writes anything; nothing to do without checksums."""
     expected = expected_files()
     if expected is None:
         return
@@ -93,7 +93,7 @@ def check_listing(uri: str) -> None:
 
 def check_copy(folder: str | None, uri: str) -> None:
     """Check a copy of the mirror at ``uri`` that another downloader made in ``folder`` (Ray Serve LLM's
-    own S3 download on a ray-vllm replica), before the engine loads it; the same checks and phase
+    own S3 download, in a replica of its runtime), before the engine loads it; the same checks and phase
     line as :func:`sync_model`."""
     expected = expected_files()
     if expected is None:

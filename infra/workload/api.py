@@ -39,11 +39,12 @@ def render_blueprint(
     """The workload's manifests as YAML (secrets redacted), written to `out_dir` when given."""
 
     blueprint = load_blueprint(ref)
+    facts = platform_facts(blueprint, stack=stack, region=region, pools=pools)  # a bad stack fails here
     model_pin = recorded_model_pin(blueprint, stack)  # the commit the stack's first `up` pinned
     config = WorkloadConfig(
         blueprint=pinned_blueprint(blueprint, model_pin),
         stack=stack,
-        platform=platform_facts(blueprint, stack=stack, region=region, pools=pools),
+        platform=facts,
         image_pins=recorded_images(stack, blueprint.name),  # the digests the stack's first `up` pinned
         model_pin=model_pin,
     )
