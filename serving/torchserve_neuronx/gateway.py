@@ -29,9 +29,10 @@ import hmac
 import json
 import os
 import re
+import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -68,10 +69,11 @@ class InferenceKey:
 
     path: Path
     management_port: int
-    _mtime: float | None = None
+    _mtime: int | None = None
     _key: str | None = None
     _expires: float = 0.0
     _api_key: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _read(self) -> bool:
         try:
@@ -80,30 +82,36 @@ class InferenceKey:
             self._mtime, self._key = None, None
             return False
         if mtime != self._mtime:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            self._key = str(data["inference"]["key"])
-            self._expires = parse_instant(str(data["inference"]["expiration time"]))
-            self._api_key = str(data["API"]["key"])
-            self._mtime = mtime
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                key, api_key = str(data["inference"]["key"]), str(data["API"]["key"])
+                expires = parse_instant(str(data["inference"]["expiration time"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                return self._key is not None  # caught mid-write: the last key, and read it again next time
+            self._key, self._api_key, self._expires, self._mtime = key, api_key, expires, mtime
         return True
 
     def current(self, *, reread: bool = False) -> str | None:
         """The key to forward with (None: TorchServe's token authorization is off)."""
-        if reread:
-            self._mtime = None
-        if not self._read():
-            return None
-        if self._expires - time.time() < RENEW_MARGIN_S:
-            self._renew()
-        return self._key
+        with self._lock:
+            if reread:
+                self._mtime = None
+            if not self._read():
+                return None
+            if self._expires - time.time() < RENEW_MARGIN_S:
+                self._renew()
+            return self._key
 
     def _renew(self) -> None:
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.management_port}/token?type=inference",
             headers={"Authorization": f"Bearer {self._api_key}"},
         )
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            reply.read()
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                reply.read()
+        except OSError:
+            return  # TorchServe refuses the old key once it expires; the next request tries again
         self._mtime = None  # TorchServe rewrote the file
         self._read()
 

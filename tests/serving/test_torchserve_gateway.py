@@ -309,3 +309,13 @@ def test_a_request_torchserve_refuses_for_its_key_is_sent_once_more_with_the_key
     assert reply.status_code == 200 and b"".join(CHUNKS) == reply.content
     assert [h["authorization"] for h in torchserve.seen[-2:]] != [torchserve.seen[-1]["authorization"]] * 2
     assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_a_key_file_caught_mid_write_keeps_the_last_key(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "a"}).status_code == 200
+    whole = torchserve.key_file.read_text()
+    torchserve.key_file.write_text(whole[: len(whole) // 2])  # TorchServe's Files.write is not atomic
+    assert _post(url, API_KEY, json={"prompt": "b"}).status_code == 200
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
