@@ -12,10 +12,13 @@ import pytest
 import yaml
 from hub_support import COMMIT, hub_server
 from standin_support import StandinEngine, kube_objects
+from test_existing_cluster import BP, WL, complete_cluster, files, lifecycle
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.pods import pod_templates
 from llmctl.state import load_pins, model_pin_key, pins_path
+
+__all__ = ["files"]  # the existing cluster's kubeconfig and pools file (a fixture)
 
 
 def _revisions(engine: StandinEngine, project: str) -> set[str]:
@@ -40,15 +43,10 @@ def _serve_config_revisions(engine: StandinEngine, project: str) -> set[str]:
 
 
 def test_the_first_up_deploys_the_commit_and_a_later_machine_takes_it_from_the_backend(
-    engine: StandinEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: StandinEngine, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_existing_cluster import BP, POOLS, WL, complete_cluster, lifecycle
 
-    kubeconfig, pools = tmp_path / "k3s.yaml", tmp_path / "pools.yaml"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster: {server: 'https://127.0.0.1:6443'}\n"
-    )
-    pools.write_text(yaml.safe_dump(POOLS))
+    kubeconfig, pools = files
     complete_cluster(engine)
     model = load_blueprint(BP).model
     assert model.revision == "main"
@@ -68,28 +66,15 @@ def test_the_first_up_deploys_the_commit_and_a_later_machine_takes_it_from_the_b
 
 
 def test_an_unreachable_hub_deploys_the_branch_with_a_note(
-    engine: StandinEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: StandinEngine, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_existing_cluster import BP, POOLS, WL, complete_cluster
-
-    from llmctl.infra.lifecycle.backend import resolve_backend
-    from llmctl.infra.lifecycle.engine import Engine
-    from llmctl.infra.lifecycle.orchestrate import Lifecycle
-    from llmctl.infra.lifecycle.progress import Progress
-
-    kubeconfig, pools = tmp_path / "k3s.yaml", tmp_path / "pools.yaml"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster: {server: 'https://127.0.0.1:6443'}\n"
-    )
-    pools.write_text(yaml.safe_dump(POOLS))
+    kubeconfig, pools = files
     complete_cluster(engine)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     notes: list[str] = []
-    progress = Progress("quiet")
-    monkeypatch.setattr(progress, "note", notes.append)
-    Lifecycle(Engine(resolve_backend()), progress, stack="dev").up(
-        BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools
-    )
+    runner = lifecycle()
+    monkeypatch.setattr(runner.progress, "note", notes.append)
+    runner.up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
     assert any("not pinned: " in n and "could not reach the Hugging Face Hub" in n for n in notes)
     assert load_pins("dev", BP).models == {}
     assert _serve_config_revisions(engine, WL) | _revisions(engine, WL) == {"main"}
