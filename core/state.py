@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from llmctl.errors import BadInput, LlmctlError, NotDeployed
 
@@ -179,13 +180,60 @@ def remove_endpoint(stack: str, blueprint: str, workload: str | None = None) -> 
 
 
 @dataclass(frozen=True)
+class ModelPin:
+    """A model revision (a branch, tag or commit) resolved at the Hugging Face Hub: the commit it named
+    and each file of that commit with the checksum the Hub reports (``sha256:<hex>`` of an LFS file,
+    ``git-blob:<sha1>`` of any other)."""
+
+    commit: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StackPins:
     """What a workload stack pinned at its first `up` (or `llmctl images pin`): each image tag its pods
-    run, by the digest the registry named then, and each wheel outside its runtime's lock (a
-    CPU torch and what it needs) by the sha256 of the file downloaded then."""
+    run, by the digest the registry named then, each wheel outside its runtime's lock (a CPU torch and
+    what it needs) by the sha256 of the file downloaded then, and the model revision by the commit the
+    Hub named then (keyed ``<model id>@<revision>``)."""
 
     images: dict[str, str] = field(default_factory=dict)  # image as named (a tag) -> sha256:...
     wheels: dict[str, str] = field(default_factory=dict)  # wheel file name -> sha256 hex
+    models: dict[str, ModelPin] = field(default_factory=dict)  # "<id>@<revision>" -> its commit and files
+
+
+def model_pin_key(model_id: str, revision: str) -> str:
+    """The key of a model revision in :attr:`StackPins.models`."""
+    return f"{model_id}@{revision}"
+
+
+def _model_pins(raw: object) -> dict[str, ModelPin]:
+    if not isinstance(raw, dict):
+        raise TypeError("models is not a mapping")
+    pins = {}
+    for key, value in raw.items():
+        files = dict(value.get("files") or {})
+        if not isinstance(value.get("commit"), str) or not all(isinstance(v, str) for v in files.values()):
+            raise TypeError(f"the model pin {key} is not a commit and file checksums")
+        pins[str(key)] = ModelPin(commit=value["commit"], files=files)
+    return pins
+
+
+def pins_to_json(pins: StackPins) -> dict[str, Any]:
+    """The pins as JSON data (the record file, the workload stack's `llmctl_pins` output)."""
+    return {
+        "images": dict(sorted(pins.images.items())),
+        "wheels": dict(sorted(pins.wheels.items())),
+        "models": {key: asdict(pin) for key, pin in sorted(pins.models.items())},
+    }
+
+
+def pins_from_json(data: Any) -> StackPins:
+    """The pins of :func:`pins_to_json`'s data (TypeError/AttributeError when it is not that shape)."""
+    return StackPins(
+        images=dict(data.get("images") or {}),
+        wheels=dict(data.get("wheels") or {}),
+        models=_model_pins(data.get("models") or {}),
+    )
 
 
 def pins_path(stack: str, blueprint: str) -> Path:
@@ -200,7 +248,7 @@ def load_pins(stack: str, blueprint: str) -> StackPins:
         return StackPins()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        pins = StackPins(images=dict(data.get("images") or {}), wheels=dict(data.get("wheels") or {}))
+        pins = pins_from_json(data)
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise LlmctlError(
             f"the pin record {path} is damaged ({type(exc).__name__}: {exc})",
@@ -219,7 +267,6 @@ def save_pins(stack: str, blueprint: str, pins: StackPins) -> Path:
     path = pins_path(stack, blueprint)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".json.tmp")
-    body = {"images": dict(sorted(pins.images.items())), "wheels": dict(sorted(pins.wheels.items()))}
-    tmp.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(pins_to_json(pins), indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path

@@ -6,22 +6,28 @@ pods get that URI as ``LLMCTL_MODEL_URI``. :func:`sync_model` downloads every ob
 ``$LLMCTL_MODEL_CACHE/<bucket>/<prefix>`` (default ``/tmp/llmctl-models``) through a temporary
 directory renamed into place, so a second call (or a second replica in the same pod) loads from
 disk without touching S3. The S3 copy itself is :mod:`.s3_sync` (boto3 imported only when a mirror
-is in use).
+is in use). With ``LLMCTL_MODEL_FILES`` in the pod's spec, every file is checked against the Hub's
+checksum before the copy counts as complete (:mod:`.model_files`); a file the pinned revision does
+not have, or one that differs, fails the start with a ``weights`` ``failed`` phase line.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from llmctl.errors import ServingError
+from llmctl.serving.model_files import FILES_ENV, expected_files, unknown_file, verify
+from llmctl.serving.phases import log_phase
 from llmctl.serving.s3_sync import S3, parse_s3_uri, s3_errors
 
 MODEL_URI_ENV = "LLMCTL_MODEL_URI"
 MODEL_CACHE_ENV = "LLMCTL_MODEL_CACHE"
 DEFAULT_MODEL_CACHE = "/tmp/llmctl-models"
 COMPLETE_MARKER = ".llmctl-complete"  # written last by the mirror Job, and by a finished local sync
+_ACCESS = "check that the bucket exists and that the pod's role may s3:ListBucket and s3:GetObject on it"
 
 
 def mirror_uri() -> str | None:
@@ -51,9 +57,71 @@ def sync_model(
     root = Path(cache_dir or os.environ.get(MODEL_CACHE_ENV) or DEFAULT_MODEL_CACHE)
     target = root / bucket / prefix
     if (target / COMPLETE_MARKER).is_file():
-        return str(target)
-    access = "check that the bucket exists and that the pod's role may s3:ListBucket and s3:GetObject on it"
-    with s3_errors(uri, "read the model mirror", access):
+        return str(target)  # checked before its marker was written
+    expected = expected_files()
+    if expected is None:
+        print(
+            f"llmctl: the files of {uri} are not checked: the pod's spec has no {FILES_ENV}", file=sys.stderr
+        )
+    try:
+        _download(uri, bucket, prefix, target, expected, on_progress)
+    except ServingError as error:
+        log_phase("weights", "failed", source=uri, error=error.message)
+        raise
+    return str(target)
+
+
+def check_listing(uri: str) -> None:
+    """Refuse a mirror holding a file the pinned revision does not have, before another downloader
+    (Ray Serve LLM, in a replica of its runtime) writes anything; nothing to do without checksums."""
+    expected = expected_files()
+    if expected is None:
+        return
+    bucket, prefix = split_s3_uri(uri)
+    try:
+        with s3_errors(uri, "read the model mirror", _ACCESS):
+            keys = S3("the S3 model mirror").keys(bucket, prefix)
+        for key in keys:
+            relative = key[len(prefix) + 1 :]
+            refused = None if relative == COMPLETE_MARKER else unknown_file(relative, expected, uri)
+            if refused is not None:
+                raise refused
+    except ServingError as error:
+        log_phase("weights", "failed", source=uri, error=error.message)
+        raise
+
+
+def check_copy(folder: str | None, uri: str) -> None:
+    """Check a copy of the mirror at ``uri`` that another downloader made in ``folder`` (Ray Serve LLM's
+    own S3 download, in a replica of its runtime), before the engine loads it; the same checks and phase
+    line as :func:`sync_model`."""
+    expected = expected_files()
+    if expected is None:
+        print(
+            f"llmctl: the files of {uri} are not checked: the pod's spec has no {FILES_ENV}", file=sys.stderr
+        )
+        return
+    try:
+        if not folder or not Path(folder).is_dir():
+            raise ServingError(
+                f"cannot check the model files downloaded from {uri}: no folder {folder!r}",
+                "the Ray Serve LLM in the image put its download elsewhere; report this with the Ray version",
+            )
+        verify(Path(folder), expected, uri, ignore=frozenset({COMPLETE_MARKER}))
+    except ServingError as error:
+        log_phase("weights", "failed", source=uri, error=error.message)
+        raise
+
+
+def _download(
+    uri: str,
+    bucket: str,
+    prefix: str,
+    target: Path,
+    expected: dict[str, str] | None,
+    on_progress: Callable[[str], None] | None,
+) -> None:
+    with s3_errors(uri, "read the model mirror", _ACCESS):
         s3 = S3("the S3 model mirror")
         keys = s3.keys(bucket, prefix)
         if f"{prefix}/{COMPLETE_MARKER}" not in keys:
@@ -61,7 +129,16 @@ def sync_model(
                 f"the model mirror {uri} is incomplete ({len(keys)} object(s), no {COMPLETE_MARKER} marker)",
                 "wait for the workload's `model-mirror` Job to finish (kubectl -n <ns> logs job/model-mirror)",
             )
+        files = [key[len(prefix) + 1 :] for key in keys if key != f"{prefix}/{COMPLETE_MARKER}"]
+        refused = [unknown_file(name, expected, uri) for name in files] if expected is not None else []
+        for error in refused:
+            if error is not None:
+                raise error  # before anything is downloaded
         if on_progress:
-            on_progress(f"downloading {len(keys) - 1} file(s) from {uri}")
-        s3.download_prefix(bucket, prefix, keys, target, COMPLETE_MARKER)
-    return str(target)
+            on_progress(f"downloading {len(files)} file(s) from {uri}")
+
+        def check(folder: Path) -> None:
+            if expected is not None:
+                verify(folder, expected, uri)
+
+        s3.download_prefix(bucket, prefix, keys, target, COMPLETE_MARKER, check)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -88,12 +88,21 @@ class S3:
         listed = self.client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
         return any(item["Key"] == key for item in listed.get("Contents", []))
 
-    def download_prefix(self, bucket: str, prefix: str, keys: list[str], target: Path, marker: str) -> None:
+    def download_prefix(
+        self,
+        bucket: str,
+        prefix: str,
+        keys: list[str],
+        target: Path,
+        marker: str,
+        check: Callable[[Path], None] | None = None,
+    ) -> None:
         """Download ``keys`` (all under ``prefix/``) into ``target`` atomically; the local marker last.
 
-        The files land in a temporary sibling directory that replaces ``target`` once complete, so
-        an interrupted download leaves nothing that looks finished. When another process finished
-        the same copy first, its copy is kept.
+        The files land in a temporary sibling directory that replaces ``target`` once complete (and,
+        with ``check``, once ``check(folder)`` returned), so an interrupted or refused download leaves
+        nothing that looks finished. When another process finished the same copy first, its copy is
+        kept.
         """
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
@@ -105,6 +114,8 @@ class S3:
                 path = local_path(tmp, bucket, prefix, key)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.client.download_file(bucket, key, str(path))
+            if check is not None:
+                check(tmp)
             (tmp / marker).write_text(f"s3://{bucket}/{prefix}\n")
             if not (target / marker).is_file():
                 shutil.rmtree(target, ignore_errors=True)

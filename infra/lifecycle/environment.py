@@ -13,6 +13,7 @@ chose are an output of the platform stack; later `up`s pin them (``pinned_az_ids
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -28,7 +29,7 @@ from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, w
 from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
 from llmctl.infra.platform.config import API_CIDRS_ENV, EndpointConfig, validate_config
 from llmctl.infra.workload.program import build_workload
-from llmctl.state import StackPins, load_pins, save_pins
+from llmctl.state import StackPins, load_pins, pins_from_json, pins_to_json, save_pins
 
 RECORD_OUTPUT = "llmctl_workload"  # the workload stack's output holding its record
 RECORD_CONFIG = "llmctl:workload"  # ... and the stack config key holding the same record
@@ -225,9 +226,12 @@ def workload_program(config: Any, hf_token: str | None, record: WorkloadRecord) 
 
         build_workload(config, hf_token)
         pulumi.export(RECORD_OUTPUT, record.model_dump(mode="json"))
-        # what the stack pinned (images by digest, wheels by sha256), saved in the backend as well
-        wheels = load_pins(config.stack, config.blueprint.name).wheels
-        pulumi.export(PINS_OUTPUT, {"images": dict(config.image_pins), "wheels": wheels})
+        # what the stack pinned (images by digest, wheels by sha256, the model revision by its commit),
+        # saved in the backend as well
+        recorded = load_pins(config.stack, config.blueprint.name)
+        pulumi.export(
+            PINS_OUTPUT, pins_to_json(dataclasses.replace(recorded, images=dict(config.image_pins)))
+        )
 
     return program
 
@@ -238,8 +242,11 @@ def adopt_pins(engine: Engine, spec: StackSpec, blueprint: str, note: Callable[[
     if load_pins(spec.stack, blueprint) != StackPins():
         return
     raw = (engine.outputs(spec) or {}).get(PINS_OUTPUT)
-    if not isinstance(raw, dict) or not (raw.get("images") or raw.get("wheels")):
+    if not isinstance(raw, dict) or not (raw.get("images") or raw.get("wheels") or raw.get("models")):
         return
-    pins = StackPins(images=dict(raw.get("images") or {}), wheels=dict(raw.get("wheels") or {}))
+    try:
+        pins = pins_from_json(raw)
+    except (TypeError, AttributeError, ValueError):
+        return  # an output this llmctl cannot read: pin anew
     save_pins(spec.stack, blueprint, pins)
     note(f"    pins of {spec.project}/{spec.stack} taken from its state in the backend (an earlier `up`)")

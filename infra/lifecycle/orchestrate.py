@@ -46,6 +46,7 @@ from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
 from llmctl.infra.workload.digests import pin_images, recorded_images
+from llmctl.infra.workload.model_revision import pin_model, pinned_blueprint, recorded_model_pin
 from llmctl.infra.workload.schedulability import validate_workload
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
@@ -153,6 +154,7 @@ class Lifecycle:
             accept_moved=accept_moved_tags,
             note=self.progress.note,
         )
+        model_pin = pin_model(bp, w_stack, token, note=self.progress.note)  # the revision by its commit
         cost = blueprint_cost(bp, hardware())
         changes: dict[str, dict[str, int]] = {}
         notes: list[str] = []
@@ -194,12 +196,13 @@ class Lifecycle:
             else:
                 facts = offline
             w_config = WorkloadConfig(
-                blueprint=bp,
+                blueprint=pinned_blueprint(bp, model_pin),
                 stack=w_stack,
                 platform=facts,
                 hf_token_present=bool(token),
                 namespace=namespace(bp.name, workload),
                 image_pins=pins.images,
+                model_pin=model_pin,
             )
             w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
             spec = StackSpec(
@@ -513,13 +516,15 @@ class Lifecycle:
             if outputs and unchanged
             else PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         )
+        model_pin = recorded_model_pin(bp, w_stack)
         w_config = WorkloadConfig(
-            blueprint=bp,
+            blueprint=pinned_blueprint(bp, model_pin),
             stack=w_stack,
             platform=facts,
             hf_token_present=bool(token),
             namespace=namespace(bp.name, workload),
             image_pins=recorded_images(w_stack, bp.name),  # the digests `up` pinned (none checked here)
+            model_pin=model_pin,
         )
         if outputs and unchanged:  # the delivery `up` would choose on this platform, nothing uploaded
             w_config = deliver(w_config, note=self.progress.note, upload=False)

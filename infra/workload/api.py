@@ -15,6 +15,7 @@ from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests, endpoint_info
+from llmctl.infra.workload.model_revision import pinned_blueprint, recorded_model_pin
 from llmctl.infra.workload.pods import pod_templates
 from llmctl.infra.workload.render import render_yaml
 from llmctl.infra.workload.schedulability import validate_workload
@@ -38,11 +39,14 @@ def render_blueprint(
     """The workload's manifests as YAML (secrets redacted), written to `out_dir` when given."""
 
     blueprint = load_blueprint(ref)
+    facts = platform_facts(blueprint, stack=stack, region=region, pools=pools)  # a bad stack fails here
+    model_pin = recorded_model_pin(blueprint, stack)  # the commit the stack's first `up` pinned
     config = WorkloadConfig(
-        blueprint=blueprint,
+        blueprint=pinned_blueprint(blueprint, model_pin),
         stack=stack,
-        platform=platform_facts(blueprint, stack=stack, region=region, pools=pools),
+        platform=facts,
         image_pins=recorded_images(stack, blueprint.name),  # the digests the stack's first `up` pinned
+        model_pin=model_pin,
     )
     manifests = build_manifests(config, hf_token=None)
     rendered = render_yaml(manifests, out_dir)

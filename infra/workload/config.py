@@ -23,6 +23,7 @@ from llmctl.infra.platform.config import validate_config
 from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.cluster import HINT, load_cluster_file
 from llmctl.infra.workload.pool_facts import PoolFacts, _Strict
+from llmctl.state import ModelPin
 
 Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
 
@@ -232,6 +233,11 @@ class WorkloadConfig(_Strict):
         default_factory=dict,
         description="Digests the workload stack recorded for the image tags its pods run (image as named "
         "-> sha256:...; `llmctl.state.StackPins`): those containers name `image@digest`. Empty: by tag.",
+    )
+    model_pin: ModelPin | None = Field(
+        None,
+        description="The commit the stack pinned the blueprint's model revision to, with the Hub's checksum "
+        "of each file (`model_revision.py`); the blueprint then names the commit. None: not pinned.",
     )
 
     @property

@@ -13,7 +13,7 @@ and the note says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmctl.errors import PrerequisiteError
@@ -23,7 +23,7 @@ from llmctl.infra.names import split_stack
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.state import StackPins, last_up, load_pins, save_pins
+from llmctl.state import last_up, load_pins, save_pins
 
 
 @dataclass
@@ -117,9 +117,7 @@ def pin_images(
             f"`llmctl images pin -b {bp} {stack_flags(config.stack)} {ACCEPT_FLAG}`)",
         )
     # images of an earlier delivery (the base image before an ECR image was pushed) stay recorded
-    save_pins(
-        config.stack, bp, StackPins(images={**recorded.images, **report.images}, wheels=recorded.wheels)
-    )
+    save_pins(config.stack, bp, replace(recorded, images={**recorded.images, **report.images}))
     for line in report.notes():
         note(f"    {line}")
     return report

@@ -20,6 +20,7 @@ else `up` stops (the index now serves other bytes under the recorded names).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import subprocess
 import tempfile
@@ -31,7 +32,7 @@ from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
 from llmctl.infra.workload.delivery import outside_lock_args
 from llmctl.infra.workload.wheelhouse import LOCK_FILE, WHEELHOUSE_PREFIX, pip_download_for
 from llmctl.serving.lockfiles import LockSpec, locks, normalize, parse_lock, requirement_names
-from llmctl.state import StackPins, load_pins, pins_path, save_pins
+from llmctl.state import load_pins, pins_path, save_pins
 
 
 def _name_version(file: str) -> tuple[str, str]:
@@ -141,7 +142,7 @@ def deliver_outside(
         prefix = outside_key(spec, wheels)
         (folder / LOCK_FILE).write_text(requirements_text(spec, wheels), encoding="utf-8")
         _upload(s3, bucket, prefix, folder)
-    save_pins(stack, blueprint, StackPins(images=recorded.images, wheels=wheels))
+    save_pins(stack, blueprint, dataclasses.replace(recorded, wheels=wheels))
     note(
         f"    uploaded s3://{bucket}/{prefix}/ (what the {spec.name} lock leaves out: "
         f"{', '.join(sorted(wheels))}; sha256 recorded for stack {stack})"

@@ -12,6 +12,7 @@ Both exist in the pinned Neuron Ray (2.53) and in the GPU image's Ray; the logic
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ray.llm._internal.common.callbacks.base import CallbackBase
@@ -35,10 +36,13 @@ class PhaseCallback(CallbackBase):
     """Logs the weights phase and prepares the compile cache once the weights are on the node."""
 
     async def on_before_node_init(self) -> None:
-        before_weights(_source(self.llm_config))
+        await asyncio.to_thread(before_weights, _source(self.llm_config))
 
     async def on_after_node_init(self) -> None:
-        self.ctx.custom_data[CACHE_SLOT] = await after_weights(_source(self.llm_config))
+        # Ray Serve LLM's node init points the engine at the folder it downloaded into
+        # (``serve/utils/node_initialization_utils.py``: ``get_engine_config().hf_model_id = paths[0]``)
+        local = getattr(self.llm_config.get_engine_config(), "hf_model_id", None)
+        self.ctx.custom_data[CACHE_SLOT] = await after_weights(_source(self.llm_config), local)
 
 
 class LlmctlVLLMEngine(VLLMEngine):

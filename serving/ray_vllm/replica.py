@@ -14,17 +14,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from llmctl.serving.model_mirror import check_copy, check_listing
 from llmctl.serving.phases import log_phase
 from llmctl.serving.ray_vllm.neuron_cache import NeuronCompileCache, cache_from_env
 
 
 def before_weights(source: str) -> None:
-    """The model download starts (``source``: the hub id, a local path or the S3 mirror)."""
+    """The model download starts (``source``: the hub id, a local path or the S3 mirror); a mirror
+    holding a file the pinned revision does not have is refused before Ray Serve LLM writes anything
+    (it names its local folder after a ``hash`` object of the prefix)."""
     log_phase("weights", "start", source=source)
+    if source.startswith("s3://"):
+        check_listing(source)
 
 
-async def after_weights(source: str) -> NeuronCompileCache | None:
-    """The weights are on the node: restore the compiled artifacts, or lock the key to compile them."""
+async def after_weights(source: str, local_dir: str | None = None) -> NeuronCompileCache | None:
+    """The weights are on the node (in ``local_dir``, where Ray Serve LLM put them): check the files of
+    an S3 mirror against the Hub's checksums in the pod's spec, then restore the compiled artifacts,
+    or lock the key to compile them."""
+    if source.startswith("s3://"):
+        await asyncio.to_thread(check_copy, local_dir, source)
     log_phase("weights", "done", source=source)
     cache = cache_from_env()
     if cache is not None:

@@ -61,11 +61,18 @@ def model_config(blueprint: Blueprint) -> dict[str, object]:
     }
 
 
+def backend_port(blueprint: Blueprint) -> int:
+    """TorchServe's inference port on the pod's loopback; the gateway (``gateway.py``) has the serving
+    port and forwards to it."""
+    return blueprint.serving.port + 3
+
+
 def config_properties(blueprint: Blueprint) -> str:
     """TorchServe's ``config.properties``: listeners, metrics and the model to load at start."""
     port = blueprint.serving.port
     lines = [
-        f"inference_address=http://0.0.0.0:{port}",
+        # inference behind llmctl's gateway, which checks the API key (gateway.py): loopback only
+        f"inference_address=http://127.0.0.1:{backend_port(blueprint)}",
         # the management API registers and scales models (a model archive from a URL runs its code):
         # loopback only, never reachable from another pod or a load balancer
         f"management_address=http://127.0.0.1:{port + 1}",
@@ -79,10 +86,9 @@ def config_properties(blueprint: Blueprint) -> str:
         f"job_queue_size={blueprint.serving.max_concurrent_requests + queue_limit(blueprint)}",
         # larger bodies get TorchServe's 413 before the handler sees them
         f"max_request_size={request_bytes(blueprint)}",
-        # TorchServe's own token auth makes random 8-character keys that expire after an hour and apply
-        # to the inference API too, so no client could keep a key; the management API is on loopback
-        # instead, and the namespace's NetworkPolicy admits only the inference and metrics ports
-        "disable_token_authorization=true",
+        # TorchServe's token authorization is not turned off: where the TorchServe in the image has it
+        # (built in from 0.11.1; 0.11.0 only with its endpoint plugin), the gateway forwards with the
+        # current inference key from key_file.json and renews it (gateway.py)
         "enable_envvars_config=true",
     ]
     return "\n".join(lines) + "\n"

@@ -89,7 +89,7 @@ def test_capability_sets_read_from_the_registry() -> None:
     assert today(rules.TRANSFORMERS_NEURONX) == ("ray-neuronx", "torchserve-neuronx")
     assert today(rules.INFER_ROUTE) == ("ray-neuronx", "ray-cpu")
     assert today(rules.OPENAI_API) == ("ray-neuronx", "ray-vllm", "ray-cpu")
-    assert today(rules.API_KEY_CHECKED) == ("ray-neuronx", "ray-cpu")
+    assert today(rules.API_KEY_CHECKED) == ("ray-neuronx", "torchserve-neuronx", "ray-cpu")
     assert runtime("ray-vllm").engine_on("inferentia2") == "vllm-neuron"
     assert runtime("ray-vllm").engine_on("nvidia") == "vllm-cuda"
     assert runtime("ray-cpu").uis == ("gradio", "open-webui", "none")

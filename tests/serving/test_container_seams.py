@@ -110,7 +110,9 @@ def test_torchserve_container_archives_the_handler_and_starts_torchserve(
     container = _container("llama2-torchserve-inf2", image)
     assert {"name": "model-store", "mountPath": MODEL_STORE} in container["volumeMounts"]  # start's default
     store, work = tmp_path / "store", tmp_path / "work"
-    calls = _run(container, tmp_path, {"LLMCTL_TS_MODEL_STORE": str(store), "LLMCTL_TS_WORKDIR": str(work)})
+    # the gateway start.py starts on the serving port listens on a free port here (and ends with the run)
+    env = {"LLMCTL_TS_MODEL_STORE": str(store), "LLMCTL_TS_WORKDIR": str(work), "LLMCTL_TS_LISTEN_PORT": "0"}
+    calls = _run(container, tmp_path, env)
 
     bp = load_blueprint("llama2-torchserve-inf2")
     archiver = calls["torch-model-archiver"]
@@ -126,7 +128,8 @@ def test_torchserve_container_archives_the_handler_and_starts_torchserve(
         assert (work / file).read_text() == text
     properties = (work / "config.properties").read_text()
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert f"inference_address=http://0.0.0.0:{ports['inference']}" in properties
+    # TorchServe's inference API on loopback, behind llmctl's gateway on the inference port
+    assert f"inference_address=http://127.0.0.1:{ports['inference'] + 3}" in properties
     # the management API (model registration) on loopback only: no container port, no Service port
     assert "management" not in ports
     assert f"management_address=http://127.0.0.1:{ports['inference'] + 1}" in properties

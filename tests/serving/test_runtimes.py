@@ -56,7 +56,8 @@ def test_torchserve_model_config_matches_the_seed_layout() -> None:
     assert config["handler"]["tp_degree"] == 12 and config["handler"]["amp"] == "bf16"
     assert config["handler"]["max_length"] == 100
     assert config["micro_batching"]["micro_batch_size"] == 1
-    assert "inference_address=http://0.0.0.0:8080" in files["config.properties"]
+    assert "inference_address=http://127.0.0.1:8083" in files["config.properties"]  # behind the gateway
+    assert "disable_token_authorization" not in files["config.properties"]
 
 
 def test_torchserve_handler_helpers() -> None:

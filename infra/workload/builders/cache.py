@@ -32,9 +32,11 @@ from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, s
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.delivery import venv_in
 from llmctl.infra.workload.meta import metadata
+from llmctl.infra.workload.model_revision import files_value
 from llmctl.infra.workload.wheelhouse_pods import install_from_wheelhouse, with_wheelhouse
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
 from llmctl.serving.lockfiles import LockSpec, lock_for
+from llmctl.serving.model_files import FILES_ENV
 from llmctl.serving.model_mirror import COMPLETE_MARKER, MODEL_URI_ENV
 
 MIRROR_JOB = "model-mirror"
@@ -228,6 +230,8 @@ def cache_env(config: WorkloadConfig) -> list[Obj]:
         env.append({"name": "AWS_REGION", "value": config.platform.region})
     if mirror_enabled(config):
         env.append({"name": MODEL_URI_ENV, "value": f"s3://{bucket}/{model_prefix(config)}"})
+        if config.model_pin is not None:  # the Hub's checksums, from the CLI: the mirror is a pod's writing
+            env.append({"name": FILES_ENV, "value": files_value(config.model_pin)})
     if compile_cache_enabled(config):
         # one variable: the transformers-neuronx runtimes sync model.save() output there, the vLLM replicas
         # NxD Inference artifacts of NEURON_COMPILED_ARTIFACTS (Neuron) or vLLM's caches (NVIDIA GPUs)

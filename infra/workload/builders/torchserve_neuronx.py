@@ -6,8 +6,9 @@ The container runs the serving package's start module,
 same JSON the Ray apps get as their arg). It renders `model-config.yaml` and `config.properties`,
 archives the llmctl handler into the model store (an emptyDir) and runs TorchServe in the
 foreground. The handler loads the weights from the S3 mirror (`LLMCTL_MODEL_URI`) when the
-blueprint enables it, and compiled artifacts from the S3 compile cache. Ports: 8080 inference,
-8081 management (on the pod's loopback only), 8082 metrics. TorchServe does not drain on SIGTERM, so the preStop hook waits
+blueprint enables it, and compiled artifacts from the S3 compile cache. Ports: 8080 llmctl's gateway
+(the API key; it forwards to TorchServe's inference API on the pod's loopback, 8083), 8081
+management (loopback only), 8082 metrics. TorchServe does not drain on SIGTERM, so the preStop hook waits
 out the drain grace (the pod has left the Service's endpoints) within
 `terminationGracePeriodSeconds`.
 """
@@ -57,6 +58,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
             *placement.neuron_env(config),
             {"name": "NEURONX_CACHE", "value": "on"},
             *common.token_env(config),
+            *common.api_key_env(config),  # the gateway's check (serving/torchserve_neuronx/gateway.py)
             *cache_env(config),
         ],
         "resources": placement.serving_resources(config),

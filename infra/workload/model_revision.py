@@ -1,0 +1,174 @@
+"""The blueprint's model revision pinned to a commit, with the Hub's checksum of every file of it.
+
+At a workload stack's first `up` (like the image digests, `digests.py`) the CLI asks the Hugging Face
+Hub what ``model.revision`` (``main``, a tag, a commit) names now: ``GET {endpoint}/api/models/{id}/
+revision/{revision}?blobs=true``, the call huggingface_hub's ``HfApi.model_info(..., files_metadata=
+True)`` makes (huggingface_hub 2.4.0, the version the serving locks pin:
+``src/huggingface_hub/hf_api.py`` ``model_info``; error codes from ``utils/_http.py``
+``hf_raise_for_status``). The answer's ``sha`` is the commit; each of its ``siblings`` carries
+``lfs.sha256`` (a file stored in LFS) or ``blobId`` (the git blob id of any other file).
+
+Both are recorded in the stack's state (`llmctl.state.StackPins.models`) and rendered: the workload's
+blueprint names the commit (the mirror prefix, the mirror Job, each pod's download), and the serving
+pods get the checksums in their own spec (``LLMCTL_MODEL_FILES``, `serving/model_files.py`), so a
+file changed in the shared S3 mirror is refused however it got there. A later `up` keeps the
+recorded commit without asking the Hub. A Hub that cannot be reached leaves the revision as written,
+said in a note (the pods then download the branch and have no checksums to check); a model or
+revision the Hub does not have is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+from urllib.parse import quote
+
+from llmctl.blueprints.schema import Blueprint
+from llmctl.errors import BadInput, PrerequisiteError
+from llmctl.state import ModelPin, load_pins, model_pin_key, save_pins
+
+ENDPOINT_ENV = "HF_ENDPOINT"  # huggingface_hub's own variable (constants.py), default below
+DEFAULT_ENDPOINT = "https://huggingface.co"
+OFFLINE_ENV = "HF_HUB_OFFLINE"
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+TIMEOUT_S = 20.0
+#: the most bytes of checksums a pod's spec carries (one env value; Linux refuses a single
+#: environment string over 128 KiB at exec)
+MAX_FILES_BYTES = 96 * 1024
+
+
+class HubUnreachable(Exception):
+    """The Hub did not answer (network, proxy, offline mode, a server error)."""
+
+
+def hub_endpoint() -> str:
+    """The Hub's base URL (``HF_ENDPOINT``, as huggingface_hub reads it)."""
+    return (os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def is_hub_id(model_id: str) -> bool:
+    """Whether a blueprint's ``model.id`` names a Hub repository (not a path inside the image)."""
+    return not model_id.startswith(("/", ".", "~")) and model_id.count("/") <= 1
+
+
+def files_value(pin: ModelPin) -> str:
+    """The ``LLMCTL_MODEL_FILES`` value of a pin: compact JSON, file name -> checksum."""
+    return json.dumps(dict(sorted(pin.files.items())), separators=(",", ":"))
+
+
+def _checksums(siblings: Any) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for sibling in siblings if isinstance(siblings, list) else []:
+        name, lfs = sibling.get("rfilename"), sibling.get("lfs")
+        if isinstance(lfs, dict) and isinstance(lfs.get("sha256"), str):
+            files[name] = f"sha256:{lfs['sha256']}"
+        elif isinstance(sibling.get("blobId"), str):
+            files[name] = f"git-blob:{sibling['blobId']}"
+    return files
+
+
+def fetch_pin(client: Any, model_id: str, revision: str, token: str | None) -> ModelPin:
+    """The commit ``revision`` names and the checksum of each of its files, from the Hub.
+
+    Raises HubUnreachable when the Hub does not answer, BadInput/PrerequisiteError when it answers
+    that the model or revision is not there or not readable with this token.
+    """
+    if os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}:
+        raise HubUnreachable(f"{OFFLINE_ENV} is set")
+    url = f"{hub_endpoint()}/api/models/{model_id}/revision/{quote(revision, safe='')}"
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    import httpx
+
+    try:
+        reply = client.get(url, params={"blobs": "true"}, headers=headers)
+    except httpx.HTTPError as error:
+        raise HubUnreachable(f"{type(error).__name__}: {error}") from None
+    code = reply.headers.get("X-Error-Code", "")
+    where = f"model {model_id!r} revision {revision!r}"
+    if code == "RevisionNotFound":
+        raise BadInput(
+            f"the Hugging Face Hub has no revision {revision!r} of {model_id!r}",
+            "set `model.revision` in the blueprint to a branch, tag or commit of the repository",
+        )
+    if code == "GatedRepo" or reply.status_code == 403:
+        raise PrerequisiteError(
+            f"the Hugging Face Hub refuses {where} to this token (gated: HTTP {reply.status_code})",
+            "accept the model's license on the Hub with the account of your HF token",
+        )
+    if code == "RepoNotFound" or reply.status_code in (401, 404):
+        raise BadInput(
+            f"the Hugging Face Hub has no model {model_id!r}, or it is private to another account "
+            f"(HTTP {reply.status_code})",
+            "check `model.id` in the blueprint, or give a token that may read it (--hf-token-file, HF_TOKEN)",
+        )
+    if reply.status_code != 200:
+        raise HubUnreachable(f"HTTP {reply.status_code} from {url}")
+    try:
+        body = reply.json()
+        commit = body["sha"]
+    except (ValueError, KeyError, TypeError):
+        raise HubUnreachable(f"{url} did not answer with a model's JSON") from None
+    if not isinstance(commit, str) or not COMMIT.match(commit):
+        raise HubUnreachable(f"{url} answered without a commit id")
+    return ModelPin(commit=commit, files=_checksums(body.get("siblings")))
+
+
+def pin_model(
+    blueprint: Blueprint,
+    stack: str,
+    token: str | None,
+    *,
+    note: Callable[[str], None] = lambda _text: None,
+    client: Any = None,
+) -> ModelPin | None:
+    """The stack's pin of the blueprint's model revision: the recorded one, else resolved at the Hub
+    now and recorded; None (with a note) when the Hub cannot be reached and nothing was recorded."""
+    model = blueprint.model
+    if not is_hub_id(model.id):
+        return None
+    key = model_pin_key(model.id, model.revision)
+    recorded = load_pins(stack, blueprint.name)
+    if key in recorded.models:
+        return recorded.models[key]
+    import httpx
+
+    own = client is None
+    client = client or httpx.Client(timeout=TIMEOUT_S, follow_redirects=True)
+    try:
+        pin = fetch_pin(client, model.id, model.revision, token)
+    except HubUnreachable as why:
+        note(
+            f"    not pinned: {model.id} stays at revision {model.revision!r} and the pods get no checksums "
+            f"of its files (could not reach the Hugging Face Hub: {why}); the next `up` pins it"
+        )
+        return None
+    finally:
+        if own:
+            client.close()
+    if blueprint.caches.model_mirror and len(files_value(pin)) > MAX_FILES_BYTES:
+        raise PrerequisiteError(
+            f"{model.id} has too many files ({len(pin.files)}) for their checksums to go into the pods' spec",
+            "turn the model mirror off (`caches.model_mirror: false`): the pods then download from the Hub",
+        )
+    save_pins(stack, blueprint.name, replace(recorded, models={**recorded.models, key: pin}))
+    if pin.commit != model.revision:
+        note(f"    pinned {model.id} revision {model.revision!r} to commit {pin.commit}")
+    return pin
+
+
+def recorded_model_pin(blueprint: Blueprint, stack: str) -> ModelPin | None:
+    """The pin the stack recorded for the blueprint's model revision (for `render` and `plan`)."""
+    return load_pins(stack, blueprint.name).models.get(
+        model_pin_key(blueprint.model.id, blueprint.model.revision)
+    )
+
+
+def pinned_blueprint(blueprint: Blueprint, pin: ModelPin | None) -> Blueprint:
+    """The blueprint with its model revision replaced by the pinned commit (unchanged without one)."""
+    if pin is None or blueprint.model.revision == pin.commit:
+        return blueprint
+    return blueprint.model_copy(update={"model": blueprint.model.model_copy(update={"revision": pin.commit})})

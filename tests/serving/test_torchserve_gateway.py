@@ -1,0 +1,321 @@
+"""llmctl's gateway in front of TorchServe: the API key checked before anything reaches TorchServe, and
+TorchServe's own rotating inference key handled for the client (real HTTP on loopback).
+
+TorchServe itself (Java) does not run here; a stand-in on loopback plays its inference and management
+APIs with the behaviour recorded from its source, pytorch/serve tag v0.11.0 (commit
+34bc370174c7aa4588889b344ca9b5e48ff47a89, the version the pinned Neuron DLC installs; the same in
+v0.12.0's ``frontend/server/.../util/TokenAuthorization.java``):
+
+- ``plugins/endpoints/src/main/java/org/pytorch/serve/plugins/endpoint/Token.java``: the key file
+  ``key_file.json`` in the working directory, pretty-printed JSON ``{"management": {"key",
+  "expiration time"}, "inference": {"key", "expiration time"}, "API": {"key"}}``; keys are 6 random
+  bytes in URL-safe base64; the expiration an ``Instant.toString()``; ``GET /token?type=inference``
+  (management API, authorized by the API key) makes a new inference key and expiration and rewrites
+  the file, answering an empty body; ``checkTokenAuthorization`` takes ``Authorization: Bearer <key>``
+  and refuses a different or expired key.
+- ``frontend/server/.../http/TokenAuthorizationHandler.java`` throws ``InvalidKeyException`` ("Token
+  Authentication failed. Token either incorrect, expired, or not provided correctly"), a
+  ``ModelException``, which ``http/HttpRequestHandler.java`` answers with 400 through
+  ``util/NettyUtils.sendError``: ``{"code": 400, "type": "InvalidKeyException", "message": ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from llmctl.serving.torchserve_neuronx.gateway import Gateway, InferenceKey, parse_instant, serve
+
+API_KEY = "sk-llmctl-test-key"
+REFUSED = "Token Authentication failed. Token either incorrect, expired, or not provided correctly"
+CHUNKS = [b'{"text": "Hello"}\n', b'{"text": " world"}\n', b'{"text": "!"}\n']
+
+
+def _instant(delta_s: float) -> str:
+    """A Java ``Instant.toString()`` of now + delta (microseconds, as Instant.now() gives on Linux)."""
+    return (datetime.now(timezone.utc) + timedelta(seconds=delta_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class TorchServe:
+    """Inference and management APIs on loopback, with or without token authorization."""
+
+    def __init__(self, workdir: Path, *, tokens: bool, expires_in_s: float = 3600.0) -> None:
+        self.key_file = workdir / "key_file.json"
+        self.tokens = tokens
+        self.seen: list[dict[str, str]] = []
+        self.keys = {"management": self._key(), "inference": self._key(), "API": self._key()}
+        self.expires = {"management": _instant(expires_in_s), "inference": _instant(expires_in_s)}
+        if tokens:
+            self._write()
+        self.inference = self._server(self._inference)
+        self.management = self._server(self._management)
+
+    @staticmethod
+    def _key() -> str:
+        return base64.urlsafe_b64encode(secrets.token_bytes(6)).decode()
+
+    def _write(self) -> None:
+        body = {
+            "management": {"key": self.keys["management"], "expiration time": self.expires["management"]},
+            "inference": {"key": self.keys["inference"], "expiration time": self.expires["inference"]},
+            "API": {"key": self.keys["API"]},
+        }
+        self.key_file.write_text(json.dumps(body, indent=2))
+
+    def _authorized(self, headers: Any, kind: str) -> bool:
+        if not self.tokens:
+            return True
+        scheme, _, token = (headers.get("Authorization") or "").partition(" ")
+        expired = (
+            kind != "API" and parse_instant(self.expires[kind]) <= datetime.now(timezone.utc).timestamp()
+        )
+        return scheme == "Bearer" and token == self.keys[kind] and not expired
+
+    @staticmethod
+    def _refuse(handler: BaseHTTPRequestHandler) -> None:
+        body = json.dumps({"code": 400, "type": "InvalidKeyException", "message": REFUSED}).encode()
+        handler.send_response(400)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _inference(self, handler: BaseHTTPRequestHandler) -> None:
+        self.seen.append({k.lower(): v for k, v in handler.headers.items()})
+        length = int(handler.headers.get("Content-Length") or 0)
+        handler.rfile.read(length)
+        if not self._authorized(handler.headers, "inference"):
+            self._refuse(handler)
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        for chunk in CHUNKS:  # a token stream: one HTTP chunk per intermediate response
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+
+    def _management(self, handler: BaseHTTPRequestHandler) -> None:
+        if handler.path != "/token?type=inference" or not self._authorized(handler.headers, "API"):
+            self._refuse(handler)
+            return
+        self.keys["inference"], self.expires["inference"] = self._key(), _instant(3600)
+        self._write()
+        handler.send_response(200)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    def _server(self, answer: Any) -> ThreadingHTTPServer:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                answer(self)
+
+            def do_POST(self) -> None:
+                answer(self)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        return server
+
+    def close(self) -> None:
+        for server in (self.inference, self.management):
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.fixture
+def run_gateway() -> Iterator[Any]:
+    """Start the gateway in front of a TorchServe stand-in; yields a function returning its URL."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    servers: list[Any] = []
+
+    def start(torchserve: TorchServe, api_key: str | None = API_KEY, max_body: int = 1 << 20) -> str:
+        key = InferenceKey(torchserve.key_file, torchserve.management.server_address[1])
+        gateway = Gateway(torchserve.inference.server_address[1], key, api_key, max_body)
+        server = asyncio.run_coroutine_threadsafe(serve(0, gateway, "127.0.0.1"), loop).result(10)
+        servers.append((server, torchserve))
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    yield start
+    for server, torchserve in servers:
+        loop.call_soon_threadsafe(server.close)
+        torchserve.close()
+    loop.call_soon_threadsafe(loop.stop)
+
+
+def _post(url: str, key: str | None, **kwargs: Any) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(f"{url}/predictions/llama", headers=headers, timeout=10, **kwargs)
+
+
+def test_without_the_api_key_nothing_reaches_torchserve(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    missing = _post(url, None, json={"prompt": "hi"})
+    wrong = _post(url, "sk-other", json={"prompt": "hi"})
+    assert (missing.status_code, wrong.status_code) == (401, 401)
+    assert "missing API key" in missing.json()["message"] and wrong.headers["www-authenticate"] == "Bearer"
+    assert torchserve.seen == []
+    assert httpx.get(f"{url}/ping", timeout=10).status_code == 200  # the probes' path stays open
+
+
+def test_with_the_key_the_stream_comes_through_with_torchserves_own_key(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    with httpx.stream(
+        "POST",
+        f"{url}/predictions/llama",
+        json={"prompt": "hi"},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    ) as reply:
+        assert reply.status_code == 200
+        assert b"".join(reply.iter_bytes()) == b"".join(CHUNKS)
+    forwarded = torchserve.seen[-1]
+    # TorchServe gets its inference key, never llmctl's; one request per connection
+    assert forwarded["authorization"] == f"Bearer {torchserve.keys['inference']}"
+    assert forwarded["connection"] == "close" and json.loads('{"prompt": "hi"}')
+
+
+def test_a_key_about_to_expire_is_renewed_through_the_token_api(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True, expires_in_s=30)  # inside the renewal margin
+    old = torchserve.keys["inference"]
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "hi"}).status_code == 200
+    assert torchserve.keys["inference"] != old
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_a_key_torchserve_rotated_meanwhile_is_read_again(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "a"}).status_code == 200
+    # someone renewed the key (the /token API); the file changes, the gateway's copy is stale
+    torchserve.keys["inference"] = torchserve._key()
+    torchserve._write()
+    assert _post(url, API_KEY, json={"prompt": "b"}).status_code == 200
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_without_torchserve_tokens_the_request_goes_without_any_key(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=False)  # 0.11.0 without the endpoint plugin: no key file
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "hi"}).status_code == 200
+    assert "authorization" not in torchserve.seen[-1]
+
+
+def test_bodies_without_a_length_or_over_the_limit_are_refused(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=False)
+    url = run_gateway(torchserve, max_body=64)
+
+    def stream() -> Iterator[bytes]:
+        yield b'{"prompt": "hi"}'
+
+    assert _post(url, API_KEY, content=stream()).status_code == 411
+    assert _post(url, API_KEY, content=b"x" * 65).status_code == 413
+    assert torchserve.seen == []
+
+
+def test_torchserve_not_up_yet_is_a_502(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=False)
+    url = run_gateway(torchserve)
+    torchserve.inference.shutdown()
+    torchserve.inference.server_close()
+    assert httpx.get(f"{url}/ping", timeout=10).status_code == 502
+
+
+def test_a_torchserve_blueprint_may_ask_for_an_api_key_and_its_container_gets_it() -> None:
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+    from llmctl.infra.workload.manifests import build_manifests
+    from llmctl.infra.workload.schedulability import validate_workload
+    from llmctl.serving.torchserve_neuronx.start import gateway_env
+
+    bp = load_blueprint("llama2-torchserve-inf2")
+    keyed = bp.model_copy(update={"exposure": bp.exposure.model_copy(update={"api_key": True})})
+    assert [p for p in validate_workload(keyed) if p.where == "exposure"] == []
+    config = WorkloadConfig(blueprint=keyed, platform=PlatformFacts.for_blueprint(keyed))
+    deployment = next(
+        m for m in build_manifests(config, hf_token="hf_x", api_key=API_KEY) if m["kind"] == "Deployment"
+    )
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["LLMCTL_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "api-key"
+    # the gateway has the serving port (the container's only inference port), TorchServe loopback 8083
+    gateway = gateway_env(keyed, Path("/home/model-server/llmctl"))
+    assert gateway["LLMCTL_TS_LISTEN_PORT"] == str(
+        next(p for p in container["ports"] if p["name"] == "inference")["containerPort"]
+    )
+    assert gateway["LLMCTL_TS_BACKEND_PORT"] == "8083" and gateway["LLMCTL_TS_KEY_FILE"].endswith(
+        "key_file.json"
+    )
+
+
+def test_a_client_waiting_for_100_continue_is_answered_and_torchserve_gets_the_whole_body(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    import socket
+
+    torchserve = TorchServe(tmp_path, tokens=False)
+    port = int(run_gateway(torchserve).rsplit(":", 1)[1])
+    body = b'{"prompt": "' + b"x" * 2000 + b'"}'
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        head = (
+            f"POST /predictions/llama HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+        )
+        sock.sendall(head.encode())
+        assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue")  # as curl waits for it
+        sock.sendall(body)
+        answer = b""
+        while chunk := sock.recv(1 << 16):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 200") or answer.startswith(b"HTTP/1.1 200")
+    assert "expect" not in torchserve.seen[-1] and torchserve.seen[-1]["content-length"] == str(len(body))
+
+
+def test_a_request_torchserve_refuses_for_its_key_is_sent_once_more_with_the_key_read_again(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    import os
+
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "a"}).status_code == 200
+    stamp = torchserve.key_file.stat().st_mtime_ns
+    torchserve.keys["inference"] = torchserve._key()
+    torchserve._write()
+    os.utime(torchserve.key_file, ns=(stamp, stamp))  # a change the gateway cannot see by the file's time
+    reply = _post(url, API_KEY, json={"prompt": "b"})
+    assert reply.status_code == 200 and b"".join(CHUNKS) == reply.content
+    assert [h["authorization"] for h in torchserve.seen[-2:]] != [torchserve.seen[-1]["authorization"]] * 2
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_a_key_file_caught_mid_write_keeps_the_last_key(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "a"}).status_code == 200
+    whole = torchserve.key_file.read_text()
+    torchserve.key_file.write_text(whole[: len(whole) // 2])  # TorchServe's Files.write is not atomic
+    assert _post(url, API_KEY, json={"prompt": "b"}).status_code == 200
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
