@@ -130,8 +130,8 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
 # the serving path's rows: plain vLLM, our Ray Serve app as rendered, the stream-batching variant
 PATHS = {
     "vllm": "plain vllm serve",
-    "ray1": "ray-vllm (as rendered)",
-    "ray1b": "ray-vllm, stream batching 0 ms",
+    "ray1": "our Ray Serve LLM app (as rendered)",
+    "ray1b": "our Ray Serve LLM app, stream batching 0 ms",
 }
 
 
