@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,20 @@ def test_every_event_is_one_its_component_writes_in_its_words(path: Path) -> Non
         assert matching, f"{path.name}: no recorded source writes {event['reason']}: {event['message']!r}"
         involved = event["involvedObject"]
         assert involved["name"] in (pods if involved["kind"] == "Pod" else claims), involved
+
+
+def test_the_readiness_tests_feed_only_events_their_components_write() -> None:
+    lifecycle = str(Path(__file__).parents[1] / "lifecycle")
+    if lifecycle not in sys.path:
+        sys.path.append(lifecycle)
+    from test_readiness import EVENTS
+
+    for component, reason, kind, message in EVENTS:
+        assert any(
+            (s["component"], s["reason"], s["type"]) == (component, reason, kind)
+            and _pattern(s["format"]).fullmatch(message)
+            for s in SOURCES["events"]
+        ), (component, reason, message)
 
 
 def test_a_message_outside_the_sources_is_refused() -> None:
