@@ -13,18 +13,18 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
+from local_http import serve_http
 
 REGISTRY_BIN = Path("/usr/bin/docker-registry")
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -161,14 +161,8 @@ class TokenIssuer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/token"
-        finally:
-            server.shutdown()
-            server.server_close()
+        with serve_http(Handler) as url:
+            yield f"{url}/token"
 
 
 @dataclass

@@ -16,15 +16,15 @@ The chart repositories' answers are real or recorded, never composed:
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from lifecycle_support import seed_ami_parameters
+from local_http import serve_http
 from registry_support import TokenRegistry, push_chart, token_registry
 
 from llmctl.blueprints import versions as versions_module
@@ -59,12 +59,8 @@ def registry(token_registry: TokenRegistry) -> str:
 def chart_repos() -> Iterator[str]:
     """http://host:port of a static server of the recorded index files (`/<repository>/index.yaml`)."""
     root = Path(__file__).parent / "data" / "charts"
-    handler = functools.partial(_Static, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_http(functools.partial(_Static, directory=str(root))) as url:  # type: ignore[arg-type]
+        yield url
 
 
 class _Static(SimpleHTTPRequestHandler):
