@@ -77,7 +77,7 @@ def parse_reference(image: str) -> Reference:
     if _IDENTIFIER.fullmatch(image):
         raise ValueError(f"image {image!r} is a bare 64-hex identifier, not a reference; write it as {FORM}")
     domain, remainder = _split_domain(image)
-    repository = remainder.split("@", 1)[0].split(":", 1)[0]
+    repository = remainder.partition("@")[0].partition(":")[0]
     if repository.lower() != repository:
         raise ValueError(f"image {image!r}: the repository name must be lower-case ({repository!r})")
     match = _REFERENCE.fullmatch(f"{domain}/{remainder}")
