@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from llmctl.blueprints.image_refs import parse_reference
 from llmctl.blueprints.runtimes import RuntimeName, runtime_names
 
 Dtype = Literal["bf16", "fp16", "fp32", "int8"]
@@ -206,10 +207,11 @@ class ImageSpec(_Strict):
     def _pinned(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        if "@sha256:" in value:
+        ref = parse_reference(value)  # the OCI reference grammar (image_refs.py)
+        if ref.digest:
             return value
-        name, sep, tag = value.rpartition(":")
-        if not sep or "/" in tag or not name:
+        tag = ref.tag
+        if tag is None:
             raise ValueError(f"image {value!r} has no tag; pin a version tag or a digest")
         if tag == "latest":
             raise ValueError(f"image {value!r} uses 'latest'; pin a version tag or a digest")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llmctl.blueprints._data import load_yaml
+from llmctl.blueprints.image_refs import parse_reference
 
 
 class _Entry(BaseModel):
@@ -52,6 +53,12 @@ class Image(_Entry):
     )
     source: str = Field(description="Where the tag was checked.")
     note: str | None = Field(None, description="Caveats.")
+
+    @field_validator("image")
+    @classmethod
+    def _reference(cls, value: str) -> str:
+        parse_reference(value)  # refused in one line unless it is an OCI image reference
+        return value
 
 
 class Addons(_Entry):

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from llmctl.blueprints.image_refs import DOCKER_HUB_DOMAIN, parse_reference
 from llmctl.infra.aws.checks import Check
 from llmctl.infra.aws.registry_http import RegistryError, base_url, bearer_token, registry_client
 
@@ -52,17 +53,12 @@ class ImageRef:
 
 
 def parse_image(image: str) -> ImageRef:
-    """`host/repo:tag` (Docker Hub's `library/` and host for short names, as docker resolves them)."""
-    name, _, digest = image.partition("@")
-    first, _, rest = name.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        host, path = first, rest
-    else:
-        host, path = DOCKER_HUB, name if rest else f"library/{name}"
-    tag = "latest"
-    if ":" in path.rsplit("/", 1)[-1]:
-        path, tag = path.rsplit(":", 1)
-    return ImageRef(host=host, repository=path, tag=digest or tag)
+    """`host/repo:tag` as docker resolves the name (`blueprints/image_refs.py`; Docker Hub's API host and
+    `library/` for short names); a digest stands for the tag, no tag is `latest`. Raises ValueError
+    for a string that is no image reference."""
+    ref = parse_reference(image)
+    host = DOCKER_HUB if ref.domain == DOCKER_HUB_DOMAIN else ref.domain
+    return ImageRef(host=host, repository=ref.path, tag=ref.digest or ref.tag or "latest")
 
 
 @dataclass(frozen=True)
@@ -144,11 +140,15 @@ def _read(client: Any, image: str) -> Resolved | RegistryError:
     import httpx
 
     try:
+        host = parse_image(image).host
+    except ValueError as exc:  # no image reference: nothing to ask any registry
+        return RegistryError(str(exc))
+    try:
         return resolve(client, image)
     except RegistryError as exc:
         return exc
     except (httpx.HTTPError, ValueError) as exc:
-        return RegistryError(f"cannot read {parse_image(image).host} ({type(exc).__name__}: {exc})")
+        return RegistryError(f"cannot read {host} ({type(exc).__name__}: {exc})")
 
 
 def lookup(client: Any, image: str) -> tuple[Resolved | None, str]:

@@ -144,7 +144,7 @@ def _named(items: list[Any]) -> dict[str, Any] | None:
     keys = [name for name in names if isinstance(name, str)]
     if not items or len(keys) != len(items) or len(set(keys)) != len(keys):
         return None
-    return dict(zip(keys, items, strict=True))
+    return {item["name"]: item for item in items}
 
 
 def _document(text: str) -> Any:
@@ -168,7 +168,7 @@ def _same(old: Any, new: Any) -> bool:
     if isinstance(old, dict) and isinstance(new, dict):
         return old.keys() == new.keys() and all(_same(old[key], new[key]) for key in old)
     if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new, strict=True))
+        return len(old) == len(new) and all(map(_same, old, new))
     return bool(old == new)
 
 

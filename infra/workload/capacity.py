@@ -81,7 +81,7 @@ _SUFFIX = {
     "G": 1e9,
     "T": 1e12,
     "P": 1e15,
-    "E": 1e18,
+    "E": 1000.0**6,  # not 1e18: past 2**53, 1e18 + 1 is 1e18, so a change to the literal could go unseen
     "Ki": 1024.0,
     "Mi": 1024.0**2,
     "Gi": 1024.0**3,

@@ -166,7 +166,7 @@ def locked_names(config: WorkloadConfig, image: str) -> set[str]:
     return set(_lock_names(runtime_lock(config, image).path.read_text(encoding="utf-8")))
 
 
-@functools.lru_cache(maxsize=16)
+@functools.cache  # a handful of locks, one per runtime and image
 def _lock_names(text: str) -> frozenset[str]:
     """A lock's names by its content: each manifest build asks again, and a lock is a few thousand
     lines."""
@@ -179,7 +179,7 @@ def outside_lock_args(spec: LockSpec) -> list[str]:
         return []
     args: list[str] = []
     for raw in spec.outside_path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
+        line = raw.partition("#")[0].strip()
         args.extend(shlex.split(line) if line.startswith("-") else [line] if line else [])
     return args
 
@@ -266,7 +266,7 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
         wanted = {f"{WHEELHOUSE_DIR}/{LOCK_FILE}": lock_digest(spec)}
         if delivery.wheel_sha256:
             wanted[app] = delivery.wheel_sha256
-        outside_digest = str(outside_uri(config) or "").rstrip("/").rsplit("/", 1)[-1]
+        outside_digest = str(outside_uri(config) or "").rstrip("/").rpartition("/")[2]
         if outside and outside_digest != PLANNED_DIGEST:
             wanted[f"{OUTSIDE_DIR}/{LOCK_FILE}"] = outside_digest
         steps.append(verify_step(wanted))
@@ -291,8 +291,12 @@ def wheelhouse_uri(config: WorkloadConfig) -> str:
     """s3:// prefix of the runtime lock's wheelhouse, in the bucket the wheel is in (wheel mode)."""
 
     delivery = delivery_of(config)
-    bucket = str(delivery.wheel_uri).removeprefix("s3://").split("/", 1)[0]
-    return f"s3://{bucket}/{wheelhouse_key(runtime_lock(config, delivery.image))}/"
+    return f"s3://{_bucket(delivery)}/{wheelhouse_key(runtime_lock(config, delivery.image))}/"
+
+
+def _bucket(delivery: Delivery) -> str:
+    """The bucket of the wheel's s3:// URI (the wheelhouse and the outside wheels are beside it)."""
+    return str(delivery.wheel_uri).removeprefix("s3://").partition("/")[0]
 
 
 def aws_cli_container(config: WorkloadConfig, name: str, script: str, volume: str, path: str) -> Obj:
@@ -319,8 +323,7 @@ def outside_uri(config: WorkloadConfig) -> str | None:
     delivery = delivery_of(config)
     if not runtime_lock(config, delivery.image).outside_lock:
         return None
-    bucket = str(delivery.wheel_uri).removeprefix("s3://").split("/", 1)[0]
-    return delivery.outside_uri or f"s3://{bucket}/{WHEELHOUSE_PREFIX}/{PLANNED_DIGEST}/"
+    return delivery.outside_uri or f"s3://{_bucket(delivery)}/{WHEELHOUSE_PREFIX}/{PLANNED_DIGEST}/"
 
 
 def fetch_container(config: WorkloadConfig) -> Obj:

@@ -72,6 +72,39 @@ def stack_flags(stack: str) -> str:
     return f"--stack {env}" + (f" --workload {workload}" if workload else "")
 
 
+def _digest(client: Any, image: str) -> tuple[str | None, str]:
+    found, why = lookup(client, image)
+    return (found.digest, "") if found else (None, why)
+
+
+def compare(
+    stack: str,
+    blueprint: str,
+    wanted: list[str],
+    recorded: dict[str, str],
+    answer: Callable[[str], tuple[str | None, str]],
+) -> PinReport:
+    """Each wanted image's registry answer (`answer`: (digest, "") or (None, why unreadable)) against
+    the recorded digest: new, moved (to be refused unless accepted), kept as recorded, or unpinned."""
+    report = PinReport(stack, blueprint)
+    for image in wanted:
+        now, why = answer(image)
+        old = recorded.get(image)
+        if now is None:
+            if old:
+                report.images[image] = old
+                report.kept.append((image, why))
+            else:
+                report.unpinned.append((image, why))
+            continue
+        report.images[image] = now
+        if old is None:
+            report.new.append(image)
+        elif old != now:
+            report.moved.append((image, old, now))
+    return report
+
+
 def pin_images(
     config: WorkloadConfig,
     *,
@@ -84,25 +117,10 @@ def pin_images(
     bp = config.blueprint.name
     wanted = tagged_images(build_manifests(config.model_copy(update={"image_pins": {}}), hf_token=None))
     recorded = load_pins(config.stack, bp)
-    report = PinReport(config.stack, bp)
     own = client is None
     client = client or registry_client()
     try:
-        for image in wanted:
-            found, why = lookup(client, image)
-            old = recorded.images.get(image)
-            if found is None:
-                if old:
-                    report.images[image] = old
-                    report.kept.append((image, why))
-                else:
-                    report.unpinned.append((image, why))
-                continue
-            report.images[image] = found.digest
-            if old is None:
-                report.new.append(image)
-            elif old != found.digest:
-                report.moved.append((image, old, found.digest))
+        report = compare(config.stack, bp, wanted, recorded.images, lambda image: _digest(client, image))
     finally:
         if own:
             client.close()

@@ -13,15 +13,19 @@ from saved_backend import SavedBackend
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import BadInput, LlmctlError
+from llmctl.infra.lifecycle.engine import StackSpec
 from llmctl.infra.lifecycle.environment import (
     API_ACCESS_OUTPUT,
     AZ_OUTPUT,
+    PINS_OUTPUT,
     RECORD_CONFIG,
     RECORD_OUTPUT,
     Environment,
     WorkloadRecord,
+    adopt_pins,
     union,
 )
+from llmctl.state import StackPins, load_pins, save_pins
 
 ALWAYS = ["core", "default", "ray-head"]
 
@@ -335,3 +339,49 @@ def test_select_refuses_an_invalid_workload_name_before_matching() -> None:
     env, _ = environment(SavedBackend())
     with pytest.raises(BadInput, match="invalid workload name 'PR_1'"):
         env.select(RECORDS, "a", "PR_1")
+
+
+# ---- the pins a first `up` on this machine takes from the backend -------------------------------
+D1, D2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+SPEC = StackSpec("llmctl-tiny-cpu", "ci.pr-1")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"images": {"ray:1": D1}, "wheels": {"torch.whl": "ab"}},
+        {"images": {"ray:1": D1}},
+        {"wheels": {"torch.whl": "ab"}, "images": None},
+    ],
+)
+def test_a_first_up_here_takes_the_pins_the_backend_holds(raw: dict[str, Any]) -> None:
+    backend = SavedBackend()
+    backend.add(SPEC.project, SPEC.stack, outputs={PINS_OUTPUT: raw})
+    notes: list[str] = []
+    adopt_pins(backend, SPEC, "tiny-cpu", notes.append)  # type: ignore[arg-type]
+    assert load_pins("ci.pr-1", "tiny-cpu") == StackPins(
+        images=dict(raw.get("images") or {}), wheels=dict(raw.get("wheels") or {})
+    )
+    assert notes == [
+        "    pins of llmctl-tiny-cpu/ci.pr-1 taken from its state in the backend (an earlier `up`)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "outputs", [None, {}, {PINS_OUTPUT: "x"}, {PINS_OUTPUT: {"images": {}, "wheels": {}}}]
+)
+def test_no_pins_in_the_backend_leave_nothing_recorded(outputs: dict[str, Any] | None) -> None:
+    backend = SavedBackend()
+    backend.add(SPEC.project, SPEC.stack, outputs=outputs)
+    notes: list[str] = []
+    adopt_pins(backend, SPEC, "tiny-cpu", notes.append)  # type: ignore[arg-type]
+    assert load_pins("ci.pr-1", "tiny-cpu") == StackPins() and notes == []
+
+
+def test_pins_recorded_here_are_never_replaced_by_the_backend_s() -> None:
+    save_pins("ci.pr-1", "tiny-cpu", StackPins(images={"ray:1": D2}))
+    backend = SavedBackend()
+    backend.add(SPEC.project, SPEC.stack, outputs={PINS_OUTPUT: {"images": {"ray:1": D1}}})
+    notes: list[str] = []
+    adopt_pins(backend, SPEC, "tiny-cpu", notes.append)  # type: ignore[arg-type]
+    assert load_pins("ci.pr-1", "tiny-cpu") == StackPins(images={"ray:1": D2}) and notes == []

@@ -33,7 +33,7 @@ from llmctl.infra.aws.image_checks import check_stack_pins, parse_image
 from llmctl.infra.lifecycle.order_invariants import check_images, produced_images
 from llmctl.infra.targets.doctor import run_doctor
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.digests import pin_images
+from llmctl.infra.workload.digests import pin_images, stack_flags
 from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.pods import pod_templates
@@ -140,6 +140,8 @@ def test_a_moved_tag_is_detected_refused_and_accepted_with_the_flag(
         f"the registry now says {moved}"
     )
     assert "--accept-moved-tags" in (refused.value.hint or "")
+    # no `up` recorded on this machine: the hint writes the command out
+    assert "`llmctl up -b tiny-cpu --stack dev --accept-moved-tags`" in (refused.value.hint or "")
     assert load_pins("dev", "tiny-cpu").images == first  # nothing recorded changed
 
     lines: list[str] = []
@@ -232,3 +234,25 @@ def test_the_flag_is_refused_where_nothing_is_pinned() -> None:
     result = CliRunner().invoke(app, ["up", "-b", "tiny-cpu", "--target", "local", "--accept-moved-tags"])
     assert result.exit_code == 2
     assert "--accept-moved-tags does not apply to --target local" in result.output
+
+
+def test_the_flags_of_a_stack_name_its_environment_and_workload() -> None:
+    assert stack_flags("dev") == "--stack dev"
+    assert stack_flags("ci.pr-42") == "--stack ci --workload pr-42"
+
+
+def test_a_client_given_is_left_open_and_one_made_is_closed(
+    registry: str, registry_route: Callable[[], httpx.Client], state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = eks_config("tiny-cpu")
+    for image in tagged_images(build_manifests(config, hf_token=None)):
+        push(registry, image)
+    given = registry_route()
+    pin_images(config, client=given)
+    assert not given.is_closed  # the caller's, to close
+    made: list[httpx.Client] = []
+    monkeypatch.setattr(
+        "llmctl.infra.workload.digests.registry_client", lambda: made.append(registry_route()) or made[-1]
+    )
+    pin_images(config)
+    assert [client.is_closed for client in made] == [True]

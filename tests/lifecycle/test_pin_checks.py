@@ -1,94 +1,77 @@
-"""Doctor's and up's checks of the pinned AMI alias (SSM parameters in moto) and chart versions (a
-chart index and an OCI registry served on 127.0.0.1)."""
+"""Doctor's and up's checks of the pinned AMI alias (SSM parameters in moto) and chart versions.
+
+The chart repositories' answers are real or recorded, never composed:
+
+- OCI repositories: the CNCF distribution registry (registry_support.py) holding the pinned chart
+  versions as `helm push` stores them, read through a second server on the same storage that asks
+  for a bearer token (`auth: token`, a signed JWT from registry_support.TokenIssuer), as
+  public.ecr.aws does: the 401 challenge, the tags list and the 404 `NAME_UNKNOWN` are the server's.
+  Debian's registry (2.8) lists all tags at once; the pages of a registry that pages are its `Link`
+  header as distribution v3 writes it (registry/handlers/tags.go and catalog.go `createLinkEntry` at
+  03f35e2b533129eb6c453ef9c76908b99c996352: `<path?last=..&n=..>; rel="next"`).
+- HTTP Helm repositories: index.yaml files recorded from the repositories' gh-pages branches
+  (tests/lifecycle/data/charts/README.md names each commit), served as static files.
+"""
 
 from __future__ import annotations
 
-import json
-import threading
+import functools
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from lifecycle_support import seed_ami_parameters
+from local_http import serve_http
+from registry_support import TokenRegistry, push_chart, token_registry
 
 from llmctl.blueprints import versions as versions_module
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.aws.pin_checks import ami_parameter, ami_variants, check_ami_alias, check_chart
+from llmctl.infra.aws.pin_checks import ami_parameter, ami_variants, check_ami_alias, check_chart, oci_tags
 from llmctl.infra.targets.doctor import run_doctor
 
-# its module-scoped fixture is built once: every test of this file on the same xdist worker
+__all__ = ["token_registry"]  # the module's registry servers (a fixture of registry_support.py)
+
+# its module-scoped fixtures are built once: every test of this file on the same xdist worker
 pytestmark = pytest.mark.xdist_group("test_pin_checks")
 
-INDEX = """apiVersion: v1
-entries:
-  kuberay-operator:
-  - {name: kuberay-operator, version: 1.7.0}
-  - {name: kuberay-operator, version: 1.6.1}
-  aws-load-balancer-controller:
-  - {name: aws-load-balancer-controller, version: 3.5.0}
-  nvidia-device-plugin:
-  - {name: nvidia-device-plugin, version: 0.20.0}
-"""
-# OCI repository -> tags, served two per page behind an anonymous bearer token
-TAGS = {
-    "karpenter/karpenter": ["1.14.1", "1.15.0", "1.13.0"],
+CHARTS = Path(__file__).parent / "data" / "charts"  # <repository>.index.yaml, recorded (README.md there)
+# the pinned OCI charts (versions.yaml) and two more versions of Karpenter, pushed once per module
+PUSHED = {
+    "karpenter/karpenter": ["1.13.0", "1.14.1", "1.15.0"],
     "karpenter/karpenter-crd": ["1.15.0"],
     "neuron/neuron-helm-chart": ["1.9.0", "1.10.0"],
 }
-TOKEN = "anonymous-pull-token"
-
-
-class _Registry(BaseHTTPRequestHandler):
-    deny_tokens = False
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
-        data = body.encode()
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        path, _, query = self.path.partition("?")
-        host = f"http://{self.headers['Host']}"
-        if path == "/charts/index.yaml":
-            return self._send(200, INDEX)
-        if path == "/token":
-            if self.deny_tokens:
-                return self._send(403, "denied")
-            return self._send(200, json.dumps({"token": TOKEN}))
-        if path.startswith("/v2/") and path.endswith("/tags/list"):
-            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                challenge = f'Bearer realm="{host}/token",service="test-registry"'
-                return self._send(401, "{}", {"WWW-Authenticate": challenge})
-            repo = path[len("/v2/") : -len("/tags/list")]
-            if repo not in TAGS:
-                return self._send(404, json.dumps({"errors": [{"code": "NAME_UNKNOWN"}]}))
-            tags = TAGS[repo]
-            start = int(query.split("last=")[1]) if "last=" in query else 0
-            page = {"name": repo, "tags": tags[start : start + 2]}
-            headers = {}
-            if start + 2 < len(tags):
-                headers["Link"] = f'</v2/{repo}/tags/list?n=2&last={start + 2}>; rel="next"'
-            return self._send(200, json.dumps(page), headers)
-        return self._send(404, "not found")
 
 
 @pytest.fixture(scope="module")
-def registry() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Registry)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+def registry(token_registry: TokenRegistry) -> str:
+    """host:port of the token-protected registry holding PUSHED."""
+    for repo, tags in PUSHED.items():
+        for tag in tags:
+            push_chart(token_registry.push, repo, tag)
+    return token_registry.host
+
+
+@pytest.fixture(scope="module")
+def chart_repos() -> Iterator[str]:
+    """http://host:port of a static server of the recorded index files (`/<repository>/index.yaml`)."""
+    root = Path(__file__).parent / "data" / "charts"
+    with serve_http(functools.partial(_Static, directory=str(root))) as url:  # type: ignore[arg-type]
+        yield url
+
+
+class _Static(SimpleHTTPRequestHandler):
+    """`/<repository>/index.yaml` from `<repository>.index.yaml` (a GitHub Pages chart repository)."""
+
+    def translate_path(self, path: str) -> str:
+        repository, _, rest = path.lstrip("/").partition("/")
+        return super().translate_path(f"/{repository}.index.yaml" if rest == "index.yaml" else "/missing")
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
 @pytest.fixture
@@ -97,9 +80,14 @@ def client() -> Iterator[httpx.Client]:
         yield c
 
 
-def test_oci_version_found_through_token_and_pages(registry: str, client: httpx.Client) -> None:
-    check = check_chart(client, f"oci://{registry}/karpenter", "karpenter", "1.13.0")  # on page 2
+def test_oci_version_found_through_the_registry_s_token(
+    registry: str, token_registry: TokenRegistry, client: httpx.Client
+) -> None:
+    asked = len(token_registry.issuer.asked)
+    check = check_chart(client, f"oci://{registry}/karpenter", "karpenter", "1.13.0")
     assert check.ok is True and "published" in check.detail
+    [query] = token_registry.issuer.asked[asked:]  # the challenge's service and the pull scope
+    assert query == {"scope": ["repository:karpenter/karpenter:pull"], "service": ["llmctl-test-registry"]}
 
 
 def test_oci_version_missing_fails_with_the_fix(registry: str, client: httpx.Client) -> None:
@@ -110,22 +98,53 @@ def test_oci_version_missing_fails_with_the_fix(registry: str, client: httpx.Cli
     assert missing.ok is False and "karpenter/karpentr is not in" in missing.detail
 
 
-def test_http_index(registry: str, client: httpx.Client) -> None:
-    repo = f"http://{registry}/charts"
-    assert check_chart(client, repo, "kuberay-operator", "1.7.0").ok is True
-    assert check_chart(client, repo, "kuberay-operator", "1.7.1").ok is False
+def test_oci_tags_follow_the_registry_s_next_page_links() -> None:
+    pages = {  # distribution v3's pages of n=2: tags.go sets `Link: <createLinkEntry>` while more remain
+        "/v2/karpenter/karpenter/tags/list": (
+            ["1.13.0", "1.14.1"],
+            "/v2/karpenter/karpenter/tags/list?last=1.14.1&n=2",
+        ),
+        "/v2/karpenter/karpenter/tags/list?last=1.14.1&n=2": (["1.15.0"], None),
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        tags, following = pages[request.url.raw_path.decode()]
+        headers = {"Link": f'<{following}>; rel="next"'} if following else {}
+        return httpx.Response(200, json={"name": "karpenter/karpenter", "tags": tags}, headers=headers)
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as paged:
+        assert oci_tags(paged, "oci://registry.example/karpenter", "karpenter") == {
+            "1.13.0",
+            "1.14.1",
+            "1.15.0",
+        }
+
+
+def test_http_index(chart_repos: str, client: httpx.Client) -> None:
+    repo = f"{chart_repos}/kuberay-helm"
+    assert check_chart(client, repo, "kuberay-operator", "1.4.2").ok is True  # the newest recorded
+    newer = check_chart(client, repo, "kuberay-operator", "1.7.1")
+    assert newer.ok is False and newer.detail.startswith(
+        f"1.7.1 is not published in {repo} (found 12 versions"
+    )
     assert check_chart(client, repo, "open-webui", "14.1.0").ok is False
-    assert check_chart(client, f"http://{registry}/nothing", "kuberay-operator", "1.7.0").ok is False
+    assert (
+        check_chart(client, f"{chart_repos}/eks-charts", "aws-load-balancer-controller", "3.5.0").ok is True
+    )
+    missing = check_chart(client, f"{chart_repos}/nothing", "kuberay-operator", "1.7.0")
+    assert missing.ok is False and missing.detail == f"no index.yaml at {chart_repos}/nothing"
 
 
-def test_unreachable_or_refused_registry_could_not_check(registry: str, client: httpx.Client) -> None:
+def test_unreachable_or_refused_registry_could_not_check(
+    registry: str, token_registry: TokenRegistry, client: httpx.Client
+) -> None:
     closed = check_chart(client, "http://127.0.0.1:9/charts", "kuberay-operator", "1.7.0")
     assert closed.ok is None and closed.detail.startswith("could not check: cannot read")
-    _Registry.deny_tokens = True
+    token_registry.issuer.refuse = True
     try:
         denied = check_chart(client, f"oci://{registry}/karpenter", "karpenter", "1.15.0")
     finally:
-        _Registry.deny_tokens = False
+        token_registry.issuer.refuse = False
     assert denied.ok is None and "could not check" in denied.detail and "403" in denied.detail
 
 
@@ -170,19 +189,26 @@ def test_ami_check_without_permission_or_network_could_not_check(
 
 
 @pytest.fixture
-def local_repositories(registry: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pinned charts, with their repositories moved to the local server."""
+def local_repositories(registry: str, chart_repos: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pinned charts, with their repositories moved to the local servers; an HTTP chart's version
+    is the newest its recorded index holds (the recording may predate the pin)."""
+    import yaml
+
     real = versions_module.versions()
-    moved = {
-        key: chart.model_copy(
-            update={
-                "repository": f"oci://{registry}/{chart.repository.rsplit('/', 1)[-1]}"
-                if chart.repository.startswith("oci://")
-                else f"http://{registry}/charts"
-            }
-        )
-        for key, chart in real.charts.items()
-    }
+    moved = {}
+    for key, chart in real.charts.items():
+        if chart.repository.startswith("oci://"):
+            update = {"repository": f"oci://{registry}/{chart.repository.rsplit('/', 1)[-1]}"}
+        else:
+            name = chart.repository.rstrip("/").rsplit("/", 1)[-1]
+            index = CHARTS / f"{name}.index.yaml"
+            newest = (
+                yaml.safe_load(index.read_text())["entries"][chart.chart][0]["version"]
+                if index.exists()
+                else chart.version
+            )
+            update = {"repository": f"{chart_repos}/{name}", "version": newest}
+        moved[key] = chart.model_copy(update=update)
     monkeypatch.setattr(versions_module, "versions", lambda: real.model_copy(update={"charts": moved}))
 
 
@@ -198,7 +224,7 @@ def test_doctor_reports_ami_and_chart_checks(
     assert charts == {
         "chart karpenter 1.15.0": True,
         "chart karpenter-crd 1.15.0": True,
-        "chart kuberay-operator 1.7.0": True,
+        "chart kuberay-operator 1.4.2": True,  # the newest of the recorded index
         "chart aws-load-balancer-controller 3.5.0": True,
         "chart neuron-helm-chart 1.10.0": True,
     }

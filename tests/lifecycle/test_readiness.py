@@ -1,4 +1,7 @@
-"""What `llmctl up` says it waits for, derived from real pod status and event shapes."""
+"""What `llmctl up` says it waits for, derived from real pod status and event shapes.
+
+The events' messages are their components' own (EVENTS below, each held to the formats of
+data/timeline/sources.yaml by tests/conformance/test_timeline_shapes.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,23 @@ from standin_support import StandinEngine
 from llmctl.infra.lifecycle.kube import waiting_reason
 
 POD = "llama-serve-head-abc"
+UNSCHEDULABLE = "0/2 nodes are available: 2 Insufficient aws.amazon.com/neuron."
+NOMINATED = "Pod should schedule on: nodeclaim/inferentia-inf2-x7k"
+# Karpenter's PodFailedToScheduleEvent around one of its scheduling errors (scheduling/nodeclaim.go)
+CANNOT_LAUNCH = (
+    "Failed to schedule pod, no instance type has enough resources, "
+    'requirements=karpenter.sh/nodepool In ["default"], resources={"aws.amazon.com/neuron":"1","pods":"1"}'
+)
+PULLING = 'Pulling image "public.ecr.aws/x:1"'
+PULLED = 'Successfully pulled image "public.ecr.aws/x:1" in 2m58.1s (2m58.1s including waiting). Image size: 812 bytes.'
+#: (component, reason, type, message) of every event these tests feed `waiting_reason`
+EVENTS = [
+    ("default-scheduler", "FailedScheduling", "Warning", UNSCHEDULABLE),
+    ("karpenter", "Nominated", "Normal", NOMINATED),
+    ("karpenter", "FailedScheduling", "Warning", CANNOT_LAUNCH),
+    ("kubelet", "Pulling", "Normal", PULLING),
+    ("kubelet", "Pulled", "Normal", PULLED),
+]
 
 
 def pod(status: dict[str, Any], *, neuron: bool = False) -> dict[str, Any]:
@@ -47,28 +67,22 @@ UNSCHEDULED = {
 
 def test_pending_pod_with_a_nominated_nodeclaim_waits_for_karpenter() -> None:
     events = [
-        event("FailedScheduling", "0/2 nodes are available", "default-scheduler", "2026-01-01T00:00:00Z"),
-        event(
-            "Nominated",
-            "Pod should schedule on: nodeclaim/inferentia-inf2-x7k",
-            "karpenter",
-            "2026-01-01T00:00:05Z",
-        ),
+        event("FailedScheduling", UNSCHEDULABLE, "default-scheduler", "2026-01-01T00:00:00Z"),
+        event("Nominated", NOMINATED, "karpenter", "2026-01-01T00:00:05Z"),
     ]
     text = waiting_reason(pod(UNSCHEDULED), events)
     assert text.startswith(f"a node from Karpenter for {POD}") and "nodeclaim/inferentia-inf2-x7k" in text
 
 
 def test_karpenter_that_cannot_launch_a_node_says_why() -> None:
-    message = (
-        'could not schedule pod, incompatible with nodepool "default", no instance type satisfied resources'
-    )
     events = [
-        event("FailedScheduling", message, "karpenter", "2026-01-01T00:00:05Z"),
-        event("FailedScheduling", "0/2 nodes are available", "default-scheduler", "2026-01-01T00:00:09Z"),
+        event("FailedScheduling", CANNOT_LAUNCH, "karpenter", "2026-01-01T00:00:05Z"),
+        event("FailedScheduling", UNSCHEDULABLE, "default-scheduler", "2026-01-01T00:00:09Z"),
     ]
     text = waiting_reason(pod(UNSCHEDULED), events)
-    assert "Karpenter cannot launch one" in text and "incompatible with nodepool" in text
+    assert (
+        "Karpenter cannot launch one: Failed to schedule pod, no instance type has enough resources" in text
+    )
 
 
 def test_pending_without_events_quotes_the_scheduler() -> None:
@@ -88,9 +102,9 @@ def test_image_pull_is_reported_only_while_the_kubelet_pulls() -> None:
             }
         ],
     }
-    pulling = [event("Pulling", 'Pulling image "public.ecr.aws/x:1"', "kubelet", "2026-01-01T00:01:00Z")]
+    pulling = [event("Pulling", PULLING, "kubelet", "2026-01-01T00:01:00Z")]
     assert "pulling the serving image public.ecr.aws/x:1" in waiting_reason(pod(creating), pulling)
-    pulled = [*pulling, event("Pulled", "Successfully pulled", "kubelet", "2026-01-01T00:04:00Z")]
+    pulled = [*pulling, event("Pulled", PULLED, "kubelet", "2026-01-01T00:04:00Z")]
     assert "pulling" not in waiting_reason(pod(creating), pulled)
 
 

@@ -3,7 +3,9 @@
 tests/lifecycle/data/timeline/*.json hold three starts of llama3-vllm-inf2 in the shapes kubectl
 prints: a cold start (Karpenter launches a node, the image is pulled, the model compiles and is
 published), a warm restart on that node (image cached, compiled artifacts from S3) and a start
-whose image tag does not exist.
+whose image tag does not exist. No live cluster recorded them: their objects are held to the
+Kubernetes API and the Karpenter CRD at the pinned versions, and every event to its component's own
+message format (data/timeline/sources.yaml, checked by tests/conformance/test_timeline_shapes.py).
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from local_http import serve_http
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 LFS_SUFFIXES = (".safetensors", ".bin", ".pth")
@@ -116,11 +117,5 @@ def _handler(hub: FakeHub) -> type[http.server.BaseHTTPRequestHandler]:
 @contextmanager
 def serve(hub: FakeHub) -> Iterator[str]:
     """Serve `hub` on 127.0.0.1; yields its base URL (for HF_ENDPOINT)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_http(_handler(hub)) as url:
+        yield url

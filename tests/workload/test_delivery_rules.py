@@ -18,6 +18,7 @@ from llmctl.infra.workload.delivery import (
     APP_VOLUME,
     CONFIGMAP_LOCK,
     FETCH_CONTAINER,
+    LOCK_FILE,
     OUTSIDE_DIR,
     WHEELHOUSE_DIR,
     app_objects,
@@ -34,12 +35,13 @@ from llmctl.infra.workload.delivery import (
     pip_install,
     planned_delivery,
     runtime_lock,
+    verify_step,
     wheel_file,
     wheel_key,
     wheelhouse_uri,
     with_app,
 )
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
 
 DIGEST = "0123456789abcdef" * 4
 
@@ -248,3 +250,18 @@ def test_only_the_configmap_mode_has_an_app_object(tmp_path: Path) -> None:
     assert planned["metadata"]["name"] == "llmctl-app-planned" and planned["binaryData"] == {wheel_file(): ""}
     assert planned["immutable"] is True
     assert planned["metadata"]["annotations"]["llmctl.dev/wheel-sha256"] == "planned"
+
+
+def test_the_wheel_mode_checks_the_lock_the_wheel_and_a_recorded_outside_prefix_by_their_sha256() -> None:
+    config = config_for("tiny-cpu")  # ray-cpu: its CPU torch is outside the lock
+    image = config.blueprint.image.base
+    lock = {f"{WHEELHOUSE_DIR}/{LOCK_FILE}": lock_digest(runtime_lock(config, image))}
+    # the plan: no wheel digest yet, the outside prefix still `planned` (no digest to check)
+    assert f" && {verify_step(lock)} && " in install_script(config, image)
+    app = f"{APP_DIR}/{wheel_file()}"
+    outside = "fedcba9876543210" * 4
+    decided = planned_delivery(config).model_copy(
+        update={"wheel_sha256": DIGEST, "outside_uri": f"s3://b-2/llmctl/wheelhouse/{outside}/"}
+    )
+    script = install_script(config.model_copy(update={"delivery": decided}), image)
+    assert f" && {verify_step({**lock, app: DIGEST, f'{OUTSIDE_DIR}/{LOCK_FILE}': outside})} && " in script
