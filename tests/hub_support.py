@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from local_http import serve_http
 
 MODEL = "meta-llama/Llama-2-13b-hf"
 COMMIT = "dc1d3b3bfdb69df26f8fc966c16353274b138c55"
@@ -47,11 +47,15 @@ ANSWER: dict[str, Any] = {
 
 
 class Hub:
-    """A local server answering as the Hub; records each request's path and headers."""
+    """What the local server answers (``answer``: status, headers, body), and each request's path and
+    headers as it came; ``url`` is set while the server runs."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.answer: tuple[int, dict[str, str], dict[str, Any]] = (200, {}, ANSWER)
+        self.url = ""
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,20 +73,15 @@ class Hub:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return Handler
 
 
 @contextlib.contextmanager
 def hub_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
-    """The server on a free loopback port, with ``HF_ENDPOINT`` pointing at it."""
-    server = Hub()
-    thread = threading.Thread(target=server.server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    try:
-        yield server
-    finally:
-        server.server.shutdown()
-        server.server.server_close()
+    """The server on a free loopback port (tests/local_http.py), with ``HF_ENDPOINT`` pointing at it."""
+    hub = Hub()
+    with serve_http(hub.handler()) as url:
+        hub.url = url
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        yield hub
