@@ -2,8 +2,9 @@
 
 TorchServe listens on the pod's loopback only (inference and management, `config.py`); this gateway
 listens on the serving port and forwards each request to TorchServe's inference API. It runs beside
-TorchServe in the container (started by ``start.py``), on the standard library alone (the
-TorchServe image's Python gets no extra packages).
+TorchServe in the container (started by ``start.py``); aiohttp carries the HTTP on both sides
+(``aiohttp.web`` serves the port, an ``aiohttp.ClientSession`` forwards), pinned in
+``requirements.txt`` and installed from the runtime's lock.
 
 - **llmctl's key.** With ``LLMCTL_API_KEY`` set (``exposure.api_key``), every request but
   ``GET /ping`` (the probes) must carry ``Authorization: Bearer <key>``, compared in constant time;
@@ -16,10 +17,12 @@ TorchServe image's Python gets no extra packages).
   TorchServe for a new one (``GET /token?type=inference`` on the management API with the API key).
   A request TorchServe refuses for its key (400 ``InvalidKeyException``) is sent once more with the
   key read again. Without the file the request goes as it came, minus the client's key.
-- **One request per connection.** The request (its body read whole, at most ``max_request_size``)
-  goes to TorchServe with ``Connection: close`` and the answer streams back as TorchServe sends it
-  (chunked token streams included), then both connections close: a second request can never ride
-  on a connection that was checked once. A chunked request body gets 411.
+- **Each request checked on its own.** aiohttp parses every request on a kept-alive connection
+  separately (a request with both ``Content-Length`` and ``Transfer-Encoding`` is refused by its
+  parser), and each one passes the key check before anything is read or forwarded. The body is read
+  whole, at most ``max_request_size`` (``client_max_size``; a larger ``Content-Length`` gets 413
+  before the body is sent, a chunked body over it 413 as it arrives), goes to TorchServe on a fresh
+  connection, and the answer streams back as TorchServe sends it (chunked token streams included).
 """
 
 from __future__ import annotations
@@ -32,9 +35,15 @@ import re
 import threading
 import time
 import urllib.request
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+from aiohttp.web_urldispatcher import _default_expect_handler
+from yarl import URL
 
 from llmctl.serving.common.auth import resolve_api_key
 
@@ -48,8 +57,20 @@ KEY_FILE = "key_file.json"  # TorchServe's name, in its working directory
 OPEN_PATHS = frozenset({"/ping"})
 #: a key this close to its expiration time is renewed before the request is forwarded
 RENEW_MARGIN_S = 120.0
+#: never forwarded either way: hop-by-hop fields (aiohttp frames each side itself) and the client's key
 _HOP = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade", "expect", "authorization"}
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "expect",
+        "authorization",
+        "content-length",
+    }
 )
 _INSTANT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z$")
 
@@ -116,22 +137,9 @@ class InferenceKey:
         self._read()
 
 
-def _field(line: str) -> tuple[str, str]:
-    name, _, value = line.partition(":")
-    return name.strip(), value.strip()
-
-
-def _response(status: int, reason: str, body: dict[str, object], extra: str = "") -> bytes:
-    data = json.dumps(body).encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-        f"{extra}Connection: close\r\n\r\n"
-    )
-    return head.encode() + data
-
-
-def _refusal(status: int, reason: str, message: str, extra: str = "") -> bytes:
-    return _response(status, reason, {"code": status, "type": "llmctl", "message": message}, extra)
+def _refusal(status: int, message: str, **headers: str) -> web.Response:
+    body = {"code": status, "type": "llmctl", "message": message}
+    return web.json_response(body, status=status, headers=headers)
 
 
 @dataclass
@@ -142,41 +150,52 @@ class Gateway:
     key: InferenceKey
     api_key: str | None
     max_body: int
+    _session: aiohttp.ClientSession | None = None
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def app(self) -> web.Application:
+        """The aiohttp application: every method and path, each request checked on its own."""
+        app = web.Application(client_max_size=self.max_body)
+        app.router.add_route("*", "/{path:.*}", self.handle, expect_handler=self.expect)
+        app.cleanup_ctx.append(self._client)
+        return app
+
+    async def _client(self, app: web.Application) -> AsyncIterator[None]:
+        # one connection to TorchServe per request (Connection: close): nothing pooled between clients
+        connector = aiohttp.TCPConnector(force_close=True)
+        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+            self._session = session
+            yield
+        self._session = None
+
+    async def expect(self, request: web.Request) -> web.StreamResponse | None:
+        """``Expect: 100-continue`` (curl, for bodies over 1 KiB): refused before the body is sent,
+        or answered by aiohttp's own handler."""
+        refused = self._check(request)
+        if refused is not None:
+            return refused
+        await _default_expect_handler(request)
+        return None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        refused = self._check(request)
+        if refused is not None:
+            return refused
         try:
-            await self._handle(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            writer.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, _version = [*lines[0].split(" ", 2), "", ""][:3]
-        headers = [_field(line) for line in lines[1:] if ":" in line]
-        fields = {name.lower(): value for name, value in headers}
-        refused = self._check(method, target, fields)
-        if refused:
-            writer.write(refused)
-            await writer.drain()
-            return
-        if fields.get("expect", "").lower() == "100-continue":  # curl, for bodies over 1 KiB
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            await writer.drain()
-        body = await reader.readexactly(int(fields.get("content-length") or 0))
-        kept = [(n, v) for n, v in headers if n.lower() not in _HOP]
+            body = await request.read()  # aiohttp stops at client_max_size, chunked bodies included
+        except web.HTTPRequestEntityTooLarge:
+            return _refusal(413, f"the request body is over {self.max_body} bytes")
+        headers = [(n, v) for n, v in request.headers.items() if n.lower() not in _HOP]
         key = await asyncio.to_thread(self.key.current)
-        answer = await self._forward(method, target, kept, body, key, writer, retry=key is not None)
-        if answer is not None:  # TorchServe refused its key: read it again, once
+        answer = await self._forward(request, headers, body, key, retry=key is not None)
+        if answer is None:  # TorchServe refused its key: read it again, once
             key = await asyncio.to_thread(self.key.current, reread=True)
-            await self._forward(method, target, kept, body, key, writer, retry=False)
+            answer = await self._forward(request, headers, body, key, retry=False)
+        assert answer is not None
+        return answer
 
-    def _check(self, method: str, target: str, fields: dict[str, str]) -> bytes | None:
-        path = target.split("?", 1)[0]
-        if self.api_key is not None and not (method == "GET" and path in OPEN_PATHS):
-            scheme, _, presented = fields.get("authorization", "").partition(" ")
+    def _check(self, request: web.Request) -> web.Response | None:
+        if self.api_key is not None and not (request.method == "GET" and request.path in OPEN_PATHS):
+            scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(
                 presented.strip().encode(), self.api_key.encode()
             ):
@@ -185,62 +204,56 @@ class Gateway:
                     if presented
                     else "missing API key: send 'Authorization: Bearer <key>'"
                 )
-                return _refusal(401, "Unauthorized", message, "WWW-Authenticate: Bearer\r\n")
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            return _refusal(411, "Length Required", "send the request body with a Content-Length")
-        length = fields.get("content-length") or "0"
-        if not length.isdigit():
-            return _refusal(400, "Bad Request", "the Content-Length is not a number")
-        if int(length) > self.max_body:
-            return _refusal(413, "Payload Too Large", f"the request body is over {self.max_body} bytes")
+                return _refusal(401, message, **{"WWW-Authenticate": "Bearer"})
+        if (request.content_length or 0) > self.max_body:
+            return _refusal(413, f"the request body is over {self.max_body} bytes")
         return None
 
     async def _forward(
         self,
-        method: str,
-        target: str,
+        request: web.Request,
         headers: list[tuple[str, str]],
         body: bytes,
         key: str | None,
-        writer: asyncio.StreamWriter,
         *,
         retry: bool,
-    ) -> bytes | None:
+    ) -> web.StreamResponse | None:
         """Send the request to TorchServe and stream its answer back; with ``retry``, a refusal of
-        TorchServe's key is returned instead of sent."""
+        TorchServe's key gives None (nothing sent to the client yet)."""
+        assert self._session is not None, "the gateway's application is not running"
+        sent = [*headers, *([("Authorization", f"Bearer {key}")] if key is not None else [])]
+        url = URL(f"http://127.0.0.1:{self.backend_port}{request.raw_path}", encoded=True)
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.backend_port)
-        except OSError:
-            writer.write(_refusal(502, "Bad Gateway", "TorchServe is not answering yet"))
-            await writer.drain()
-            return None
-        try:
-            lines = [f"{method} {target} HTTP/1.1", *(f"{n}: {v}" for n, v in headers), "Connection: close"]
-            if key is not None:
-                lines.append(f"Authorization: Bearer {key}")
-            up_writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-            await up_writer.drain()
-            head = await up_reader.readuntil(b"\r\n\r\n")
-            if retry and head.split(b" ", 2)[1:2] == [b"400"]:
-                rest = await up_reader.read()
-                if b"InvalidKeyException" in rest:
-                    return head + rest
-                writer.write(head + rest)
-                await writer.drain()
-                return None
-            writer.write(head)
-            while chunk := await up_reader.read(1 << 16):
-                writer.write(chunk)
-                await writer.drain()
-            await writer.drain()
-            return None
-        finally:
-            up_writer.close()
+            async with self._session.request(
+                request.method,
+                url,
+                headers=sent,
+                data=body,
+                allow_redirects=False,
+                skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
+            ) as upstream:
+                back = [(n, v) for n, v in upstream.headers.items() if n.lower() not in _HOP]
+                if retry and upstream.status == 400:
+                    refusal = await upstream.read()
+                    if b"InvalidKeyException" in refusal:
+                        return None
+                    return web.Response(status=400, body=refusal, headers=back)
+                response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=back)
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_any():  # token streams as TorchServe sends them
+                    await response.write(chunk)
+                await response.write_eof()
+                return response
+        except aiohttp.ClientConnectorError:
+            return _refusal(502, "TorchServe is not answering yet")
 
 
-async def serve(listen_port: int, gateway: Gateway, host: str = "0.0.0.0") -> asyncio.Server:
-    """Start listening (the caller runs the loop)."""
-    return await asyncio.start_server(gateway.handle, host, listen_port, limit=1 << 16)
+async def serve(listen_port: int, gateway: Gateway, host: str = "0.0.0.0") -> web.AppRunner:
+    """Start listening (the caller runs the loop, and ``cleanup()``s the runner to stop)."""
+    runner = web.AppRunner(gateway.app(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, listen_port).start()
+    return runner
 
 
 def gateway_from_env() -> tuple[int, Gateway]:
@@ -263,10 +276,12 @@ def main() -> None:
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())
 
     async def run() -> None:
-        server = await serve(port, gateway)
-        async with server:
+        runner = await serve(port, gateway)
+        try:
             while os.getppid() == parent:
                 await asyncio.sleep(1.0)
+        finally:
+            await runner.cleanup()
 
     asyncio.run(run())
 

@@ -150,13 +150,13 @@ def run_gateway() -> Iterator[Any]:
     def start(torchserve: TorchServe, api_key: str | None = API_KEY, max_body: int = 1 << 20) -> str:
         key = InferenceKey(torchserve.key_file, torchserve.management.server_address[1])
         gateway = Gateway(torchserve.inference.server_address[1], key, api_key, max_body)
-        server = asyncio.run_coroutine_threadsafe(serve(0, gateway, "127.0.0.1"), loop).result(10)
-        servers.append((server, torchserve))
-        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        runner = asyncio.run_coroutine_threadsafe(serve(0, gateway, "127.0.0.1"), loop).result(10)
+        servers.append((runner, torchserve))
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     yield start
-    for server, torchserve in servers:
-        loop.call_soon_threadsafe(server.close)
+    for runner, torchserve in servers:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         torchserve.close()
     loop.call_soon_threadsafe(loop.stop)
 
@@ -191,9 +191,27 @@ def test_with_the_key_the_stream_comes_through_with_torchserves_own_key(
         assert reply.status_code == 200
         assert b"".join(reply.iter_bytes()) == b"".join(CHUNKS)
     forwarded = torchserve.seen[-1]
-    # TorchServe gets its inference key, never llmctl's; one request per connection
+    # TorchServe gets its inference key, never llmctl's, on a connection of its own
     assert forwarded["authorization"] == f"Bearer {torchserve.keys['inference']}"
     assert forwarded["connection"] == "close" and json.loads('{"prompt": "hi"}')
+
+
+def test_every_request_on_a_kept_alive_connection_is_checked_on_its_own(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True)
+    url = run_gateway(torchserve)
+    with httpx.Client(base_url=url, timeout=10) as client:  # one connection, kept alive
+        ok = client.post(
+            "/predictions/llama", json={"prompt": "a"}, headers={"Authorization": f"Bearer {API_KEY}"}
+        )
+        assert ok.status_code == 200 and ok.content == b"".join(CHUNKS)
+        assert client.post("/predictions/llama", json={"prompt": "b"}).status_code == 401
+        again = client.post(
+            "/predictions/llama", json={"prompt": "c"}, headers={"Authorization": "Bearer sk-x"}
+        )
+        assert again.status_code == 401
+    assert len(torchserve.seen) == 1  # only the keyed request reached TorchServe
 
 
 def test_a_key_about_to_expire_is_renewed_through_the_token_api(tmp_path: Path, run_gateway: Any) -> None:
@@ -223,16 +241,21 @@ def test_without_torchserve_tokens_the_request_goes_without_any_key(tmp_path: Pa
     assert "authorization" not in torchserve.seen[-1]
 
 
-def test_bodies_without_a_length_or_over_the_limit_are_refused(tmp_path: Path, run_gateway: Any) -> None:
+def test_bodies_over_the_limit_are_refused_and_chunked_ones_go_with_their_length(
+    tmp_path: Path, run_gateway: Any
+) -> None:
     torchserve = TorchServe(tmp_path, tokens=False)
     url = run_gateway(torchserve, max_body=64)
 
-    def stream() -> Iterator[bytes]:
-        yield b'{"prompt": "hi"}'
+    def stream(*parts: bytes) -> Iterator[bytes]:
+        yield from parts
 
-    assert _post(url, API_KEY, content=stream()).status_code == 411
     assert _post(url, API_KEY, content=b"x" * 65).status_code == 413
+    assert _post(url, API_KEY, content=stream(b"x" * 40, b"x" * 25)).status_code == 413  # chunked, over
     assert torchserve.seen == []
+    assert _post(url, API_KEY, content=stream(b'{"prompt":', b' "hi"}')).status_code == 200
+    forwarded = torchserve.seen[-1]  # TorchServe gets the whole body with its length, never chunked
+    assert forwarded["content-length"] == "16" and "transfer-encoding" not in forwarded
 
 
 def test_torchserve_not_up_yet_is_a_502(tmp_path: Path, run_gateway: Any) -> None:
@@ -281,7 +304,7 @@ def test_a_client_waiting_for_100_continue_is_answered_and_torchserve_gets_the_w
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         head = (
             f"POST /predictions/llama HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
-            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
         )
         sock.sendall(head.encode())
         assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue")  # as curl waits for it
