@@ -316,6 +316,24 @@ def test_a_client_waiting_for_100_continue_is_answered_and_torchserve_gets_the_w
     assert "expect" not in torchserve.seen[-1] and torchserve.seen[-1]["content-length"] == str(len(body))
 
 
+def test_a_client_waiting_for_100_continue_with_a_wrong_key_is_refused_before_sending_the_body(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    import socket
+
+    torchserve = TorchServe(tmp_path, tokens=False)
+    port = int(run_gateway(torchserve).rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        head = (
+            "POST /predictions/llama HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-other\r\n"
+            "Content-Length: 2000\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+        )
+        sock.sendall(head.encode())
+        answer = sock.recv(1 << 16)  # the refusal, while the client still holds its body back
+    assert answer.startswith(b"HTTP/1.1 401") and b"100 Continue" not in answer
+    assert torchserve.seen == []
+
+
 def test_a_request_torchserve_refuses_for_its_key_is_sent_once_more_with_the_key_read_again(
     tmp_path: Path, run_gateway: Any
 ) -> None:
