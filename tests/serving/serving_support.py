@@ -74,6 +74,8 @@ def uvicorn_app(app: Any) -> Iterator[tuple[str, asyncio.AbstractEventLoop]]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        if not thread.is_alive():
+            loop.close()  # closed here, not by the garbage collector at some later test
 
 
 def sse_events(lines: list[str]) -> list[str]:

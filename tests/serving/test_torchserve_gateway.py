@@ -144,7 +144,8 @@ class TorchServe:
 def run_gateway() -> Iterator[Any]:
     """Start the gateway in front of a TorchServe stand-in; yields a function returning its URL."""
     loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True).start()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
     servers: list[Any] = []
 
     def start(torchserve: TorchServe, api_key: str | None = API_KEY, max_body: int = 1 << 20) -> str:
@@ -159,6 +160,8 @@ def run_gateway() -> Iterator[Any]:
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         torchserve.close()
     loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.close()  # closed here, not by the garbage collector at some later test
 
 
 def _post(url: str, key: str | None, **kwargs: Any) -> httpx.Response:
