@@ -2,8 +2,8 @@
 
 At a workload stack's first `up` (like the image digests, `digests.py`) the CLI asks the Hugging Face
 Hub what ``model.revision`` (``main``, a tag, a commit) names now: ``GET {endpoint}/api/models/{id}/
-revision/{revision}?blobs=true``, the call huggingface_hub's ``HfApi.model_info(..., files_metadata=
-True)`` makes (huggingface_hub 2.4.0, the version the serving locks pin:
+revision/{revision}?blobs=true``, asked through huggingface_hub's ``HfApi.model_info(..., files_metadata=
+True)`` (huggingface_hub 2.4.0, the version the serving locks pin:
 ``src/huggingface_hub/hf_api.py`` ``model_info``; error codes from ``utils/_http.py``
 ``hf_raise_for_status``). The answer's ``sha`` is the commit; each of its ``siblings`` carries
 ``lfs.sha256`` (a file stored in LFS) or ``blobId`` (the git blob id of any other file).
@@ -25,7 +25,6 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
 
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BadInput, PrerequisiteError
@@ -62,59 +61,61 @@ def files_value(pin: ModelPin) -> str:
 
 def _checksums(siblings: Any) -> dict[str, str]:
     files: dict[str, str] = {}
-    for sibling in siblings if isinstance(siblings, list) else []:
-        name, lfs = sibling.get("rfilename"), sibling.get("lfs")
-        if isinstance(lfs, dict) and isinstance(lfs.get("sha256"), str):
-            files[name] = f"sha256:{lfs['sha256']}"
-        elif isinstance(sibling.get("blobId"), str):
-            files[name] = f"git-blob:{sibling['blobId']}"
+    for sibling in siblings or []:
+        if sibling.lfs is not None:
+            files[sibling.rfilename] = f"sha256:{sibling.lfs.sha256}"
+        elif sibling.blob_id:
+            files[sibling.rfilename] = f"git-blob:{sibling.blob_id}"
     return files
 
 
-def fetch_pin(client: Any, model_id: str, revision: str, token: str | None) -> ModelPin:
-    """The commit ``revision`` names and the checksum of each of its files, from the Hub.
+def fetch_pin(model_id: str, revision: str, token: str | None) -> ModelPin:
+    """The commit ``revision`` names and the checksum of each of its files, from the Hub, asked with
+    huggingface_hub's own client (``HfApi.model_info(..., files_metadata=True)``).
 
     Raises HubUnreachable when the Hub does not answer, BadInput/PrerequisiteError when it answers
     that the model or revision is not there or not readable with this token.
     """
     if os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}:
         raise HubUnreachable(f"{OFFLINE_ENV} is set")
-    url = f"{hub_endpoint()}/api/models/{model_id}/revision/{quote(revision, safe='')}"
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    import httpx
+    import httpx2  # huggingface_hub 2.x's HTTP client (huggingface_hub/utils/_http.py)
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
-    try:
-        reply = client.get(url, params={"blobs": "true"}, headers=headers)
-    except httpx.HTTPError as error:
-        raise HubUnreachable(f"{type(error).__name__}: {error}") from None
-    code = reply.headers.get("X-Error-Code", "")
     where = f"model {model_id!r} revision {revision!r}"
-    if code == "RevisionNotFound":
+    # token=False: never a token stored on this machine, only the one the workload is given
+    api = HfApi(endpoint=hub_endpoint(), token=token or False)
+    try:
+        info = api.model_info(model_id, revision=revision, files_metadata=True, timeout=TIMEOUT_S)
+    except RevisionNotFoundError:
         raise BadInput(
             f"the Hugging Face Hub has no revision {revision!r} of {model_id!r}",
             "set `model.revision` in the blueprint to a branch, tag or commit of the repository",
-        )
-    if code == "GatedRepo" or reply.status_code == 403:
-        raise PrerequisiteError(
-            f"the Hugging Face Hub refuses {where} to this token (gated: HTTP {reply.status_code})",
-            "accept the model's license on the Hub with the account of your HF token",
-        )
-    if code == "RepoNotFound" or reply.status_code in (401, 404):
-        raise BadInput(
-            f"the Hugging Face Hub has no model {model_id!r}, or it is private to another account "
-            f"(HTTP {reply.status_code})",
-            "check `model.id` in the blueprint, or give a token that may read it (--hf-token-file, HF_TOKEN)",
-        )
-    if reply.status_code != 200:
-        raise HubUnreachable(f"HTTP {reply.status_code} from {url}")
-    try:
-        body = reply.json()
-        commit = body["sha"]
-    except (ValueError, KeyError, TypeError):
-        raise HubUnreachable(f"{url} did not answer with a model's JSON") from None
-    if not isinstance(commit, str) or not COMMIT.match(commit):
-        raise HubUnreachable(f"{url} answered without a commit id")
-    return ModelPin(commit=commit, files=_checksums(body.get("siblings")))
+        ) from None
+    except (GatedRepoError, RepositoryNotFoundError, HfHubHTTPError) as error:
+        status = error.response.status_code if error.response is not None else None
+        if isinstance(error, GatedRepoError) or status == 403:
+            raise PrerequisiteError(
+                f"the Hugging Face Hub refuses {where} to this token (gated: HTTP {status})",
+                "accept the model's license on the Hub with the account of your HF token",
+            ) from None
+        if isinstance(error, RepositoryNotFoundError) or status in (401, 404):
+            raise BadInput(
+                f"the Hugging Face Hub has no model {model_id!r}, or it is private to another account "
+                f"(HTTP {status})",
+                "check `model.id` in the blueprint, or give a token that may read it (--hf-token-file, HF_TOKEN)",
+            ) from None
+        raise HubUnreachable(f"HTTP {status} from {hub_endpoint()}") from None
+    except httpx2.HTTPError as error:  # no answer at all: DNS, refused, timeout, proxy
+        raise HubUnreachable(f"{type(error).__name__}: {error}") from None
+    if not isinstance(info.sha, str) or not COMMIT.match(info.sha):
+        raise HubUnreachable(f"{hub_endpoint()} answered without a commit id")
+    return ModelPin(commit=info.sha, files=_checksums(info.siblings))
 
 
 def pin_model(
@@ -123,7 +124,6 @@ def pin_model(
     token: str | None,
     *,
     note: Callable[[str], None] = lambda _text: None,
-    client: Any = None,
 ) -> ModelPin | None:
     """The stack's pin of the blueprint's model revision: the recorded one, else resolved at the Hub
     now and recorded; None (with a note) when the Hub cannot be reached and nothing was recorded."""
@@ -134,21 +134,14 @@ def pin_model(
     recorded = load_pins(stack, blueprint.name)
     if key in recorded.models:
         return recorded.models[key]
-    import httpx
-
-    own = client is None
-    client = client or httpx.Client(timeout=TIMEOUT_S, follow_redirects=True)
     try:
-        pin = fetch_pin(client, model.id, model.revision, token)
+        pin = fetch_pin(model.id, model.revision, token)
     except HubUnreachable as why:
         note(
             f"    not pinned: {model.id} stays at revision {model.revision!r} and the pods get no checksums "
             f"of its files (could not reach the Hugging Face Hub: {why}); the next `up` pins it"
         )
         return None
-    finally:
-        if own:
-            client.close()
     if blueprint.caches.model_mirror and len(files_value(pin)) > MAX_FILES_BYTES:
         raise PrerequisiteError(
             f"{model.id} has too many files ({len(pin.files)}) for their checksums to go into the pods' spec",
