@@ -271,18 +271,16 @@ def ray_vllm(name: str, tp: int, gpus_total: int, gpus: str | None = None) -> No
         start_new_session=True,
     )
     record("ray_start", name=name, rc=started.returncode, tail=(started.stdout + started.stderr)[-600:])
-    driver = [
-        sys.executable,
-        str(HERE / "ray_driver.py"),
-        "--address",
-        f"127.0.0.1:{gcs}",
-        "--port",
-        str(port),
-    ]
-    driver += ["--tp", str(tp), "--config", str(CARRY / "serve_config.json"), "--model", str(MODEL)]
-    driver += ["--ready", str(RES / f"{name}.ready"), "--bundles", str(RES / f"{name}.bundles.json")]
-    driver += ["--util", str(UTIL)]
-    spawn(name, driver, environ, started=began)  # ready counts from `ray start`
+    spawn(name, driver_argv(name, gcs, port, tp), environ, started=began)  # ready counts from `ray start`
+
+
+def driver_argv(name: str, gcs: int, port: int, tp: int, *extra: str) -> list[str]:
+    """ray_driver.py deploying the rendered app on the Ray cluster at ``gcs`` (its ready and bundle
+    files named after ``name``)."""
+    argv = [sys.executable, str(HERE / "ray_driver.py"), "--address", f"127.0.0.1:{gcs}", "--port", str(port)]
+    argv += ["--tp", str(tp), "--config", str(CARRY / "serve_config.json"), "--model", str(MODEL)]
+    argv += ["--ready", str(RES / f"{name}.ready"), "--bundles", str(RES / f"{name}.bundles.json")]
+    return [*argv, "--util", str(UTIL), *extra]
 
 
 def triton_engine(_: argparse.Namespace | None = None) -> None:
@@ -700,29 +698,15 @@ def bench_b2(args: argparse.Namespace) -> None:
     triton_engine()
     ray1_port = SERVERS["ray1"][0]
     redeploy = subprocess.Popen(
-        [
-            sys.executable,
-            str(HERE / "ray_driver.py"),
-            "--address",
-            f"127.0.0.1:{RAY_PORTS['ray1']}",
-            "--port",
-            str(ray1_port),
-            "--tp",
-            "1",
-            "--config",
-            str(CARRY / "serve_config.json"),
-            "--model",
-            str(MODEL),
-            "--ready",
-            str(RES / "ray1b.ready"),
-            "--bundles",
-            str(RES / "ray1b.bundles.json"),
+        driver_argv(
+            "ray1b",
+            RAY_PORTS["ray1"],
+            ray1_port,
+            1,
             "--experimental",
             json.dumps({"stream_batching_interval_ms": 0}),
             "--no-start",
-            "--util",
-            str(UTIL),
-        ],
+        ),
         env=env("1"),
         stdout=(LOGS / "ray1b.log").open("w"),
         stderr=subprocess.STDOUT,
