@@ -66,6 +66,7 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
         "not_ready": sorted({r["name"] for r in records if r["kind"] == "not_ready"}),
         "phase_lines": {r["name"]: r["lines"] for r in records if r["kind"] == "phase_lines"},
         "nccl": {r["name"]: r["lines"][:6] for r in records if r["kind"] == "nccl"},
+        "allreduce": {r["name"]: r["lines"] for r in records if r["kind"] == "allreduce"},
         "bench_against_vllm_bench": {},
         "restarts": {
             r["name"]: {"seconds": r["seconds"], "engine_lines": r["lines"]}
@@ -98,7 +99,10 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
             for r in records
             if r["kind"] == "cache_seeded"
         },
-        "serving_path": serving_path(records, clients),
+        "serving_path": serving_path(records, clients, PATHS),
+        "serving_path_tensor_parallel": {
+            tp: rows for tp, paths in TP_PATHS.items() if (rows := serving_path(records, clients, paths))
+        },
     }
     # (record kind, its payload, the client's label prefix, the row builder, the keys it goes under)
     clients_of = {
@@ -127,28 +131,37 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-# the serving path's rows: plain vLLM, our Ray Serve app as rendered, the stream-batching variant
+# the serving path's rows (the first is the baseline): plain vLLM, our Ray Serve app as rendered, the
+# stream-batching variant; at tensor_parallel 2 and 4, plain vLLM and our app on the same GPUs' count
 PATHS = {
     "vllm": "plain vllm serve",
     "ray1": "our Ray Serve LLM app (as rendered)",
     "ray1b": "our Ray Serve LLM app, stream batching 0 ms",
 }
+TP_PATHS = {
+    "2": {"vllm2": "plain vllm serve, tensor_parallel 2", "ray2": "our Ray Serve LLM app, tensor_parallel 2"},
+    "4": {"vllm4": "plain vllm serve, tensor_parallel 4", "ray4": "our Ray Serve LLM app, tensor_parallel 4"},
+}
 
 
-def serving_path(records: list[dict[str, Any]], clients: dict[str, Any]) -> dict[str, Any]:
-    """``llmctl bench`` at c1/c16/c64 on each path, and each Ray row against plain vLLM's."""
+def serving_path(
+    records: list[dict[str, Any]], clients: dict[str, Any], paths: dict[str, str]
+) -> dict[str, Any]:
+    """``llmctl bench`` at c1/c16/c64 on each path, and each other row against the baseline's (the
+    first of ``paths``)."""
+    baseline = paths[next(iter(paths))]
     rows: dict[str, dict[str, Any]] = {}
     for record in records:
         if record["kind"] != "llmctl_bench" or not record["summary"]:
             continue
         path, _, level = record["label"].rpartition("-")
-        if path in PATHS and level in ("c1", "c16", "c64"):
+        if path in paths and level in ("c1", "c16", "c64"):
             row = llmctl_row(record["summary"], clients.get(f"llmctl-{record['label']}"))
-            rows.setdefault(level, {})[PATHS[path]] = row
-    for paths in rows.values():
-        base = paths.get(PATHS["vllm"])
-        for name, row in paths.items():
-            if base and name != PATHS["vllm"]:
+            rows.setdefault(level, {})[paths[path]] = row
+    for level_rows in rows.values():
+        base = level_rows.get(baseline)
+        for name, row in level_rows.items():
+            if base and name != baseline:
                 row["ttft_p50_ms_over_plain"] = round(row["ttft_p50_ms"] - base["ttft_p50_ms"], 1)
                 row["output_tok_s_vs_plain_pct"] = round(
                     100 * (row["output_tok_s"] / base["output_tok_s"] - 1), 1

@@ -74,6 +74,7 @@ VLLM_PORTS = {
     "ray2": 34000,
     "ray4": 35000,
     "vllm4": 36000,
+    "vllm2": 36500,
 }
 
 SERVERS = {
@@ -85,6 +86,7 @@ SERVERS = {
     "vllmc": (8000, "0"),
     "ray4": (8004, "0,1,2,3"),
     "vllm4": (8005, "0,1,2,3"),
+    "vllm2": (8006, "0,1"),  # plain vLLM at tp 2 beside ray2 (GPUs 2-3) on a four-GPU machine
 }
 RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384}
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
@@ -238,8 +240,9 @@ def seed_cache(name: str, source: str) -> None:
     FlashInfer's kernels saves most of a cold start; its torch.compile graphs differ by shape anyway)."""
     target = CACHES / name
     shutil.rmtree(target, ignore_errors=True)
-    if (CACHES / source).exists():
-        shutil.copytree(CACHES / source, target, symlinks=True)
+    if not (CACHES / source).exists():
+        return  # nothing to copy: a cold start, and the results say nothing was seeded
+    shutil.copytree(CACHES / source, target, symlinks=True)
     record("cache_seeded", name=name, source=source, bytes=du(target))
 
 
@@ -323,7 +326,7 @@ def start_tp2(args: argparse.Namespace) -> None:
         time.sleep(1)
     if (RES / "triton.json").exists():
         record("triton_engine", **json.loads((RES / "triton.json").read_text()))
-    else:
+    elif (RES / "triton.pid").exists():  # started and never finished (not started: nothing to say)
         record(
             "not_ready", name="triton", waited=args.limit, log_tail=(LOGS / "triton.log").read_text()[-3000:]
         )
@@ -331,21 +334,29 @@ def start_tp2(args: argparse.Namespace) -> None:
     stop(["vllm", "ray1", "triton"])
     seed_cache("ray2", "ray1")
     ray_vllm("ray2", tp=2, gpus_total=2, gpus="0,1" if args.gpus < 4 else None)
-    record("start_tp2", servers=["ray2"])
+    started = ["ray2"]
+    if args.gpus >= 4:  # the other two GPUs: plain vLLM at tp 2, the serving path's baseline at tp 2
+        plain_vllm("vllm2", tp=2)
+        started.append("vllm2")
+    record("start_tp2", servers=started)
     export()
 
 
 def start_tp4(args: argparse.Namespace) -> None:
     """Every GPU for tensor_parallel 4: everything else stopped, then our Ray Serve app (the plain vLLM tp 4
     baseline follows with ``--names vllm4`` once ray4 is measured and stopped)."""
-    stop(["vllm", "vllmw", "vllmc", "ray1", "ray2", "triton"])
+    stop(["vllm", "vllmw", "vllmc", "vllm2", "ray1", "ray2", "triton"])
+    seed_cache("ray4", "ray2")  # device time: ray2's kernel caches (a seeded start is not a cold one)
     ray_vllm("ray4", tp=4, gpus_total=4)
     record("start_tp4", servers=["ray4"])
     export()
 
 
 def start_vllm4(_: argparse.Namespace) -> None:
+    """Plain vLLM at tp 4 once ray4 is measured and stopped, on a copy of ray4's kernel caches (device
+    time; the comparison is under load, and the results say the start was seeded)."""
     stop(["ray4"])
+    seed_cache("vllm4", "ray4")
     plain_vllm("vllm4", tp=4)
     record("start_vllm4", servers=["vllm4"])
     export()
@@ -419,18 +430,30 @@ def phases(names: list[str]) -> None:
                 with open(path, errors="replace") as log:
                     lines += [line.strip() for line in log if PHASE_MARK in line]
         record("phase_lines", name=name, lines=lines[:40])
-        nccl = []
-        for path in glob.glob(f"{temp}/session_latest/logs/*"):
-            if os.path.isfile(path):
-                with open(path, errors="replace") as log:
-                    nccl += [
-                        line.strip()
-                        for line in log
-                        if "NCCL INFO" in line
-                        and ("NVLS" in line or "comm " in line or "Channel 00" in line or "version" in line)
-                    ]
-        if nccl:
-            record("nccl", name=name, lines=nccl[:30])
+        nccl_lines(name, glob.glob(f"{temp}/session_latest/logs/*"))
+
+
+# what NCCL and vLLM's all-reduce said at start: the version, NVLS (multicast) off, the channels, and
+# which all-reduce vLLM picked (its custom one, FlashInfer's backend, symmetric memory)
+NCCL_MARKS = ("NVLS", "comm ", "Channel 00", "version")
+ALLREDUCE_MARKS = ("allreduce", "all_reduce", "all-reduce", "symmmem")
+
+
+def nccl_lines(name: str, paths: list[str]) -> None:
+    nccl: list[str] = []
+    allreduce: list[str] = []
+    for path in paths:
+        if os.path.isfile(path):
+            with open(path, errors="replace") as log:
+                for line in log:
+                    if "NCCL INFO" in line and any(mark in line for mark in NCCL_MARKS):
+                        nccl.append(line.strip())
+                    elif "NCCL INFO" not in line and any(mark in line.lower() for mark in ALLREDUCE_MARKS):
+                        allreduce.append(line.strip()[-300:])
+    if nccl:
+        record("nccl", name=name, lines=nccl[:30])
+    if allreduce:
+        record("allreduce", name=name, lines=list(dict.fromkeys(allreduce))[:20])
 
 
 def stop(names: list[str]) -> None:
@@ -781,14 +804,17 @@ def restart(args: argparse.Namespace) -> None:
 
 
 def bench_c(args: argparse.Namespace) -> None:
-    """The tensor_parallel 4 servers named by ``--names`` (ray4, vllm4): chat, then c16 and c64."""
+    """The tensor_parallel 2/4 servers named by ``--names`` (ray2 and vllm2, ray4, vllm4): chat, then
+    c1, c16 and c64 (the serving path's levels), one load at a time."""
     for name in args.names.split(","):
         port = SERVERS[name][0]
         chat_check(name, port)
-        for c, n in ((16, 256), (64, 512)):
+        for c, n in ((1, 32), (16, 256), (64, 512)):
             llmctl_bench(f"{name}-c{c}", port, c, n)
         if name.startswith("ray"):
             phases([name])
+        else:
+            nccl_lines(name, [str(LOGS / f"{name}.log")])
         export()
 
 

@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-28-h200x2.jsonl"
 
@@ -66,3 +68,50 @@ def test_gpu_json_is_what_collect_makes_of_the_recorded_runs() -> None:
     for run, path in zip(written["runs"], raws, strict=True):
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         assert run["measured"] == json.loads(json.dumps(collect.collect(records)))
+
+
+TP_RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-28-h200x4-tp.jsonl"
+
+
+def test_the_tensor_parallel_rows_are_the_recorded_runs_figures() -> None:
+    """The 2026-11-28 four-GPU run: our app at tp 2 and tp 4, its placement group as rendered (one
+    GPU bundle per rank, STRICT_PACK, created), 0 failed, NCCL with NVLS off."""
+    collect = load("collect")
+    records = [json.loads(line) for line in TP_RUN.read_text().splitlines() if line.strip()]
+    measured = collect.collect(records)
+    tp = measured["serving_path_tensor_parallel"]
+    ray2, ray4 = collect.TP_PATHS["2"]["ray2"], collect.TP_PATHS["4"]["ray4"]
+    assert sorted(tp) == ["2", "4"] and sorted(tp["4"]) == ["c1", "c16", "c64"]
+    assert tp["2"]["c1"][ray2]["ttft_p50_ms"] == 64.52
+    assert tp["4"]["c64"][ray4]["output_tok_s"] == 8252.8
+    assert all(
+        row["failed"] == 0 for rows in tp.values() for level in rows.values() for row in level.values()
+    )
+    assert measured["starts"] == {"vllm2": 398.3, "ray2": 471.8, "ray4": 486.0}
+    for name, ranks in (("ray2", 2), ("ray4", 4)):
+        (group,) = measured["ray_view"][name]["placement_groups"]
+        assert group["strategy"] == "STRICT_PACK" and group["state"] == "CREATED"
+        assert [bundle["GPU"] for bundle in group["bundles"].values()] == [1.0] * ranks
+        assert any("NCCL_NVLS_ENABLE set by environment to 0" in line for line in measured["nccl"][name])
+    assert all(chat["llmctl_chat_rc"] == 0 for chat in measured["chat"].values())
+
+
+def test_a_seed_from_an_engine_that_never_ran_is_not_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start with nothing to copy is a cold start: no cache_seeded record says otherwise."""
+    monkeypatch.setenv("GPU_ROOT", str(tmp_path))
+    device = load("device")
+    device.seed_cache("ray4", "ray2")
+    assert not device.RESULTS.exists()
+    (device.CACHES / "ray2" / "home").mkdir(parents=True)
+    (device.CACHES / "ray2" / "home" / "kernel.bin").write_bytes(b"x" * 10)
+    device.seed_cache("ray4", "ray2")
+    (line,) = device.RESULTS.read_text().splitlines()
+    assert json.loads(line) | {"t": 0} == {
+        "kind": "cache_seeded",
+        "t": 0,
+        "name": "ray4",
+        "source": "ray2",
+        "bytes": 10,
+    }
