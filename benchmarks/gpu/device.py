@@ -346,7 +346,7 @@ def start_tp4(args: argparse.Namespace) -> None:
     """Every GPU for tensor_parallel 4: everything else stopped, then our Ray Serve app (the plain vLLM tp 4
     baseline follows with ``--names vllm4`` once ray4 is measured and stopped)."""
     stop(["vllm", "vllmw", "vllmc", "vllm2", "ray1", "ray2", "triton"])
-    seed_cache("ray4", "ray2")  # device time: ray2's kernel caches (a seeded start is not a cold one)
+    seed_cache("ray4", "ray2")  # the harness folder only: our app keeps its engine caches per compile key
     ray_vllm("ray4", tp=4, gpus_total=4)
     record("start_tp4", servers=["ray4"])
     export()
