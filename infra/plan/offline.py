@@ -16,6 +16,7 @@ import datetime
 import itertools
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,6 +306,8 @@ def run_offline(
     """Run `program` under mocks and return every resource it registered, in order."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    executor, thread_loops = _executor_with_closable_loops()
+    loop.set_default_executor(executor)
     try:
         mocks = mocks or OfflineMocks()
         monitor = RecordingMonitor(mocks)
@@ -321,4 +324,27 @@ def run_offline(
     finally:
         pulumi.runtime.set_all_config({})
         asyncio.set_event_loop(None)
+        executor.shutdown(wait=True)
+        for thread_loop in thread_loops:
+            thread_loop.close()
         loop.close()
+
+
+def _executor_with_closable_loops() -> tuple[ThreadPoolExecutor, list[asyncio.AbstractEventLoop]]:
+    """The threads Pulumi calls the mock monitor from, each with an event loop we close afterwards.
+
+    Pulumi runs every monitor call in the loop's default executor (``run_in_executor(None, ...)``,
+    pulumi/runtime/resource.py), and its mocks wait there with ``_sync_await``, whose
+    ``_ensure_event_loop`` gives each thread a new event loop that nothing closes: each held a
+    selector and a socket pair until the garbage collector found it (346 loops in one run of the
+    suite). Here each thread starts with a loop of its own, which Pulumi then finds and uses, and
+    ``run_offline`` closes them once the executor is done.
+    """
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def own_loop() -> None:
+        thread_loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(thread_loop)
+        loops.append(thread_loop)
+
+    return ThreadPoolExecutor(thread_name_prefix="llmctl-offline", initializer=own_loop), loops
