@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmctl.blueprints import hub
 from llmctl.blueprints._data import load_yaml
 from llmctl.blueprints.schema import Dtype
 from llmctl.errors import CatalogError, did_you_mean
@@ -151,11 +152,11 @@ def _from_hub(model_id: str) -> ModelArch:
         cached = None
     if cached:
         return _from_local(Path(cached)).model_copy(update={"key": model_id})
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        raise _hub_failure(model_id, "HF_HUB_OFFLINE is set and it is not in the local cache")
+    if hub.offline():
+        raise _hub_failure(model_id, f"{hub.OFFLINE_ENV} is set and it is not in the local cache")
     import httpx
 
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    endpoint = hub.endpoint()
     token = os.environ.get("HF_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:

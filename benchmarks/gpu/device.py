@@ -436,7 +436,7 @@ def phases(names: list[str]) -> None:
 # what NCCL and vLLM's all-reduce said at start: the version, NVLS (multicast) off, the channels, and
 # which all-reduce vLLM picked (its custom one, FlashInfer's backend, symmetric memory)
 NCCL_MARKS = ("NVLS", "comm ", "Channel 00", "version")
-ALLREDUCE_MARKS = ("allreduce", "all_reduce", "all-reduce", "symmmem")
+ALLREDUCE_MARKS = ("allreduce", "all_reduce", "all-reduce", "symm_mem")  # symm_mem.py logs SymmMem...
 
 
 def nccl_lines(name: str, paths: list[str]) -> None:

@@ -334,8 +334,9 @@ def _executor_with_closable_loops() -> tuple[ThreadPoolExecutor, list[asyncio.Ab
     """The threads Pulumi calls the mock monitor from, each with an event loop we close afterwards.
 
     Pulumi runs every monitor call in the loop's default executor (``run_in_executor(None, ...)``,
-    pulumi/runtime/resource.py), and its mocks wait there with ``_sync_await``, whose
-    ``_ensure_event_loop`` gives each thread a new event loop that nothing closes: each held a
+    pulumi/runtime/resource.py of the pulumi 3.272.0 wheel), and its mocks wait there with
+    ``_sync_await``, whose ``_ensure_event_loop`` (pulumi/runtime/sync_await.py) gives each thread a
+    new event loop that nothing closes: each held a
     selector and a socket pair until the garbage collector found it (346 loops in one run of the
     suite). Here each thread starts with a loop of its own, which Pulumi then finds and uses, and
     ``run_offline`` closes them once the executor is done.

@@ -20,33 +20,26 @@ revision the Hub does not have is an error.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from llmctl.blueprints import hub
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BadInput, PrerequisiteError
 from llmctl.state import ModelPin, load_pins, model_pin_key, save_pins
 
-ENDPOINT_ENV = "HF_ENDPOINT"  # huggingface_hub's own variable (constants.py), default below
-DEFAULT_ENDPOINT = "https://huggingface.co"
-OFFLINE_ENV = "HF_HUB_OFFLINE"
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 TIMEOUT_S = 20.0
 #: the most bytes of checksums a pod's spec carries (one env value; Linux refuses a single
-#: environment string over 128 KiB at exec)
+#: environment string over MAX_ARG_STRLEN = 32 pages, 128 KiB with 4 KiB pages, at exec:
+#: include/uapi/linux/binfmts.h); a quarter of that is left for the name and later growth
 MAX_FILES_BYTES = 96 * 1024
 
 
 class HubUnreachable(Exception):
     """The Hub did not answer (network, proxy, offline mode, a server error)."""
-
-
-def hub_endpoint() -> str:
-    """The Hub's base URL (``HF_ENDPOINT``, as huggingface_hub reads it)."""
-    return (os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT).rstrip("/")
 
 
 def is_hub_id(model_id: str) -> bool:
@@ -76,8 +69,8 @@ def fetch_pin(model_id: str, revision: str, token: str | None) -> ModelPin:
     Raises HubUnreachable when the Hub does not answer, BadInput/PrerequisiteError when it answers
     that the model or revision is not there or not readable with this token.
     """
-    if os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}:
-        raise HubUnreachable(f"{OFFLINE_ENV} is set")
+    if hub.offline():
+        raise HubUnreachable(f"{hub.OFFLINE_ENV} is set")
     import httpx2  # huggingface_hub 2.x's HTTP client (huggingface_hub/utils/_http.py)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
@@ -89,7 +82,7 @@ def fetch_pin(model_id: str, revision: str, token: str | None) -> ModelPin:
 
     where = f"model {model_id!r} revision {revision!r}"
     # token=False: never a token stored on this machine, only the one the workload is given
-    api = HfApi(endpoint=hub_endpoint(), token=token or False)
+    api = HfApi(endpoint=hub.endpoint(), token=token or False)
     try:
         info = api.model_info(model_id, revision=revision, files_metadata=True, timeout=TIMEOUT_S)
     except RevisionNotFoundError:
@@ -110,11 +103,11 @@ def fetch_pin(model_id: str, revision: str, token: str | None) -> ModelPin:
                 f"(HTTP {status})",
                 "check `model.id` in the blueprint, or give a token that may read it (--hf-token-file, HF_TOKEN)",
             ) from None
-        raise HubUnreachable(f"HTTP {status} from {hub_endpoint()}") from None
+        raise HubUnreachable(f"HTTP {status} from {hub.endpoint()}") from None
     except httpx2.HTTPError as error:  # no answer at all: DNS, refused, timeout, proxy
         raise HubUnreachable(f"{type(error).__name__}: {error}") from None
     if not isinstance(info.sha, str) or not COMMIT.match(info.sha):
-        raise HubUnreachable(f"{hub_endpoint()} answered without a commit id")
+        raise HubUnreachable(f"{hub.endpoint()} answered without a commit id")
     return ModelPin(commit=info.sha, files=_checksums(info.siblings))
 
 
