@@ -46,6 +46,7 @@ from aiohttp.web_urldispatcher import _default_expect_handler
 from yarl import URL
 
 from llmctl.serving.common.auth import resolve_api_key
+from llmctl.serving.torchserve_neuronx.config import RESPONSE_TIMEOUT_S
 
 LISTEN_PORT_ENV = "LLMCTL_TS_LISTEN_PORT"
 BACKEND_PORT_ENV = "LLMCTL_TS_BACKEND_PORT"
@@ -137,6 +138,11 @@ class InferenceKey:
         self._read()
 
 
+#: as long as TorchServe itself waits for an answer (the first request after a cold start may
+#: compile); aiohttp's default, 300 s in all (aiohttp/client.py DEFAULT_TIMEOUT), cut such a request off
+UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=RESPONSE_TIMEOUT_S)
+
+
 def _refusal(status: int, message: str, **headers: str) -> web.Response:
     body = {"code": status, "type": "llmctl", "message": message}
     return web.json_response(body, status=status, headers=headers)
@@ -162,13 +168,16 @@ class Gateway:
     async def _client(self, app: web.Application) -> AsyncIterator[None]:
         # one connection to TorchServe per request (Connection: close): nothing pooled between clients
         connector = aiohttp.TCPConnector(force_close=True)
-        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+        async with aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, timeout=UPSTREAM_TIMEOUT
+        ) as session:
             self._session = session
             yield
         self._session = None
 
     async def expect(self, request: web.Request) -> web.StreamResponse | None:
-        """``Expect: 100-continue`` (curl, for bodies over 1 KiB): refused before the body is sent,
+        """``Expect: 100-continue`` (curl, for PUTs and POST bodies over 1 MB: everything.curl.dev
+        http/post/expect100): refused before the body is sent,
         or answered by aiohttp's own handler."""
         refused = self._check(request)
         if refused is not None:
@@ -222,6 +231,7 @@ class Gateway:
         TorchServe's key gives None (nothing sent to the client yet)."""
         assert self._session is not None, "the gateway's application is not running"
         sent = [*headers, *([("Authorization", f"Bearer {key}")] if key is not None else [])]
+        response: web.StreamResponse | None = None
         url = URL(f"http://127.0.0.1:{self.backend_port}{request.raw_path}", encoded=True)
         try:
             async with self._session.request(
@@ -246,6 +256,10 @@ class Gateway:
                 return response
         except aiohttp.ClientConnectorError:
             return _refusal(502, "TorchServe is not answering yet")
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            if response is not None:  # the answer has begun: the connection closes mid-stream
+                raise
+            return _refusal(502, f"TorchServe failed the request ({type(error).__name__}: {error})")
 
 
 async def serve(listen_port: int, gateway: Gateway, host: str = "0.0.0.0") -> web.AppRunner:

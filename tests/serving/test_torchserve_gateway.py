@@ -269,6 +269,30 @@ def test_torchserve_not_up_yet_is_a_502(tmp_path: Path, run_gateway: Any) -> Non
     assert httpx.get(f"{url}/ping", timeout=10).status_code == 502
 
 
+class DroppingTorchServe(TorchServe):
+    """Reads the request, then closes the connection without an answer (a worker that died)."""
+
+    def _inference(self, handler: BaseHTTPRequestHandler) -> None:
+        handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        handler.close_connection = True
+
+
+def test_torchserve_dropping_the_connection_is_a_502_naming_it(tmp_path: Path, run_gateway: Any) -> None:
+    url = run_gateway(DroppingTorchServe(tmp_path, tokens=False), api_key=None)
+    answer = httpx.post(f"{url}/predictions/llama", json={"prompt": "hi"}, timeout=10)
+    assert answer.status_code == 502
+    assert answer.json()["type"] == "llmctl"
+    assert "TorchServe failed the request (ServerDisconnectedError" in answer.json()["message"]
+
+
+def test_the_gateway_waits_for_torchserve_as_long_as_torchserve_waits_for_its_model() -> None:
+    """aiohttp's default (300 s in all) would cut off a first request that compiles."""
+    from llmctl.serving.torchserve_neuronx import gateway
+    from llmctl.serving.torchserve_neuronx.config import RESPONSE_TIMEOUT_S
+
+    assert gateway.UPSTREAM_TIMEOUT.total == RESPONSE_TIMEOUT_S == 10800
+
+
 def test_a_torchserve_blueprint_may_ask_for_an_api_key_and_its_container_gets_it() -> None:
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
