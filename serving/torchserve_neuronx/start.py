@@ -18,6 +18,7 @@ from pathlib import Path
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import request_bytes
 from llmctl.serving.blueprint_env import blueprint_from_env
+from llmctl.serving.common.auth import resolve_api_key
 from llmctl.serving.torchserve_neuronx import gateway
 from llmctl.serving.torchserve_neuronx.config import (
     MODEL_STORE,
@@ -34,6 +35,9 @@ DEFAULT_WORKDIR = "/home/model-server/llmctl"
 def main() -> None:
     """Write the config, run torch-model-archiver, start TorchServe in the foreground."""
     blueprint = blueprint_from_env()
+    # the gateway's key, checked here first: a gateway refusing it in its own process would leave
+    # TorchServe running behind a port nobody listens on, and the pod unready with no reason shown
+    resolve_api_key()
     work = Path(os.environ.get(WORKDIR_ENV, DEFAULT_WORKDIR))
     store = Path(os.environ.get(MODEL_STORE_ENV, MODEL_STORE))
     work.mkdir(parents=True, exist_ok=True)

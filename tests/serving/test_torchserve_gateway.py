@@ -387,3 +387,27 @@ def test_a_key_file_caught_mid_write_keeps_the_last_key(tmp_path: Path, run_gate
     torchserve.key_file.write_text(whole[: len(whole) // 2])  # TorchServe's Files.write is not atomic
     assert _post(url, API_KEY, json={"prompt": "b"}).status_code == 200
     assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_an_empty_api_key_stops_the_container_before_torchserve_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused in the container's own process (its exit and message are what the pod shows), not in
+    the gateway's, which would leave TorchServe running unreachable."""
+    import os
+    import subprocess
+
+    from llmctl.errors import ServingError
+    from llmctl.serving.torchserve_neuronx import start
+
+    monkeypatch.setenv("LLMCTL_BLUEPRINT", "llama2-torchserve-inf2")
+    monkeypatch.setenv(start.WORKDIR_ENV, str(tmp_path / "work"))
+    monkeypatch.setenv(start.MODEL_STORE_ENV, str(tmp_path / "store"))
+    monkeypatch.setenv("LLMCTL_API_KEY", " ")
+    started: list[object] = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(os, "execvp", lambda *a: started.append(a))
+    with pytest.raises(ServingError, match="LLMCTL_API_KEY is set but empty"):
+        start.main()
+    assert started == []
