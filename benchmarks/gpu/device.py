@@ -62,6 +62,7 @@ TINY_ARGS = ["--heads", "8", "--kv-heads", "8", "--head-dim", "64", "--layers", 
 # One engine per GPU at a time: vLLM's memory profiling counts what other processes allocate on its
 # GPUs as its own, so engines sharing a GPU failed on 2026-11-28 (no KV cache blocks, cuBLAS errors).
 # The blueprint's 0.9 everywhere; Triton's engine and the compile-cache restarts run once GPU 0 is free.
+GPU_APP_CACHES = "/tmp/llmctl-compile/vllm"  # serving/ray_vllm/neuron_cache.py GPU_ROOT
 UTIL = 0.9  # every engine: the blueprints' gpu_memory_utilization
 # vLLM's own ports (ZMQ, torch.distributed's TCPStore) start at VLLM_PORT: one range per engine, so
 # engines starting together never race for one (a tp-2 start failed with EADDRINUSE without it)
@@ -75,6 +76,8 @@ VLLM_PORTS = {
     "ray4": 35000,
     "vllm4": 36000,
     "vllm2": 36500,
+    "ray4e": 37000,
+    "vllm4e": 37500,
 }
 
 SERVERS = {
@@ -87,10 +90,15 @@ SERVERS = {
     "ray4": (8004, "0,1,2,3"),
     "vllm4": (8005, "0,1,2,3"),
     "vllm2": (8006, "0,1"),  # plain vLLM at tp 2 beside ray2 (GPUs 2-3) on a four-GPU machine
+    # tensor_parallel 4 in eager mode (no torch.compile, no CUDA graphs) on both sides: the serving
+    # path's cost at tp 4 measured within one lease (a compiled tp 4 start takes 7-8 minutes)
+    "ray4e": (8007, "0,1,2,3"),
+    "vllm4e": (8008, "0,1,2,3"),
 }
-RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384}
+RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384, "ray4e": 6385}
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
-RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2}
+RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2, "ray4e": 3}
+EAGER = {"enforce_eager": True}  # vLLM's engine argument (``--enforce-eager`` on its command line)
 PHASE_MARK = "LLMCTL_PHASE "  # serving/phases.py PHASE_PREFIX
 
 
@@ -169,7 +177,8 @@ def setup(_: argparse.Namespace) -> None:
     cat.wait()
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
     subprocess.run([*pip, "--target", str(SITE), *glob.glob(f"{WHEELS}/v26/*.whl")], check=True)
-    subprocess.run([*pip, "--target", str(SITE22), *glob.glob(f"{WHEELS}/v22/*.whl")], check=True)
+    if v22 := glob.glob(f"{WHEELS}/v22/*.whl"):  # Triton's vLLM: absent when prepared with --sets v26
+        subprocess.run([*pip, "--target", str(SITE22), *v22], check=True)
     subprocess.run([*pip, "--target", str(SITE2), *glob.glob(f"{WHEELS}/llmctl_eks-*.whl")], check=True)
     for site in (SITE, SITE22):  # the machine's own torch, triton and CUDA libraries stay in use
         for pattern in ("torch", "torch-*", "nvidia", "nvidia_*", "triton", "triton-*"):
@@ -220,15 +229,22 @@ def spawn(name: str, argv: list[str], environ: dict[str, str], *, started: float
     (RES / f"{name}.pid").write_text(str(process.pid))
 
 
-def plain_vllm(name: str, tp: int = 1, cache: str | None = None) -> None:
+def plain_vllm(
+    name: str,
+    tp: int = 1,
+    cache: str | None = None,
+    caches: dict[str, str] | None = None,
+    flags: tuple[str, ...] = (),
+) -> None:
     port, gpus = SERVERS[name]
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL)]
     argv += ["--served-model-name", "tiny", "--port", str(port), "--host", "127.0.0.1"]
     # the 70B blueprint's engine settings (serving/ray_vllm/app.py llm_config): max_model_len 4096,
     # bfloat16, max_num_seqs 256
     argv += ["--max-model-len", "4096", "--dtype", "bfloat16", "--max-num-seqs", "256"]
-    argv += ["--gpu-memory-utilization", str(UTIL), "--tensor-parallel-size", str(tp)]
+    argv += ["--gpu-memory-utilization", str(UTIL), "--tensor-parallel-size", str(tp), *flags]
     extra = cache_env(cache or name)
+    extra.update(caches or {})
     extra["VLLM_PORT"] = str(VLLM_PORTS[name])
     if tp > 1:
         extra["NCCL_DEBUG"] = "INFO"
@@ -246,7 +262,9 @@ def seed_cache(name: str, source: str) -> None:
     record("cache_seeded", name=name, source=source, bytes=du(target))
 
 
-def ray_vllm(name: str, tp: int, gpus_total: int, gpus: str | None = None) -> None:
+def ray_vllm(
+    name: str, tp: int, gpus_total: int, gpus: str | None = None, driver: tuple[str, ...] = ()
+) -> None:
     """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py)."""
     port, default_gpus = SERVERS[name]
     gpus = gpus or default_gpus
@@ -274,7 +292,9 @@ def ray_vllm(name: str, tp: int, gpus_total: int, gpus: str | None = None) -> No
         start_new_session=True,
     )
     record("ray_start", name=name, rc=started.returncode, tail=(started.stdout + started.stderr)[-600:])
-    spawn(name, driver_argv(name, gcs, port, tp), environ, started=began)  # ready counts from `ray start`
+    spawn(
+        name, driver_argv(name, gcs, port, tp, *driver), environ, started=began
+    )  # ready counts from `ray start`
 
 
 def driver_argv(name: str, gcs: int, port: int, tp: int, *extra: str) -> list[str]:
@@ -357,8 +377,51 @@ def start_vllm4(_: argparse.Namespace) -> None:
     time; the comparison is under load, and the results say the start was seeded)."""
     stop(["ray4"])
     seed_cache("vllm4", "ray4")
-    plain_vllm("vllm4", tp=4)
+    plain_vllm("vllm4", tp=4, caches=app_caches("vllm4", "tp4"))
     record("start_vllm4", servers=["vllm4"])
+    export()
+
+
+def app_caches(name: str, marker: str) -> dict[str, str]:
+    """A copy of the engine caches our Ray Serve app wrote under its compile key (the newest key folder
+    whose name holds ``marker``), as the same variables the app sets (serving/ray_vllm/neuron_cache.py
+    gpu_cache_env): the plain server then starts on the kernels the app's start built, and the results
+    say so. Nothing found: a cold start, and nothing is recorded as seeded."""
+    keys = [path for path in Path(GPU_APP_CACHES).glob(f"*{marker}*") if path.is_dir()]
+    if not keys:
+        return {}
+    source = max(keys, key=lambda path: path.stat().st_mtime)
+    target = CACHES / f"{name}-app"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, symlinks=True)
+    record("cache_seeded", name=name, source=str(source), bytes=du(target))
+    return {
+        "VLLM_CACHE_ROOT": str(target / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(target / "inductor"),
+        "TRITON_CACHE_DIR": str(target / "triton"),
+        "FLASHINFER_WORKSPACE_BASE": str(target / "flashinfer"),
+        "CUDA_CACHE_PATH": str(target / "cuda"),
+    }
+
+
+def eager4(args: argparse.Namespace) -> None:
+    """The serving path's cost at tensor_parallel 4 within one lease: our Ray Serve app, then plain vLLM,
+    both in eager mode on all four GPUs, each started, checked (chat) and loaded (c1, c16, c64) in turn."""
+    stop(["vllm", "vllmw", "vllmc", "vllm2", "vllm4", "ray1", "ray2", "ray4", "triton"])
+    starts = (
+        (
+            "ray4e",
+            lambda: ray_vllm("ray4e", tp=4, gpus_total=4, driver=("--engine-extra", json.dumps(EAGER))),
+        ),
+        ("vllm4e", lambda: plain_vllm("vllm4e", tp=4, flags=("--enforce-eager",))),
+    )
+    for name, start in starts:
+        start()
+        record("start_eager4", servers=[name], engine_extra=EAGER)
+        wait(argparse.Namespace(names=name, limit=args.limit))
+        if (RES / f"{name}.ready").exists():
+            bench_c(argparse.Namespace(names=name))
+        stop([name])
     export()
 
 
@@ -815,6 +878,7 @@ def bench_c(args: argparse.Namespace) -> None:
             phases([name])
         else:
             nccl_lines(name, [str(LOGS / f"{name}.log")])
+            record("engine_lines", name=name, lines=engine_lines(name))
         export()
 
 
@@ -841,6 +905,7 @@ def main() -> None:
         "triton": triton_engine,
         "start-tp4": start_tp4,
         "start-vllm4": start_vllm4,
+        "eager4": eager4,
         "restart": restart,
         "export": lambda _a: export(),
     }

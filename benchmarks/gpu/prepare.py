@@ -92,13 +92,15 @@ def serve_config() -> None:
     (CARRY / "serve_config.json").write_text(json.dumps(yaml.safe_load(spec["serveConfigV2"]), indent=1))
 
 
-def split() -> int:
+def split(sets: list[str]) -> int:
     parts = BUILD / "parts"
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir(parents=True)
     bundle = BUILD / "wheels.tar"
     with tarfile.open(bundle, "w") as tar:
         for path in sorted((BUILD / "wheels").rglob("*.whl")):
+            if path.parent.name in SETS and path.parent.name not in sets:
+                continue  # a set this run does not use (--sets) travels not at all
             tar.add(path, arcname=path.relative_to(BUILD / "wheels").as_posix())
     sums = []
     with bundle.open("rb") as source:
@@ -128,7 +130,16 @@ def main() -> None:
     )
     parser.add_argument("action", nargs="?", default="all", choices=["all", "stage"])
     parser.add_argument("number", nargs="?", type=int)
+    parser.add_argument(
+        "--sets",
+        default=",".join(SETS),
+        help="The wheel sets the parts carry (v26: Ray Serve LLM's vLLM; v22: Triton's). A run without "
+        "Triton's engine carries v26 alone: five parts fewer.",
+    )
     args = parser.parse_args()
+    sets = args.sets.split(",")
+    if unknown := [name for name in sets if name not in SETS]:
+        raise SystemExit(f"unknown set(s) {', '.join(unknown)}: choose from {', '.join(SETS)}")
     if args.action == "stage":
         if args.number is None:
             raise SystemExit("usage: prepare.py stage NN")
@@ -137,7 +148,7 @@ def main() -> None:
     download()
     wheel = llmctl_wheel()
     serve_config()
-    count = split()
+    count = split(sets)
     print(
         f"{wheel.name}; {count} parts of at most 58 MiB in {BUILD / 'parts'}; carry .gpu/ (docs/testing.md)"
     )

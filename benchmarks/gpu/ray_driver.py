@@ -14,7 +14,9 @@ import importlib
 import json
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -27,6 +29,9 @@ def main() -> None:
         "--util", type=float, required=True, help="gpu_memory_utilization (the GPUs are shared)"
     )
     parser.add_argument("--experimental", default=None, help="LLMConfig.experimental_configs (a variant)")
+    parser.add_argument(
+        "--engine-extra", default=None, help="vLLM engine kwargs (JSON) added to the LLMConfig's (a variant)"
+    )
     parser.add_argument("--no-start", action="store_true", help="Serve runs already: replace the app")
     args = parser.parse_args()
     failed = Path(str(args.ready).replace(".ready", ".failed"))
@@ -35,6 +40,20 @@ def main() -> None:
     except Exception:
         failed.write_text(traceback.format_exc())
         raise
+
+
+def patch_llm_config(change: Callable[[dict[str, Any]], object]) -> None:
+    """Apply ``change`` to every LLMConfig the app builds (serving/ray_vllm/app.py ``llm_config``)."""
+    from llmctl.serving.ray_vllm import app as ray_vllm_app
+
+    original = ray_vllm_app.llm_config
+
+    def changed(*a: Any, **k: Any) -> dict[str, Any]:
+        found: dict[str, Any] = original(*a, **k)
+        change(found)
+        return found
+
+    ray_vllm_app.llm_config = changed
 
 
 def deploy(args: argparse.Namespace) -> None:
@@ -56,20 +75,14 @@ def deploy(args: argparse.Namespace) -> None:
     blueprint["serving"]["gpu_memory_utilization"] = args.util
     blueprint["compute"]["tensor_parallel"] = args.tp
     app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=1)
-    if args.experimental:
-        # the variant only: Ray Serve LLM's experimental_configs added to the LLMConfig
-        from llmctl.serving.ray_vllm import app as ray_vllm_app
-
+    if args.experimental:  # the variant only: Ray Serve LLM's experimental_configs added to the LLMConfig
         extra = json.loads(args.experimental)
-        original = ray_vllm_app.llm_config
-
-        def with_experimental(*a, **k):  # type: ignore[no-untyped-def]
-            found = original(*a, **k)
-            found["experimental_configs"] = extra
-            return found
-
-        ray_vllm_app.llm_config = with_experimental
+        patch_llm_config(lambda found: found.__setitem__("experimental_configs", extra))
         changes["llm_config.experimental_configs"] = [None, extra]
+    if args.engine_extra:  # the variant only: vLLM engine kwargs added to the LLMConfig's
+        engine_extra = json.loads(args.engine_extra)
+        patch_llm_config(lambda found: found["engine_kwargs"].update(engine_extra))
+        changes["llm_config.engine_kwargs"] = [None, engine_extra]
     module, _, attr = app["import_path"].partition(":")
     builder = getattr(importlib.import_module(module), attr)
     started = time.time()

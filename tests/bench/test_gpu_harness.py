@@ -96,6 +96,21 @@ def test_the_tensor_parallel_rows_are_the_recorded_runs_figures() -> None:
     assert all(chat["llmctl_chat_rc"] == 0 for chat in measured["chat"].values())
 
 
+def test_the_second_four_gpu_lease_recorded_ray4s_cold_start_and_nothing_else() -> None:
+    """The lease that ended between two calls: ray4 cold again (its compile phase a miss, the placement
+    group as rendered), no load and no plain vLLM, and gpu.json says so."""
+    collect = load("collect")
+    path = TP_RUN.with_name("2026-11-28-h200x4-tp-2nd.jsonl")
+    measured = collect.collect([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+    assert measured["starts"] == {"ray4": 468.3}
+    assert measured["serving_path_tensor_parallel"] == {} and measured["chat"] == {}
+    (group,) = measured["ray_view"]["ray4"]["placement_groups"]
+    assert group["strategy"] == "STRICT_PACK" and len(group["bundles"]) == 4
+    phases = [json.loads(line.split(" ", 1)[1]) for line in measured["phase_lines"]["ray4"]]
+    compile_start, compile_done = (p["at"] for p in phases if p["phase"] == "compile")
+    assert round(compile_done - compile_start, 1) == 375.5
+
+
 def test_a_seed_from_an_engine_that_never_ran_is_not_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,3 +130,51 @@ def test_a_seed_from_an_engine_that_never_ran_is_not_recorded(
         "source": "ray2",
         "bytes": 10,
     }
+
+
+def test_eager4_starts_loads_and_stops_each_tp4_server_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-lease tp 4 comparison: our app, then plain vLLM, both eager, each benched only once ready
+    and stopped before the next starts (two engines on one GPU fail: the device's notes)."""
+    monkeypatch.setenv("GPU_ROOT", str(tmp_path))
+    device = load("device")
+    calls: list[tuple[object, ...]] = []
+    monkeypatch.setattr(device, "stop", lambda names: calls.append(("stop", *names)))
+    monkeypatch.setattr(device, "ray_vllm", lambda name, **kw: calls.append(("ray", name, kw)))
+    monkeypatch.setattr(device, "plain_vllm", lambda name, **kw: calls.append(("plain", name, kw)))
+    monkeypatch.setattr(device, "export", lambda: None)
+    monkeypatch.setattr(device, "bench_c", lambda ns: calls.append(("bench", ns.names)))
+
+    def wait(ns: object) -> None:  # ray4e comes up, vllm4e never does
+        name = ns.names  # type: ignore[attr-defined]
+        calls.append(("wait", name, ns.limit))  # type: ignore[attr-defined]
+        if name == "ray4e":
+            (device.RES / "ray4e.ready").write_text("1")
+
+    monkeypatch.setattr(device, "wait", wait)
+    device.RES.mkdir(parents=True)
+    device.eager4(__import__("argparse").Namespace(limit=240))
+    assert calls[1:] == [
+        ("ray", "ray4e", {"tp": 4, "gpus_total": 4, "driver": ("--engine-extra", '{"enforce_eager": true}')}),
+        ("wait", "ray4e", 240),
+        ("bench", "ray4e"),
+        ("stop", "ray4e"),
+        ("plain", "vllm4e", {"tp": 4, "flags": ("--enforce-eager",)}),
+        ("wait", "vllm4e", 240),
+        ("stop", "vllm4e"),
+    ]
+    assert calls[0][0] == "stop" and "ray4" in calls[0] and "vllm4" in calls[0]
+
+
+def test_the_drivers_engine_extra_reaches_the_llm_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--engine-extra`` adds vLLM engine kwargs to the LLMConfig our app builds, beside its own."""
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.serving.ray_vllm import app
+
+    monkeypatch.setattr(app, "llm_config", app.llm_config)  # restored after the test
+    driver = load("ray_driver")
+    driver.patch_llm_config(lambda found: found["engine_kwargs"].update({"enforce_eager": True}))
+    engine = app.llm_config(load_blueprint("llama2-70b-vllm-gpu"))["engine_kwargs"]
+    assert engine["enforce_eager"] is True
+    assert engine["tensor_parallel_size"] == 4 and engine["gpu_memory_utilization"] == 0.9
