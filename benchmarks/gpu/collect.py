@@ -141,6 +141,10 @@ PATHS = {
 TP_PATHS = {
     "2": {"vllm2": "plain vllm serve, tensor_parallel 2", "ray2": "our Ray Serve LLM app, tensor_parallel 2"},
     "4": {"vllm4": "plain vllm serve, tensor_parallel 4", "ray4": "our Ray Serve LLM app, tensor_parallel 4"},
+    "2-eager": {
+        "vllm2e": "plain vllm serve, tensor_parallel 2, --enforce-eager",
+        "ray2e": "our Ray Serve LLM app, tensor_parallel 2, enforce_eager",
+    },
     "4-eager": {
         "vllm4e": "plain vllm serve, tensor_parallel 4, --enforce-eager",
         "ray4e": "our Ray Serve LLM app, tensor_parallel 4, enforce_eager",

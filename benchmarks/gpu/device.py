@@ -78,6 +78,8 @@ VLLM_PORTS = {
     "vllm2": 36500,
     "ray4e": 37000,
     "vllm4e": 37500,
+    "ray2e": 38000,
+    "vllm2e": 38500,
 }
 
 SERVERS = {
@@ -90,14 +92,17 @@ SERVERS = {
     "ray4": (8004, "0,1,2,3"),
     "vllm4": (8005, "0,1,2,3"),
     "vllm2": (8006, "0,1"),  # plain vLLM at tp 2 beside ray2 (GPUs 2-3) on a four-GPU machine
-    # tensor_parallel 4 in eager mode (no torch.compile, no CUDA graphs) on both sides: the serving
-    # path's cost at tp 4 measured within one lease (a compiled tp 4 start takes 7-8 minutes)
+    # tensor_parallel 4 (2 on a two-GPU machine) in eager mode (no torch.compile, no CUDA graphs) on
+    # both sides: the serving path's cost at tp > 1 measured within one lease (a compiled tp 4 start
+    # takes 7-8 minutes)
     "ray4e": (8007, "0,1,2,3"),
     "vllm4e": (8008, "0,1,2,3"),
+    "ray2e": (8009, "0,1"),
+    "vllm2e": (8010, "0,1"),
 }
-RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384, "ray4e": 6385}
+RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384, "ray4e": 6385, "ray2e": 6386}
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
-RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2, "ray4e": 3}
+RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2, "ray4e": 3, "ray2e": 4}
 EAGER = {"enforce_eager": True}  # vLLM's engine argument (``--enforce-eager`` on its command line)
 PHASE_MARK = "LLMCTL_PHASE "  # serving/phases.py PHASE_PREFIX
 
@@ -404,20 +409,20 @@ def app_caches(name: str, marker: str) -> dict[str, str]:
     }
 
 
-def eager4(args: argparse.Namespace) -> None:
-    """The serving path's cost at tensor_parallel 4 within one lease: our Ray Serve app, then plain vLLM,
-    both in eager mode on all four GPUs, each started, checked (chat) and loaded (c1, c16, c64) in turn."""
+def eager(args: argparse.Namespace) -> None:
+    """The serving path's cost at tensor_parallel 4 (2 on a two-GPU machine) within one lease: our Ray
+    Serve app, then plain vLLM, both in eager mode on every GPU, each started, checked (chat) and loaded
+    (c1, c16, c64) in turn."""
     stop(["vllm", "vllmw", "vllmc", "vllm2", "vllm4", "ray1", "ray2", "ray4", "triton"])
+    tp = 4 if args.gpus >= 4 else 2
+    ray, plain = f"ray{tp}e", f"vllm{tp}e"
     starts = (
-        (
-            "ray4e",
-            lambda: ray_vllm("ray4e", tp=4, gpus_total=4, driver=("--engine-extra", json.dumps(EAGER))),
-        ),
-        ("vllm4e", lambda: plain_vllm("vllm4e", tp=4, flags=("--enforce-eager",))),
+        (ray, lambda: ray_vllm(ray, tp=tp, gpus_total=tp, driver=("--engine-extra", json.dumps(EAGER)))),
+        (plain, lambda: plain_vllm(plain, tp=tp, flags=("--enforce-eager",))),
     )
     for name, start in starts:
         start()
-        record("start_eager4", servers=[name], engine_extra=EAGER)
+        record("start_eager", servers=[name], tensor_parallel=tp, engine_extra=EAGER)
         wait(argparse.Namespace(names=name, limit=args.limit))
         if (RES / f"{name}.ready").exists():
             bench_c(argparse.Namespace(names=name))
@@ -905,7 +910,7 @@ def main() -> None:
         "triton": triton_engine,
         "start-tp4": start_tp4,
         "start-vllm4": start_vllm4,
-        "eager4": eager4,
+        "eager": eager,
         "restart": restart,
         "export": lambda _a: export(),
     }

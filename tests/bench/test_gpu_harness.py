@@ -11,6 +11,7 @@ device is given, and how gpu.json is made from the device's records.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -132,11 +133,13 @@ def test_a_seed_from_an_engine_that_never_ran_is_not_recorded(
     }
 
 
-def test_eager4_starts_loads_and_stops_each_tp4_server_in_turn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("gpus", [4, 2])
+def test_eager_starts_loads_and_stops_each_server_in_turn(
+    gpus: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The one-lease tp 4 comparison: our app, then plain vLLM, both eager, each benched only once ready
-    and stopped before the next starts (two engines on one GPU fail: the device's notes)."""
+    """The one-lease tp > 1 comparison: our app, then plain vLLM, both eager on every GPU (tp 4, or 2 on
+    a two-GPU machine), each benched only once ready and stopped before the next starts (two engines
+    on one GPU fail: the device's notes)."""
     monkeypatch.setenv("GPU_ROOT", str(tmp_path))
     device = load("device")
     calls: list[tuple[object, ...]] = []
@@ -145,26 +148,30 @@ def test_eager4_starts_loads_and_stops_each_tp4_server_in_turn(
     monkeypatch.setattr(device, "plain_vllm", lambda name, **kw: calls.append(("plain", name, kw)))
     monkeypatch.setattr(device, "export", lambda: None)
     monkeypatch.setattr(device, "bench_c", lambda ns: calls.append(("bench", ns.names)))
+    ray, plain = f"ray{gpus}e", f"vllm{gpus}e"
 
-    def wait(ns: object) -> None:  # ray4e comes up, vllm4e never does
-        name = ns.names  # type: ignore[attr-defined]
-        calls.append(("wait", name, ns.limit))  # type: ignore[attr-defined]
-        if name == "ray4e":
-            (device.RES / "ray4e.ready").write_text("1")
+    def wait(ns: argparse.Namespace) -> None:  # our app comes up, plain vLLM never does
+        calls.append(("wait", ns.names, ns.limit))
+        if ns.names == ray:
+            (device.RES / f"{ray}.ready").write_text("1")
 
     monkeypatch.setattr(device, "wait", wait)
     device.RES.mkdir(parents=True)
-    device.eager4(__import__("argparse").Namespace(limit=240))
+    device.eager(argparse.Namespace(limit=240, gpus=gpus))
+    engine_extra = ("--engine-extra", '{"enforce_eager": true}')
     assert calls[1:] == [
-        ("ray", "ray4e", {"tp": 4, "gpus_total": 4, "driver": ("--engine-extra", '{"enforce_eager": true}')}),
-        ("wait", "ray4e", 240),
-        ("bench", "ray4e"),
-        ("stop", "ray4e"),
-        ("plain", "vllm4e", {"tp": 4, "flags": ("--enforce-eager",)}),
-        ("wait", "vllm4e", 240),
-        ("stop", "vllm4e"),
+        ("ray", ray, {"tp": gpus, "gpus_total": gpus, "driver": engine_extra}),
+        ("wait", ray, 240),
+        ("bench", ray),
+        ("stop", ray),
+        ("plain", plain, {"tp": gpus, "flags": ("--enforce-eager",)}),
+        ("wait", plain, 240),
+        ("stop", plain),
     ]
     assert calls[0][0] == "stop" and "ray4" in calls[0] and "vllm4" in calls[0]
+    for name in (ray, plain):  # a port, and Ray's ports, of their own
+        assert device.SERVERS[name][1] == ",".join(str(gpu) for gpu in range(gpus))
+    assert device.RAY_SLOT[ray] not in {slot for name, slot in device.RAY_SLOT.items() if name != ray}
 
 
 def test_the_drivers_engine_extra_reaches_the_llm_config(monkeypatch: pytest.MonkeyPatch) -> None:
