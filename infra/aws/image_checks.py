@@ -219,10 +219,11 @@ def image_pins(blueprint: Any) -> list[tuple[str, str, str | None]]:
     if blueprint is None:
         keys = list(pinned)
     else:
-        ui = {"open-webui": "open_webui", "gradio": "gradio"}.get(str(blueprint.ui))
+        ui = {"open-webui": "open_webui", "gradio": "python_slim"}.get(str(blueprint.ui))
         base = [k for k, v in pinned.items() if v.image == blueprint.image.base][:1]
-        mirror = ["model_mirror"] if blueprint.caches.model_mirror else []
-        keys = [*base, "aws_cli", *([ui] if ui else []), *mirror]
+        mirror = ["python_slim"] if blueprint.caches.model_mirror else []
+        # each image once (the gradio UI and the mirror Job share python_slim)
+        keys = list(dict.fromkeys([*base, "aws_cli", *([ui] if ui else []), *mirror]))
     return [(key, pinned[key].image, pinned[key].digest) for key in keys]
 
 

@@ -104,7 +104,7 @@ def test_a_blueprint_checks_its_base_image_the_init_image_and_its_ui() -> None:
     keys = [key for key, _, _ in image_pins(load_blueprint("llama3-vllm-inf2"))]
     assert keys == ["neuron_vllm_inf2", "aws_cli", "open_webui"]
     keys = [key for key, _, _ in image_pins(load_blueprint("llama2-inf2"))]  # and the mirror Job's
-    assert keys == ["neuron_transformers_neuronx", "aws_cli", "gradio", "model_mirror"]
+    assert keys == ["neuron_transformers_neuronx", "aws_cli", "python_slim"]  # the UI's and the Job's, once
 
 
 @pytest.fixture

@@ -212,7 +212,7 @@ def test_up_on_an_existing_cluster_applies_pods_named_by_digest(
     complete_cluster(engine)
     base = load_blueprint(BP).image.base
     first = push(registry, base)
-    push(registry, versions().images["gradio"].image)  # its UI
+    push(registry, versions().images["python_slim"].image)  # its UI
     lifecycle().up(BP, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
     objects = kube_objects(engine.resources(WL, "dev"))
     images = set(container_images(objects))

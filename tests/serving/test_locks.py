@@ -30,7 +30,7 @@ def test_every_lock_resolves_for_its_image_against_the_live_index() -> None:
 
 def test_the_model_mirror_jobs_lock_resolves_for_its_image() -> None:
     """The Job holding the HF token installs its packages from this lock only (hash-pinned)."""
-    spec = lock_for("model-mirror", versions().images["model_mirror"].image, kind="job")
+    spec = lock_for("model-mirror", versions().images["python_slim"].image, kind="job")
     assert spec.label == "the model-mirror job"
     assert lock_compile.check_lock(spec) == []
     assert {"huggingface-hub", "boto3"} <= set(parse_lock(spec.path.read_text()))

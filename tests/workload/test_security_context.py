@@ -152,3 +152,32 @@ def test_open_webui_signs_sessions_with_a_key_from_a_secret() -> None:
     ][0]
     [env] = [e for e in webui["env"] if e["name"] == "WEBUI_SECRET_KEY"]
     assert env["valueFrom"]["secretKeyRef"] == {"name": "open-webui-secret", "key": "WEBUI_SECRET_KEY"}
+
+
+def test_the_mirror_job_runs_as_its_own_user_on_the_image_the_gradio_ui_runs_as_root() -> None:
+    """One pin of python:slim serves both pods: the model-mirror Job's non-root user is the Job's own
+    choice (its builder sets it on the pod; hardening keeps it), not a property of the image, so the
+    gradio UI on the same image still runs as the image's root."""
+    from llmctl.blueprints.versions import versions
+    from llmctl.infra.workload.builders.cache import MIRROR_USER
+
+    inf2 = manifests_for("llama2-inf2")
+    job = find(inf2, "Job", "model-mirror")["spec"]["template"]["spec"]
+    ui = find(inf2, "Deployment", "llama2-inf2-gradio")["spec"]["template"]["spec"]
+    image = versions().images["python_slim"].image
+    assert [c["image"].split("@")[0] for c in (*job["containers"], *ui["containers"])] == [image, image]
+    uid, gid = MIRROR_USER
+    assert uid >= 10000  # checkov's CKV_K8S_40
+    assert job["securityContext"] | {"seccompProfile": None} == {
+        "seccompProfile": None,
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": gid,
+        "fsGroup": gid,
+    }
+    for container in [*job.get("initContainers", []), *job["containers"]]:  # the wheelhouse fetch too
+        assert container["securityContext"]["runAsUser"] == uid, container["name"]
+        assert container["securityContext"]["runAsNonRoot"] is True
+    assert "runAsUser" not in ui["securityContext"]
+    assert all("runAsUser" not in c["securityContext"] for c in ui["containers"])
+    assert not _restricted_problems(job, [])

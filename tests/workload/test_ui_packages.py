@@ -44,12 +44,12 @@ def _existing_cluster(config: WorkloadConfig) -> WorkloadConfig:
 
 def test_the_gradio_lock_belongs_to_the_ui_and_pins_the_recorded_gradio() -> None:
     assert (LOCK.kind, LOCK.component, LOCK.label) == ("ui", "gradio", "the gradio UI")
-    assert lock_for("gradio", versions().images["gradio"].image, kind="ui") == LOCK
+    assert lock_for("gradio", versions().images["python_slim"].image, kind="ui") == LOCK
     pinned = parse_lock(LOCK.path.read_text())
     assert pinned["gradio"][0] == versions().python["gradio"].value  # one pin, recorded in versions.yaml
     assert {"gradio", "httpx"} <= set(requirement_names(LOCK.requirements_path)) and "httpx" in pinned
     # the lock is resolved for the interpreter the image's tag names (python:3.11-slim: 3.11)
-    tag = versions().images["gradio"].image.split(":", 1)[1]
+    tag = versions().images["python_slim"].image.split(":", 1)[1]
     assert locks().base(LOCK).python == tag.split("-", 1)[0]
 
 

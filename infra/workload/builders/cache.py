@@ -50,12 +50,14 @@ MIRROR_NO_ROOM = 3
 #: reads only the model-mirror lock's wheelhouse (`bucket_grants.mirror_grants`)
 MIRROR_SERVICE_ACCOUNT = "llmctl-model-mirror"
 #: versions.yaml image key of the Job's base, and the lock it installs on it
-MIRROR_IMAGE = "model_mirror"
+MIRROR_IMAGE = "python_slim"
 MIRROR_LOCK_COMPONENT = "model-mirror"
 #: where the init container puts the lock's wheelhouse (an emptyDir shared with the mirror container)
 MIRROR_PACKAGES_DIR = "/opt/llmctl/mirror-packages"
-#: the Job runs as a non-root user (versions.yaml images.model_mirror `user`): the lock goes into a venv
-#: on its work volume, which is also its home (the Hub client's cache)
+#: the Job's own non-root user (uid, gid): the image has none but root, and the Job needs no root (the
+#: lock goes into a venv on its work volume, which is also its home: the Hub client's cache), so the
+#: namespace can stay `restricted`. Set on the pod, where `security.harden_pod` keeps it.
+MIRROR_USER = (65532, 65532)
 MIRROR_WORK = "/work"
 MIRROR_VENV = f"{MIRROR_WORK}/venv"
 MIRROR_PACKAGES_VOLUME = "mirror-packages"
@@ -274,6 +276,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
     pod_spec: Obj = {
         # Never: a failed pod is replaced by a new one (podFailurePolicy needs it); the copy resumes
         "restartPolicy": "Never",
+        "securityContext": {"runAsUser": MIRROR_USER[0], "runAsGroup": MIRROR_USER[1]},
         **placement,
         "containers": [
             {

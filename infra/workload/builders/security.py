@@ -7,10 +7,12 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
   `wait-gcs-ready` init container it injects): no privilege escalation (this also stops the Ray
   images' passwordless `sudo`), every Linux capability dropped, not privileged;
 - every pod: the runtime's default seccomp profile;
-- a pod whose containers run on an image with a known non-root user (versions.yaml `user`: the Ray
-  images' `ray`, uid 1000, gid 100) runs as that user, init containers included, with `fsGroup` so
-  its volumes and projected tokens (EKS Pod Identity's) are readable; images without a recorded
-  user (the Neuron and Triton images, Open WebUI, python:slim) run as their own user, root;
+- a pod whose builder chose a non-root user (the model-mirror Job's, on python:slim) runs as it; else
+  a pod whose containers run on an image with a known non-root user (versions.yaml `user`: the Ray
+  images' `ray`, uid 1000, gid 100) runs as that user; either way init containers included, with
+  `fsGroup` so its volumes and projected tokens (EKS Pod Identity's) are readable. Images without a
+  recorded user (the Neuron and Triton images, Open WebUI, the gradio UI's python:slim) run as their
+  own user, root;
 - no service-account token in any pod, except the Ray head of an autoscaling RayService, whose
   KubeRay autoscaler sidecar calls the Kubernetes API (EKS Pod Identity mounts its own token, so S3
   access does not need the automounted one);
@@ -54,7 +56,12 @@ def container_context(user: tuple[int, int] | None) -> Obj:
 
 
 def _pod_user(spec: Obj) -> tuple[int, int] | None:
-    """The pod's user: its (regular) containers' image user when they all share one, else None."""
+    """The pod's user: the non-root one its builder set (the pod's `runAsUser`, with `runAsGroup` or
+    the same id), else its (regular) containers' image user when they all share one, else None."""
+    chosen = spec.get("securityContext", {})
+    if chosen.get("runAsUser"):
+        uid = int(chosen["runAsUser"])
+        return uid, int(chosen.get("runAsGroup", uid))
     users = {image_user(str(c.get("image", ""))) for c in spec.get("containers", [])}
     only = users.pop() if len(users) == 1 else None
     return only

@@ -115,7 +115,7 @@ def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
     script, items = common.config_map(config, f"{config.blueprint.name}-gradio-app", files, "ui")
     container: Obj = {
         "name": "gradio",
-        "image": by_digest(versions().images["gradio"].image),
+        "image": by_digest(versions().images["python_slim"].image),
         "command": [
             "/bin/sh",
             "-c",
