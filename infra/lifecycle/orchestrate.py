@@ -46,7 +46,7 @@ from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
 from llmctl.infra.workload.digests import pin_images, recorded_images
-from llmctl.infra.workload.model_revision import pin_model, pinned_blueprint, recorded_model_pin
+from llmctl.infra.workload.model_revision import pin_model, recorded_model_pin
 from llmctl.infra.workload.schedulability import validate_workload
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
@@ -196,7 +196,7 @@ class Lifecycle:
             else:
                 facts = offline
             w_config = WorkloadConfig(
-                blueprint=pinned_blueprint(bp, model_pin),
+                blueprint=bp,  # the config derives the pinned revision
                 stack=w_stack,
                 platform=facts,
                 hf_token_present=bool(token),
@@ -518,7 +518,7 @@ class Lifecycle:
         )
         model_pin = recorded_model_pin(bp, w_stack)
         w_config = WorkloadConfig(
-            blueprint=pinned_blueprint(bp, model_pin),
+            blueprint=bp,  # the config derives the pinned revision
             stack=w_stack,
             platform=facts,
             hf_token_present=bool(token),

@@ -15,7 +15,7 @@ from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests, endpoint_info
-from llmctl.infra.workload.model_revision import pinned_blueprint, recorded_model_pin
+from llmctl.infra.workload.model_revision import recorded_model_pin
 from llmctl.infra.workload.pods import pod_templates
 from llmctl.infra.workload.render import render_yaml
 from llmctl.infra.workload.schedulability import validate_workload
@@ -42,7 +42,7 @@ def render_blueprint(
     facts = platform_facts(blueprint, stack=stack, region=region, pools=pools)  # a bad stack fails here
     model_pin = recorded_model_pin(blueprint, stack)  # the commit the stack's first `up` pinned
     config = WorkloadConfig(
-        blueprint=pinned_blueprint(blueprint, model_pin),
+        blueprint=blueprint,  # the config derives the pinned revision
         stack=stack,
         platform=facts,
         image_pins=recorded_images(stack, blueprint.name),  # the digests the stack's first `up` pinned

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pools import PoolSpec, pool_for_instance, pools_for
@@ -237,8 +237,32 @@ class WorkloadConfig(_Strict):
     model_pin: ModelPin | None = Field(
         None,
         description="The commit the stack pinned the blueprint's model revision to, with the Hub's checksum "
-        "of each file (`model_revision.py`); the blueprint then names the commit. None: not pinned.",
+        "of each file (`model_revision.py`); the blueprint then names the commit (derived from the pin "
+        "here). None: not pinned.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blueprint_names_the_pinned_commit(cls, data: Any) -> Any:
+        """With a model pin, the blueprint's model revision becomes the pinned commit: derived from the
+        pin in one place, so no caller can hand over a blueprint that disagrees with it."""
+        if isinstance(data, dict):
+            pin, blueprint = data.get("model_pin"), data.get("blueprint")
+            if isinstance(pin, ModelPin) and isinstance(blueprint, Blueprint):
+                from llmctl.infra.workload.model_revision import pinned_blueprint
+
+                return {**data, "blueprint": pinned_blueprint(blueprint, pin)}
+        return data
+
+    @model_validator(mode="after")
+    def _pin_and_revision_agree(self) -> WorkloadConfig:
+        if self.model_pin is not None and self.blueprint.model.revision != self.model_pin.commit:
+            raise ValueError(
+                f"the blueprint names model revision {self.blueprint.model.revision!r}, the stack pinned "
+                f"commit {self.model_pin.commit!r}: give the blueprint as loaded and the pin; the config "
+                "derives the revision from the pin"
+            )
+        return self
 
     @property
     def ns(self) -> str:

@@ -54,7 +54,7 @@ def test_the_first_up_pins_the_commit_and_the_pods_get_it_and_the_checksums(hub:
     pin = pin_model(bp, "dev", None)
     assert load_pins("dev", bp.name).models[f"{MODEL}@main"] == pin == recorded_model_pin(bp, "dev")
     facts = PlatformFacts.for_blueprint(bp).model_copy(update={"cache_bucket": "llmctl-dev-cache"})
-    config = WorkloadConfig(blueprint=pinned_blueprint(bp, pin), platform=facts, model_pin=pin)
+    config = WorkloadConfig(blueprint=bp, platform=facts, model_pin=pin)  # the config pins the revision
     manifests = build_manifests(config, hf_token="hf_x")
     job = find(manifests, "Job", MIRROR_JOB)["spec"]["template"]["spec"]["containers"][0]
     job_env = {e["name"]: e.get("value") for e in job["env"]}
@@ -117,10 +117,30 @@ def test_ray_runtimes_get_the_checksums_on_head_and_workers(hub: Hub) -> None:
     bp = blueprint("llama2-70b-vllm-gpu")
     pin = pin_model(bp, "dev", None)
     facts = PlatformFacts.for_blueprint(bp).model_copy(update={"cache_bucket": "llmctl-dev-cache"})
-    config = WorkloadConfig(blueprint=pinned_blueprint(bp, pin), platform=facts, model_pin=pin)
+    config = WorkloadConfig(blueprint=bp, platform=facts, model_pin=pin)  # the config pins the revision
     service = find(build_manifests(config, hf_token="hf_x"), "RayService")
     cluster = service["spec"]["rayClusterConfig"]
     templates = [cluster["headGroupSpec"]["template"]] + [g["template"] for g in cluster["workerGroupSpecs"]]
     for template in templates:
         env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
         assert FILES_ENV in env and f"/{COMMIT}" in env["LLMCTL_MODEL_URI"]
+
+
+def test_the_config_derives_the_revision_from_the_pin_and_refuses_one_that_disagrees(hub: Hub) -> None:
+    """The blueprint as loaded plus the stack's pin: the config names the pinned commit; a config whose
+    blueprint names another revision than its pin (as JSON, past the derivation) is refused."""
+    from pydantic import ValidationError
+
+    bp = blueprint("llama2-70b-vllm-gpu")
+    pin = pin_model(bp, "dev", None)
+    assert pin is not None and bp.model.revision == "main"
+    facts = PlatformFacts.for_blueprint(bp)
+    config = WorkloadConfig(blueprint=bp, platform=facts, model_pin=pin)
+    assert config.blueprint.model.revision == pin.commit == COMMIT
+    assert config.blueprint.model_copy(update={"model": bp.model}) == bp  # nothing else changed
+    assert WorkloadConfig(blueprint=bp, platform=facts).blueprint is bp  # no pin: as given
+    raw = json.loads(config.model_dump_json())
+    assert WorkloadConfig.model_validate(raw).blueprint.model.revision == COMMIT
+    raw["blueprint"]["model"]["revision"] = "main"
+    with pytest.raises(ValidationError, match="names model revision 'main', the stack pinned commit"):
+        WorkloadConfig.model_validate(raw)
