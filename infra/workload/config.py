@@ -22,6 +22,7 @@ from llmctl.infra.names import ClusterTarget
 from llmctl.infra.platform.config import validate_config
 from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.cluster import HINT, load_cluster_file
+from llmctl.infra.workload.model_revision import pinned_blueprint
 from llmctl.infra.workload.pool_facts import PoolFacts, _Strict
 from llmctl.state import ModelPin
 
@@ -249,8 +250,6 @@ class WorkloadConfig(_Strict):
         if isinstance(data, dict):
             pin, blueprint = data.get("model_pin"), data.get("blueprint")
             if isinstance(pin, ModelPin) and isinstance(blueprint, Blueprint):
-                from llmctl.infra.workload.model_revision import pinned_blueprint
-
                 return {**data, "blueprint": pinned_blueprint(blueprint, pin)}
         return data
 
