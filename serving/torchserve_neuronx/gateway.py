@@ -7,8 +7,9 @@ TorchServe in the container (started by ``start.py``); aiohttp carries the HTTP 
 ``requirements.txt`` and installed from the runtime's lock.
 
 - **llmctl's key.** With ``LLMCTL_API_KEY`` set (``exposure.api_key``), every request but
-  ``GET /ping`` (the probes) must carry ``Authorization: Bearer <key>``, compared in constant time;
-  otherwise a 401 and nothing forwarded.
+  ``GET /ping`` (the probes) must carry ``Authorization: Bearer <key>``; otherwise the same 401 as
+  the shared app's (``serving/common/auth.py``, :func:`check_bearer`: constant-time compare, OpenAI
+  error body) and nothing forwarded.
 - **TorchServe's own token.** When TorchServe's token authorization is on (built in from 0.11.1,
   with the endpoint plugin in 0.11.0), it writes ``key_file.json`` in its working directory: an
   inference key, a management key and an API key, the first two with an ``expiration time``
@@ -28,7 +29,6 @@ TorchServe in the container (started by ``start.py``); aiohttp carries the HTTP 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import os
 import re
@@ -45,7 +45,7 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import _default_expect_handler
 from yarl import URL
 
-from llmctl.serving.common.auth import resolve_api_key
+from llmctl.serving.common.auth import check_bearer, resolve_api_key
 from llmctl.serving.torchserve_neuronx.config import RESPONSE_TIMEOUT_S
 
 LISTEN_PORT_ENV = "LLMCTL_TS_LISTEN_PORT"
@@ -143,9 +143,9 @@ class InferenceKey:
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=RESPONSE_TIMEOUT_S)
 
 
-def _refusal(status: int, message: str, **headers: str) -> web.Response:
-    body = {"code": status, "type": "llmctl", "message": message}
-    return web.json_response(body, status=status, headers=headers)
+def _refusal(status: int, message: str) -> web.Response:
+    """The gateway's own errors (413, 502), in TorchServe's error shape."""
+    return web.json_response({"code": status, "type": "llmctl", "message": message}, status=status)
 
 
 @dataclass
@@ -204,16 +204,9 @@ class Gateway:
 
     def _check(self, request: web.Request) -> web.Response | None:
         if self.api_key is not None and not (request.method == "GET" and request.path in OPEN_PATHS):
-            scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                presented.strip().encode(), self.api_key.encode()
-            ):
-                message = (
-                    "incorrect API key provided"
-                    if presented
-                    else "missing API key: send 'Authorization: Bearer <key>'"
-                )
-                return _refusal(401, message, **{"WWW-Authenticate": "Bearer"})
+            refused = check_bearer(request.headers.get("Authorization"), self.api_key)
+            if refused is not None:
+                return web.Response(status=refused.status, body=refused.body(), headers=refused.headers())
         if (request.content_length or 0) > self.max_body:
             return _refusal(413, f"the request body is over {self.max_body} bytes")
         return None

@@ -175,7 +175,10 @@ def test_without_the_api_key_nothing_reaches_torchserve(tmp_path: Path, run_gate
     missing = _post(url, None, json={"prompt": "hi"})
     wrong = _post(url, "sk-other", json={"prompt": "hi"})
     assert (missing.status_code, wrong.status_code) == (401, 401)
-    assert "missing API key" in missing.json()["message"] and wrong.headers["www-authenticate"] == "Bearer"
+    # the shared app's 401 (serving/common/auth.py): the OpenAI error body, the Bearer challenge
+    assert "missing API key" in missing.json()["error"]["message"]
+    assert wrong.json()["error"]["code"] == "invalid_api_key"
+    assert wrong.headers["www-authenticate"] == "Bearer"
     assert torchserve.seen == []
     assert httpx.get(f"{url}/ping", timeout=10).status_code == 200  # the probes' path stays open
 
@@ -411,3 +414,78 @@ def test_an_empty_api_key_stops_the_container_before_torchserve_starts(
     with pytest.raises(ServingError, match="LLMCTL_API_KEY is set but empty"):
         start.main()
     assert started == []
+
+
+# --- one bearer check: the gateway answers every Authorization form as the shared app does ---------
+
+#: values of the Authorization header (None: no header), sent as these bytes to both servers
+AUTHORIZATIONS: list[bytes | None] = [
+    None,
+    f"Bearer {API_KEY}".encode(),
+    f"bearer  {API_KEY}".encode(),  # the scheme in any case, spaces before the key
+    b"Bearer sk-other",
+    b"Bearer",
+    f"Basic {API_KEY}".encode(),  # the key, but not as a bearer token
+    f"Token {API_KEY}".encode(),
+    b"Bearer \xff\xfe",  # not UTF-8: a refusal, never a server error
+]
+
+
+def _answer(reply: httpx.Response) -> tuple[int, str | None, str | None, Any]:
+    body = reply.json() if reply.status_code == 401 else None
+    return reply.status_code, reply.headers.get("www-authenticate"), reply.headers.get("content-type"), body
+
+
+def _shared_app_answers() -> list[tuple[int, str | None, str | None, Any]]:
+    from starlette.types import Receive, Scope, Send
+
+    from llmctl.serving.common.auth import BearerAuth
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]}
+        )
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def ask() -> list[tuple[int, str | None, str | None, Any]]:
+        transport = httpx.ASGITransport(app=BearerAuth(app, api_key=API_KEY))
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            answers = []
+            for value in AUTHORIZATIONS:
+                headers = {"Authorization": value} if value is not None else {}
+                answers.append(
+                    _answer(await client.post("/predictions/llama", headers=headers, content=b"{}"))
+                )
+            return answers
+
+    return asyncio.run(ask())
+
+
+def test_the_gateway_answers_every_authorization_as_the_shared_app_does(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    """One check (serving/common/auth.py) for both: the same status, challenge and OpenAI error body
+    for each form of the header; a key that is not a bearer token is a missing one."""
+    torchserve = TorchServe(tmp_path, tokens=False)
+    url = run_gateway(torchserve)
+    gateway = []
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for value in AUTHORIZATIONS:
+            headers = {"Authorization": value} if value is not None else {}
+            gateway.append(_answer(client.post("/predictions/llama", headers=headers, content=b"{}")))
+    shared = _shared_app_answers()
+    assert [a[0] for a in gateway] == [401, 200, 200, 401, 401, 401, 401, 401]
+    refusals = [(g, s) for g, s in zip(gateway, shared, strict=True) if g[0] == 401]
+    assert [g for g, _ in refusals] == [s for _, s in refusals]
+    assert [s[0] for s in shared] == [a[0] for a in gateway]
+    messages = [g[3]["error"]["message"] for g, _ in refusals]
+    assert [m.split(":")[0] for m in messages] == [
+        "missing API key",
+        "incorrect API key provided",
+        "missing API key",
+        "missing API key",
+        "missing API key",
+        "incorrect API key provided",
+    ]
+    assert {g[3]["error"]["code"] for g, _ in refusals} == {"invalid_api_key"}
+    assert len(torchserve.seen) == 2  # only the two keyed requests reached TorchServe
