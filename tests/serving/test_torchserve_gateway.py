@@ -35,7 +35,8 @@ from typing import Any
 import httpx
 import pytest
 
-from llmctl.serving.torchserve_neuronx.gateway import Gateway, InferenceKey, parse_instant, serve
+from llmctl.serving.torchserve_neuronx.gateway import Gateway, serve
+from llmctl.serving.torchserve_neuronx.inference_key import InferenceKey, parse_instant
 
 API_KEY = "sk-llmctl-test-key"
 REFUSED = "Token Authentication failed. Token either incorrect, expired, or not provided correctly"
@@ -221,12 +222,29 @@ def test_every_request_on_a_kept_alive_connection_is_checked_on_its_own(
 
 
 def test_a_key_about_to_expire_is_renewed_through_the_token_api(tmp_path: Path, run_gateway: Any) -> None:
+    """Renewed in the background: the request goes on with the key that is still valid (or, when the
+    renewal beat it to TorchServe, which then refuses the old key, is sent again with the new one),
+    the next ones with the new key."""
     torchserve = TorchServe(tmp_path, tokens=True, expires_in_s=30)  # inside the renewal margin
     old = torchserve.keys["inference"]
     url = run_gateway(torchserve)
     assert _post(url, API_KEY, json={"prompt": "hi"}).status_code == 200
+    for _ in range(300):  # the renewal answers in milliseconds; 30 s at most
+        if torchserve.keys["inference"] != old:
+            break
+        threading.Event().wait(0.1)
     assert torchserve.keys["inference"] != old
+    assert _post(url, API_KEY, json={"prompt": "again"}).status_code == 200
     assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_an_expired_key_is_renewed_before_the_request_goes(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True, expires_in_s=-5)  # TorchServe refuses it already
+    old = torchserve.keys["inference"]
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "hi"}).status_code == 200
+    assert [h["authorization"] for h in torchserve.seen] == [f"Bearer {torchserve.keys['inference']}"]
+    assert torchserve.keys["inference"] != old
 
 
 def test_a_key_torchserve_rotated_meanwhile_is_read_again(tmp_path: Path, run_gateway: Any) -> None:
@@ -489,3 +507,62 @@ def test_the_gateway_answers_every_authorization_as_the_shared_app_does(
     ]
     assert {g[3]["error"]["code"] for g, _ in refusals} == {"invalid_api_key"}
     assert len(torchserve.seen) == 2  # only the two keyed requests reached TorchServe
+
+
+# --- renewal off the serving path ---------------------------------------------------------------
+
+
+class SlowRenewalTorchServe(TorchServe):
+    """Its token API takes a while: it answers at once but sends the body a byte at a time until the
+    test releases it (a client reading the answer waits all along), then renews the key."""
+
+    def __init__(self, workdir: Path, **kwargs: Any) -> None:
+        self.release = threading.Event()
+        self.renewing = threading.Event()
+        super().__init__(workdir, **kwargs)
+
+    def _management(self, handler: BaseHTTPRequestHandler) -> None:
+        if handler.path != "/token?type=inference" or not self._authorized(handler.headers, "API"):
+            self._refuse(handler)
+            return
+        self.renewing.set()
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        sent = 0
+        while not self.release.wait(0.2) and sent < 600:  # at most two minutes
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            sent += 1
+        self.keys["inference"], self.expires["inference"] = self._key(), _instant(3600)
+        self._write()
+        handler.wfile.write(b" " * (1000 - sent))
+
+
+def test_a_slow_renewal_does_not_hold_up_requests(tmp_path: Path, run_gateway: Any) -> None:
+    """While TorchServe's token API is still answering, requests go on with the key that is still
+    valid, and the probes' /ping too; the renewed key is used once it is there."""
+    torchserve = SlowRenewalTorchServe(tmp_path, tokens=True, expires_in_s=30)  # inside the margin
+    old = torchserve.keys["inference"]
+    url = run_gateway(torchserve)
+    try:
+        # generous bounds: the renewal goes on for up to two minutes, a request takes milliseconds
+        first = httpx.post(
+            f"{url}/predictions/llama",
+            json={"prompt": "a"},
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            timeout=30,
+        )
+        assert first.status_code == 200 and first.content == b"".join(CHUNKS)
+        assert torchserve.renewing.wait(30) and not torchserve.release.is_set()
+        assert httpx.get(f"{url}/ping", timeout=30).status_code == 200
+        assert _post(url, API_KEY, json={"prompt": "b"}).status_code == 200
+        assert [h["authorization"] for h in torchserve.seen] == [f"Bearer {old}"] * 3
+    finally:
+        torchserve.release.set()
+    for _ in range(300):  # the renewed key, once TorchServe has written it
+        assert _post(url, API_KEY, json={"prompt": "c"}).status_code == 200
+        if torchserve.seen[-1]["authorization"] != f"Bearer {old}":
+            break
+        threading.Event().wait(0.1)
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}" != f"Bearer {old}"
