@@ -15,6 +15,9 @@ TorchServe in the container (started by ``start.py``); aiohttp carries the HTTP 
   background before it expires, through this gateway's own client session). A request TorchServe
   refuses for its key (400 ``InvalidKeyException``) is sent once more with the key read again.
   Without the file the request goes as it came, minus the client's key.
+- **Listening, or saying why not.** ``main`` tells the start module on the pipe named by
+  ``LLMCTL_TS_READY_FD`` whether it listens (``listening``) or why it cannot (the port taken), so
+  the container stops before TorchServe starts behind a port that is not the gateway's.
 - **Each request checked on its own.** aiohttp parses every request on a kept-alive connection
   separately (a request with both ``Content-Length`` and ``Transfer-Encoding`` is refused by its
   parser), and each one passes the key check before anything is read or forwarded. The body is read
@@ -46,6 +49,8 @@ MANAGEMENT_PORT_ENV = "LLMCTL_TS_MANAGEMENT_PORT"
 KEY_FILE_ENV = "LLMCTL_TS_KEY_FILE"
 MAX_BODY_ENV = "LLMCTL_TS_MAX_BODY"
 PARENT_ENV = "LLMCTL_TS_PARENT_PID"  # the process that becomes TorchServe: the gateway ends with it
+READY_FD_ENV = "LLMCTL_TS_READY_FD"  # a pipe to the start module: one line, LISTENING or why not
+LISTENING = "listening"
 KEY_FILE = "key_file.json"  # TorchServe's name, in its working directory
 OPEN_PATHS = frozenset({"/ping"})
 #: never forwarded either way: hop-by-hop fields (aiohttp frames each side itself) and the client's key
@@ -211,14 +216,30 @@ def gateway_from_env() -> tuple[int, Gateway]:
     return int(os.environ[LISTEN_PORT_ENV]), gateway
 
 
+def _tell_start(line: str) -> None:
+    """One line to the start module, when it waits for one (``READY_FD_ENV``)."""
+    fd = os.environ.get(READY_FD_ENV)
+    if fd:
+        os.write(int(fd), f"{line}\n".encode())
+        os.close(int(fd))
+
+
 def main() -> None:
     """``python -m llmctl.serving.torchserve_neuronx.gateway``: serve until TorchServe (the process
-    ``start.py`` became) is gone."""
+    ``start.py`` became) is gone. A port it cannot listen on ends it at once (exit 1), the reason
+    told to the start module (or printed, run on its own)."""
     port, gateway = gateway_from_env()
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())
 
     async def run() -> None:
-        runner = await serve(port, gateway)
+        try:
+            runner = await serve(port, gateway)
+        except OSError as error:
+            if os.environ.get(READY_FD_ENV):
+                _tell_start(str(error))
+                raise SystemExit(1) from None
+            raise SystemExit(f"llmctl's gateway cannot listen on port {port}: {error}") from None
+        _tell_start(LISTENING)
         try:
             while os.getppid() == parent:
                 await asyncio.sleep(1.0)

@@ -566,3 +566,49 @@ def test_a_slow_renewal_does_not_hold_up_requests(tmp_path: Path, run_gateway: A
             break
         threading.Event().wait(0.1)
     assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}" != f"Bearer {old}"
+
+
+# --- the start module: a gateway that cannot listen stops the container ----------------------------
+
+
+def test_a_gateway_that_cannot_bind_its_port_stops_the_container_before_torchserve(tmp_path: Path) -> None:
+    """The serving port taken (a real socket listening on it): the container exits non-zero with the
+    port and what to do, and TorchServe never starts behind a port that is not the gateway's."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    calls.mkdir()
+    for tool in ("torch-model-archiver", "torchserve"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {calls / tool}\n')
+        (bin_dir / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "LLMCTL_API_KEY"}
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        LLMCTL_BLUEPRINT="llama2-torchserve-inf2",
+        LLMCTL_TS_WORKDIR=str(tmp_path / "work"),
+        LLMCTL_TS_MODEL_STORE=str(tmp_path / "store"),
+    )
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env["LLMCTL_TS_LISTEN_PORT"] = str(port)
+        done = subprocess.run(
+            [sys.executable, "-m", "llmctl.serving.torchserve_neuronx.start"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 6  # ServingError's exit code, one `error:` line
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"could not listen on port {port}" in last and "address already in use" in last.lower(), (
+        done.stderr
+    )
+    assert "serving.port" in last  # what to do
+    assert "Traceback" not in done.stderr
+    assert (calls / "torch-model-archiver").exists() and not (calls / "torchserve").exists()
