@@ -1,10 +1,16 @@
-"""API-key enforcement for the shared app: ``Authorization: Bearer <key>`` on every route but ``/healthz``.
+"""API-key enforcement: ``Authorization: Bearer <key>``, one check for every server that enforces it.
 
 The key comes from an app argument (``api_key``) or, in the cluster, from ``LLMCTL_API_KEY``, which
-the workload sets from its ``api-key`` Secret when ``exposure.api_key`` is true. ``/healthz`` stays
-open for probes and the local target's readiness check; ``/metrics`` is protected, because the
-Serve port is the one a public load balancer exposes (Prometheus scrapes Ray's own metrics port,
-8080, which this app does not serve). Keys are compared in constant time.
+the workload sets from its ``api-key`` Secret when ``exposure.api_key`` is true.
+
+- :func:`check_bearer` is the check itself, framework-neutral: the header's value in, None or the
+  401 (:class:`Unauthorized`: status, headers, OpenAI error body) out. Keys are compared in constant
+  time. The shared app's ASGI middleware (:class:`BearerAuth`) and the TorchServe gateway
+  (``torchserve_neuronx/gateway.py``, aiohttp) both answer with it.
+- :class:`BearerAuth` guards every route of the shared app but ``/healthz`` (open for probes and the
+  local target's readiness check); ``/metrics`` is protected, because the Serve port is the one a
+  public load balancer exposes (Prometheus scrapes Ray's own metrics port, 8080, which this app does
+  not serve).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmctl.errors import ServingError
@@ -52,46 +59,72 @@ def _route_path(scope: Scope) -> str:
     return path
 
 
-def _presented_key(scope: Scope) -> bytes | None:
+@dataclass(frozen=True)
+class Unauthorized:
+    """A refused request: 401 with ``WWW-Authenticate: Bearer`` and an OpenAI error body (the
+    ``openai`` client raises ``AuthenticationError``)."""
+
+    message: str
+    status: int = 401
+
+    def body(self) -> bytes:
+        """``{"error": {"message", "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}}``."""
+        return json.dumps(APIError(self.status, self.message, code="invalid_api_key").body()).encode()
+
+    def headers(self) -> dict[str, str]:
+        """The response headers, less the body's length (each server frames the body itself)."""
+        return {"Content-Type": "application/json", "WWW-Authenticate": "Bearer"}
+
+
+def check_bearer(authorization: str | bytes | None, key: str) -> Unauthorized | None:
+    """None when ``authorization`` (the header's value, None without one) carries ``key``, else the 401.
+
+    Only ``Bearer <key>`` counts: the scheme in any case, blanks around the key ignored; any other
+    scheme is no key at all ("missing"). A value as bytes (ASGI) is the header as sent; a str (aiohttp
+    decodes with UTF-8 and ``surrogateescape``) is turned back into those bytes, so both compare the
+    same bytes, and a value that is not UTF-8 is a wrong key, not an error.
+    """
+    raw = (
+        authorization.encode("utf-8", "surrogateescape") if isinstance(authorization, str) else authorization
+    )
+    scheme, _, token = (raw or b"").partition(b" ")
+    presented = token.strip() if scheme.lower() == b"bearer" else b""
+    if not presented:
+        return Unauthorized("missing API key: send the header 'Authorization: Bearer <key>'")
+    if hmac.compare_digest(presented, key.encode()):
+        return None
+    return Unauthorized("incorrect API key provided")
+
+
+def _authorization(scope: Scope) -> bytes | None:
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
-            scheme, _, token = bytes(value).partition(b" ")
-            return token.strip() if scheme.lower() == b"bearer" else None
+            return bytes(value)
     return None
 
 
 class BearerAuth:
-    """ASGI middleware: 401 with an OpenAI error body unless the request carries the key."""
+    """ASGI middleware: the 401 of :func:`check_bearer` unless the request carries the key."""
 
     def __init__(self, app: ASGIApp, *, api_key: str, open_paths: frozenset[str] = OPEN_PATHS) -> None:
         self.app = app
-        self._key = api_key.encode()
+        self._key = api_key
         self._open = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _route_path(scope) in self._open:
+        refused = None
+        if scope["type"] == "http" and _route_path(scope) not in self._open:
+            refused = check_bearer(_authorization(scope), self._key)
+        if refused is None:
             await self.app(scope, receive, send)
             return
-        presented = _presented_key(scope)
-        if presented is not None and hmac.compare_digest(presented, self._key):
-            await self.app(scope, receive, send)
-            return
-        message = (
-            "incorrect API key provided"
-            if presented
-            else "missing API key: send the header 'Authorization: Bearer <key>'"
-        )
-        error = APIError(401, message, code="invalid_api_key")
-        body = json.dumps(error.body()).encode()
+        body = refused.body()
+        headers = [(n.lower().encode(), v.encode()) for n, v in refused.headers().items()]
         await send(
             {
                 "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b"Bearer"),
-                ],
+                "status": refused.status,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())],
             }
         )
         await send({"type": "http.response.body", "body": body})

@@ -7,16 +7,17 @@ TorchServe in the container (started by ``start.py``); aiohttp carries the HTTP 
 ``requirements.txt`` and installed from the runtime's lock.
 
 - **llmctl's key.** With ``LLMCTL_API_KEY`` set (``exposure.api_key``), every request but
-  ``GET /ping`` (the probes) must carry ``Authorization: Bearer <key>``, compared in constant time;
-  otherwise a 401 and nothing forwarded.
-- **TorchServe's own token.** When TorchServe's token authorization is on (built in from 0.11.1,
-  with the endpoint plugin in 0.11.0), it writes ``key_file.json`` in its working directory: an
-  inference key, a management key and an API key, the first two with an ``expiration time``
-  (``token_expiration_min``, 60 minutes by default). The gateway forwards with the current
-  inference key, reads the file again whenever it changes, and before the key expires asks
-  TorchServe for a new one (``GET /token?type=inference`` on the management API with the API key).
-  A request TorchServe refuses for its key (400 ``InvalidKeyException``) is sent once more with the
-  key read again. Without the file the request goes as it came, minus the client's key.
+  ``GET /ping`` (the probes) must carry ``Authorization: Bearer <key>``; otherwise the same 401 as
+  the shared app's (``serving/common/auth.py``, :func:`check_bearer`: constant-time compare, OpenAI
+  error body) and nothing forwarded.
+- **TorchServe's own token.** When TorchServe's token authorization is on, the gateway forwards with
+  its current inference key (:mod:`.inference_key`: read from ``key_file.json``, renewed in the
+  background before it expires, through this gateway's own client session). A request TorchServe
+  refuses for its key (400 ``InvalidKeyException``) is sent once more with the key read again.
+  Without the file the request goes as it came, minus the client's key.
+- **Listening, or saying why not.** ``main`` tells the start module on the pipe named by
+  ``LLMCTL_TS_READY_FD`` whether it listens (``listening``) or why it cannot (the port taken), so
+  the container stops before TorchServe starts behind a port that is not the gateway's.
 - **Each request checked on its own.** aiohttp parses every request on a kept-alive connection
   separately (a request with both ``Content-Length`` and ``Transfer-Encoding`` is refused by its
   parser), and each one passes the key check before anything is read or forwarded. The body is read
@@ -28,16 +29,9 @@ TorchServe in the container (started by ``start.py``); aiohttp carries the HTTP 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import json
 import os
-import re
-import threading
-import time
-import urllib.request
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -45,8 +39,9 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import _default_expect_handler
 from yarl import URL
 
-from llmctl.serving.common.auth import resolve_api_key
+from llmctl.serving.common.auth import check_bearer, resolve_api_key
 from llmctl.serving.torchserve_neuronx.config import RESPONSE_TIMEOUT_S
+from llmctl.serving.torchserve_neuronx.inference_key import InferenceKey
 
 LISTEN_PORT_ENV = "LLMCTL_TS_LISTEN_PORT"
 BACKEND_PORT_ENV = "LLMCTL_TS_BACKEND_PORT"
@@ -54,10 +49,10 @@ MANAGEMENT_PORT_ENV = "LLMCTL_TS_MANAGEMENT_PORT"
 KEY_FILE_ENV = "LLMCTL_TS_KEY_FILE"
 MAX_BODY_ENV = "LLMCTL_TS_MAX_BODY"
 PARENT_ENV = "LLMCTL_TS_PARENT_PID"  # the process that becomes TorchServe: the gateway ends with it
+READY_FD_ENV = "LLMCTL_TS_READY_FD"  # a pipe to the start module: one line, LISTENING or why not
+LISTENING = "listening"
 KEY_FILE = "key_file.json"  # TorchServe's name, in its working directory
 OPEN_PATHS = frozenset({"/ping"})
-#: a key this close to its expiration time is renewed before the request is forwarded
-RENEW_MARGIN_S = 120.0
 #: never forwarded either way: hop-by-hop fields (aiohttp frames each side itself) and the client's key
 _HOP = frozenset(
     {
@@ -73,69 +68,6 @@ _HOP = frozenset(
         "content-length",
     }
 )
-_INSTANT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z$")
-
-
-def parse_instant(text: str) -> float:
-    """Unix seconds of a Java ``Instant.toString()`` (``2024-02-16T21:12:24.801167Z``)."""
-    match = _INSTANT.match(text.strip())
-    if not match:
-        raise ValueError(f"not an instant: {text!r}")
-    whole = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-    return whole.timestamp() + float("0." + (match.group(2) or "0"))
-
-
-@dataclass
-class InferenceKey:
-    """TorchServe's current inference key, from its key file, renewed before it expires."""
-
-    path: Path
-    management_port: int
-    _mtime: int | None = None
-    _key: str | None = None
-    _expires: float = 0.0
-    _api_key: str | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def _read(self) -> bool:
-        try:
-            mtime = self.path.stat().st_mtime_ns
-        except FileNotFoundError:
-            self._mtime, self._key = None, None
-            return False
-        if mtime != self._mtime:
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                key, api_key = str(data["inference"]["key"]), str(data["API"]["key"])
-                expires = parse_instant(str(data["inference"]["expiration time"]))
-            except (OSError, ValueError, KeyError, TypeError):
-                return self._key is not None  # caught mid-write: the last key, and read it again next time
-            self._key, self._api_key, self._expires, self._mtime = key, api_key, expires, mtime
-        return True
-
-    def current(self, *, reread: bool = False) -> str | None:
-        """The key to forward with (None: TorchServe's token authorization is off)."""
-        with self._lock:
-            if reread:
-                self._mtime = None
-            if not self._read():
-                return None
-            if self._expires - time.time() < RENEW_MARGIN_S:
-                self._renew()
-            return self._key
-
-    def _renew(self) -> None:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.management_port}/token?type=inference",
-            headers={"Authorization": f"Bearer {self._api_key}"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as reply:
-                reply.read()
-        except OSError:
-            return  # TorchServe refuses the old key once it expires; the next request tries again
-        self._mtime = None  # TorchServe rewrote the file
-        self._read()
 
 
 #: as long as TorchServe itself waits for an answer (the first request after a cold start may
@@ -143,9 +75,9 @@ class InferenceKey:
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=RESPONSE_TIMEOUT_S)
 
 
-def _refusal(status: int, message: str, **headers: str) -> web.Response:
-    body = {"code": status, "type": "llmctl", "message": message}
-    return web.json_response(body, status=status, headers=headers)
+def _refusal(status: int, message: str) -> web.Response:
+    """The gateway's own errors (413, 502), in TorchServe's error shape."""
+    return web.json_response({"code": status, "type": "llmctl", "message": message}, status=status)
 
 
 @dataclass
@@ -172,8 +104,17 @@ class Gateway:
             connector=connector, auto_decompress=False, timeout=UPSTREAM_TIMEOUT
         ) as session:
             self._session = session
-            yield
+            try:
+                yield
+            finally:
+                await self.key.close()  # a renewal still under way uses this session
         self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The client to TorchServe (inference and token APIs alike), while the application runs."""
+        assert self._session is not None, "the gateway's application is not running"
+        return self._session
 
     async def expect(self, request: web.Request) -> web.StreamResponse | None:
         """``Expect: 100-continue`` (curl, for PUTs and POST bodies over 1 MB: everything.curl.dev
@@ -194,26 +135,19 @@ class Gateway:
         except web.HTTPRequestEntityTooLarge:
             return _refusal(413, f"the request body is over {self.max_body} bytes")
         headers = [(n, v) for n, v in request.headers.items() if n.lower() not in _HOP]
-        key = await asyncio.to_thread(self.key.current)
+        key = await self.key.current(self.session)
         answer = await self._forward(request, headers, body, key, retry=key is not None)
         if answer is None:  # TorchServe refused its key: read it again, once
-            key = await asyncio.to_thread(self.key.current, reread=True)
+            key = await self.key.current(self.session, reread=True)
             answer = await self._forward(request, headers, body, key, retry=False)
         assert answer is not None
         return answer
 
     def _check(self, request: web.Request) -> web.Response | None:
         if self.api_key is not None and not (request.method == "GET" and request.path in OPEN_PATHS):
-            scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                presented.strip().encode(), self.api_key.encode()
-            ):
-                message = (
-                    "incorrect API key provided"
-                    if presented
-                    else "missing API key: send 'Authorization: Bearer <key>'"
-                )
-                return _refusal(401, message, **{"WWW-Authenticate": "Bearer"})
+            refused = check_bearer(request.headers.get("Authorization"), self.api_key)
+            if refused is not None:
+                return web.Response(status=refused.status, body=refused.body(), headers=refused.headers())
         if (request.content_length or 0) > self.max_body:
             return _refusal(413, f"the request body is over {self.max_body} bytes")
         return None
@@ -229,12 +163,11 @@ class Gateway:
     ) -> web.StreamResponse | None:
         """Send the request to TorchServe and stream its answer back; with ``retry``, a refusal of
         TorchServe's key gives None (nothing sent to the client yet)."""
-        assert self._session is not None, "the gateway's application is not running"
         sent = [*headers, *([("Authorization", f"Bearer {key}")] if key is not None else [])]
         response: web.StreamResponse | None = None
         url = URL(f"http://127.0.0.1:{self.backend_port}{request.raw_path}", encoded=True)
         try:
-            async with self._session.request(
+            async with self.session.request(
                 request.method,
                 url,
                 headers=sent,
@@ -283,14 +216,30 @@ def gateway_from_env() -> tuple[int, Gateway]:
     return int(os.environ[LISTEN_PORT_ENV]), gateway
 
 
+def _tell_start(line: str) -> None:
+    """One line to the start module, when it waits for one (``READY_FD_ENV``)."""
+    fd = os.environ.get(READY_FD_ENV)
+    if fd:
+        os.write(int(fd), f"{line}\n".encode())
+        os.close(int(fd))
+
+
 def main() -> None:
     """``python -m llmctl.serving.torchserve_neuronx.gateway``: serve until TorchServe (the process
-    ``start.py`` became) is gone."""
+    ``start.py`` became) is gone. A port it cannot listen on ends it at once (exit 1), the reason
+    told to the start module (or printed, run on its own)."""
     port, gateway = gateway_from_env()
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())
 
     async def run() -> None:
-        runner = await serve(port, gateway)
+        try:
+            runner = await serve(port, gateway)
+        except OSError as error:
+            if os.environ.get(READY_FD_ENV):
+                _tell_start(str(error))
+                raise SystemExit(1) from None
+            raise SystemExit(f"llmctl's gateway cannot listen on port {port}: {error}") from None
+        _tell_start(LISTENING)
         try:
             while os.getppid() == parent:
                 await asyncio.sleep(1.0)

@@ -3,20 +3,27 @@
 Reads the blueprint from ``LLMCTL_BLUEPRINT``, writes ``model-config.yaml`` and
 ``config.properties`` (:mod:`.config`) to ``$LLMCTL_TS_WORKDIR``, archives the llmctl handler
 (no-archive format) into ``$LLMCTL_TS_MODEL_STORE``, starts the gateway on the serving port
-(:mod:`.gateway`: llmctl's API key, TorchServe's own inference key) and execs TorchServe in the
-foreground, in the work directory (where TorchServe writes ``key_file.json``). The handler loads the
-weights from the S3 mirror when ``LLMCTL_MODEL_URI`` is set.
+(:mod:`.gateway`: llmctl's API key, TorchServe's own inference key), waits until it listens, and execs
+TorchServe in the foreground, in the work directory (where TorchServe writes ``key_file.json``). The
+handler loads the weights from the S3 mirror when ``LLMCTL_MODEL_URI`` is set.
+
+A gateway that cannot listen (the serving port taken by another process in the pod) stops the
+container with one ``error:`` line naming the port, before TorchServe starts: otherwise TorchServe
+would run behind a port that is not the gateway's, and whatever holds it would answer the probes.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import request_bytes
+from llmctl.errors import LlmctlError, ServingError
 from llmctl.serving.blueprint_env import blueprint_from_env
 from llmctl.serving.common.auth import resolve_api_key
 from llmctl.serving.torchserve_neuronx import gateway
@@ -30,6 +37,8 @@ from llmctl.serving.torchserve_neuronx.config import (
 WORKDIR_ENV = "LLMCTL_TS_WORKDIR"
 MODEL_STORE_ENV = "LLMCTL_TS_MODEL_STORE"
 DEFAULT_WORKDIR = "/home/model-server/llmctl"
+#: how long the gateway may take to start (Python and aiohttp imported on a busy node) and listen
+GATEWAY_START_S = 120.0
 
 
 def main() -> None:
@@ -98,11 +107,57 @@ def gateway_env(blueprint: Blueprint, work: Path) -> dict[str, str]:
 
 def start_gateway(blueprint: Blueprint, work: Path) -> subprocess.Popen[bytes]:
     """The gateway in its own process: it outlives this one's exec into TorchServe and ends with it.
+    Returns once it listens; a gateway that cannot is a ``ServingError`` naming the port.
     A ``LLMCTL_TS_LISTEN_PORT`` in the environment wins over the serving port (tests use 0)."""
     env = {**os.environ, **gateway_env(blueprint, work)}
-    env[gateway.LISTEN_PORT_ENV] = os.environ.get(gateway.LISTEN_PORT_ENV) or env[gateway.LISTEN_PORT_ENV]
-    return subprocess.Popen([sys.executable, "-m", gateway.__name__], env=env)
+    port = os.environ.get(gateway.LISTEN_PORT_ENV) or env[gateway.LISTEN_PORT_ENV]
+    env[gateway.LISTEN_PORT_ENV] = port
+    read, write = os.pipe()
+    env[gateway.READY_FD_ENV] = str(write)
+    try:
+        process = subprocess.Popen([sys.executable, "-m", gateway.__name__], env=env, pass_fds=(write,))
+    finally:
+        os.close(write)
+    try:
+        said = _first_line(read, GATEWAY_START_S)
+    finally:
+        os.close(read)
+    if said == gateway.LISTENING:
+        return process
+    if said is None and process.poll() is None:
+        process.kill()
+        said = f"it did not listen within {GATEWAY_START_S:.0f} s"
+    code = process.wait()
+    raise ServingError(
+        f"llmctl's gateway could not listen on port {port}: {said or f'it exited with code {code}'}",
+        f"port {port} is the blueprint's serving.port and the gateway's alone; if another process in "
+        "the pod (a sidecar, another container) listens on it, stop that one or give the blueprint "
+        "another serving.port",
+    )
+
+
+def _first_line(fd: int, timeout_s: float) -> str | None:
+    """The first line written to ``fd``; None at its end, or when ``timeout_s`` ran out, without one."""
+    deadline, data = time.monotonic() + timeout_s, b""
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    return data.split(b"\n", 1)[0].decode(errors="replace")
+
+
+def run() -> None:
+    """:func:`main`, with an llmctl error as one ``error:`` line in the pod's log and its exit code."""
+    try:
+        main()
+    except LlmctlError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)
 
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -35,7 +35,8 @@ from typing import Any
 import httpx
 import pytest
 
-from llmctl.serving.torchserve_neuronx.gateway import Gateway, InferenceKey, parse_instant, serve
+from llmctl.serving.torchserve_neuronx.gateway import Gateway, serve
+from llmctl.serving.torchserve_neuronx.inference_key import InferenceKey, parse_instant
 
 API_KEY = "sk-llmctl-test-key"
 REFUSED = "Token Authentication failed. Token either incorrect, expired, or not provided correctly"
@@ -175,7 +176,10 @@ def test_without_the_api_key_nothing_reaches_torchserve(tmp_path: Path, run_gate
     missing = _post(url, None, json={"prompt": "hi"})
     wrong = _post(url, "sk-other", json={"prompt": "hi"})
     assert (missing.status_code, wrong.status_code) == (401, 401)
-    assert "missing API key" in missing.json()["message"] and wrong.headers["www-authenticate"] == "Bearer"
+    # the shared app's 401 (serving/common/auth.py): the OpenAI error body, the Bearer challenge
+    assert "missing API key" in missing.json()["error"]["message"]
+    assert wrong.json()["error"]["code"] == "invalid_api_key"
+    assert wrong.headers["www-authenticate"] == "Bearer"
     assert torchserve.seen == []
     assert httpx.get(f"{url}/ping", timeout=10).status_code == 200  # the probes' path stays open
 
@@ -218,12 +222,29 @@ def test_every_request_on_a_kept_alive_connection_is_checked_on_its_own(
 
 
 def test_a_key_about_to_expire_is_renewed_through_the_token_api(tmp_path: Path, run_gateway: Any) -> None:
+    """Renewed in the background: the request goes on with the key that is still valid (or, when the
+    renewal beat it to TorchServe, which then refuses the old key, is sent again with the new one),
+    the next ones with the new key."""
     torchserve = TorchServe(tmp_path, tokens=True, expires_in_s=30)  # inside the renewal margin
     old = torchserve.keys["inference"]
     url = run_gateway(torchserve)
     assert _post(url, API_KEY, json={"prompt": "hi"}).status_code == 200
+    for _ in range(300):  # the renewal answers in milliseconds; 30 s at most
+        if torchserve.keys["inference"] != old:
+            break
+        threading.Event().wait(0.1)
     assert torchserve.keys["inference"] != old
+    assert _post(url, API_KEY, json={"prompt": "again"}).status_code == 200
     assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_an_expired_key_is_renewed_before_the_request_goes(tmp_path: Path, run_gateway: Any) -> None:
+    torchserve = TorchServe(tmp_path, tokens=True, expires_in_s=-5)  # TorchServe refuses it already
+    old = torchserve.keys["inference"]
+    url = run_gateway(torchserve)
+    assert _post(url, API_KEY, json={"prompt": "hi"}).status_code == 200
+    assert [h["authorization"] for h in torchserve.seen] == [f"Bearer {torchserve.keys['inference']}"]
+    assert torchserve.keys["inference"] != old
 
 
 def test_a_key_torchserve_rotated_meanwhile_is_read_again(tmp_path: Path, run_gateway: Any) -> None:
@@ -411,3 +432,183 @@ def test_an_empty_api_key_stops_the_container_before_torchserve_starts(
     with pytest.raises(ServingError, match="LLMCTL_API_KEY is set but empty"):
         start.main()
     assert started == []
+
+
+# --- one bearer check: the gateway answers every Authorization form as the shared app does ---------
+
+#: values of the Authorization header (None: no header), sent as these bytes to both servers
+AUTHORIZATIONS: list[bytes | None] = [
+    None,
+    f"Bearer {API_KEY}".encode(),
+    f"bearer  {API_KEY}".encode(),  # the scheme in any case, spaces before the key
+    b"Bearer sk-other",
+    b"Bearer",
+    f"Basic {API_KEY}".encode(),  # the key, but not as a bearer token
+    f"Token {API_KEY}".encode(),
+    b"Bearer \xff\xfe",  # not UTF-8: a refusal, never a server error
+]
+
+
+def _answer(reply: httpx.Response) -> tuple[int, str | None, str | None, Any]:
+    body = reply.json() if reply.status_code == 401 else None
+    return reply.status_code, reply.headers.get("www-authenticate"), reply.headers.get("content-type"), body
+
+
+def _shared_app_answers() -> list[tuple[int, str | None, str | None, Any]]:
+    from starlette.types import Receive, Scope, Send
+
+    from llmctl.serving.common.auth import BearerAuth
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]}
+        )
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def ask() -> list[tuple[int, str | None, str | None, Any]]:
+        transport = httpx.ASGITransport(app=BearerAuth(app, api_key=API_KEY))
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            answers = []
+            for value in AUTHORIZATIONS:
+                headers = {"Authorization": value} if value is not None else {}
+                answers.append(
+                    _answer(await client.post("/predictions/llama", headers=headers, content=b"{}"))
+                )
+            return answers
+
+    return asyncio.run(ask())
+
+
+def test_the_gateway_answers_every_authorization_as_the_shared_app_does(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    """One check (serving/common/auth.py) for both: the same status, challenge and OpenAI error body
+    for each form of the header; a key that is not a bearer token is a missing one."""
+    torchserve = TorchServe(tmp_path, tokens=False)
+    url = run_gateway(torchserve)
+    gateway = []
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for value in AUTHORIZATIONS:
+            headers = {"Authorization": value} if value is not None else {}
+            gateway.append(_answer(client.post("/predictions/llama", headers=headers, content=b"{}")))
+    shared = _shared_app_answers()
+    assert [a[0] for a in gateway] == [401, 200, 200, 401, 401, 401, 401, 401]
+    refusals = [(g, s) for g, s in zip(gateway, shared, strict=True) if g[0] == 401]
+    assert [g for g, _ in refusals] == [s for _, s in refusals]
+    assert [s[0] for s in shared] == [a[0] for a in gateway]
+    messages = [g[3]["error"]["message"] for g, _ in refusals]
+    assert [m.split(":")[0] for m in messages] == [
+        "missing API key",
+        "incorrect API key provided",
+        "missing API key",
+        "missing API key",
+        "missing API key",
+        "incorrect API key provided",
+    ]
+    assert {g[3]["error"]["code"] for g, _ in refusals} == {"invalid_api_key"}
+    assert len(torchserve.seen) == 2  # only the two keyed requests reached TorchServe
+
+
+# --- renewal off the serving path ---------------------------------------------------------------
+
+
+class SlowRenewalTorchServe(TorchServe):
+    """Its token API takes a while: it answers at once but sends the body a byte at a time until the
+    test releases it (a client reading the answer waits all along), then renews the key."""
+
+    def __init__(self, workdir: Path, **kwargs: Any) -> None:
+        self.release = threading.Event()
+        self.renewing = threading.Event()
+        super().__init__(workdir, **kwargs)
+
+    def _management(self, handler: BaseHTTPRequestHandler) -> None:
+        if handler.path != "/token?type=inference" or not self._authorized(handler.headers, "API"):
+            self._refuse(handler)
+            return
+        self.renewing.set()
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        sent = 0
+        while not self.release.wait(0.2) and sent < 600:  # at most two minutes
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            sent += 1
+        self.keys["inference"], self.expires["inference"] = self._key(), _instant(3600)
+        self._write()
+        handler.wfile.write(b" " * (1000 - sent))
+
+
+def test_a_slow_renewal_does_not_hold_up_requests(tmp_path: Path, run_gateway: Any) -> None:
+    """While TorchServe's token API is still answering, requests go on with the key that is still
+    valid, and the probes' /ping too; the renewed key is used once it is there."""
+    torchserve = SlowRenewalTorchServe(tmp_path, tokens=True, expires_in_s=30)  # inside the margin
+    old = torchserve.keys["inference"]
+    url = run_gateway(torchserve)
+    try:
+        # generous bounds: the renewal goes on for up to two minutes, a request takes milliseconds
+        first = httpx.post(
+            f"{url}/predictions/llama",
+            json={"prompt": "a"},
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            timeout=30,
+        )
+        assert first.status_code == 200 and first.content == b"".join(CHUNKS)
+        assert torchserve.renewing.wait(30) and not torchserve.release.is_set()
+        assert httpx.get(f"{url}/ping", timeout=30).status_code == 200
+        assert _post(url, API_KEY, json={"prompt": "b"}).status_code == 200
+        assert [h["authorization"] for h in torchserve.seen] == [f"Bearer {old}"] * 3
+    finally:
+        torchserve.release.set()
+    for _ in range(300):  # the renewed key, once TorchServe has written it
+        assert _post(url, API_KEY, json={"prompt": "c"}).status_code == 200
+        if torchserve.seen[-1]["authorization"] != f"Bearer {old}":
+            break
+        threading.Event().wait(0.1)
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}" != f"Bearer {old}"
+
+
+# --- the start module: a gateway that cannot listen stops the container ----------------------------
+
+
+def test_a_gateway_that_cannot_bind_its_port_stops_the_container_before_torchserve(tmp_path: Path) -> None:
+    """The serving port taken (a real socket listening on it): the container exits non-zero with the
+    port and what to do, and TorchServe never starts behind a port that is not the gateway's."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    calls.mkdir()
+    for tool in ("torch-model-archiver", "torchserve"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {calls / tool}\n')
+        (bin_dir / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "LLMCTL_API_KEY"}
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        LLMCTL_BLUEPRINT="llama2-torchserve-inf2",
+        LLMCTL_TS_WORKDIR=str(tmp_path / "work"),
+        LLMCTL_TS_MODEL_STORE=str(tmp_path / "store"),
+    )
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env["LLMCTL_TS_LISTEN_PORT"] = str(port)
+        done = subprocess.run(
+            [sys.executable, "-m", "llmctl.serving.torchserve_neuronx.start"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 6  # ServingError's exit code, one `error:` line
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"could not listen on port {port}" in last and "address already in use" in last.lower(), (
+        done.stderr
+    )
+    assert "serving.port" in last  # what to do
+    assert "Traceback" not in done.stderr
+    assert (calls / "torch-model-archiver").exists() and not (calls / "torchserve").exists()
