@@ -133,9 +133,10 @@ def test_open_loop_keeps_the_schedule_and_reports_the_achieved_rate(fake: Any, r
     assert all(abs(b - a - 0.025) < 1e-9 for a, b in itertools.pairwise(scheduled))
     starts = sorted(row["start_s"] for row in rows)
     assert load["achieved_rate_rps"] == pytest.approx((len(starts) - 1) / (starts[-1] - starts[0]))
-    # a request never starts before its time (a timer may fire up to 1 ms early), and not 2 s late
+    # a request never starts before its time (uvloop's timers end up to a millisecond and more early:
+    # the scheduler sleeps again for what is left), and does not hang
     lags = [row["start_lag_s"] for row in rows]
-    assert min(lags) >= -0.001 and max(lags) <= UPPER_SLACK
+    assert min(lags) >= 0 and max(lags) <= UPPER_SLACK
 
 
 def test_each_request_is_stamped_in_causal_order_and_never_measured_below_the_servers_own_time(

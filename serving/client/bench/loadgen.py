@@ -263,8 +263,9 @@ class _Run:
         async def schedule() -> None:
             when = start
             while True:
-                delay = when - time.perf_counter()
-                if delay > 0:
+                # until its time, never before: uvloop's timers round to whole milliseconds from a
+                # time cached at the loop's turn, so one sleep can end over a millisecond early
+                while (delay := when - time.perf_counter()) > 0:
                     await asyncio.sleep(delay)
                 if not self.claim():
                     break
