@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from llmctl.errors import ServingError
@@ -58,16 +59,9 @@ def sync_model(
     target = root / bucket / prefix
     if (target / COMPLETE_MARKER).is_file():
         return str(target)  # checked before its marker was written
-    expected = expected_files()
-    if expected is None:
-        print(
-            f"llmctl: the files of {uri} are not checked: the pod's spec has no {FILES_ENV}", file=sys.stderr
-        )
-    try:
+    expected = _checksums(uri)
+    with _failed_phase(uri):
         _download(uri, bucket, prefix, target, expected, on_progress)
-    except ServingError as error:
-        log_phase("weights", "failed", source=uri, error=error.message)
-        raise
     return str(target)
 
 
@@ -78,39 +72,56 @@ def check_listing(uri: str) -> None:
     if expected is None:
         return
     bucket, prefix = split_s3_uri(uri)
-    try:
-        with s3_errors(uri, "read the model mirror", _ACCESS):
-            keys = S3("the S3 model mirror").keys(bucket, prefix)
-        for key in keys:
-            relative = key[len(prefix) + 1 :]
-            refused = None if relative == COMPLETE_MARKER else unknown_file(relative, expected, uri)
-            if refused is not None:
-                raise refused
-    except ServingError as error:
-        log_phase("weights", "failed", source=uri, error=error.message)
-        raise
+    with _failed_phase(uri), s3_errors(uri, "read the model mirror", _ACCESS):
+        _refuse_unknown(S3("the S3 model mirror").keys(bucket, prefix), prefix, expected, uri)
 
 
 def check_copy(folder: str | None, uri: str) -> None:
     """Check a copy of the mirror at ``uri`` that another downloader made in ``folder`` (Ray Serve LLM's
     own S3 download, in a replica of its runtime), before the engine loads it; the same checks and phase
     line as :func:`sync_model`."""
-    expected = expected_files()
+    expected = _checksums(uri)
     if expected is None:
-        print(
-            f"llmctl: the files of {uri} are not checked: the pod's spec has no {FILES_ENV}", file=sys.stderr
-        )
         return
-    try:
+    with _failed_phase(uri):
         if not folder or not Path(folder).is_dir():
             raise ServingError(
                 f"cannot check the model files downloaded from {uri}: no folder {folder!r}",
                 "the Ray Serve LLM in the image put its download elsewhere; report this with the Ray version",
             )
         verify(Path(folder), expected, uri, ignore=frozenset({COMPLETE_MARKER}))
+
+
+def _checksums(uri: str) -> dict[str, str] | None:
+    """The checksums in the pod's spec; without them, says on stderr that the files are not checked."""
+    expected = expected_files()
+    if expected is None:
+        print(
+            f"llmctl: the files of {uri} are not checked: the pod's spec has no {FILES_ENV}", file=sys.stderr
+        )
+    return expected
+
+
+@contextmanager
+def _failed_phase(uri: str) -> Iterator[None]:
+    """A ServingError inside: the ``weights`` ``failed`` phase line, then the error."""
+    try:
+        yield
     except ServingError as error:
         log_phase("weights", "failed", source=uri, error=error.message)
         raise
+
+
+def _refuse_unknown(keys: list[str], prefix: str, expected: dict[str, str] | None, uri: str) -> None:
+    """With ``expected``, refuse the first of the mirror's ``keys`` that is a file the pinned revision
+    does not have."""
+    for key in keys:
+        relative = key[len(prefix) + 1 :]
+        refused = (
+            None if expected is None or relative == COMPLETE_MARKER else unknown_file(relative, expected, uri)
+        )
+        if refused is not None:
+            raise refused
 
 
 def _download(
@@ -129,13 +140,9 @@ def _download(
                 f"the model mirror {uri} is incomplete ({len(keys)} object(s), no {COMPLETE_MARKER} marker)",
                 "wait for the workload's `model-mirror` Job to finish (kubectl -n <ns> logs job/model-mirror)",
             )
-        files = [key[len(prefix) + 1 :] for key in keys if key != f"{prefix}/{COMPLETE_MARKER}"]
-        refused = [unknown_file(name, expected, uri) for name in files] if expected is not None else []
-        for error in refused:
-            if error is not None:
-                raise error  # before anything is downloaded
+        _refuse_unknown(keys, prefix, expected, uri)  # before anything is downloaded
         if on_progress:
-            on_progress(f"downloading {len(files)} file(s) from {uri}")
+            on_progress(f"downloading {len(keys) - 1} file(s) from {uri}")
 
         def check(folder: Path) -> None:
             if expected is not None:
