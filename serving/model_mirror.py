@@ -8,7 +8,8 @@ directory renamed into place, so a second call (or a second replica in the same 
 disk without touching S3. The S3 copy itself is :mod:`.s3_sync` (boto3 imported only when a mirror
 is in use). With ``LLMCTL_MODEL_FILES`` in the pod's spec, every file is checked against the Hub's
 checksum before the copy counts as complete (:mod:`.model_files`); a file the pinned revision does
-not have, or one that differs, fails the start with a ``weights`` ``failed`` phase line.
+not have, or one that differs, fails the start with a ``weights`` ``failed`` phase line. Zero-byte
+keys ending in ``/`` (the "folders" the S3 console makes) are not files and are passed over.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def check_listing(uri: str) -> None:
         return
     bucket, prefix = split_s3_uri(uri)
     with _failed_phase(uri), s3_errors(uri, "read the model mirror", _ACCESS):
-        _refuse_unknown(S3("the S3 model mirror").keys(bucket, prefix), prefix, expected, uri)
+        _refuse_unknown(S3("the S3 model mirror").files(bucket, prefix), prefix, expected, uri)
 
 
 def check_copy(folder: str | None, uri: str) -> None:
@@ -113,8 +114,8 @@ def _failed_phase(uri: str) -> Iterator[None]:
 
 
 def _refuse_unknown(keys: list[str], prefix: str, expected: dict[str, str] | None, uri: str) -> None:
-    """With ``expected``, refuse the first of the mirror's ``keys`` that is a file the pinned revision
-    does not have."""
+    """With ``expected``, refuse the first of the mirror's ``keys`` (folder placeholders already left
+    out) that is a file the pinned revision does not have."""
     for key in keys:
         relative = key[len(prefix) + 1 :]
         refused = (
@@ -134,7 +135,7 @@ def _download(
 ) -> None:
     with s3_errors(uri, "read the model mirror", _ACCESS):
         s3 = S3("the S3 model mirror")
-        keys = s3.keys(bucket, prefix)
+        keys = s3.files(bucket, prefix)
         if f"{prefix}/{COMPLETE_MARKER}" not in keys:
             raise ServingError(
                 f"the model mirror {uri} is incomplete ({len(keys)} object(s), no {COMPLETE_MARKER} marker)",

@@ -170,3 +170,28 @@ def test_a_planted_object_is_refused_before_ray_serve_llm_downloads_anything(
     with pytest.raises(ServingError, match="holds hash, a file the pinned model revision does not have"):
         replica.before_weights(URI)
     _failed_line(capsys.readouterr().out)
+
+
+def test_folder_placeholders_are_not_files_and_a_real_unknown_file_is_still_refused(
+    pinned: dict[str, str], aws: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bucket made in the S3 console holds a zero-byte key ending in "/" for each folder (the prefix
+    itself and each folder below it): no file, so neither a refusal nor a download."""
+    from llmctl.serving.ray_vllm import replica
+
+    s3 = boto3.client("s3")
+    prefix = f"models/tiny/{COMMIT}"
+    for folder in (f"{prefix}/", f"{prefix}/tokenizer/", f"{prefix}/tokenizer/extra/"):
+        s3.put_object(Bucket=BUCKET, Key=folder, Body=b"")
+    replica.before_weights(URI)
+    local = Path(sync_model(URI))
+    assert {p.relative_to(local).as_posix() for p in local.rglob("*")} == {*pinned, COMPLETE_MARKER}
+    # a key ending in "/" that holds bytes is no folder, and a plain unknown file is refused as before
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/notes/", Body=b"not empty")
+    with pytest.raises(ServingError, match=r"holds notes/, a file the pinned model revision does not have"):
+        replica.before_weights(URI)
+    s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/notes/")
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/tokenizer/extra.py", Body=b"import os")
+    with pytest.raises(ServingError, match=r"holds tokenizer/extra\.py, a file the pinned model revision"):
+        sync_model(URI, str(Path(aws["LLMCTL_MODEL_CACHE"]) / "second-pod"))
+    _failed_line(capsys.readouterr().out)
