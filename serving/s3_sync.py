@@ -43,6 +43,12 @@ def parse_s3_uri(uri: str, *, variable: str, expected: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+def is_folder_placeholder(key: str, size: int) -> bool:
+    """Whether an object is a "folder": a zero-byte key ending in ``/``, which the S3 console (and some
+    tools) create for each folder. It is not a file; a key ending in ``/`` that holds bytes is not one."""
+    return key.endswith("/") and size == 0
+
+
 def local_path(folder: Path, bucket: str, prefix: str, key: str) -> Path:
     """Where the object ``key`` (under ``prefix/``) lands in ``folder``; refused when the key is not
     under the prefix or its path, once resolved (``..``, an absolute part, a link), leaves ``folder``:
@@ -82,6 +88,12 @@ class S3:
         for page in pages:
             found.update({item["Key"]: int(item["Size"]) for item in page.get("Contents", [])})
         return found
+
+    def files(self, bucket: str, prefix: str) -> list[str]:
+        """Every object key under ``prefix/`` but the folder placeholders (:func:`is_folder_placeholder`)."""
+        return [
+            key for key, size in self.sizes(bucket, prefix).items() if not is_folder_placeholder(key, size)
+        ]
 
     def has(self, bucket: str, key: str) -> bool:
         """Whether the object ``key`` exists."""

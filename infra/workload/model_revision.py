@@ -28,13 +28,15 @@ from typing import Any
 from llmctl.blueprints import hub
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BadInput, PrerequisiteError
+from llmctl.infra.workload.mirror_formats import mirrored
 from llmctl.state import ModelPin, load_pins, model_pin_key, save_pins
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 TIMEOUT_S = 20.0
 #: the most bytes of checksums a pod's spec carries (one env value; Linux refuses a single
 #: environment string over MAX_ARG_STRLEN = 32 pages, 128 KiB with 4 KiB pages, at exec:
-#: include/uapi/linux/binfmts.h); a quarter of that is left for the name and later growth
+#: include/uapi/linux/binfmts.h); a quarter of that is left for the name and later growth. Only the
+#: files the mirror Job copies count: the spec carries no other file's checksum
 MAX_FILES_BYTES = 96 * 1024
 
 
@@ -48,8 +50,9 @@ def is_hub_id(model_id: str) -> bool:
 
 
 def files_value(pin: ModelPin) -> str:
-    """The ``LLMCTL_MODEL_FILES`` value of a pin: compact JSON, file name -> checksum."""
-    return json.dumps(dict(sorted(pin.files.items())), separators=(",", ":"))
+    """The ``LLMCTL_MODEL_FILES`` value of a pin: compact JSON, file name -> checksum, of the files the
+    mirror Job copies (`mirror_formats.py`): the pods check no other file, and get none from the mirror."""
+    return json.dumps(mirrored(pin.files), separators=(",", ":"))
 
 
 def _checksums(siblings: Any) -> dict[str, str]:
@@ -137,7 +140,8 @@ def pin_model(
         return None
     if blueprint.caches.model_mirror and len(files_value(pin)) > MAX_FILES_BYTES:
         raise PrerequisiteError(
-            f"{model.id} has too many files ({len(pin.files)}) for their checksums to go into the pods' spec",
+            f"{model.id} has too many files the mirror copies ({len(mirrored(pin.files))}) for their "
+            "checksums to go into the pods' spec",
             "turn the model mirror off (`caches.model_mirror: false`): the pods then download from the Hub",
         )
     save_pins(stack, blueprint.name, replace(recorded, models={**recorded.models, key: pin}))

@@ -30,8 +30,9 @@ def before_weights(source: str) -> None:
 
 async def after_weights(source: str, local_dir: str | None = None) -> NeuronCompileCache | None:
     """The weights are on the node (in ``local_dir``, where Ray Serve LLM put them): check the files of
-    an S3 mirror against the Hub's checksums in the pod's spec, then restore the compiled artifacts,
-    or lock the key to compile them."""
+    an S3 mirror against the Hub's checksums in the pod's spec (not hashed again when a replica
+    checked the same files against the same checksums before: ``verified_copy``), then restore the
+    compiled artifacts, or lock the key to compile them."""
     if source.startswith("s3://"):
         await asyncio.to_thread(check_copy, local_dir, source)
     log_phase("weights", "done", source=source)

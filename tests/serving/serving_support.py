@@ -53,6 +53,38 @@ def mirror_model(model: Path, uri: str, *, complete: bool = True) -> None:
         s3.put_object(Bucket=bucket, Key=f"{prefix}/{COMPLETE_MARKER}", Body=b"ok")
 
 
+def hub_checksums(model: Path) -> dict[str, str]:
+    """What the Hub reports for each file: LFS files (the weights) by SHA-256, the others by their git
+    blob id (computed here by git itself)."""
+    import hashlib
+    import subprocess
+
+    files: dict[str, str] = {}
+    for path in sorted(p for p in model.rglob("*") if p.is_file()):
+        name = path.relative_to(model).as_posix()
+        if name.endswith(".safetensors"):
+            files[name] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            blob = subprocess.run(
+                ["git", "hash-object", str(path)], capture_output=True, text=True, check=True
+            )
+            files[name] = "git-blob:" + blob.stdout.strip()
+    return files
+
+
+def ray_download(model: Path, folder: Path) -> Path:
+    """The folder Ray Serve LLM downloads a mirror into (``CloudFileSystem.download_model``:
+    ``<HF cache>/models--<id>/snapshots/<hash>``, every object of the prefix, the marker included)."""
+    import shutil
+
+    from llmctl.serving.model_mirror import COMPLETE_MARKER
+
+    snapshot = folder / "models--tiny" / "snapshots" / ("0" * 40)
+    shutil.copytree(model, snapshot)
+    (snapshot / COMPLETE_MARKER).write_text("ok")
+    return snapshot
+
+
 @contextlib.contextmanager
 def uvicorn_app(app: Any) -> Iterator[tuple[str, asyncio.AbstractEventLoop]]:
     """Serve an ASGI app on 127.0.0.1 in a thread; yields (base URL, the server's event loop)."""

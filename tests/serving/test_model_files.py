@@ -8,14 +8,12 @@ line, and leave nothing on disk that a later start would take as a finished copy
 
 from __future__ import annotations
 
-import hashlib
 import json
-import subprocess
 from pathlib import Path
 
 import boto3
 import pytest
-from serving_support import mirror_model
+from serving_support import hub_checksums, mirror_model, ray_download
 
 from llmctl.errors import ServingError
 from llmctl.serving.model_files import FILES_ENV
@@ -25,22 +23,6 @@ from llmctl.serving.phases import parse_phase_line
 BUCKET = "llmctl-dev-us-west-2-cache"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 URI = f"s3://{BUCKET}/models/tiny/{COMMIT}"
-
-
-def hub_checksums(model: Path) -> dict[str, str]:
-    """What the Hub reports for each file: LFS files (the weights) by SHA-256, the others by their git
-    blob id (computed here by git itself)."""
-    files: dict[str, str] = {}
-    for path in sorted(p for p in model.rglob("*") if p.is_file()):
-        name = path.relative_to(model).as_posix()
-        if name.endswith(".safetensors"):
-            files[name] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-        else:
-            blob = subprocess.run(
-                ["git", "hash-object", str(path)], capture_output=True, text=True, check=True
-            )
-            files[name] = "git-blob:" + blob.stdout.strip()
-    return files
 
 
 @pytest.fixture
@@ -130,17 +112,6 @@ def test_a_malformed_checksum_list_is_a_one_line_error(
         sync_model(URI)
 
 
-def _ray_download(model: Path, folder: Path) -> Path:
-    """The folder Ray Serve LLM downloads a mirror into (``CloudFileSystem.download_model``:
-    ``<HF cache>/models--<id>/snapshots/<hash>``, every object of the prefix, the marker included)."""
-    import shutil
-
-    snapshot = folder / "models--tiny" / "snapshots" / ("0" * 40)
-    shutil.copytree(model, snapshot)
-    (snapshot / COMPLETE_MARKER).write_text("ok")
-    return snapshot
-
-
 def test_a_ray_vllm_replica_checks_what_ray_serve_llm_downloaded_before_the_engine_loads_it(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -149,7 +120,7 @@ def test_a_ray_vllm_replica_checks_what_ray_serve_llm_downloaded_before_the_engi
     from llmctl.serving.ray_vllm import replica
 
     monkeypatch.setenv(FILES_ENV, json.dumps(hub_checksums(tiny_model)))
-    snapshot = _ray_download(tiny_model, tmp_path / "hub")
+    snapshot = ray_download(tiny_model, tmp_path / "hub")
     assert asyncio.run(replica.after_weights(URI, str(snapshot))) is None  # intact: weights done
     (snapshot / _weights(tiny_model)).write_bytes(b"planted")
     with pytest.raises(ServingError, match="does not match the Hub's checksum"):
@@ -170,3 +141,76 @@ def test_a_planted_object_is_refused_before_ray_serve_llm_downloads_anything(
     with pytest.raises(ServingError, match="holds hash, a file the pinned model revision does not have"):
         replica.before_weights(URI)
     _failed_line(capsys.readouterr().out)
+
+
+def test_folder_placeholders_are_not_files_and_a_real_unknown_file_is_still_refused(
+    pinned: dict[str, str], aws: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bucket made in the S3 console holds a zero-byte key ending in "/" for each folder (the prefix
+    itself and each folder below it): no file, so neither a refusal nor a download."""
+    from llmctl.serving.ray_vllm import replica
+
+    s3 = boto3.client("s3")
+    prefix = f"models/tiny/{COMMIT}"
+    for folder in (f"{prefix}/", f"{prefix}/tokenizer/", f"{prefix}/tokenizer/extra/"):
+        s3.put_object(Bucket=BUCKET, Key=folder, Body=b"")
+    replica.before_weights(URI)
+    local = Path(sync_model(URI))
+    assert {p.relative_to(local).as_posix() for p in local.rglob("*")} == {*pinned, COMPLETE_MARKER}
+    # a key ending in "/" that holds bytes is no folder, and a plain unknown file is refused as before
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/notes/", Body=b"not empty")
+    with pytest.raises(ServingError, match=r"holds notes/, a file the pinned model revision does not have"):
+        replica.before_weights(URI)
+    s3.delete_object(Bucket=BUCKET, Key=f"{prefix}/notes/")
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/tokenizer/extra.py", Body=b"import os")
+    with pytest.raises(ServingError, match=r"holds tokenizer/extra\.py, a file the pinned model revision"):
+        sync_model(URI, str(Path(aws["LLMCTL_MODEL_CACHE"]) / "second-pod"))
+    _failed_line(capsys.readouterr().out)
+
+
+def test_a_copy_synced_without_checksums_is_checked_by_a_later_start_that_has_them(
+    tiny_model: Path, aws: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llmctl.serving.verified_copy import marker_path
+
+    mirror_model(tiny_model, URI)
+    s3 = boto3.client("s3")
+    config = s3.get_object(Bucket=BUCKET, Key=f"models/tiny/{COMMIT}/config.json")["Body"].read()
+    s3.put_object(Bucket=BUCKET, Key=f"models/tiny/{COMMIT}/config.json", Body=b"{}")
+    monkeypatch.delenv(FILES_ENV, raising=False)
+    local = Path(sync_model(URI))  # taken unchecked, as it said
+    assert (local / "config.json").read_bytes() == b"{}" and not marker_path(local).exists()
+    monkeypatch.setenv(FILES_ENV, json.dumps(hub_checksums(tiny_model)))
+    with pytest.raises(ServingError, match=r"config\.json .* does not match the Hub's checksum"):
+        sync_model(URI)
+    assert "config.json" in str(_failed_line(capsys.readouterr().out)["error"])
+    # no longer a finished copy and never marked: the next start downloads it again, and checks it
+    assert not (local / COMPLETE_MARKER).exists() and not marker_path(local).exists()
+    s3.put_object(Bucket=BUCKET, Key=f"models/tiny/{COMMIT}/config.json", Body=config)
+    assert sync_model(URI) == str(local) and (local / "config.json").read_bytes() == config
+    assert marker_path(local).is_file() and "not hashed again" not in capsys.readouterr().err
+    assert sync_model(URI) == str(local)  # the next start: the marker spares it the hashing
+    assert capsys.readouterr().err == (
+        f"llmctl: the files of {URI} in {local} are unchanged since they were checked against the "
+        "same checksums: not hashed again\n"
+    )
+
+
+def test_a_start_without_checksums_removes_the_mark_of_an_earlier_check(
+    pinned: dict[str, str], tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither path that takes files unchecked (the local sync, Ray Serve LLM's folder) leaves a marker
+    saying they were checked."""
+    import asyncio
+
+    from llmctl.serving.ray_vllm import replica
+    from llmctl.serving.verified_copy import marker_path
+
+    local = Path(sync_model(URI))
+    snapshot = ray_download(tiny_model, tmp_path / "hub")
+    asyncio.run(replica.after_weights(URI, str(snapshot)))
+    assert marker_path(local).is_file() and marker_path(snapshot).is_file()
+    monkeypatch.delenv(FILES_ENV)
+    assert sync_model(URI) == str(local)
+    asyncio.run(replica.after_weights(URI, str(snapshot)))
+    assert not marker_path(local).exists() and not marker_path(snapshot).exists()

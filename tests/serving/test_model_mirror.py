@@ -215,6 +215,7 @@ def test_formats_no_runtime_loads_are_left_out_and_a_model_that_does_not_fit_is_
 ) -> None:
     from fake_hub import FakeHub, serve
 
+    from llmctl.infra.workload import mirror_formats
     from llmctl.infra.workload.builders.cache import MIRROR_NO_ROOM
 
     config, job, script = mirror_job(tmp_path)
@@ -242,7 +243,7 @@ def test_formats_no_runtime_loads_are_left_out_and_a_model_that_does_not_fit_is_
 
     module = runpy.run_path(str(script), run_name="mirror")
     names = [*extra, "model.safetensors", "config.json", ".gitattributes"]
-    assert module["select"](names) == ["config.json", "model.safetensors"]
+    assert module["select"](names) == ["config.json", "model.safetensors"] == mirror_formats.select(names)
     assert module["select"]([n for n in names if n != "model.safetensors"]) == [
         "config.json",
         "pytorch_model-00001-of-00002.bin",

@@ -9,16 +9,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hub_support import ANSWER, COMMIT, CONFIG_BLOB, MODEL, WEIGHTS_SHA256, Hub, hub_server
 from workload_helpers import blueprint, find
 
-from llmctl.errors import BadInput
+from llmctl.errors import BadInput, PrerequisiteError
 from llmctl.infra.workload.builders.cache import MIRROR_JOB
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.model_revision import pin_model, pinned_blueprint, recorded_model_pin
+from llmctl.infra.workload.model_revision import (
+    MAX_FILES_BYTES,
+    pin_model,
+    pinned_blueprint,
+    recorded_model_pin,
+)
 from llmctl.serving.model_files import FILES_ENV
 from llmctl.state import load_pins
 
@@ -62,8 +68,7 @@ def test_the_first_up_pins_the_commit_and_the_pods_get_it_and_the_checksums(hub:
     serving = find(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in serving["env"]}
     assert env["LLMCTL_MODEL_URI"] == f"s3://llmctl-dev-cache/models/{MODEL}/{COMMIT}"
-    assert json.loads(env[FILES_ENV]) == {
-        ".gitattributes": "git-blob:a6344aac8c09253b3b630fb776ae94478aa0275b",
+    assert json.loads(env[FILES_ENV]) == {  # the files the mirror copies (not .gitattributes)
         "config.json": f"git-blob:{CONFIG_BLOB}",
         "model-00001-of-00003.safetensors": f"sha256:{WEIGHTS_SHA256}",
     }
@@ -144,3 +149,48 @@ def test_the_config_derives_the_revision_from_the_pin_and_refuses_one_that_disag
     raw["blueprint"]["model"]["revision"] = "main"
     with pytest.raises(ValidationError, match="names model revision 'main', the stack pinned commit"):
         WorkloadConfig.model_validate(raw)
+
+
+def _lfs(name: str, index: int) -> dict[str, Any]:
+    sha256 = f"{index:064x}"
+    return {
+        "rfilename": name,
+        "blobId": f"{index:040x}",
+        "size": 10,
+        "lfs": {"sha256": sha256, "size": 10, "pointerSize": 132},
+    }
+
+
+def test_the_checksum_limit_counts_only_the_files_the_mirror_copies(hub: Hub) -> None:
+    """A repository with the original checkpoint in 2,000 parts and PyTorch pickles beside its
+    safetensors: more than MAX_FILES_BYTES of checksums in all, but the mirror copies (and the pods
+    check) only the safetensors and config.json, whose checksums fit."""
+    not_copied = [_lfs(f"original/consolidated.{i:04d}.pth", i) for i in range(1, 2001)]
+    not_copied += [_lfs(f"pytorch_model-{i:05d}-of-00050.bin", 3000 + i) for i in range(1, 51)]
+    hub.answer = (200, {}, {**ANSWER, "siblings": [*ANSWER["siblings"], *not_copied]})
+    assert len(json.dumps({s["rfilename"]: s["lfs"]["sha256"] for s in not_copied})) > MAX_FILES_BYTES
+    bp = blueprint("llama2-torchserve-inf2")
+    pin = pin_model(bp, "dev", None)
+    assert pin is not None and len(pin.files) == 3 + 2050  # the record keeps the Hub's whole answer
+    facts = PlatformFacts.for_blueprint(bp).model_copy(update={"cache_bucket": "llmctl-dev-cache"})
+    serving = find(
+        build_manifests(WorkloadConfig(blueprint=bp, platform=facts, model_pin=pin), hf_token="hf_x"),
+        "Deployment",
+    )
+    env = {e["name"]: e.get("value") for e in serving["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert json.loads(env[FILES_ENV]) == {
+        "config.json": f"git-blob:{CONFIG_BLOB}",
+        "model-00001-of-00003.safetensors": f"sha256:{WEIGHTS_SHA256}",
+    }
+
+
+def test_a_model_whose_copied_files_have_too_many_checksums_is_refused_with_their_count(hub: Hub) -> None:
+    shards = [_lfs(f"model-{i:05d}-of-01500.safetensors", i) for i in range(1, 1501)]
+    hub.answer = (200, {}, {**ANSWER, "siblings": [ANSWER["siblings"][0], *shards]})
+    bp = blueprint("llama2-torchserve-inf2")
+    with pytest.raises(PrerequisiteError) as caught:
+        pin_model(bp, "dev", None)
+    assert caught.value.message == (
+        f"{MODEL} has too many files the mirror copies (1500) for their checksums to go into the pods' spec"
+    )
+    assert load_pins("dev", bp.name).models == {}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from llmctl.blueprints.pools import CAPACITY_TYPE_LABEL
 from llmctl.blueprints.versions import by_digest, versions
+from llmctl.infra.workload import mirror_formats
 from llmctl.infra.workload.builders.common import Obj, config_map, readiness, token_env
 from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
@@ -67,28 +68,19 @@ _SCRIPT = """\
 \"\"\"Mirror a Hugging Face snapshot to S3, one file at a time and resumably; a later run that finds
 the marker exits. Each object carries its SHA-256 and git blob id, so a restarted Job (after an
 interruption, on a new node with an empty volume) skips what is already there intact.\"\"\"
+from __future__ import annotations
+
 import fnmatch
 import hashlib
 import os
 import sys
+from collections.abc import Iterable
 
 # Formats no llmctl runtime loads (the original Meta checkpoints, GGUF, ONNX, TensorFlow, Flax, ...);
 # PyTorch pickles only when the repository has no safetensors (which every runtime prefers).
-NOT_LOADED = [
-    "original/*", "*.pth", "*.gguf", "*.onnx", "*.onnx_data", "onnx/*", "*.h5", "*.msgpack",
-    "*.ckpt", "*.tflite", "*.ot", "*.mlmodel", "coreml/*", "tf_model*", "flax_model*", "rust_model*",
-]
-PICKLES = ["*.bin", "*.pt"]
+# @SELECT@
 NO_ROOM = 3  # exit code for "does not fit": the Job's podFailurePolicy fails it without retrying
 GIB = 1024 ** 3
-
-
-def select(names):
-    \"\"\"The files a runtime loads, from the repository's file names.\"\"\"
-    kept = [n for n in names if not n.startswith(".") and not any(fnmatch.fnmatch(n, p) for p in NOT_LOADED)]
-    if any(n.endswith(".safetensors") for n in kept):
-        kept = [n for n in kept if not any(fnmatch.fnmatch(n, p) for p in PICKLES)]
-    return sorted(kept)
 
 
 def fits(sizes, chosen, todo, volume):
@@ -179,7 +171,7 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
-"""
+""".replace("# @SELECT@\n", mirror_formats.script_source())
 
 
 def mirror_lock() -> LockSpec:
