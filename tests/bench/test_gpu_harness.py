@@ -112,6 +112,35 @@ def test_the_second_four_gpu_lease_recorded_ray4s_cold_start_and_nothing_else() 
     assert round(compile_done - compile_start, 1) == 375.5
 
 
+def test_the_eager_tp2_run_compares_both_paths_on_one_machine() -> None:
+    """The two-GPU run of both serving paths at tp 2, eager, one after the other: exact figures from
+    its records, each Ray row against plain vLLM's of the same run, 0 failed."""
+    collect = load("collect")
+    path = TP_RUN.with_name("2026-11-28-h200x2-eager.jsonl")
+    measured = collect.collect([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+    rows = measured["serving_path_tensor_parallel"]["2-eager"]
+    plain, ray = (collect.TP_PATHS["2-eager"][name] for name in ("vllm2e", "ray2e"))
+    assert sorted(rows) == ["c1", "c16", "c64"] and all(
+        sorted(level) == sorted([plain, ray]) for level in rows.values()
+    )
+    assert rows["c1"][plain]["ttft_p50_ms"] == 11.49 and rows["c1"][ray]["ttft_p50_ms_over_plain"] == 51.6
+    assert rows["c64"][ray]["output_tok_s_vs_plain_pct"] == -27.1
+    assert all(
+        row["failed"] == 0 and row["completed"] in (32, 256, 512)
+        for level in rows.values()
+        for row in level.values()
+    )
+    assert measured["starts"] == {"ray2e": 240.6, "vllm2e": 170.1}
+    assert measured["ray_view"]["ray2e"]["changes"]["llm_config.engine_kwargs"] == [
+        None,
+        {"enforce_eager": True},
+    ]
+    (group,) = measured["ray_view"]["ray2e"]["placement_groups"]
+    assert group["strategy"] == "STRICT_PACK" and [b["GPU"] for b in group["bundles"].values()] == [1.0, 1.0]
+    assert sorted(measured["chat"]) == ["ray2e", "vllm2e"]
+    assert all(chat["llmctl_chat_rc"] == 0 for chat in measured["chat"].values())
+
+
 def test_a_seed_from_an_engine_that_never_ran_is_not_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
