@@ -146,11 +146,11 @@ def _use_copy(target: Path, expected: dict[str, str] | None, uri: str, *, quiet:
 def _refuse_unknown(keys: list[str], prefix: str, expected: dict[str, str] | None, uri: str) -> None:
     """With ``expected``, refuse the first of the mirror's ``keys`` (folder placeholders already left
     out) that is a file the pinned revision does not have."""
+    if expected is None:
+        return
     for key in keys:
         relative = key[len(prefix) + 1 :]
-        refused = (
-            None if expected is None or relative == COMPLETE_MARKER else unknown_file(relative, expected, uri)
-        )
+        refused = None if relative == COMPLETE_MARKER else unknown_file(relative, expected, uri)
         if refused is not None:
             raise refused
 

@@ -25,6 +25,8 @@ one replica compiles).
 
 from __future__ import annotations
 
+import functools
+
 from llmctl.blueprints.pools import CAPACITY_TYPE_LABEL
 from llmctl.blueprints.versions import by_digest, versions
 from llmctl.infra.workload import mirror_formats
@@ -171,7 +173,14 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
-""".replace("# @SELECT@\n", mirror_formats.script_source())
+"""
+
+
+@functools.cache
+def mirror_script() -> str:
+    """The Job's script, with the mirror's file selection put in (`mirror_formats.py`): made on first
+    use, not when this module is imported (it reads that module's source)."""
+    return _SCRIPT.replace("# @SELECT@\n", mirror_formats.script_source())
 
 
 def mirror_lock() -> LockSpec:
@@ -238,7 +247,7 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
     """The script ConfigMap and the Job that mirrors the weights (empty when the mirror is off)."""
     if not mirror_enabled(config):
         return []
-    script, items = config_map(config, MIRROR_SCRIPT, {"mirror.py": _SCRIPT}, "cache")
+    script, items = config_map(config, MIRROR_SCRIPT, {"mirror.py": mirror_script()}, "cache")
     lock = mirror_lock()
     # the lock's wheelhouse (fetched by the init container below): its sha256 checked against this spec,
     # every wheel against the lock, no index; then the script, which imports what was installed
