@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import keda_metrics_api as keda
 import pytest
 import yaml
-from workload_helpers import TOKEN, blueprint, find, worker
+from workload_helpers import CATALOG, TOKEN, blueprint, find, worker
 
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.rules import check, queue_scaled
@@ -96,18 +97,91 @@ def test_triton_scales_on_its_queue_through_keda() -> None:
     assert meta["valueLocation"] == "vllm:num_requests_waiting"
     assert meta["format"] == "prometheus" and meta["aggregateFromKubeServiceEndpoints"] == "true"
     assert (meta["aggregationType"], meta["targetValue"], meta["activationTargetValue"]) == ("sum", "3", "1")
-    # the URL is the workload's own Service (KEDA reads its endpoints) at the pods' port of vLLM's
-    # metrics (KEDA calls each endpoint at the URL's port: kedacore/keda pkg/scalers/metrics_api_scaler.go
-    # getEndpointsUrlsFromServiceURL), which the exposed Service itself does not carry
-    service = find(rendered, "Service", deployment["metadata"]["name"])
-    [container] = deployment["spec"]["template"]["spec"]["containers"]
-    metrics_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "vllm-metrics")
-    assert metrics_port not in [p["port"] for p in service["spec"]["ports"]]
-    ns = deployment["metadata"]["namespace"]
-    assert (
-        meta["url"] == f"http://{service['metadata']['name']}.{ns}.svc.cluster.local:{metrics_port}/metrics"
-    )
     assert "advanced" not in spec  # no delays set: KEDA's and the HPA's defaults
+
+
+# The container port that serves each runtime's queue gauge (blueprints/data/runtimes.yaml
+# `queue_metric`): a runtime that gains a queue metric must be named here.
+QUEUE_PORT_NAME = {"triton-vllm": "vllm-metrics"}
+POD_IP = "10.0.3.17"  # the pod's address in its EndpointSlice (any address does)
+
+
+def keda_triggers(rendered: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(ScaledObject, trigger) for every metrics-api trigger among the rendered objects."""
+    return [
+        (o, trigger)
+        for o in rendered
+        if o["kind"] == "ScaledObject"
+        for trigger in o["spec"]["triggers"]
+        if trigger["type"] == "metrics-api"
+    ]
+
+
+def pods_of(rendered: list[dict[str, Any]], deployment: str) -> list[keda.Pod]:
+    """The Deployment's pod, ready, with its template's labels and named container ports."""
+    template = find(rendered, "Deployment", deployment)["spec"]["template"]
+    ports = {
+        p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])
+    }
+    return [keda.Pod(labels=template["metadata"]["labels"], ip=POD_IP, ports=ports)]
+
+
+def keda_blueprints() -> list[Blueprint]:
+    """Every catalog blueprint whose rendering has a KEDA trigger, and every Deployment runtime's
+    catalog blueprint switched to the queue signal where its runtime has a queue metric."""
+    found = [blueprint(name) for name in CATALOG if keda_triggers(objects(blueprint(name)))]
+    for name in DEPLOYMENT:
+        if runtime(name).queue_metric:
+            found.append(scaled(BY_RUNTIME[name], signal="queue", min_replicas=1, max_replicas=3))
+    return found
+
+
+def test_queue_runtimes_name_their_metrics_port() -> None:
+    assert {spec.name for spec in runtimes() if spec.queue_metric} == set(QUEUE_PORT_NAME)
+    assert "llama2-triton-vllm-gpu" in [bp.name for bp in keda_blueprints()]
+
+
+@pytest.mark.parametrize("exposure", ["port-forward", "internal-lb"])
+def test_keda_reaches_every_pods_queue_gauge(exposure: str) -> None:
+    """KEDA's metrics-api scaler calls, for each ready pod of the Service the URL names, the pod's
+    address at the URL's port only where that Service's EndpointSlice carries the port, and at
+    port 80 otherwise (tests/workload/keda_metrics_api.py, from kedacore/keda
+    pkg/scalers/metrics_api_scaler.go getEndpointsUrlsFromServiceURL at v2.20.2). The URL must
+    therefore name a Service with the metrics port; it is never the load-balanced one."""
+    checked = 0
+    for base in keda_blueprints():
+        bp = base.model_copy(update={"exposure": base.exposure.model_validate({"mode": exposure})})
+        rendered = objects(bp)
+        services = [o for o in rendered if o["kind"] == "Service"]
+        for scaled_object, trigger in keda_triggers(rendered):
+            meta = trigger["metadata"]
+            assert meta["aggregateFromKubeServiceEndpoints"] == "true"
+            deployment = scaled_object["spec"]["scaleTargetRef"]["name"]
+            pods = pods_of(rendered, deployment)
+            port = pods[0].ports[QUEUE_PORT_NAME[bp.runtime]]
+            urls = keda.endpoint_urls(meta["url"], services, pods)
+            assert urls == [f"http://{POD_IP}:{port}/metrics"], (bp.name, meta["url"])
+            named = meta["url"].split("//")[1].split(".")[0]
+            assert find(rendered, "Service", named)["spec"]["type"] == "ClusterIP"
+            assert meta["valueLocation"] == runtime(bp.runtime).queue_metric
+            checked += 1
+    assert checked >= 2  # the catalog's Triton blueprint and its queue-signal variant
+
+
+def test_the_oracle_follows_kedas_port_rule() -> None:
+    """The old rendering (the endpoint Service, which has only port 8000) resolved to port 80: the
+    rule the test above holds the builders to."""
+    rendered = objects(blueprint("llama2-triton-vllm-gpu"))
+    services = [o for o in rendered if o["kind"] == "Service"]
+    pods = pods_of(rendered, "llama2-triton-vllm-gpu-triton")
+    ns = find(rendered, "Deployment")["metadata"]["namespace"]
+    old = f"http://llama2-triton-vllm-gpu-triton.{ns}.svc.cluster.local:8003/metrics"
+    assert keda.endpoint_urls(old, services, pods) == [f"http://{POD_IP}/metrics"]
+    fixed = f"http://llama2-triton-vllm-gpu-triton-internal.{ns}.svc.cluster.local:8003/metrics?x=1"
+    assert keda.endpoint_urls(fixed, services, pods) == [f"http://{POD_IP}:8003/metrics"]
+    assert (
+        keda.endpoint_urls(fixed.replace(".svc", "-other.svc").replace(ns, "elsewhere"), services, pods) == []
+    )
 
 
 def test_delays_reach_keda_and_the_hpa() -> None:

@@ -5,9 +5,14 @@ Ray runtimes do not come here: Ray Serve scales them on ongoing requests per rep
 autoscaler adds the worker pods (`builders/ray.py`, `serving/common/ingress.py`).
 
 The ScaledObject reads the queue gauge (blueprints/data/runtimes.yaml `queue_metric`) with KEDA's
-`metrics-api` scaler straight from every ready pod behind the workload's Service
+`metrics-api` scaler straight from every ready pod behind the runtime's in-cluster metrics Service
 (`aggregateFromKubeServiceEndpoints`, `format: prometheus`, summed over the pods), so no metrics
-server is needed beside KEDA. KEDA's HPA then targets `scaling.target_queue` waiting requests per
+server is needed beside KEDA. That Service must carry the metrics port: KEDA lists the EndpointSlices
+of the Service named by the URL's first host label and keeps the URL's port for a pod only where the
+slice has that port; otherwise it calls `http://<pod IP>/...` on port 80 (kedacore/keda
+`pkg/scalers/metrics_api_scaler.go` `getEndpointsUrlsFromServiceURL`, lines 312-379 at v2.20.2,
+68a5b502). So the trigger names the ClusterIP Service that holds the metrics port, never the
+exposed endpoint Service (which carries only the serving port, the one on a load balancer). KEDA's HPA then targets `scaling.target_queue` waiting requests per
 pod (an `AverageValue` target: the sum divided by the pods). Source of the scaler's parameters:
 kedacore/keda `pkg/scalers/metrics_api_scaler.go` (`valueLocation` is a PromQL series selector in
 the prometheus format) and the KEDA 2.20 docs page `scalers/metrics-api`.
@@ -70,12 +75,14 @@ def cpu_autoscaler(config: WorkloadConfig, deployment: str, *, cpu_utilization: 
 
 
 def metrics_url(config: WorkloadConfig, service: str, port: int) -> str:
-    """The pods' metrics endpoint through their Service (KEDA scrapes each endpoint at this port)."""
+    """The pods' metrics endpoint through ``service``, which must carry ``port`` (KEDA scrapes each of
+    its ready endpoints at this port, and at port 80 where the endpoints lack it)."""
     return f"http://{service}.{config.ns}.svc.cluster.local:{port}/metrics"
 
 
 def queue_autoscaler(config: WorkloadConfig, deployment: str, service: str, metrics_port: int) -> Obj:
-    """A KEDA ScaledObject on the runtime's queue gauge, summed over the Service's ready pods."""
+    """A KEDA ScaledObject on the runtime's queue gauge, summed over the ready pods of ``service``
+    (the in-cluster Service whose ports include ``metrics_port``)."""
     scaling = config.blueprint.scaling
     metric = runtime(config.blueprint.runtime).queue_metric
     if metric is None:  # validation refuses this (blueprints/rules.py `_scaling`)
@@ -112,13 +119,16 @@ def queue_autoscaler(config: WorkloadConfig, deployment: str, service: str, metr
     }
 
 
-def autoscaler(config: WorkloadConfig, deployment: str, metrics_port: int) -> Obj | None:
+def autoscaler(
+    config: WorkloadConfig, deployment: str, metrics_service: str, metrics_port: int
+) -> Obj | None:
     """The Deployment's autoscaler for the blueprint's signal; None when its replicas are fixed.
 
-    The queue signal reads the pods through the Service named like the Deployment (every
-    Deployment runtime's builder names both alike)."""
+    The queue signal reads the pods through ``metrics_service``, the runtime's ClusterIP Service with
+    ``metrics_port`` (Triton's `<name>-internal`), not the endpoint Service named like the
+    Deployment, which carries only the serving port."""
     if not autoscales(config):
         return None
     if config.blueprint.scaling.signal == "cpu":
         return cpu_autoscaler(config, deployment)
-    return queue_autoscaler(config, deployment, deployment, metrics_port)
+    return queue_autoscaler(config, deployment, metrics_service, metrics_port)

@@ -218,12 +218,19 @@ def deployment(
 
 
 def scaled_serving_deployment(
-    config: WorkloadConfig, name: str, pod_spec: Obj, metrics_port: int, queue_port: int | None = None
+    config: WorkloadConfig,
+    name: str,
+    pod_spec: Obj,
+    metrics_port: int,
+    *,
+    metrics_service: str,
+    queue_port: int | None = None,
 ) -> list[Obj]:
     """The serving Deployment (waited on, scraped on `metrics_port`) plus its autoscaler when the
     blueprint autoscales: a KEDA ScaledObject on the queue gauge at `queue_port` (default: the
-    metrics port), or an HPA on CPU (`builders/autoscaling.py`)."""
-    scaler = autoscaler(config, name, queue_port or metrics_port)
+    metrics port) read through `metrics_service`, the ClusterIP Service whose ports include it, or
+    an HPA on CPU (`builders/autoscaling.py`)."""
+    scaler = autoscaler(config, name, metrics_service, queue_port or metrics_port)
     objects = [
         deployment(
             config,

@@ -81,10 +81,13 @@ def build(config: WorkloadConfig) -> list[Obj]:
         ],
     }
     pod_spec = with_app(config, pod_spec)
-    deployment, *hpa = common.scaled_serving_deployment(config, name(config), pod_spec, metrics)
+    admin_name = f"{name(config)}-admin"
+    deployment, *hpa = common.scaled_serving_deployment(
+        config, name(config), pod_spec, metrics, metrics_service=admin_name
+    )
     # Only inference goes through the exposure; metrics stay inside the cluster. The management API
     # listens on the pod's loopback only (`serving/torchserve_neuronx/config.py`): no Service port.
-    admin = service(config, f"{name(config)}-admin", "serving", [port("metrics", metrics)], exposed=False)
+    admin = service(config, admin_name, "serving", [port("metrics", metrics)], exposed=False)
     return [deployment, service(config, name(config), "serving", [port("inference", inference)]), admin, *hpa]
 
 

@@ -11,8 +11,9 @@ that lets the pod leave the endpoints.
 
 Scaling (`common.scaled_serving_deployment`, `autoscaling.py`): with `scaling.signal: queue` (the
 default) a KEDA ScaledObject scales the Deployment on `vllm:num_requests_waiting`, the requests
-queued in vLLM's scheduler, read from port 8003 (`serving/triton_vllm/queue_metrics.py` says why
-not Triton's own pending-request gauge, which stays near 0 with the vLLM backend); with
+queued in vLLM's scheduler, read from port 8003 through the `-internal` Service, the one that
+carries that port (`serving/triton_vllm/queue_metrics.py` says why not Triton's own pending-request
+gauge, which stays near 0 with the vLLM backend); with
 `scaling.signal: cpu` an HPA on CPU utilisation.
 """
 
@@ -39,6 +40,12 @@ PYTHON = "python3"  # the Triton images have no `python`
 def name(config: WorkloadConfig) -> str:
     """Deployment and Service name."""
     return f"{config.blueprint.name}-triton"
+
+
+def internal_name(config: WorkloadConfig) -> str:
+    """The ClusterIP Service of gRPC and both metrics ports; KEDA's trigger reads vLLM's queue gauge
+    through it (`builders/autoscaling.py` says why not the endpoint Service)."""
+    return f"{name(config)}-internal"
 
 
 def endpoint(config: WorkloadConfig) -> tuple[str, int]:
@@ -91,13 +98,18 @@ def build(config: WorkloadConfig) -> list[Obj]:
     }
     pod_spec = with_app(config, pod_spec)
     deployment, *hpa = common.scaled_serving_deployment(
-        config, name(config), pod_spec, METRICS_PORT, queue_port=VLLM_METRICS_PORT
+        config,
+        name(config),
+        pod_spec,
+        METRICS_PORT,
+        metrics_service=internal_name(config),
+        queue_port=VLLM_METRICS_PORT,
     )
     # Only HTTP (the endpoint, which checks no key itself: see docs/security.md) goes through the
     # exposure; gRPC and the metrics stay inside the cluster, on a ClusterIP Service.
     internal = service(
         config,
-        f"{name(config)}-internal",
+        internal_name(config),
         "serving",
         [port("grpc", GRPC_PORT), port("metrics", METRICS_PORT), port("vllm-metrics", VLLM_METRICS_PORT)],
         exposed=False,
