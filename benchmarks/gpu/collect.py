@@ -10,8 +10,10 @@ the log it comes from.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,6 +81,9 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
             r["label"]: r["names"] for r in records if r["kind"] == "metric_names" and r["names"]
         },
         "triton_engine": next((r for r in records if r["kind"] == "triton_engine"), None),
+        "triton_keda_gauge": next(
+            (keda_gauge(r, setup) for r in records if r["kind"] == "triton_gauge"), None
+        ),
         "chat": {
             r["label"]: {
                 "models": r["models"],
@@ -186,6 +191,70 @@ def server(window: dict[str, Any]) -> dict[str, Any]:
         "ttft_mean_ms": ttft["mean_ms"],
         "generation_tokens": window["generation_tokens_total"],
         "window_s": window["seconds"],
+    }
+
+
+def keda_oracle() -> ModuleType:
+    """tests/workload/keda_metrics_api.py (KEDA's metrics-api rules), found as the triton-gauge step
+    finds it."""
+    path = Path(__file__).resolve().parent / "triton_gauge.py"
+    spec = importlib.util.spec_from_file_location("gpu_triton_gauge", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    oracle: ModuleType = module.keda()
+    return oracle
+
+
+def keda_reading(oracle: ModuleType, scrape: dict[str, Any], metric: str) -> float | str:
+    """What KEDA makes of one scrape (its queue family's lines, kept raw): the value, or its error."""
+    if "error" in scrape:
+        return "no answer"
+    try:
+        value: float = oracle.value_from_prometheus("\n".join(scrape["lines"]), metric)
+    except ValueError as error:
+        return str(error)
+    return value
+
+
+def keda_gauge(record: dict[str, Any], setup: dict[str, Any]) -> dict[str, Any]:
+    """The triton-gauge row: port 8003 read every 0.5 s as KEDA reads it (each scrape's queue family
+    re-read here), its times counted from the burst's start (the stub's clock and the step's are one
+    machine's)."""
+    oracle, metric, stub = keda_oracle(), record["metric"], record["stub"]
+    start = stub["burst_started_at"] - record["started"]
+    done = stub["burst_done_at"] - record["started"]
+    read = [(scrape, keda_reading(oracle, scrape, metric)) for scrape in record["scrapes"]]
+    values = [(round(s["t"] - start, 2), v, s.get("running")) for s, v in read if isinstance(v, float)]
+    failures: dict[str, int] = {}
+    for _, value in read:
+        if not isinstance(value, float):
+            failures[value] = failures.get(value, 0) + 1
+    peak = max(v for _, v, _ in values)
+    peak_at = next(t for t, v, _ in values if v == peak)
+    rise = next(t for t, v, _ in values if v > 0)
+    zero = next(t for t, v, _ in values if t > peak_at and v == 0)
+    after = [v for t, v, _ in values if t > done - start]
+    return {
+        "metric": metric,
+        "read_as": "KEDA metrics-api, format prometheus, valueLocation the metric (the first matching series "
+        "of its family), aggregationType sum over the Service's ready endpoints (one pod here)",
+        "vllm": stub["vllm"],
+        "device": setup["gpus"],
+        "model_json": stub["model_json"],
+        "engine_start_s": stub["engine_start_s"],
+        "burst": {**stub["burst"], "seconds": round(done - start, 2)},
+        "scrapes": len(read),
+        "samples": len(values),
+        "failed_reads": failures,
+        "peak": peak,
+        "peak_at_s": peak_at,
+        "first_above_zero_s": rise,
+        "back_to_zero_s": zero,
+        "drain_s": round(zero - rise, 2),
+        "burst_done_s": round(done - start, 2),
+        "after_burst": {"samples": len(after), "max": max(after) if after else None},
+        "series": [[t, v, running] for t, v, running in values if t >= -2],
     }
 
 

