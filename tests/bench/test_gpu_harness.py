@@ -214,3 +214,92 @@ def test_the_drivers_engine_extra_reaches_the_llm_config(monkeypatch: pytest.Mon
     engine = app.llm_config(load_blueprint("llama2-70b-vllm-gpu"))["engine_kwargs"]
     assert engine["enforce_eager"] is True
     assert engine["tensor_parallel_size"] == 4 and engine["gpu_memory_utilization"] == 0.9
+
+
+GAUGE_RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-28-h200-triton-gauge.jsonl"
+
+
+def test_the_triton_gauge_row_is_kedas_reading_of_the_recorded_scrapes() -> None:
+    """The 2026-11-28 triton-gauge run: port 8003 of Triton's pod processes (start.py, queue_metrics.py,
+    vLLM 0.22.1 in the backend's stub) read as KEDA reads it. Each scrape's recorded queue family is
+    read again by KEDA's rules (tests/workload/keda_metrics_api.py) and agrees with what the device
+    read at the time; the gauge rose above 0 with the burst, fell by max_num_seqs a wave, and stayed 0
+    after it."""
+    collect = load("collect")
+    records = [json.loads(line) for line in GAUGE_RUN.read_text().splitlines() if line.strip()]
+    (raw,) = [r for r in records if r["kind"] == "triton_gauge"]
+    oracle = collect.keda_oracle()
+    for scrape in raw["scrapes"]:
+        if "keda_value" in scrape:
+            assert collect.keda_reading(oracle, scrape, raw["metric"]) == scrape["keda_value"]
+    row = collect.collect(records)["triton_keda_gauge"]
+    assert (row["metric"], row["vllm"], row["device"]) == (
+        "vllm:num_requests_waiting",
+        "0.22.1",
+        ["NVIDIA H200, 143771 MiB, 580.159.04"],
+    )
+    assert row["model_json"]["max_num_seqs"] == 64 and row["burst"]["requests"] == 384
+    assert (row["peak"], row["peak_at_s"], row["back_to_zero_s"], row["drain_s"]) == (
+        320.0,
+        1.17,
+        11.67,
+        10.5,
+    )
+    assert (row["samples"], row["scrapes"], row["burst_done_s"]) == (65, 398, 14.46)
+    assert row["after_burst"] == {"samples": 28, "max": 0.0}
+    waves = sorted({v for _, v, _ in row["series"]}, reverse=True)
+    assert waves == [320.0, 256.0, 192.0, 128.0, 64.0, 0.0]  # one wave of max_num_seqs at a time
+    assert row["failed_reads"] == {"no answer": 4, "metric 'vllm:num_requests_waiting' not found": 329}
+    # the pod's processes as start.py lays them out: the stub a child of the server, the gauge files
+    # in start.py's default directory, model.json naming the mirror's local copy
+    assert raw["repository"]["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/llmctl-vllm-metrics"
+    assert raw["stub"]["server_pid"] == raw["repository"]["server_pid"]
+    assert raw["stub"]["model_json"]["model"] == raw["launched"]["mirror_copy"]
+
+
+def test_prepare_carries_only_what_tritons_engine_needs(tmp_path: Path) -> None:
+    """``--sets triton``: vLLM 0.22.1's set whole but the DeepSeek-only kernels; of the v26 set neither
+    vLLM 0.26.0, nor Ray, nor a package the v22 set carries in its own version."""
+    prepare = load("prepare")
+    wheels = {
+        "v22": [
+            "vllm-0.22.1-cp38-abi3-x.whl",
+            "transformers-4.57.6-py3-none-any.whl",
+            "tokenspeed_mla-0.1.2-x.whl",
+        ],
+        "v26": [
+            "vllm-0.26.0-cp38-abi3-x.whl",
+            "ray-2.58.0-cp312-x.whl",
+            "transformers-5.24.0-py3-none-any.whl",
+            "pydantic-2.14.4-py3-none-any.whl",
+        ],
+        ".": ["llmctl_eks-0.1.0-py3-none-any.whl"],
+    }
+    paths = []
+    for folder, names in wheels.items():
+        (tmp_path / folder).mkdir(exist_ok=True)
+        for name in names:
+            (tmp_path / folder / name).write_bytes(b"")
+            paths.append(tmp_path / folder / name)
+    carried = sorted(p.name for p in paths if prepare.carried(p, ["triton"]))
+    assert carried == [
+        "llmctl_eks-0.1.0-py3-none-any.whl",
+        "pydantic-2.14.4-py3-none-any.whl",
+        "transformers-4.57.6-py3-none-any.whl",
+        "vllm-0.22.1-cp38-abi3-x.whl",
+    ]
+    assert sorted(p.name for p in paths if prepare.carried(p, ["v26"])) == sorted(
+        ["llmctl_eks-0.1.0-py3-none-any.whl", *wheels["v26"]]
+    )
+
+
+def test_the_step_keeps_the_queue_family_whole_and_nothing_else() -> None:
+    """What each scrape's record keeps of port 8003's answer (the recorded peak scrape): the queue
+    family's HELP, TYPE and sample lines, not the `_by_reason` family beside it."""
+    gauge = load("triton_gauge")
+    scrape = GAUGE_RUN.with_name("2026-11-28-h200-triton-gauge.peak-scrape.txt").read_text()
+    assert gauge.family_lines(scrape, "vllm:num_requests_waiting") == [
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+        "# TYPE vllm:num_requests_waiting gauge",
+        'vllm:num_requests_waiting{engine="0",model_name="/root/mirror/llmctl-device/models/tiny"} 320.0',
+    ]
