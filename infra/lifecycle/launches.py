@@ -328,7 +328,7 @@ def findings(
     if joins is not None:
         found.extend(
             Finding(j.key, j.text, j.final, j.hint, kind="registration")
-            for j in joins.observe(nodeclaims, ours)
+            for j in joins.observe(nodeclaims, ours, events)
         )
     refused = {f.instance_type for f in found if f.kind in ("capacity", "quota")}
     for event in ordered:

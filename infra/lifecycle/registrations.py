@@ -19,8 +19,11 @@ v1.14.1 pins in its go.mod; tests/lifecycle/data/karpenter/registration_signals.
   event). The pods are still pending, so the provisioner launches another NodeClaim of the same
   NodePool for them: a new node, paid again, every 15 minutes.
 
-So the watch keeps what it saw of each NodeClaim: one that was not registered and is gone (or being
-deleted) at or after its deadline was deleted by the liveness check. `up` says each not-yet-joined
+So the watch keeps what it saw of each NodeClaim: one that was not registered and is being deleted
+(its deletionTimestamp), or gone (its `Finalized` event's time, else the poll that found it gone), at
+or after its deadline was deleted by the liveness check; earlier, something else deleted it. Without
+the event (operatorpkg records it best effort), a NodeClaim another controller deleted within one
+poll before its deadline cannot be told apart and counts. `up` says each not-yet-joined
 node's age against the deadline, each such deletion with what the node cost, and stops (a final
 finding) at the second relaunch of a NodePool instead of waiting to pay for a third.
 """
@@ -201,6 +204,18 @@ def _why(claims: list[Claim], cluster: str, region: str) -> str:
     )
 
 
+def _finalized(events: list[dict[str, Any]]) -> dict[str, datetime]:
+    """When each NodeClaim's termination finalizer went: operatorpkg's `Finalized` event on it
+    (status/controller.go; best effort, so it may be missing)."""
+    out: dict[str, datetime] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        at = _time(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp"))
+        if involved.get("kind") == "NodeClaim" and event.get("reason") == "Finalized" and at is not None:
+            out[str(involved.get("name"))] = at
+    return out
+
+
 class JoinWatch:
     """Follows the workload's NodeClaims across polls (thread-safe: `up` polls from two phases)."""
 
@@ -221,9 +236,16 @@ class JoinWatch:
         self.failed: dict[str, list[NeverJoined]] = {}  # per NodePool, oldest first
         self._lock = threading.Lock()
 
-    def observe(self, objects: list[dict[str, Any]], ours: Callable[[str], bool]) -> list[JoinFinding]:
-        """One poll's NodeClaims (`ours`: whether a NodeClaim name is of the workload's pools)."""
+    def observe(
+        self,
+        objects: list[dict[str, Any]],
+        ours: Callable[[str], bool],
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[JoinFinding]:
+        """One poll's NodeClaims (`ours`: whether a NodeClaim name is of the workload's pools) and
+        events (operatorpkg's `Finalized` event dates a NodeClaim that went between two polls)."""
         now = self.clock()
+        finalized = _finalized(events or [])
         claims = [c for obj in objects if (c := Claim.read(obj)) is not None and ours(c.name)]
         current = {c.name: c for c in claims}
         out: list[JoinFinding] = []
@@ -231,8 +253,8 @@ class JoinWatch:
             ended: list[tuple[Claim, datetime]] = []
             for name, last in list(self.waiting.items()):
                 seen = current.get(name)
-                if seen is None:  # gone between two polls: deleted at the latest now
-                    ended.append((last, now))
+                if seen is None:  # gone between two polls: when its finalizer went, else at the latest now
+                    ended.append((last, min(finalized.get(name) or now, now)))
                 if seen is None or seen.joined or seen.deleting is not None:
                     del self.waiting[name]
             for claim in claims:  # being deleted (also one this watch had not seen before)

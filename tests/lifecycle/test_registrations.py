@@ -297,3 +297,20 @@ def test_the_pod_line_says_new_nodes_take_minutes_only_while_the_node_is_new() -
         f"a node from Karpenter for serve-0 (Pod should schedule on: nodeclaim/{A}; not joined after 3 min: "
         "Karpenter deletes a node not joined 15 min after it created it and launches another)"
     )
+
+
+def test_a_node_gone_between_polls_is_dated_by_its_finalized_event() -> None:
+    """operatorpkg's `Finalized karpenter.sh/termination` event says when it went: gone at 20:14:50,
+    before its 20:15:00 deadline, it was not the liveness check, though the poll came at 20:15:10."""
+    watch, clock = _watch("20:14:40")
+    _found(watch, _claim(A, "20:00:00", launched="20:00:40"))
+    clock.now = _at("20:15:10")
+    pod = shapes.pending("inf2.48xlarge", "68Gi", "171600m", pool=POOL)
+    event = shapes.finalized(A, "2026-11-26T20:14:50Z")
+    assert findings([], [event], [pod], region="us-west-2", instance_type="inf2.48xlarge", joins=watch) == []
+    assert watch.failed == {}
+    # the same without the event (best effort): gone by the poll after the deadline, counted then
+    watch, clock = _watch("20:14:40")
+    _found(watch, _claim(A, "20:00:00", launched="20:00:40"))
+    clock.now = _at("20:15:10")
+    assert [f.key for f in _found(watch)] == [f"never-joined:{A}"]
