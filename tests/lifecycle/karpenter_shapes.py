@@ -81,11 +81,16 @@ def launched_unknown(claim: str, condition: str, pool: str = "gpu-nvidia") -> di
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
         "metadata": {"name": claim, "labels": {"karpenter.sh/nodepool": pool}},
+        "spec": {  # as the provisioner writes it (registration_signals.yaml, nodeclaim)
+            "nodeClassRef": {**registration()["nodeclaim"]["node_class_ref"], "name": pool},
+            "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]}],
+        },
         "status": {
             "conditions": [
                 {
                     "type": "Launched",
                     "status": shape["status"],
+                    "lastTransitionTime": "2026-11-26T20:00:00Z",  # its creation: the status stays Unknown
                     "reason": cond["reason"],
                     "message": cond["message"],
                 }
