@@ -216,7 +216,8 @@ class Lifecycle:
             kube = self._kubeconfig(facts, kubeconfig)
             # one record of the workload's NodeClaims for both waits: a node that never joins is
             # counted across the workload update and the readiness wait (registrations.py)
-            joins = JoinWatch(cluster=offline.cluster_name, region=region)
+            # (the node role's name is llmctl's only on the platform it builds)
+            joins = JoinWatch(cluster=offline.cluster_name if target == "eks" else "", region=region)
             with self.progress.phase(f"workload {record.label()}"):
                 w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload, joins)
             if wait and kube is not None:

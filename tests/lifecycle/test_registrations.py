@@ -314,3 +314,18 @@ def test_a_node_gone_between_polls_is_dated_by_its_finalized_event() -> None:
     _found(watch, _claim(A, "20:00:00", launched="20:00:40"))
     clock.now = _at("20:15:10")
     assert [f.key for f in _found(watch)] == [f"never-joined:{A}"]
+
+
+def test_up_s_polls_carry_the_join_record_they_are_given() -> None:
+    """`up` makes one JoinWatch and hands it to the workload update's watch and the readiness wait, so a
+    node deleted during the update counts at the readiness wait (orchestrate._launch_poll)."""
+    from functools import partial
+    from pathlib import Path
+
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.lifecycle.orchestrate import _launch_poll
+
+    joins = JoinWatch()
+    poll = _launch_poll(Path("kube.yaml"), "llama2-inf2", "us-west-2", load_blueprint("llama2-inf2"), joins)
+    assert isinstance(poll, partial) and poll.keywords["joins"] is joins
+    assert poll.keywords["instance_type"] == "inf2.48xlarge"
