@@ -44,6 +44,9 @@ CAPACITY_CODES = {
 QUOTA_REASONS = {"VCPULimitExceeded": "on-demand", "SpotQuotaExceeded": "spot"}
 PERMISSION_REASONS = {"Unauthorized", "AMIAuthorizationFailure", "SpotSLRCreationFailed"}
 
+# a condition not reconciled yet: operatorpkg's first Unknown (status/condition_set.go SetUnknown), which a
+# new NodeClaim carries for Launched until the launch returns (registration_signals.yaml)
+AWAITING_REASON = "AwaitingReconciliation"
 UNAVAILABLE_OFFERINGS_TTL_MIN = 3  # provider pkg/cache/cache.go UnavailableOfferingsTTL
 
 _FLEET = re.compile(r"insufficient capacity, with fleet error\(s\), (.*)", re.DOTALL)

@@ -11,11 +11,16 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmctl.errors import BadInput, PrerequisiteError, ServingError
+from llmctl.infra.lifecycle.registrations import NEW_NODE, REGISTRATION_TTL, utc_now
 from llmctl.state import state_dir
+
+if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.registrations import JoinWatch
 
 
 def kubeconfig_path(stack: str) -> Path:
@@ -93,8 +98,16 @@ def _uses_neuron(pod: dict[str, Any]) -> bool:
     )
 
 
-def _unscheduled(name: str, cond: dict[str, Any], latest: dict[str, dict[str, Any]]) -> str:
-    """Pending without a node: Karpenter's own events say whether a node is on its way."""
+def _first_time(event: dict[str, Any]) -> datetime | None:
+    value = event.get("firstTimestamp") or event.get("eventTime") or event.get("lastTimestamp")
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+
+
+def _unscheduled(
+    name: str, cond: dict[str, Any], latest: dict[str, dict[str, Any]], now: datetime | None = None
+) -> str:
+    """Pending without a node: Karpenter's own events say whether a node is on its way, and (`now`
+    given) whether it is late: past a few minutes the node is not "new" any more."""
     failed = latest.get("karpenter:FailedScheduling")
     nominated = latest.get("karpenter:Nominated")
     newer = nominated is None or (
@@ -104,8 +117,13 @@ def _unscheduled(name: str, cond: dict[str, Any], latest: dict[str, dict[str, An
     if failed is not None and newer:
         return f"a node for {name}, but Karpenter cannot launch one: {failed.get('message', '')[:200]}"
     if nominated is not None:
+        said = nominated.get("message", "")[:100]
+        since = _first_time(nominated)  # the first nomination to this NodeClaim (repeats keep it)
+        if now is None or since is None or now - since < NEW_NODE:
+            return f"a node from Karpenter for {name} ({said}; new nodes take 1-3 min)"
         return (
-            f"a node from Karpenter for {name} ({nominated.get('message', '')[:100]}; new nodes take 1-3 min)"
+            f"a node from Karpenter for {name} ({said}; not joined after {NEW_NODE.seconds // 60} min: Karpenter "
+            f"deletes a node not joined {REGISTRATION_TTL.seconds // 60} min after it created it and launches another)"
         )
     return f"a node from Karpenter for {name} (scheduler: {cond.get('message', 'unschedulable')[:120]})"
 
@@ -136,7 +154,9 @@ def _container_waiting(name: str, cs: dict[str, Any], latest: dict[str, dict[str
     return f"{name}: {reason or 'starting'}"
 
 
-def waiting_reason(pod: dict[str, Any], events: list[dict[str, Any]] | None = None) -> str:
+def waiting_reason(
+    pod: dict[str, Any], events: list[dict[str, Any]] | None = None, now: datetime | None = None
+) -> str:
     """What a not-ready pod waits for, in words, from its status and its events: a node from
     Karpenter (or why Karpenter cannot launch one), the image pull, init containers, a crash loop,
     or the model download and (on Neuron) compilation of a running container."""
@@ -145,7 +165,7 @@ def waiting_reason(pod: dict[str, Any], events: list[dict[str, Any]] | None = No
     latest = _pod_events(events or [], name)
     for cond in status.get("conditions", []):
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return _unscheduled(name, cond, latest)
+            return _unscheduled(name, cond, latest, now)
     for cs in status.get("initContainerStatuses", []):
         if "running" in cs.get("state", {}):
             return f"{name}: init container {cs.get('name')} is running (model download)"
@@ -171,8 +191,9 @@ class Readiness:
     waiting_for: list[str]
 
 
-def readiness(kubeconfig: Path | str | None, namespace: str) -> Readiness:
-    """Whether every pod in the namespace is Ready, and what the others wait for."""
+def readiness(kubeconfig: Path | str | None, namespace: str, now: datetime | None = None) -> Readiness:
+    """Whether every pod in the namespace is Ready, and what the others wait for (`now`: the time the
+    events' ages are measured against)."""
     pods = kubectl_json(kubeconfig, "get", "pods", "-n", namespace).get("items", [])
     pending = []
     for pod in pods:
@@ -187,15 +208,23 @@ def readiness(kubeconfig: Path | str | None, namespace: str) -> Readiness:
             events = kubectl_json(kubeconfig, "get", "events", "-n", namespace).get("items", [])
         except ServingError:
             events = []  # the status alone still says most of it
-    waiting = [waiting_reason(pod, events) for pod in pending]
+    waiting = [waiting_reason(pod, events, now) for pod in pending]
     return Readiness(ready=bool(pods) and not waiting, pods=len(pods), waiting_for=waiting)
 
 
 def launch_findings(
-    kubeconfig: Path | str | None, namespace: str, *, region: str, instance_type: str, blueprint: str = ""
+    kubeconfig: Path | str | None,
+    namespace: str,
+    *,
+    region: str,
+    instance_type: str,
+    blueprint: str = "",
+    joins: JoinWatch | None = None,
 ) -> list[Any]:
     """What Karpenter says about the namespace's pods and the cluster's NodeClaims
-    (:mod:`llmctl.infra.lifecycle.launches`); empty when kubectl cannot tell."""
+    (:mod:`llmctl.infra.lifecycle.launches`; `joins`, a
+    :class:`~llmctl.infra.lifecycle.registrations.JoinWatch`, follows them across polls); empty when
+    kubectl cannot tell."""
     from llmctl.infra.lifecycle.launches import findings  # lazy: off the CLI start-up path
 
     try:
@@ -204,7 +233,9 @@ def launch_findings(
         events = kubectl_json(kubeconfig, "get", "events", "-A").get("items", [])
     except ServingError:
         return []
-    return findings(claims, events, pods, region=region, instance_type=instance_type, blueprint=blueprint)
+    return findings(
+        claims, events, pods, region=region, instance_type=instance_type, blueprint=blueprint, joins=joins
+    )
 
 
 def wait_ready(
@@ -217,20 +248,23 @@ def wait_ready(
     watch: Callable[[], list[Any]] | None = None,
     stop_hint: str = "",
     wait_note: str = "",
+    clock: Callable[[], datetime] = utc_now,
 ) -> None:
     """Poll until the namespace's pods are Ready; say what is being waited for; ServingError on timeout.
 
     `watch` (e.g. :func:`launch_findings`) adds what Karpenter says, each finding once; at a final one
     (no instance type can hold a pod, the vCPU quota refuses the family) the wait stops at once with
     the finding and `stop_hint` (the running cost, the `llmctl down` command) instead of the timeout;
-    a shortage Karpenter retries is said once with `wait_note` (how long this waits, what bills meanwhile)."""
+    a shortage Karpenter retries is said once with `wait_note` (how long this waits, what bills meanwhile).
+    `clock` is the time a Karpenter nomination's age is measured against (a node not joined after a few
+    minutes is said to be late, not "new")."""
     from llmctl.infra.lifecycle.launches import LaunchWatch  # lazy: the hardware catalog, only for a watch
 
     deadline = time.monotonic() + timeout_s
     last = ""
     launches = LaunchWatch(watch, namespace, on_wait, stop_hint, wait_note) if watch is not None else None
     while True:
-        state = readiness(kubeconfig, namespace)
+        state = readiness(kubeconfig, namespace, clock())
         if state.ready:
             return
         if launches is not None and launches.check() is not None:

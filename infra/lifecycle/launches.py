@@ -8,6 +8,8 @@ offering"), the `InsufficientCapacityError` event it publishes on a NodeClaim be
 Unknown on a NodeClaim for any other launch error (permissions, throttling). This module turns them
 into findings, each either final (a quota, a permission, no offering ever, a pod bigger than any
 node: `up` stops at once) or not (a capacity shortage, throttling: `up` says it and waits on).
+Past `Launched`, a node that never joins the cluster is followed across polls by
+:class:`llmctl.infra.lifecycle.registrations.JoinWatch` (Karpenter's 15-minute registration TTL).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from llmctl.blueprints.allocatable import node_allocatable
 from llmctl.blueprints.hardware import hardware
 from llmctl.errors import LlmctlError, ServingError
 from llmctl.infra.lifecycle import karpenter_signals as ks
+from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.workload.capacity import parse_quantity
 
 
@@ -34,7 +37,7 @@ class Finding:
     text: str
     final: bool
     hint: str = ""
-    kind: str = ""  # quota, permission, offering, resources, requirements, capacity, launch
+    kind: str = ""  # quota, permission, offering, resources, requirements, capacity, launch, registration
     instance_type: str = ""  # the type EC2 refused (capacity, quota), for the offering rule
 
 
@@ -266,7 +269,7 @@ def launched_condition(cond: dict[str, Any], instance_type: str, ctx: Context) -
         return _quota(instance_type, ctx, ks.QUOTA_REASONS[reason] == "spot", None)
     if reason in ks.PERMISSION_REASONS:
         return _permission(instance_type, reason, message)
-    if not reason or not message:  # not reconciled yet
+    if not reason or not message or reason == ks.AWAITING_REASON:  # not reconciled yet
         return None
     return Finding(
         f"launch:{reason}",
@@ -284,10 +287,12 @@ def findings(
     region: str,
     instance_type: str,
     blueprint: str = "",
+    joins: JoinWatch | None = None,
 ) -> list[Finding]:
     """Everything Karpenter says about the workload's pods and the NodeClaims of their pools, oldest
     first (`instance_type`: the serving nodes', for claims whose type is not known: a NodeClaim
-    whose launch EC2 refused is deleted at once)."""
+    whose launch EC2 refused is deleted at once). `joins` follows the NodeClaims past `Launched`
+    across polls (registration, the liveness check's deletions and relaunches)."""
     ctx = Context(region, instance_type, blueprint)
     by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     pools = {pool for pod in pods if (pool := _pool(pod))}
@@ -320,6 +325,11 @@ def findings(
             )
             if hit:
                 found.append(hit)
+    if joins is not None:
+        found.extend(
+            Finding(j.key, j.text, j.final, j.hint, kind="registration")
+            for j in joins.observe(nodeclaims, ours, events)
+        )
     refused = {f.instance_type for f in found if f.kind in ("capacity", "quota")}
     for event in ordered:
         involved = event.get("involvedObject") or {}
@@ -373,7 +383,13 @@ class LaunchWatch:
                     continue
                 self.seen.add(finding.key)
                 text = f"Karpenter: {finding.text}"
-                if not finding.final and self.wait_note and not self._noted:
+                # a node that launched bills already: its own text says what (registrations.py)
+                if (
+                    not finding.final
+                    and self.wait_note
+                    and not self._noted
+                    and finding.kind != "registration"
+                ):
                     text, self._noted = f"{text}; {self.wait_note}", True
                 self.say(text)
                 if finding.final and self.final is None:

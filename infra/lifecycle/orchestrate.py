@@ -38,6 +38,7 @@ from llmctl.infra.lifecycle.kube import (
 )
 from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
@@ -213,8 +214,12 @@ class Lifecycle:
             )
             stage["serving"] = True
             kube = self._kubeconfig(facts, kubeconfig)
+            # one record of the workload's NodeClaims for both waits: a node that never joins is
+            # counted across the workload update and the readiness wait (registrations.py)
+            # (the node role's name is llmctl's only on the platform it builds)
+            joins = JoinWatch(cluster=offline.cluster_name if target == "eks" else "", region=region)
             with self.progress.phase(f"workload {record.label()}"):
-                w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload)
+                w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload, joins)
             if wait and kube is not None:
                 ns = str(w_out.get("namespace") or w_config.ns)
                 with self.progress.phase("readiness"):
@@ -223,7 +228,7 @@ class Lifecycle:
                         ns,
                         timeout_s=wait_timeout_s,
                         on_wait=self.progress.wait,
-                        watch=_launch_poll(kube, ns, region, bp),
+                        watch=_launch_poll(kube, ns, region, bp, joins),
                         stop_hint=_stop_hint(self.stack, cost, workload),
                         wait_note=_wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
                     )
@@ -297,6 +302,7 @@ class Lifecycle:
         bp: Any,
         cost: Any,
         workload: str | None,
+        joins: JoinWatch | None = None,
     ) -> dict[str, Any]:
         """The workload stack's update, while Karpenter is watched: Pulumi awaits the serving objects
         (for hours on a first Neuron compile), and a launch that can never succeed stops the update
@@ -305,7 +311,7 @@ class Lifecycle:
             return self.engine.up(spec, on_event=self.progress.on_event)
 
         watch = LaunchWatch(
-            _launch_poll(kube, ns, region, bp),
+            _launch_poll(kube, ns, region, bp, joins),
             ns,
             self.progress.wait,
             _stop_hint(self.stack, cost, workload),
@@ -544,10 +550,19 @@ class Lifecycle:
         )
 
 
-def _launch_poll(kube: Path, ns: str, region: str, bp: Any) -> Callable[[], list[Any]]:
-    """One read of what Karpenter says about the workload's pods (:func:`launch_findings`)."""
+def _launch_poll(
+    kube: Path, ns: str, region: str, bp: Any, joins: JoinWatch | None = None
+) -> Callable[[], list[Any]]:
+    """One read of what Karpenter says about the workload's pods (:func:`launch_findings`); `joins`
+    keeps what earlier reads saw of its NodeClaims."""
     return functools.partial(
-        launch_findings, kube, ns, region=region, instance_type=bp.compute.instance_type, blueprint=bp.name
+        launch_findings,
+        kube,
+        ns,
+        region=region,
+        instance_type=bp.compute.instance_type,
+        blueprint=bp.name,
+        joins=joins,
     )
 
 

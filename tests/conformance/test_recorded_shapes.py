@@ -12,6 +12,12 @@
 - A RayCluster status (tests/lifecycle/data/recorded/raycluster_status.json, from KubeRay v1.7.0's
   own unit test): it validates against the pinned ray.io_rayclusters CRD's status schema, and
   `llmctl status` reads its worker counts.
+- The NodeClaims past `Launched` that the join-watch tests feed the code
+  (tests/lifecycle/karpenter_shapes.py from data/karpenter/registration_signals.yaml, every
+  condition with its Karpenter v1.14.1 file and line): every state Karpenter writes (Launched;
+  Registered and Initialized with each reason; being deleted with InstanceTerminating) passes the
+  pinned karpenter.sh_nodeclaims.yaml (OpenAPI schema and CEL rules), and the events beside them
+  (Nominated, Finalized) are valid Kubernetes Events in their source's words.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-from crd_validation import json_schema, load_crds
+import yaml
+from crd_validation import json_schema, load_crds, validate
 from prometheus_client.parser import text_string_to_metric_families
 from upstream_files import upstream
 
@@ -163,3 +170,107 @@ def test_a_kuberay_raycluster_status_validates_and_status_reads_its_workers(
     assert replicas.workload_replicas(None, "ns") == [
         {"kind": "RayCluster", "name": "rc", "current": 1, "desired": 1, "signal": None}
     ]
+
+
+def _karpenter_shapes() -> Any:
+    """tests/lifecycle/karpenter_shapes.py (its folder is on sys.path only once a test there was collected)."""
+    if str(TESTS / "lifecycle") not in sys.path:
+        sys.path.append(str(TESTS / "lifecycle"))
+    import karpenter_shapes
+
+    return karpenter_shapes
+
+
+# the values a condition message's Go %q verbs take in the tests
+VALUES = {
+    "hooks": "placementgroup",
+    "taint": "node.kubernetes.io/not-ready:NoSchedule",
+    "resource": "aws.amazon.com/neuron",
+    "driver": "neuron.aws.com",
+}
+
+
+def _nodeclaim_states() -> list[dict[str, Any]]:
+    """One NodeClaim per state Karpenter writes past Launched (registration_signals.yaml)."""
+    shapes = _karpenter_shapes()
+    conditions = shapes.registration()["conditions"]
+    at = {"created": "2026-11-26T20:00:00Z", "launched": "2026-11-26T20:00:40Z"}
+    claims = [shapes.nodeclaim("inferentia-inf2-n0", created=at["created"])]  # not launched yet
+    for state in [*(k for k in conditions["registered"] if k not in ("source", "true")), "awaiting"]:
+        claims.append(shapes.nodeclaim("inferentia-inf2-r0", **at, registered=state, **VALUES))
+    for state in [*(k for k in conditions["initialized"] if k != "source"), "awaiting"]:
+        claims.append(
+            shapes.nodeclaim(
+                "inferentia-inf2-i0",
+                **at,
+                registered="true",
+                registered_at="2026-11-26T20:03:10Z",
+                initialized=state,
+                initialized_at="2026-11-26T20:03:12Z",
+                **VALUES,
+            )
+        )
+    claims.append(  # the liveness check's deletion: deletionTimestamp, InstanceTerminating
+        shapes.nodeclaim(
+            "inferentia-inf2-d0",
+            **at,
+            deleting="2026-11-26T20:15:01Z",
+            terminating_at="2026-11-26T20:15:02Z",
+            capacity_type="spot",
+            instance_type="g5.2xlarge",
+        )
+    )
+    return claims
+
+
+def test_the_nodeclaims_past_launched_pass_the_pinned_nodeclaim_crd() -> None:
+    crds = load_crds(upstream("karpenter/karpenter.sh_nodeclaims.yaml"))
+    claims = _nodeclaim_states()
+    launch_failures = [  # and the Launched=Unknown ones of launch_signals.yaml
+        _karpenter_shapes().launched_unknown("gpu-nvidia-x1", name)
+        for name in _karpenter_shapes().signals()["launched_unknown"]["conditions"]
+    ]
+    for claim in launch_failures:
+        result = validate(claim, crds)
+        assert result.ok, f"{claim['metadata']['name']}: {result.report()}"
+    reasons = {c["reason"] for claim in claims for c in claim["status"]["conditions"]}
+    # every reason of registration_signals.yaml is in one of them
+    shapes = _karpenter_shapes().registration()["conditions"]
+    recorded = {
+        entry["reason"]
+        for kind in ("launched", "registered", "initialized", "instance_terminating", "ready")
+        for name, entry in shapes[kind].items()
+        if name != "source"
+    }
+    assert recorded | {shapes["awaiting"]["reason"]} == reasons
+    for claim in claims:
+        # metadata beyond name and labels (creation, deletion, finalizers, owner) is the API server's
+        # ObjectMeta, which the CRD does not describe
+        meta = {k: claim["metadata"][k] for k in ("name", "labels")}
+        result = validate({**claim, "metadata": meta}, crds)
+        assert result.ok and result.cel_evaluated, f"{claim['metadata']['name']}: {result.report()}"
+        assert [c["type"] for c in claim["status"]["conditions"]][
+            -1
+        ] == "Ready"  # the root last (operatorpkg)
+    # the CRD does refuse what Karpenter would never write
+    broken = json.loads(json.dumps(claims[1]))
+    broken["status"]["conditions"][0]["reason"] = "Node not found"
+    broken["metadata"] = {"name": "inferentia-inf2-r0"}
+    assert not validate(broken, crds).ok
+    no_time = json.loads(json.dumps(claims[1]))
+    del no_time["status"]["conditions"][0]["lastTransitionTime"]
+    no_time["metadata"] = {"name": "inferentia-inf2-r0"}
+    assert not validate(no_time, crds).ok
+
+
+def test_the_events_beside_the_nodeclaims_are_valid_events_in_their_source_s_words() -> None:
+    shapes = _karpenter_shapes()
+    nominated = shapes.nominated("serve-0", "inferentia-inf2-n0", "2026-11-26T20:00:02Z")
+    finalized = shapes.finalized("inferentia-inf2-d0", "2026-11-26T20:15:09Z")
+    for event in (nominated, finalized):
+        kubernetes_validate.validate(event, _schema_version(), strict=True)
+    timeline = yaml.safe_load((DATA / "timeline" / "sources.yaml").read_text())["events"]
+    [source] = [s for s in timeline if (s["component"], s["reason"]) == ("karpenter", "Nominated")]
+    assert nominated["message"] == source["format"].replace("%s", "nodeclaim/inferentia-inf2-n0")
+    assert finalized["message"] == "Finalized karpenter.sh/termination"
+    assert (finalized["reason"], finalized["type"]) == ("Finalized", "Normal")

@@ -81,11 +81,16 @@ def launched_unknown(claim: str, condition: str, pool: str = "gpu-nvidia") -> di
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
         "metadata": {"name": claim, "labels": {"karpenter.sh/nodepool": pool}},
+        "spec": {  # as the provisioner writes it (registration_signals.yaml, nodeclaim)
+            "nodeClassRef": {**registration()["nodeclaim"]["node_class_ref"], "name": pool},
+            "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]}],
+        },
         "status": {
             "conditions": [
                 {
                     "type": "Launched",
                     "status": shape["status"],
+                    "lastTransitionTime": "2026-11-26T20:00:00Z",  # its creation: the status stays Unknown
                     "reason": cond["reason"],
                     "message": cond["message"],
                 }
@@ -119,3 +124,162 @@ def requirements(pool: str, instance_type: str, capacity_type: str = "") -> str:
     if capacity_type:
         parts.insert(0, f"karpenter.sh/capacity-type In [{capacity_type}]")
     return ", ".join(parts)
+
+
+# --- past Launched: data/karpenter/registration_signals.yaml (each piece with its file and lines) ---
+
+
+@functools.cache
+def registration() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(
+        (Path(__file__).parent / "data" / "karpenter" / "registration_signals.yaml").read_text()
+    )
+    return data
+
+
+def condition(kind: str, state: str, at: str, **values: str) -> dict[str, Any]:
+    """One condition as operatorpkg writes it: `kind` launched, registered, initialized,
+    instance_terminating or ready; `state` a key of that kind's entry ('awaiting' for the first
+    Unknown); `values` fill the message's Go %q verbs (quoted, as Go quotes them)."""
+    shapes = registration()["conditions"]
+    shape = shapes["awaiting"] if state == "awaiting" else shapes[kind][state]
+    message = str(shape.get("message", "")).format(**{k: f'"{v}"' for k, v in values.items()})
+    if state == "hook_pending":
+        message = values["hooks"]
+    return {
+        "type": {"instance_terminating": "InstanceTerminating"}.get(kind, kind.capitalize()),
+        "status": shape["status"],
+        "lastTransitionTime": at,
+        "reason": shape["reason"],
+        "message": message,
+        "observedGeneration": 1,
+    }
+
+
+def nodeclaim(
+    name: str,
+    *,
+    created: str,
+    launched: str | None = None,
+    registered: str = "node_not_found",
+    registered_at: str | None = None,
+    initialized: str = "awaiting",
+    initialized_at: str | None = None,
+    deleting: str | None = None,
+    terminating_at: str | None = None,
+    instance_type: str = "inf2.48xlarge",
+    zone: str = "us-west-2d",
+    capacity_type: str = "on-demand",
+    instance_id: str = "i-0a1b2c3d4e5f60718",
+    **values: str,
+) -> dict[str, Any]:
+    """A NodeClaim of the NodePool its name starts with, as the provisioner creates it and the
+    lifecycle controller moves it on: launched at `launched` (else Launched still awaiting), its
+    Registered and Initialized states (first lastTransitionTime: the creation), being deleted from
+    `deleting` (InstanceTerminating True from `terminating_at`)."""
+    shape = registration()["nodeclaim"]
+    pool = name.rsplit("-", 1)[0]
+    labels = {"karpenter.sh/nodepool": pool}
+    status: dict[str, Any] = {}
+    conditions = []
+    if launched is not None:  # the provider's labels and providerID arrive with Launched=True
+        labels.update(
+            {
+                "node.kubernetes.io/instance-type": instance_type,
+                "topology.kubernetes.io/zone": zone,
+                "karpenter.sh/capacity-type": capacity_type,
+            }
+        )
+        status["providerID"] = str(shape["provider_id_format"]).format(zone=zone, instance_id=instance_id)
+    if registered == "true" and registered_at is None:
+        raise ValueError("a Registered=True condition needs its time")
+    conditions.append(condition("registered", registered, registered_at or created, **values))
+    conditions.append(condition("initialized", initialized, initialized_at or created, **values))
+    conditions.append(
+        condition("launched", "true", launched) if launched else condition("launched", "awaiting", created)
+    )
+    if terminating_at is not None:
+        conditions.append(condition("instance_terminating", "true", terminating_at))
+    not_true = [c for c in conditions if c["type"] != "InstanceTerminating" and c["status"] != "True"]
+    if not_true:
+        latest_first = sorted(not_true, key=lambda c: c["lastTransitionTime"], reverse=True)
+        ready = {
+            **condition("ready", "reconciling", max(c["lastTransitionTime"] for c in conditions)),
+            "message": ", ".join(f"{c['type']}={c['status']}" for c in latest_first),
+        }
+    else:
+        ready = condition("ready", "true", max(c["lastTransitionTime"] for c in conditions))
+    status["conditions"] = [*sorted(conditions, key=lambda c: c["lastTransitionTime"]), ready]
+    if registered == "true":
+        status["nodeName"] = f"ip-10-0-7-{sum(map(ord, name)) % 250}.us-west-2.compute.internal"
+    metadata: dict[str, Any] = {
+        "name": name,
+        "creationTimestamp": created,
+        "labels": labels,
+        "finalizers": [shape["finalizer"]],
+        "ownerReferences": [
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "name": pool,
+                "uid": "5e0c7d4a-2b1f-4c3e-9a8d-7f6e5d4c3b2a",
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    if deleting is not None:
+        metadata["deletionTimestamp"] = deleting
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": metadata,
+        "spec": {
+            "nodeClassRef": {**shape["node_class_ref"], "name": pool},
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]},
+            ],
+        },
+        "status": status,
+    }
+
+
+def gone(name: str) -> dict[str, Any]:
+    """The stand-in kubectl's overlay for a NodeClaim the API server no longer has."""
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name, "deleted": True}}
+
+
+def nominated(pod: str, claim: str, at: str, ns: str = NS) -> dict[str, Any]:
+    """Karpenter's NominatePodEvent (provisioning/scheduling/events.go at 6e7eab7a): the pod should
+    schedule on the NodeClaim (repeats keep firstTimestamp: the event is aggregated)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod}.{claim}", "namespace": ns},
+        "involvedObject": {"kind": "Pod", "name": pod, "namespace": ns},
+        "reason": "Nominated",
+        "type": "Normal",
+        "message": f"Pod should schedule on: nodeclaim/{claim}",
+        "source": {"component": "karpenter"},
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "count": 1,
+    }
+
+
+def finalized(claim: str, at: str) -> dict[str, Any]:
+    """operatorpkg's event once the termination finalizer is gone (registration_signals.yaml)."""
+    shape = registration()["liveness"]["finalized_event"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{claim}.finalized", "namespace": "default"},
+        "involvedObject": {"kind": "NodeClaim", "name": claim},
+        "reason": shape["reason"],
+        "type": shape["type"],
+        "message": str(shape["format"]).replace("%s", registration()["nodeclaim"]["finalizer"]),
+        "source": {"component": "karpenter"},
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "count": 1,
+    }

@@ -6,6 +6,7 @@ how it ends.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,125 @@ def test_up_stops_the_workload_update_at_once_when_no_node_can_ever_hold_the_pod
     # the update was stopped the way Ctrl-C stops it: a failed update on record, its lock released
     assert engine.history(workload_project("tiny-cpu"), "dev")[-1]["result"] == "failed"
     assert not list((engine.backend / ".pulumi" / "locks").rglob("*.json"))
+
+
+def test_a_node_that_never_joins_is_followed_through_two_relaunches_then_up_stops_with_its_cost(
+    engine: StandinEngine, tmp_path: Path
+) -> None:
+    """Issue 51: the stand-in kubectl replays, one step per poll of the NodeClaims, what Karpenter
+    v1.14.1 does with an inf2.48xlarge whose node never registers (registration_signals.yaml): the
+    NodeClaim waits NodeNotFound, is deleted 15 minutes after its creation (deletionTimestamp,
+    InstanceTerminating), Karpenter nominates the pod to a new one, and the same again. `up`'s wait
+    says each not-joined node's age against the deadline, the first relaunch with its cost, and
+    stops at the second. The clock is the replay's: each step's time."""
+    import json
+
+    from karpenter_shapes import finalized, nodeclaim, nominated
+
+    from llmctl.blueprints.hardware import hardware
+    from llmctl.infra.lifecycle.registrations import JoinWatch
+
+    pool = "inferentia-inf2"
+    a, b, c = f"{pool}-a1b2c", f"{pool}-d3e4f", f"{pool}-g5h6j"
+    ids = {a: "i-0a1b2c3d4e5f60718", b: "i-0d3e4f5a6b7c80912", c: "i-0f6a7b8c9d0e1f234"}
+
+    def claim(name: str, created: str, launched: str | None = None, **kw: str) -> dict[str, Any]:
+        day = "2026-11-26T"
+        return nodeclaim(
+            name,
+            created=f"{day}{created}Z",
+            launched=f"{day}{launched}Z" if launched else None,
+            instance_id=ids[name],
+            **{k: f"{day}{v}Z" for k, v in kw.items()},
+        )
+
+    steps = [  # (the time of the poll, what the cluster holds then)
+        ("20:04:00", [claim(a, "20:00:00", "20:00:40"), nominated("serve-0", a, "2026-11-26T20:00:02Z")]),
+        ("20:10:00", [claim(a, "20:00:00", "20:00:40"), nominated("serve-0", a, "2026-11-26T20:00:02Z")]),
+        (
+            "20:15:20",
+            [
+                claim(a, "20:00:00", "20:00:40", deleting="20:15:01", terminating_at="20:15:02"),
+                claim(b, "20:15:03"),
+                nominated("serve-0", b, "2026-11-26T20:15:05Z"),
+            ],
+        ),
+        (
+            "20:19:00",
+            [
+                claim(b, "20:15:03", "20:15:41"),
+                nominated("serve-0", b, "2026-11-26T20:15:05Z"),
+                finalized(a, "2026-11-26T20:15:09Z"),
+            ],
+        ),
+        ("20:30:40", [claim(c, "20:30:05", "20:30:44"), nominated("serve-0", c, "2026-11-26T20:30:07Z")]),
+    ]
+    root = engine.root
+    (root / "kube-sequence.json").write_text(
+        json.dumps({"advance_on": "NodeClaim", "steps": [objects for _, objects in steps]})
+    )
+    engine.kube(pending("inf2.48xlarge", "68Gi", "171600m", pool=pool))
+
+    def clock() -> datetime:  # the time of the step the stand-in serves now
+        pos = root / "kube-sequence.pos"
+        calls = int(pos.read_text()) if pos.exists() else 0
+        at = steps[max(0, min(calls - 1, len(steps) - 1))][0]
+        return datetime.fromisoformat(f"2026-11-26T{at}+00:00")
+
+    joins = JoinWatch(cluster="llmctl-dev", region="us-west-2", clock=clock)
+    kubeconfig = _kubeconfig(tmp_path)
+    said: list[str] = []
+    with pytest.raises(ServingError) as stopped:
+        wait_ready(
+            kubeconfig,
+            NS,
+            timeout_s=120,  # a bound for a busy machine: the stop comes at the fifth poll
+            on_wait=said.append,
+            poll_s=0.01,
+            watch=lambda: launch_findings(
+                kubeconfig, NS, region="us-west-2", instance_type="inf2.48xlarge", joins=joins
+            ),
+            stop_hint=STOP,
+            wait_note=NOTE,
+            clock=clock,
+        )
+    price = hardware().instance("inf2.48xlarge").on_demand_usd
+    a_cost, b_cost = price * (14 * 60 + 21) / 3600, price * (14 * 60 + 59) / 3600
+    where = {name: f"inf2.48xlarge in us-west-2d, {ids[name]}" for name in ids}
+    late = "not joined after 3 min: Karpenter deletes a node not joined 15 min after it created it and launches another"
+    stop = (
+        f"2 nodes of NodePool {pool} launched and never joined the "
+        f"cluster: {a} ({where[a]}) ran 14 min 21 s, about ${a_cost:.2f}; {b} ({where[b]}) ran 14 min 59 s, about "
+        f"${b_cost:.2f} (together about ${a_cost + b_cost:.2f}); Karpenter deleted each 15 min after it was created "
+        f"and relaunched 2 times: `up` stops here rather than pay for a third; {c} ({where[c]}) runs now at about "
+        f"${price:.2f}/h, and Karpenter launches another every 15 min while the workload's pods wait"
+    )
+    assert said == [
+        f"Karpenter: node {a} ({where[a]}) has not joined the cluster 4 min after Karpenter created it, Registered "
+        "NodeNotFound: Node not registered with cluster; Karpenter deletes it and launches another if it has not "
+        "joined 15 min after it was created (11 min left)",
+        f"a node from Karpenter for serve-0 (Pod should schedule on: nodeclaim/{a}; {late})",
+        f"Karpenter: node {a} ({where[a]}) has not joined the cluster 10 min after Karpenter created it, Registered "
+        "NodeNotFound: Node not registered with cluster; Karpenter deletes it and launches another if it has not "
+        "joined 15 min after it was created (5 min left)",
+        f"Karpenter: node {a} ({where[a]}) ran 14 min 21 s, about ${a_cost:.2f}, and never joined the cluster: "
+        f"Karpenter deleted it 15 min after it was created; Karpenter launched {b} for the same pods (relaunch 1; "
+        "`up` stops at relaunch 2 rather than pay for another); a node that launches but never joins usually has an "
+        "AMI that does not suit the instance (the EC2NodeClass's amiSelectorTerms alias or variant: AL2023's NVIDIA "
+        "or Neuron variant for an accelerator), no EKS access entry of type EC2_LINUX for its role "
+        "llmctl-dev-karpenter-node (`aws eks list-access-entries --cluster-name llmctl-dev --region us-west-2` lists "
+        "it), broken user data, or a subnet without a route to the cluster API (NAT gateway or private endpoint); "
+        f"`aws ec2 get-console-output --instance-id {ids[a]} --region us-west-2 --latest` shows the last node's boot "
+        "log (nodeadm, kubelet)",
+        f"Karpenter: node {b} ({where[b]}; relaunch 1) has not joined the cluster 3 min after Karpenter created it, "
+        "Registered NodeNotFound: Node not registered with cluster; Karpenter deletes it and launches another if it "
+        "has not joined 15 min after it was created (11 min left)",
+        # the pod's line is read before the NodeClaims in each poll: it shows the nomination one step later
+        f"a node from Karpenter for serve-0 (Pod should schedule on: nodeclaim/{b}; new nodes take 1-3 min)",
+        f"Karpenter: {stop}",
+    ]
+    error = stopped.value
+    assert error.exit_code == 6
+    assert error.message == f"the workload in namespace {NS} cannot start: {stop}"
+    assert error.hint is not None and error.hint.endswith(STOP)
+    assert f"--instance-id {ids[b]}" in error.hint and "EC2_LINUX" in error.hint
