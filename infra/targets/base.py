@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
-from llmctl.errors import BadInput, LlmctlError
+from llmctl.errors import BadInput, LlmctlError, NotDeployed
 from llmctl.infra.names import TARGET_NAMES, TargetName, check_workload, is_workload_stack
 from llmctl.infra.platform.regions import check_region_flag
 from llmctl.infra.targets.needs import Need, NeedContext, check_needs
@@ -251,3 +251,18 @@ def _targets_offering(operation: Operation) -> list[str]:
         if concrete and operation in cls.needs:
             found.add(cls.name)
     return sorted(found)
+
+
+def nothing_deployed(stack: str, blueprint: str | None) -> NotDeployed:
+    """The error for a stack (or a blueprint in it) with no endpoint, local server or Pulumi stack."""
+    elsewhere = sorted({e.stack for e in list_endpoints() if blueprint is None or e.blueprint == blueprint})
+    what = f"blueprint {blueprint!r} is not" if blueprint else "nothing is"
+    hint = (
+        f"it is deployed in stack {' and '.join(elsewhere)}: pass --stack"
+        if elsewhere
+        else f"deploy with `llmctl up --blueprint {blueprint or 'NAME'}` (`--target local` runs on this "
+        "machine); state in another backend: pass --backend or set PULUMI_BACKEND_URL"
+    )
+    return NotDeployed(
+        f"{what} deployed in stack {stack!r} (no endpoint, local server or Pulumi stack)", hint
+    )
