@@ -124,3 +124,31 @@ def test_piped_output_follows_columns(args: list[str]) -> None:
     assert _widest(narrow.stdout) <= 80 and "…" not in narrow.stdout
     wide = runner.invoke(app, args, env={"COLUMNS": "150"})
     assert _widest(wide.stdout) > 80  # COLUMNS is what decides, not a fixed width
+
+
+# Groups that only list their sub-commands, and the root: alone, they print their help.
+GROUPS = [
+    path
+    for path, command in COMMANDS
+    if getattr(command, "commands", None) and not getattr(command, "invoke_without_command", False)
+]
+
+
+@pytest.mark.parametrize("path", [(), *GROUPS], ids=lambda path: " ".join(("llmctl", *path)))
+def test_a_group_alone_prints_its_help_and_exits_0(path: tuple[str, ...]) -> None:
+    """Issue 54 item 5: `llmctl` alone (a newcomer's first command) and `llmctl images` alone
+    printed "error: Usage: ..." and exited 2 (Click's NoArgsIsHelpError is a usage error)."""
+    alone = runner.invoke(app, list(path), env={"COLUMNS": "80"})
+    assert alone.exit_code == 0, alone.output
+    assert alone.stderr == "" and "error" not in alone.stdout.splitlines()[0]
+    assert alone.stdout == runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}).stdout
+
+
+def test_every_group_is_named_in_the_test_above() -> None:
+    assert sorted(" ".join(path) for path in GROUPS) == [
+        "blueprints",
+        "catalog",
+        "images",
+        "models",
+        "stacks",
+    ]
