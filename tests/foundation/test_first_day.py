@@ -277,6 +277,8 @@ def test_doctor_fails_the_kubectl_that_up_refuses(no_aws_credentials: None, old_
     cluster = versions().eks.kubernetes_version.value
     kubectl = _doctor_checks("-b", "tiny-cpu", "--region", "us-west-2")["kubectl"]
     assert kubectl["ok"] is False and f"from the cluster's Kubernetes {cluster}" in kubectl["detail"]
+    # issue 54 item 6: it is installed, so the fix is to upgrade it (it said "install kubectl")
+    assert kubectl["fix"].startswith(f"upgrade kubectl to {cluster} ") and "install" not in kubectl["fix"]
     result = run("up", "-b", "tiny-cpu", "--region", "us-west-2", "--yes")
     assert result.exit_code == 3 and kubectl["detail"] in result.stderr
 
