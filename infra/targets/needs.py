@@ -171,11 +171,16 @@ def probe_needs(needs: Iterable[Need], ctx: NeedContext | None = None) -> list[N
 
 
 def check_needs(
-    needs: Iterable[Need], ctx: NeedContext | None = None, *, look_offline: str | None = None
+    needs: Iterable[Need],
+    ctx: NeedContext | None = None,
+    *,
+    look_offline: str | None = None,
+    instead: str | None = None,
 ) -> list[str]:
     """Check every need (none twice); returns what was found, or raises one error listing every
     missing item with its own fix (a bad flag, not a missing thing, is raised as it is).
-    `look_offline`: the command that shows the same without these prerequisites (the hint)."""
+    `look_offline`: the command that shows the same without these prerequisites; `instead`: the
+    command that runs it on this machine without them (the hint names it first)."""
     results = probe_needs(needs, ctx)
     found = [r.found for r in results if r.found is not None]
     problems = [r.problem for r in results if r.problem is not None]
@@ -185,7 +190,13 @@ def check_needs(
     if missing:
         raise PrerequisiteError(
             f"missing prerequisites ({len(missing)}):",
-            f"to look without them: `{look_offline}`" if look_offline else None,
+            "; ".join(
+                [
+                    *([f"to run it on this machine instead: `{instead}`"] if instead else []),
+                    *([f"to look without them: `{look_offline}`"] if look_offline else []),
+                ]
+            )
+            or None,
             fixes=missing,
         )
     return found

@@ -283,6 +283,21 @@ def test_doctor_fails_the_kubectl_that_up_refuses(no_aws_credentials: None, old_
     assert result.exit_code == 3 and kubectl["detail"] in result.stderr
 
 
+@pytest.mark.parametrize(("blueprint", "local"), [("tiny-cpu", True), ("llama2-inf2", False)])
+def test_up_without_a_cloud_names_the_local_target_for_a_cpu_blueprint(
+    no_aws_credentials: None, blueprint: str, local: bool
+) -> None:
+    """Issue 54 item 7: `up -b tiny-cpu --yes` (no --target) on a machine with no pulumi CLI or
+    credentials: the hint named `plan --offline` only, not the target that needs neither."""
+    result = run("up", "-b", blueprint, "--yes")
+    assert result.exit_code == 3, result.output
+    hint = result.stderr.strip().splitlines()[-1]
+    instead = f"to run it on this machine instead: `llmctl up --blueprint {blueprint} --target local`"
+    assert hint.startswith(f"hint: {instead}" if local else "hint: to look without them:"), hint
+    assert f"`llmctl plan --offline --blueprint {blueprint} --stack dev`" in hint
+    assert ("--target local" in hint) is local
+
+
 def test_doctor_without_a_region_still_says_whether_credentials_are_there(no_aws_credentials: None) -> None:
     checks = _doctor_checks("-b", "tiny-cpu")
     assert checks["region"]["ok"] is False
