@@ -31,8 +31,15 @@ $(TORCH_STAMP): | $(BIN)/python
 
 # Re-installs only when pyproject.toml or setup.py changes (the package itself is an editable install;
 # a new subpackage inside a mapped folder needs no reinstall: the editable finder maps the folders).
+# setuptools prints one notice at every editable install of a package whose folders are mapped
+# (package-dir: core/ is `llmctl`, ...), whatever the project: "Editable installation. Please be
+# careful with folders in your working directory with the same name as your package as they may
+# take precedence during imports" (setuptools/command/editable_wheel.py, _TopLevelFinder.__exit__,
+# setuptools 84). No folder at the root is named `llmctl` (test_foundation_packaging.py checks), so
+# it never applies here: that notice alone is silenced, by its first words.
+EDITABLE_NOTICE := ignore:Editable installation:UserWarning
 $(STAMP): pyproject.toml setup.py $(TORCH_STAMP) | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[serving,bench,test]"
+	PYTHONWARNINGS="$(EDITABLE_NOTICE)" $(BIN)/pip install --quiet -e ".[serving,bench,test]"
 	touch $(STAMP)
 
 install: $(STAMP)
