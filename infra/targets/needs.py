@@ -14,6 +14,7 @@ from typing import Literal
 
 from llmctl.errors import LlmctlError, PrerequisiteError
 from llmctl.infra.lifecycle.kube import kubeconfig_file
+from llmctl.serving.common.deps import SERVING_EXTRA
 
 Need = Literal["pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws", "hf-token"]
 # The order checks run (and problems are listed) in.
@@ -61,7 +62,7 @@ def require_ray() -> str:
     if importlib.util.find_spec("ray") is None:
         raise PrerequisiteError(
             "Ray is not installed (the local target serves with Ray Serve)",
-            "install the serving extra from the llmctl checkout: pip install '.[serving]'",
+            SERVING_EXTRA,
         )
     return "Ray (serving extra)"
 
