@@ -13,7 +13,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.llmctl-installed
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: install upstream registry checkov test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
+.PHONY: install upstream registry checkov docs test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -75,10 +75,23 @@ $(CHECKOV_STAMP): tests/workload/checkov-requirements.txt
 
 checkov: $(CHECKOV_STAMP)
 
+# The documentation site (mkdocs.yml): MkDocs and its Material theme, pinned in docs/requirements.txt,
+# installed into .venv once (its own stamp; `python -m pip`: a copied venv's pip script may name
+# another interpreter). `--strict`: a broken link or anchor, or a page outside the navigation, fails
+# the build. The CLI reference page is generated from the Typer app at each build
+# (docs/_hooks/cli_reference.py). Output in build/site (ignored by git).
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): docs/requirements.txt | $(STAMP)
+	$(BIN)/python -m pip install --quiet -r docs/requirements.txt
+	touch $(DOCS_STAMP)
+
+docs: install $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # With bytecode caching on even where the shell sets PYTHONDONTWRITEBYTECODE (this team's machines do):
 # without it every worker, and every `python -m llmctl` a test starts, compiles each module it imports
 # from source again (collection alone took 7-9 CPU s per worker instead of about 4).
-test: install upstream registry checkov
+test: install upstream registry checkov docs
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report=$(SUITE_REPORT)
 
 lint: install typecheck imports

@@ -168,7 +168,7 @@ def run_up(target: Target, request: UpRequest, progress: Progress, confirm: Conf
 
 
 # The exit codes of an `up` that was refused rather than run: a declined confirmation, bad input, a
-# missing prerequisite (README "Exit codes").
+# missing prerequisite (the CLI reference's exit codes).
 REFUSED = frozenset({0, 2, 3})
 
 
