@@ -313,3 +313,30 @@ def test_bench_where_every_request_fails_exits_non_zero(tmp_path: Path, not_an_l
     data = json_out(result)
     assert data["error"] == "EndpointError" and "2 x http_501" in data["message"]
     assert (out / "requests.json").exists()  # the evidence is kept
+
+
+# --- issue 54 item 1, the rest of it: bad input is 2 whoever finds it ------------------------------
+
+
+def test_a_stack_name_ecr_cannot_take_is_bad_input() -> None:
+    """`images build --stack Ab` exited 1 (a failed verdict) for a name the user gave."""
+    result = run("images", "build", "-b", "tiny-cpu", "--stack", "Ab", "--json")
+    assert result.exit_code == 2, result.output
+    data = json_out(result)
+    assert data["error"] == "BadInput" and "cannot be part of an ECR repository name" in data["message"]
+
+
+def test_an_existing_cluster_without_its_files_is_bad_input(tmp_path: Path) -> None:
+    """`--target kubeconfig` without --pools, or with a --kubeconfig that does not exist: exit 2."""
+    import yaml
+
+    from llmctl.errors import BadInput
+    from llmctl.infra.workload.config import PlatformFacts
+
+    with pytest.raises(BadInput, match="needs --pools FILE"):
+        PlatformFacts.for_existing_cluster(None)
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(yaml.safe_dump({"pools": [{"name": "cpu", "instance_types": ["m5.xlarge"]}]}))
+    with pytest.raises(BadInput, match="does not exist") as info:
+        PlatformFacts.for_existing_cluster(pools, kubeconfig=tmp_path / "none")
+    assert info.value.exit_code == 2
