@@ -179,9 +179,7 @@ def show_help(asked: NoArgsIsHelpError) -> NoReturn:
     """`llmctl` alone, or a group alone (`llmctl images`): its help on stdout and exit 0. Click
     raises NoArgsIsHelpError for `no_args_is_help`, a usage error (exit 2), which greeted a
     newcomer's first command with "error: Usage: ..." (issue 54 item 5)."""
-    import click
-
-    click.echo(asked.ctx.get_help() if asked.ctx else asked.format_message())
+    typer.echo(asked.ctx.get_help() if asked.ctx else asked.format_message())
     raise typer.Exit(0)
 
 
