@@ -13,7 +13,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.llmctl-installed
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: install upstream registry checkov test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
+.PHONY: install upstream registry checkov docs test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,8 +31,15 @@ $(TORCH_STAMP): | $(BIN)/python
 
 # Re-installs only when pyproject.toml or setup.py changes (the package itself is an editable install;
 # a new subpackage inside a mapped folder needs no reinstall: the editable finder maps the folders).
+# setuptools prints one notice at every editable install of a package whose folders are mapped
+# (package-dir: core/ is `llmctl`, ...), whatever the project: "Editable installation. Please be
+# careful with folders in your working directory with the same name as your package as they may
+# take precedence during imports" (setuptools/command/editable_wheel.py, _TopLevelFinder.__exit__,
+# setuptools 84). No folder at the root is named `llmctl` (test_foundation_packaging.py checks), so
+# it never applies here: that notice alone is silenced, by its first words.
+EDITABLE_NOTICE := ignore:Editable installation:UserWarning
 $(STAMP): pyproject.toml setup.py $(TORCH_STAMP) | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[serving,bench,test]"
+	PYTHONWARNINGS="$(EDITABLE_NOTICE)" $(BIN)/pip install --quiet -e ".[serving,bench,test]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -68,10 +75,23 @@ $(CHECKOV_STAMP): tests/workload/checkov-requirements.txt
 
 checkov: $(CHECKOV_STAMP)
 
+# The documentation site (mkdocs.yml): MkDocs and its Material theme, pinned in docs/requirements.txt,
+# installed into .venv once (its own stamp; `python -m pip`: a copied venv's pip script may name
+# another interpreter). `--strict`: a broken link or anchor, or a page outside the navigation, fails
+# the build. The CLI reference page is generated from the Typer app at each build
+# (docs/_hooks/cli_reference.py). Output in build/site (ignored by git).
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): docs/requirements.txt | $(STAMP)
+	$(BIN)/python -m pip install --quiet -r docs/requirements.txt
+	touch $(DOCS_STAMP)
+
+docs: install $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # With bytecode caching on even where the shell sets PYTHONDONTWRITEBYTECODE (this team's machines do):
 # without it every worker, and every `python -m llmctl` a test starts, compiles each module it imports
 # from source again (collection alone took 7-9 CPU s per worker instead of about 4).
-test: install upstream registry checkov
+test: install upstream registry checkov docs
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --suite-report=$(SUITE_REPORT)
 
 lint: install typecheck imports

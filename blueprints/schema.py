@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llmctl.blueprints.image_refs import parse_reference
-from llmctl.blueprints.runtimes import RuntimeName, runtime_names
+from llmctl.blueprints.runtimes import RuntimeName, runtime, runtime_names
 
 Dtype = Literal["bf16", "fp16", "fp32", "int8"]
 Runtime = RuntimeName  # the names live in the runtime registry (blueprints/runtimes.py)
@@ -452,3 +452,8 @@ class Blueprint(_Strict):
     def is_neuron(self) -> bool:
         """True for Inferentia and Trainium blueprints."""
         return self.compute.accelerator in ("inferentia2", "trainium", "trainium2")
+
+    @property
+    def runs_locally(self) -> bool:
+        """Whether the local target can run it: CPU, on a runtime the registry marks `local`."""
+        return self.compute.accelerator == "cpu" and runtime(self.runtime).local

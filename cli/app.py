@@ -10,10 +10,10 @@ import gc
 import os
 import traceback
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
-from typer._click.exceptions import UsageError
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 import llmctl
@@ -122,6 +122,8 @@ class LlmctlGroup(TyperGroup):
         """A bad root flag (`llmctl --bogus`) is a usage error in the same one-line shape."""
         try:
             return super().make_context(info_name, args, parent, **extra)
+        except NoArgsIsHelpError as error:
+            show_help(error)
         except UsageError as error:
             show_usage_error(error, options.JSON_FLAG in args)
             raise typer.Exit(UsageError.exit_code) from None
@@ -152,6 +154,8 @@ class LlmctlGroup(TyperGroup):
         except KeyboardInterrupt:
             output.render_error(UserAbort("interrupted", interrupted_hint(words)))
             raise typer.Exit(UserAbort.exit_code) from None
+        except NoArgsIsHelpError as error:
+            show_help(error)
         except UsageError as error:
             # Bad flags: one line and a hint, like every other error (exit 2, bad input); a --json
             # caller gets the same as JSON on stdout too.
@@ -169,6 +173,14 @@ def interrupted_hint(words: list[str]) -> str:
     command = " ".join(word for word in words[:2] if not word.startswith("-"))
     changing = command in CHANGING or command.split(" ")[0] in CHANGING
     return "run the command again to resume" if changing else "nothing was changed"
+
+
+def show_help(asked: NoArgsIsHelpError) -> NoReturn:
+    """`llmctl` alone, or a group alone (`llmctl images`): its help on stdout and exit 0. Click
+    raises NoArgsIsHelpError for `no_args_is_help`, a usage error (exit 2), which greeted a
+    newcomer's first command with "error: Usage: ..." (issue 54 item 5)."""
+    typer.echo(asked.ctx.get_help() if asked.ctx else asked.format_message())
+    raise typer.Exit(0)
 
 
 def show_usage_error(error: UsageError, wants_json: bool, command_name: str | None = None) -> None:

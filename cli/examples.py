@@ -1,4 +1,4 @@
-"""One or two examples per command: the Examples section of its `--help` and the README's command
+"""One or two examples per command: the Examples section of its `--help` and of the generated CLI
 reference (a test keeps the two in step). Keys are the command path after `llmctl`."""
 
 from __future__ import annotations

@@ -25,9 +25,8 @@ def plan(
     offline: bool = typer.Option(
         True,
         "--offline",
-        hidden=True,
-        help="The only mode, and the default: the program runs under Pulumi mocks (no credentials, no "
-        "CLI). Kept so scripts that pass it go on working; a real preview is `llmctl preview`.",
+        help="Run the programs under Pulumi's mocks (no credentials, no pulumi CLI): the only mode and "
+        "the default, said on the command line for the reader; a real preview is `llmctl preview`.",
     ),
     skip_missing: bool = typer.Option(
         False,

@@ -20,7 +20,8 @@ Hierarchy::
         └── Declined            the user answered "no" at a confirmation (not an error: exit 0)
 
 Each class carries its exit code; :data:`EXIT_CODES` is the one table of them (printed by
-`llmctl --help` and in the README, a test keeps the three in step).
+`llmctl --help` and by the generated CLI reference, docs/_hooks/cli_reference.py, and the README's
+table is held to it by a test).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from llmctl.blueprints.schema import Blueprint
-from llmctl.errors import ServingError
+from llmctl.errors import BadInput, ServingError
 from llmctl.serving.common.deps import require
 
 _OFFLINE_HINT = "write a small model with `llmctl models tiny DIR` and pass `--model DIR` (any local model directory works)"
@@ -29,10 +29,10 @@ def resolve_model(
     path = Path(candidate).expanduser()
     if path.exists():
         if not (path.is_dir() and (path / "config.json").is_file()):
-            raise ServingError(f"{path} is not a model directory (no config.json)", _OFFLINE_HINT)
+            raise BadInput(f"{path} is not a model directory (no config.json)", _OFFLINE_HINT)
         return str(path.resolve()), path.resolve().name if model else blueprint.model.id
     if _looks_like_path(candidate):
-        raise ServingError(f"model directory {candidate!r} does not exist", _OFFLINE_HINT)
+        raise BadInput(f"model directory {candidate!r} does not exist", _OFFLINE_HINT)
     revision = blueprint.model.revision if candidate == blueprint.model.id else "main"
     if on_progress:
         on_progress(f"downloading {candidate} from the Hugging Face hub (cached after the first time)")

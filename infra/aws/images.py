@@ -29,7 +29,7 @@ from typing import Any
 import llmctl.serving
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.runtimes import runtimes
-from llmctl.errors import CloudError, LlmctlError, PrerequisiteError, ServingError, did_you_mean
+from llmctl.errors import BadInput, CloudError, LlmctlError, PrerequisiteError, ServingError, did_you_mean
 from llmctl.infra.aws.sweep import Leftover
 from llmctl.infra.names import split_stack
 from llmctl.infra.platform.tags import CLUSTER_TAG  # the key every stack resource carries; the sweep reads it
@@ -52,7 +52,7 @@ def repository_name(stack: str, blueprint: str) -> str:
     """
     for label, part in (("stack", stack), ("blueprint", blueprint)):
         if not _ECR_COMPONENT.fullmatch(part):
-            raise LlmctlError(
+            raise BadInput(
                 f"{label} name {part!r} cannot be part of an ECR repository name",
                 "use lowercase letters, digits and single '-', '_' or '.' between them",
             )

@@ -288,12 +288,15 @@ def probe_kubectl_for(kubernetes_version: str) -> Probe:
         return Probe("kubectl", False, f"cannot read the kubectl version ({found.detail})", hint)
     ours, theirs = (int(match[1]), int(match[2])), (int(cluster[1]), int(cluster[2]))
     if ours[0] != theirs[0] or abs(ours[1] - theirs[1]) > KUBECTL_SKEW:
+        # it is installed: the fix is another version of it, not an install (issue 54 item 6)
+        verb = "upgrade kubectl to" if ours < theirs else "install the older kubectl"
         return Probe(
             "kubectl",
             False,
             f"kubectl {match[1]}.{match[2]} is more than {KUBECTL_SKEW} minor version from the cluster's "
             f"Kubernetes {kubernetes_version}",
-            hint,
+            f"{verb} {kubernetes_version} (or one minor version either side), e.g. `sudo snap refresh "
+            f"kubectl --channel={kubernetes_version}/stable` (https://kubernetes.io/docs/tasks/tools/)",
         )
     return found
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pools import ALWAYS_POOLS, pools_for
-from llmctl.errors import LlmctlError
+from llmctl.errors import LlmctlError, NotDeployed
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
 from llmctl.infra.platform.config import API_CIDRS_ENV, EndpointConfig, validate_config
@@ -211,7 +211,7 @@ class Environment:
                 if part
             )
             there = ", ".join(r.label() for r in records) or "none"
-            raise LlmctlError(
+            raise NotDeployed(  # `down` with nothing to take down: exit 8 on every target
                 f"no {wanted} in environment {self.stack!r}; deployed there: {there}",
                 "pass one of those (or no --blueprint to remove the whole environment); nothing was changed",
             )

@@ -19,13 +19,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
-from llmctl.errors import BadInput, LlmctlError
+from llmctl.errors import BadInput, LlmctlError, NotDeployed
 from llmctl.infra.names import TARGET_NAMES, TargetName, check_workload, is_workload_stack
 from llmctl.infra.platform.regions import check_region_flag
 from llmctl.infra.targets.needs import Need, NeedContext, check_needs
 from llmctl.state import list_endpoints
 
 if TYPE_CHECKING:
+    from llmctl.blueprints.schema import Blueprint
     from llmctl.infra.lifecycle.progress import Progress
     from llmctl.infra.lifecycle.reports import PreviewReport, UpResult
     from llmctl.state import Endpoint
@@ -167,29 +168,33 @@ class Target(ABC):
         region: str | None = None,
         kubeconfig: Path | None = None,
         look_offline: str | None = None,
+        instead: str | None = None,
         blueprint: str | None = None,
         hf_token_file: Path | None = None,
     ) -> list[str]:
         """Check what `operation` needs on this target (one error listing everything missing, each
-        with its fix; `look_offline`: the command that shows the plan without them)."""
+        with its fix; `look_offline`: the command that shows the plan without them; `instead`: the
+        command that runs the blueprint on this machine, for one that can)."""
         return check_needs(
             self.needs_for(operation),
             NeedContext(
                 region=region, kubeconfig=kubeconfig, blueprint=blueprint, hf_token_file=hf_token_file
             ),
             look_offline=look_offline,
+            instead=instead,
         )
 
-    def check_offline(self, request: UpRequest) -> None:
+    def check_offline(self, request: UpRequest) -> Blueprint:
         """What `up` checks before any prerequisite, with no tool or account: the blueprint loads and
         validates, and a `--region` given is a real region (botocore's list)."""
         from llmctl.blueprints.catalog import (
             load_blueprint,  # lazy: pydantic and YAML, off the CLI start-up path
         )
 
-        load_blueprint(request.blueprint)
+        blueprint = load_blueprint(request.blueprint)
         if request.region:
             check_region_flag(request.region)
+        return blueprint
 
     def needs_for(self, operation: Operation) -> frozenset[Need]:
         if operation not in self.needs:
@@ -251,3 +256,18 @@ def _targets_offering(operation: Operation) -> list[str]:
         if concrete and operation in cls.needs:
             found.add(cls.name)
     return sorted(found)
+
+
+def nothing_deployed(stack: str, blueprint: str | None) -> NotDeployed:
+    """The error for a stack (or a blueprint in it) with no endpoint, local server or Pulumi stack."""
+    elsewhere = sorted({e.stack for e in list_endpoints() if blueprint is None or e.blueprint == blueprint})
+    what = f"blueprint {blueprint!r} is not" if blueprint else "nothing is"
+    hint = (
+        f"it is deployed in stack {' and '.join(elsewhere)}: pass --stack"
+        if elsewhere
+        else f"deploy with `llmctl up --blueprint {blueprint or 'NAME'}` (`--target local` runs on this "
+        "machine); state in another backend: pass --backend or set PULUMI_BACKEND_URL"
+    )
+    return NotDeployed(
+        f"{what} deployed in stack {stack!r} (no endpoint, local server or Pulumi stack)", hint
+    )

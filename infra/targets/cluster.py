@@ -45,6 +45,12 @@ def plan_offline(request: UpRequest) -> str:
     return f"llmctl plan --offline --blueprint {request.blueprint} --stack {request.stack}{region}"
 
 
+def local_up(request: UpRequest) -> str:
+    """The `up` of a CPU blueprint on this machine (no cloud, pulumi CLI or credentials)."""
+    stack = f" --stack {request.stack}" if request.stack != "dev" else ""
+    return f"llmctl up --blueprint {request.blueprint} --target local{stack}"
+
+
 class KubernetesTarget(Target):
     """A workload stack on a Kubernetes cluster (and, for eks, the platform stack under it)."""
 
@@ -66,12 +72,13 @@ class KubernetesTarget(Target):
         """What `up` checks against the account after the preflight (nothing here; eks adds pins)."""
 
     def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
-        self.check_offline(request)  # a typo in the blueprint or region first, before any tool
+        blueprint = self.check_offline(request)  # a typo in the blueprint or region first, before any tool
         self.preflight(
             "up",
             region=request.region,
             kubeconfig=request.kubeconfig,
             look_offline=plan_offline(request),
+            instead=local_up(request) if blueprint.runs_locally else None,
             blueprint=request.blueprint,
             hf_token_file=request.hf_token_file,
         )

@@ -16,6 +16,7 @@ from llmctl.infra.targets.base import (
     Target,
     UpRequest,
     needs_table,
+    nothing_deployed,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class StopResult:
         return {"stack": self.stack, "stopped": self.stopped}
 
     def lines(self) -> list[str]:
-        return [f"stopped: {', '.join(self.stopped) or 'nothing was running'}"]
+        return [f"stopped: {', '.join(self.stopped)}"]
 
     def check(self) -> None:
         """Nothing can be left behind: stopping is verified process by process."""
@@ -82,12 +83,13 @@ class LocalTarget(Target):
         self.preflight("down")
         from llmctl.serving.client.local import local_status  # lazy: off the CLI start-up path
 
-        names = (
-            [request.blueprint]
-            if request.blueprint
-            else [r["blueprint"] for r in local_status(request.stack)]
-        )
-        what = f"local serving of {', '.join(names) or 'nothing (none recorded)'} in stack {request.stack}"
+        recorded = [row["blueprint"] for row in local_status(request.stack)]
+        names = [request.blueprint] if request.blueprint else recorded
+        if not recorded or (request.blueprint and request.blueprint not in recorded):
+            # the one rule of `down` on every target: nothing to take down is "not deployed" (exit 8),
+            # said before any confirmation (docs/getting-started.md, "Taking it down")
+            raise nothing_deployed(request.stack, request.blueprint)
+        what = f"local serving of {', '.join(names)} in stack {request.stack}"
         if not confirm("Stop?", [what]):
             raise Declined("nothing was changed", None)
         return StopResult(request.stack, stop_local(stack=request.stack, blueprint=request.blueprint))

@@ -14,6 +14,7 @@ from typing import Literal
 
 from llmctl.errors import LlmctlError, PrerequisiteError
 from llmctl.infra.lifecycle.kube import kubeconfig_file
+from llmctl.serving.common.deps import SERVING_EXTRA
 
 Need = Literal["pulumi", "kubectl", "kubectl-eks", "aws-cli", "kubeconfig", "ray", "aws", "hf-token"]
 # The order checks run (and problems are listed) in.
@@ -61,7 +62,7 @@ def require_ray() -> str:
     if importlib.util.find_spec("ray") is None:
         raise PrerequisiteError(
             "Ray is not installed (the local target serves with Ray Serve)",
-            "install the serving extra from the llmctl checkout: pip install '.[serving]'",
+            SERVING_EXTRA,
         )
     return "Ray (serving extra)"
 
@@ -171,11 +172,16 @@ def probe_needs(needs: Iterable[Need], ctx: NeedContext | None = None) -> list[N
 
 
 def check_needs(
-    needs: Iterable[Need], ctx: NeedContext | None = None, *, look_offline: str | None = None
+    needs: Iterable[Need],
+    ctx: NeedContext | None = None,
+    *,
+    look_offline: str | None = None,
+    instead: str | None = None,
 ) -> list[str]:
     """Check every need (none twice); returns what was found, or raises one error listing every
     missing item with its own fix (a bad flag, not a missing thing, is raised as it is).
-    `look_offline`: the command that shows the same without these prerequisites (the hint)."""
+    `look_offline`: the command that shows the same without these prerequisites; `instead`: the
+    command that runs it on this machine without them (the hint names it first)."""
     results = probe_needs(needs, ctx)
     found = [r.found for r in results if r.found is not None]
     problems = [r.problem for r in results if r.problem is not None]
@@ -185,7 +191,13 @@ def check_needs(
     if missing:
         raise PrerequisiteError(
             f"missing prerequisites ({len(missing)}):",
-            f"to look without them: `{look_offline}`" if look_offline else None,
+            "; ".join(
+                [
+                    *([f"to run it on this machine instead: `{instead}`"] if instead else []),
+                    *([f"to look without them: `{look_offline}`"] if look_offline else []),
+                ]
+            )
+            or None,
             fixes=missing,
         )
     return found

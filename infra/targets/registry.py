@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from llmctl.errors import BadInput, LlmctlError, NotDeployed, did_you_mean
+from llmctl.errors import BadInput, LlmctlError, did_you_mean
 from llmctl.infra.names import DEFAULT_TARGET, TARGET_NAMES
-from llmctl.infra.targets.base import Connection, Target, UpRequest
+from llmctl.infra.targets.base import Connection, Target, UpRequest, nothing_deployed
 from llmctl.infra.targets.eks import EksTarget
 from llmctl.infra.targets.kubeconfig import KubeconfigTarget
 from llmctl.infra.targets.local import LocalTarget
 from llmctl.infra.targets.needs import check_needs
-from llmctl.state import check_name, last_up_commands, list_endpoints, recorded_targets
+from llmctl.state import check_name, last_up_commands, recorded_targets
 from llmctl.state import remember_up as save
 
 if TYPE_CHECKING:
@@ -106,21 +106,6 @@ def cluster_ups(stack: str) -> list[str]:
     return found
 
 
-def nothing_deployed(stack: str, blueprint: str | None) -> NotDeployed:
-    """The error for a stack (or a blueprint in it) with no endpoint, local server or Pulumi stack."""
-    elsewhere = sorted({e.stack for e in list_endpoints() if blueprint is None or e.blueprint == blueprint})
-    what = f"blueprint {blueprint!r} is not" if blueprint else "nothing is"
-    hint = (
-        f"it is deployed in stack {' and '.join(elsewhere)}: pass --stack"
-        if elsewhere
-        else f"deploy with `llmctl up --blueprint {blueprint or 'NAME'}` (`--target local` runs on this "
-        "machine); state in another backend: pass --backend or set PULUMI_BACKEND_URL"
-    )
-    return NotDeployed(
-        f"{what} deployed in stack {stack!r} (no endpoint, local server or Pulumi stack)", hint
-    )
-
-
 def up_command(request: UpRequest, target: str) -> str:
     """The `llmctl up` command line of a request (the flags given), for hints to repeat."""
     import shlex
@@ -183,7 +168,7 @@ def run_up(target: Target, request: UpRequest, progress: Progress, confirm: Conf
 
 
 # The exit codes of an `up` that was refused rather than run: a declined confirmation, bad input, a
-# missing prerequisite (README "Exit codes").
+# missing prerequisite (the CLI reference's exit codes).
 REFUSED = frozenset({0, 2, 3})
 
 

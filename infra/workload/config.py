@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pools import PoolSpec, pool_for_instance, pools_for
 from llmctl.blueprints.schema import Blueprint
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.names import ClusterTarget
 from llmctl.infra.platform.config import validate_config
 from llmctl.infra.platform.manifests import pool_capacity_types
@@ -140,13 +140,13 @@ class PlatformFacts(_Strict):
         from llmctl.blueprints.versions import versions  # lazy: read at call time: tests swap versions()
 
         if pools_file is None:
-            raise LlmctlError("--target kubeconfig needs --pools FILE (the cluster's node pools)", HINT)
+            raise BadInput("--target kubeconfig needs --pools FILE (the cluster's node pools)", HINT)
         cluster = load_cluster_file(pools_file)
         text = None
         if kubeconfig is not None:
             path = Path(kubeconfig).expanduser()
             if not path.is_file():
-                raise LlmctlError(
+                raise BadInput(
                     f"kubeconfig {kubeconfig} does not exist",
                     "pass --kubeconfig with your cluster's kubeconfig file",
                 )

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from llmctl.errors import LlmctlError
+from llmctl.errors import BadInput
 
 REDACTED = "<redacted>"
 Obj = dict[str, Any]
@@ -79,7 +79,7 @@ def render_yaml(manifests: list[Obj], out_dir: Path | None = None) -> Rendered:
             path.write_text(text, encoding="utf-8")
             rendered.files.append(path)
     except OSError as exc:
-        raise LlmctlError(
+        raise BadInput(
             f"cannot write manifests to {out_dir}: {exc.strerror or exc}", "choose a writable --out folder"
         ) from None
     return rendered

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from llmctl import interrupts
-from llmctl.blueprints.runtimes import runtime, runtimes_with
+from llmctl.blueprints.runtimes import runtimes_with
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.serving_limits import drain_grace_s, termination_grace_s
 from llmctl.errors import BadInput, ServingError, UserAbort
@@ -42,16 +42,11 @@ def cpu_blueprints() -> list[str]:
     """Catalog blueprints the local target can run."""
     from llmctl.blueprints.catalog import catalog_names, load_blueprint
 
-    return [name for name in catalog_names() if runs_locally(load_blueprint(name))]
-
-
-def runs_locally(blueprint: Blueprint) -> bool:
-    """Whether a blueprint can run on the local target (CPU, a runtime the registry marks `local`)."""
-    return blueprint.compute.accelerator == "cpu" and runtime(blueprint.runtime).local
+    return [name for name in catalog_names() if load_blueprint(name).runs_locally]
 
 
 def _check_local(blueprint: Blueprint) -> None:
-    if runs_locally(blueprint):
+    if blueprint.runs_locally:
         return
     raise ServingError(
         f"blueprint {blueprint.name!r} cannot run locally: it needs {blueprint.compute.accelerator} "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmctl.errors import ServingError
+from llmctl.errors import BadInput
 from llmctl.serving.common.deps import require
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<pad>"]
@@ -150,18 +150,18 @@ class TinyShape:
 
     def check(self, tensor_parallel: int = 1) -> None:
         """Refuse a shape no Llama (or no tensor-parallel split of it) can have, naming the fix."""
+        defaults = TinyShape()
         for name in ("layers", "heads", "kv_heads", "head_dim", "max_position"):
             if getattr(self, name) < 1:
-                raise ServingError(
-                    f"--{name.replace('_', '-')} must be at least 1", "e.g. --heads 8 --kv-heads 8"
-                )
+                flag = f"--{name.replace('_', '-')}"
+                raise BadInput(f"{flag} must be at least 1", f"e.g. {flag} {getattr(defaults, name)}")
         if self.heads % self.kv_heads:
-            raise ServingError(
+            raise BadInput(
                 f"{self.heads} attention heads cannot share {self.kv_heads} key/value heads evenly",
                 "give --kv-heads a divisor of --heads (e.g. --heads 8 --kv-heads 8)",
             )
         if tensor_parallel < 1 or self.heads % tensor_parallel or self.kv_heads % tensor_parallel:
-            raise ServingError(
+            raise BadInput(
                 f"tensor_parallel {tensor_parallel} must divide both --heads ({self.heads}) and --kv-heads "
                 f"({self.kv_heads}): each GPU holds an equal share of the heads",
                 f"e.g. --heads {8 * max(tensor_parallel, 1)} --kv-heads {8 * max(tensor_parallel, 1)}",
@@ -200,7 +200,7 @@ def write_tiny_model(
     shape.check(tensor_parallel)
     out = Path(directory).expanduser().resolve()
     if out.exists() and not out.is_dir():
-        raise ServingError(f"{out} is a file, not a directory", "pass a new or empty directory")
+        raise BadInput(f"{out} is a file, not a directory", "pass a new or empty directory")
     marker = out / MARKER
     if marker.is_file():
         try:
@@ -209,17 +209,17 @@ def write_tiny_model(
             found = None  # a damaged marker: treat as any other non-empty directory
         if isinstance(found, dict):
             if _shape_of(found) != _shape_fields(shape):
-                raise ServingError(
+                raise BadInput(
                     f"{out} holds a tiny model of another shape ({_describe(_shape_of(found))})",
                     "pass a new or empty directory, or the same shape options as before",
                 )
             return {**found, "path": str(out), "reused": True}
     if out.exists() and any(out.iterdir()):
-        raise ServingError(f"{out} exists and is not an empty directory", "pass a new or empty directory")
+        raise BadInput(f"{out} exists and is not an empty directory", "pass a new or empty directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ServingError(
+        raise BadInput(
             f"cannot create {out}: {exc.strerror or exc}", "pass a new or empty directory you can write to"
         ) from None
     torch = require("torch")

@@ -55,7 +55,16 @@ def openai_url() -> Iterator[str]:
 
 
 @pytest.mark.parametrize(
-    "args", [["status"], ["down", "--yes"], ["status", "--json"], ["down", "-b", "tiny-cpu", "--yes"]]
+    "args",
+    [
+        ["status"],
+        ["down", "--yes"],
+        ["status", "--json"],
+        ["down", "-b", "tiny-cpu", "--yes"],
+        # issue 54 item 3: one rule for `down` on every target (it said "nothing was running", exit 0)
+        ["down", "--target", "local", "--yes"],
+        ["down", "--target", "local", "-b", "tiny-cpu", "--yes"],
+    ],
 )
 def test_status_and_down_with_nothing_deployed_say_so_and_ask_for_nothing(args: list[str]) -> None:
     result = run(*args)
@@ -66,6 +75,20 @@ def test_status_and_down_with_nothing_deployed_say_so_and_ask_for_nothing(args: 
     assert "not installed" not in result.stderr and "credentials" not in result.stderr
     if "--json" in args:
         assert json.loads(result.stdout)["error"] == "NotDeployed"
+
+
+def test_down_local_with_a_record_left_takes_it_down() -> None:
+    """The other side of the rule: a local server that stopped by itself left its record, which
+    `down --target local` removes (exit 0); a second `down` then finds nothing (exit 8)."""
+    from llmctl.serving.client.local import _record_path
+
+    record = _record_path("dev", "tiny-cpu")
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"blueprint": "tiny-cpu", "pid": 0}))  # pid 0: never alive
+    result = run("down", "--target", "local", "--yes")
+    assert result.exit_code == 0 and "stopped: tiny-cpu" in result.stdout, result.output
+    assert not record.exists()
+    assert run("down", "--target", "local", "--yes").exit_code == 8
 
 
 def test_a_pulumi_stack_in_the_local_backend_is_something_to_reach() -> None:
@@ -107,14 +130,31 @@ def test_a_refused_up_is_not_repeated_by_later_hints() -> None:
     assert last_up("dev", "tiny-cpu") is None
 
 
-def test_an_up_that_ran_and_failed_is_remembered(tmp_path: Path) -> None:
+def test_an_up_that_ran_and_failed_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past its checks, a failed `up` is what a user repeats: the hints name it, flags and all."""
-    result = run("up", "-b", "tiny-cpu", "--target", "local", "--model", str(tmp_path / "none"), "--yes")
-    assert result.exit_code != 0
+    import llmctl.serving.client.local as local
+    from llmctl.errors import ServingError
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise ServingError("the local server exited during start-up", "see its log")
+
+    monkeypatch.setattr(local, "start_local", fails)
+    (tmp_path / "m").mkdir()
+    result = run("up", "-b", "tiny-cpu", "--target", "local", "--model", str(tmp_path / "m"), "--yes")
+    assert result.exit_code == 6, result.output
     assert (
         last_up("dev", "tiny-cpu")
-        == f"llmctl up --blueprint tiny-cpu --target local --stack dev --model {tmp_path / 'none'}"
+        == f"llmctl up --blueprint tiny-cpu --target local --stack dev --model {tmp_path / 'm'}"
     )
+
+
+def test_a_model_folder_that_does_not_exist_is_bad_input(tmp_path: Path) -> None:
+    """Issue 54 item 2: `--model ./nonexistent` is the user's input (exit 2, it was 6 "the local
+    target failed"), refused before anything starts, so no hint repeats it."""
+    result = run("up", "-b", "tiny-cpu", "--target", "local", "--model", str(tmp_path / "none"), "--yes")
+    assert result.exit_code == 2, result.output
+    assert "does not exist" in result.stderr and "llmctl models tiny DIR" in result.stderr
+    assert last_up("dev", "tiny-cpu") is None
 
 
 # --- 5: a misspelled blueprint -------------------------------------------------------------------
@@ -237,8 +277,25 @@ def test_doctor_fails_the_kubectl_that_up_refuses(no_aws_credentials: None, old_
     cluster = versions().eks.kubernetes_version.value
     kubectl = _doctor_checks("-b", "tiny-cpu", "--region", "us-west-2")["kubectl"]
     assert kubectl["ok"] is False and f"from the cluster's Kubernetes {cluster}" in kubectl["detail"]
+    # issue 54 item 6: it is installed, so the fix is to upgrade it (it said "install kubectl")
+    assert kubectl["fix"].startswith(f"upgrade kubectl to {cluster} ") and "install" not in kubectl["fix"]
     result = run("up", "-b", "tiny-cpu", "--region", "us-west-2", "--yes")
     assert result.exit_code == 3 and kubectl["detail"] in result.stderr
+
+
+@pytest.mark.parametrize(("blueprint", "local"), [("tiny-cpu", True), ("llama2-inf2", False)])
+def test_up_without_a_cloud_names_the_local_target_for_a_cpu_blueprint(
+    no_aws_credentials: None, blueprint: str, local: bool
+) -> None:
+    """Issue 54 item 7: `up -b tiny-cpu --yes` (no --target) on a machine with no pulumi CLI or
+    credentials: the hint named `plan --offline` only, not the target that needs neither."""
+    result = run("up", "-b", blueprint, "--yes")
+    assert result.exit_code == 3, result.output
+    hint = result.stderr.strip().splitlines()[-1]
+    instead = f"to run it on this machine instead: `llmctl up --blueprint {blueprint} --target local`"
+    assert hint.startswith(f"hint: {instead}" if local else "hint: to look without them:"), hint
+    assert f"`llmctl plan --offline --blueprint {blueprint} --stack dev`" in hint
+    assert ("--target local" in hint) is local
 
 
 def test_doctor_without_a_region_still_says_whether_credentials_are_there(no_aws_credentials: None) -> None:

@@ -191,13 +191,50 @@ def test_bad_region_is_named_before_any_aws_call(monkeypatch: pytest.MonkeyPatch
 
 
 def test_models_tiny_into_a_file_or_below_one(tmp_path: Path) -> None:
+    """Bad input, exit 2 (issue 54 item 2: it was 6, "a serving app or the local target failed")."""
     file = tmp_path / "file"
     file.write_text("x")
     result = run("models", "tiny", str(file), "--json")
-    assert result.exit_code == 6 and "is a file" in json_out(result)["message"]
+    assert result.exit_code == 2 and "is a file" in json_out(result)["message"]
     result = run("models", "tiny", str(file / "sub"))
-    assert result.exit_code == 6
+    assert result.exit_code == 2
     assert "cannot create" in result.stderr and "Traceback" not in result.stderr
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    result = run("models", "tiny", str(folder), "--json")
+    assert result.exit_code == 2 and "not an empty directory" in json_out(result)["message"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message", "hint"),
+    [
+        (["--heads", "4", "--kv-heads", "3"], "cannot share 3 key/value heads", "--kv-heads a divisor"),
+        (["--layers", "0"], "--layers must be at least 1", "e.g. --layers 2"),  # its hint named heads
+        (["--head-dim", "0"], "--head-dim must be at least 1", "e.g. --head-dim 16"),
+        (["--tensor-parallel", "3"], "tensor_parallel 3 must divide", "--heads 24"),
+    ],
+)
+def test_models_tiny_bad_shape_is_bad_input(
+    tmp_path: Path, flags: list[str], message: str, hint: str
+) -> None:
+    result = run("models", "tiny", str(tmp_path / "m"), *flags, "--json")
+    assert result.exit_code == 2, result.output
+    data = json_out(result)
+    assert data["error"] == "BadInput" and message in data["message"] and hint in data["hint"]
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("target", ["file", "under-file"])
+def test_render_out_to_unwritable_place_is_bad_input(tmp_path: Path, target: str) -> None:
+    """Issue 54 item 1: `render --out` that cannot be written exits 2 like `blueprints schema --out`
+    and `bench --out` (it exited 1, the code of a failed verdict)."""
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / "file" if target == "file" else tmp_path / "file" / "manifests"
+    result = run("render", "-b", "tiny-cpu", "--out", str(out), "--json")
+    assert result.exit_code == 2, result.output
+    data = json_out(result)
+    assert data["error"] == "BadInput" and "cannot write manifests" in data["message"]
 
 
 def test_local_up_rejects_a_bad_stack_before_starting_anything(tmp_path: Path) -> None:
@@ -276,3 +313,30 @@ def test_bench_where_every_request_fails_exits_non_zero(tmp_path: Path, not_an_l
     data = json_out(result)
     assert data["error"] == "EndpointError" and "2 x http_501" in data["message"]
     assert (out / "requests.json").exists()  # the evidence is kept
+
+
+# --- issue 54 item 1, the rest of it: bad input is 2 whoever finds it ------------------------------
+
+
+def test_a_stack_name_ecr_cannot_take_is_bad_input() -> None:
+    """`images build --stack Ab` exited 1 (a failed verdict) for a name the user gave."""
+    result = run("images", "build", "-b", "tiny-cpu", "--stack", "Ab", "--json")
+    assert result.exit_code == 2, result.output
+    data = json_out(result)
+    assert data["error"] == "BadInput" and "cannot be part of an ECR repository name" in data["message"]
+
+
+def test_an_existing_cluster_without_its_files_is_bad_input(tmp_path: Path) -> None:
+    """`--target kubeconfig` without --pools, or with a --kubeconfig that does not exist: exit 2."""
+    import yaml
+
+    from llmctl.errors import BadInput
+    from llmctl.infra.workload.config import PlatformFacts
+
+    with pytest.raises(BadInput, match="needs --pools FILE"):
+        PlatformFacts.for_existing_cluster(None)
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(yaml.safe_dump({"pools": [{"name": "cpu", "instance_types": ["m5.xlarge"]}]}))
+    with pytest.raises(BadInput, match="does not exist") as info:
+        PlatformFacts.for_existing_cluster(pools, kubeconfig=tmp_path / "none")
+    assert info.value.exit_code == 2

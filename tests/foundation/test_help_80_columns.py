@@ -1,5 +1,6 @@
 """Issue 26, item 4: every command's `--help` at 80 columns: whole flag names, no Python type
-metavars, an Examples section whose examples use real flags; the README shows the same examples."""
+metavars, an Examples section whose examples use real flags (the generated CLI reference shows the same
+examples: test_front_door.py)."""
 
 from __future__ import annotations
 
@@ -76,18 +77,13 @@ def test_choices_are_listed_where_the_value_is_one_of_a_few_words() -> None:
 @pytest.mark.parametrize("key", sorted(EXAMPLES))
 def test_each_example_uses_flags_its_command_has(key: str) -> None:
     command = dict(COMMANDS)[tuple(key.split())]
-    flags = {flag for param in command.params for flag in getattr(param, "opts", [])}
+    # flags `--help` lists: an example never uses a hidden one (issue 54 item 4: `plan --offline`)
+    flags = {flag for param in command.params if not getattr(param, "hidden", False) for flag in param.opts}
     for example in EXAMPLES[key]:
         words = shlex.split(example.split(" > ")[0])
         assert words[: 1 + len(key.split())] == ["llmctl", *key.split()], example
         used = {word.split("=")[0] for word in words if word.startswith("-")}
         assert used <= flags, (example, used - flags)
-
-
-def test_the_readme_shows_one_example_per_command() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for key, examples in EXAMPLES.items():
-        assert f"`{examples[0]}`" in readme, key
 
 
 # ---- tables and plans keep to COLUMNS, piped too -----------------------------------------------------
@@ -123,3 +119,31 @@ def test_piped_output_follows_columns(args: list[str]) -> None:
     assert _widest(narrow.stdout) <= 80 and "…" not in narrow.stdout
     wide = runner.invoke(app, args, env={"COLUMNS": "150"})
     assert _widest(wide.stdout) > 80  # COLUMNS is what decides, not a fixed width
+
+
+# Groups that only list their sub-commands, and the root: alone, they print their help.
+GROUPS = [
+    path
+    for path, command in COMMANDS
+    if getattr(command, "commands", None) and not getattr(command, "invoke_without_command", False)
+]
+
+
+@pytest.mark.parametrize("path", [(), *GROUPS], ids=lambda path: " ".join(("llmctl", *path)))
+def test_a_group_alone_prints_its_help_and_exits_0(path: tuple[str, ...]) -> None:
+    """Issue 54 item 5: `llmctl` alone (a newcomer's first command) and `llmctl images` alone
+    printed "error: Usage: ..." and exited 2 (Click's NoArgsIsHelpError is a usage error)."""
+    alone = runner.invoke(app, list(path), env={"COLUMNS": "80"})
+    assert alone.exit_code == 0, alone.output
+    assert alone.stderr == "" and "error" not in alone.stdout.splitlines()[0]
+    assert alone.stdout == runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}).stdout
+
+
+def test_every_group_is_named_in_the_test_above() -> None:
+    assert sorted(" ".join(path) for path in GROUPS) == [
+        "blueprints",
+        "catalog",
+        "images",
+        "models",
+        "stacks",
+    ]

@@ -237,7 +237,7 @@ def test_pr_workloads_share_the_ci_platform_and_gc_removes_only_the_expired_one(
     # an unknown workload names the ones there; then the last PR goes and the platform stays
     code, _out, err = run("down", "--stack", "ci", "--workload", "pr-9", "--yes")
     assert (
-        code == 1 and "no workload pr-9 in environment 'ci'; deployed there: tiny-cpu (workload pr-2)" in err
+        code == 8 and "no workload pr-9 in environment 'ci'; deployed there: tiny-cpu (workload pr-2)" in err
     )
     code, out, err = run("down", "--stack", "ci", "--workload", "pr-2", "--yes", "--json")
     assert code == 0, err

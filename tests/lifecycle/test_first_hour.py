@@ -153,16 +153,30 @@ def test_the_exit_code_table_is_in_the_help_and_the_readme() -> None:
         (["up", "-b", "tiny-cpu", "--no-such-flag"], 2),  # an unknown option: the same code
         (["endpoint", "-b", "tiny-cpu"], 8),  # not deployed
         (["down", "--target", "local"], 2),  # a prompt without a terminal: needs --yes
+        (["down", "--target", "local", "-b", "llama2-inf2", "--yes"], 8),  # not recorded: not deployed
     ],
 )
 def test_one_code_per_meaning(args: list[str], code: int) -> None:
+    a_stopped_local_server()
     result = runner.invoke(app, args)
     assert result.exit_code == code, result.output
     assert code in EXIT_CODES and "Traceback" not in result.output
 
 
+def a_stopped_local_server() -> None:
+    """A local server record of tiny-cpu whose process is gone (pid 0 is never alive): something
+    `down --target local` has to take down, so it asks before it does."""
+    from llmctl.serving.client.local import _record_path
+
+    record = _record_path("dev", "tiny-cpu")
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"blueprint": "tiny-cpu", "pid": 0}))
+
+
 def test_a_declined_prompt_is_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import typer.testing
+
+    a_stopped_local_server()
 
     # the runner's stdin stands for a terminal where the user answers "n"
     monkeypatch.setattr(typer.testing._NamedTextIOWrapper, "isatty", lambda self: True)

@@ -157,6 +157,7 @@ def test_eks_up_lists_every_missing_tool_at_once_before_any_plan(nothing_install
         ),
         ("aws-cli/2.6.3 Python/3.9.12 Linux/5.15 exe/x86_64", "v1.35.2", "AWS CLI 2.6.3 is older than 2.7.0"),
         ("aws-cli/2.31.0 Python/3.13.7 Linux/6.8 exe/x86_64", "v1.32.4", "kubectl 1.32 is more than 1 minor"),
+        ("aws-cli/2.31.0 Python/3.13.7 Linux/6.8 exe/x86_64", "v1.38.0", "kubectl 1.38 is more than 1 minor"),
     ],
 )
 def test_eks_up_refuses_tools_too_old_for_the_cluster(
@@ -172,6 +173,9 @@ def test_eks_up_refuses_tools_too_old_for_the_cluster(
         require_aws_cli()
         require_kubectl_for("1.35")
     assert refused in info.value.message and info.value.hint
+    if "kubectl" in refused:  # installed: another version is the fix, not an install (issue 54 item 6)
+        verb = "upgrade kubectl to 1.35" if kubectl < "v1.35" else "install the older kubectl 1.35"
+        assert info.value.hint.startswith(verb) and "--channel=1.35/stable" in info.value.hint
 
 
 def test_eks_up_accepts_current_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
