@@ -873,8 +873,14 @@ def restart(args: argparse.Namespace) -> None:
 
 def bench_c(args: argparse.Namespace) -> None:
     """The tensor_parallel 2/4 servers named by ``--names`` (ray2 and vllm2, ray4, vllm4): chat, then
-    c1, c16 and c64 (the serving path's levels), one load at a time."""
-    for name in args.names.split(","):
+    c1, c16 and c64 (the serving path's levels), one load at a time; a server not ready yet is waited
+    for first (up to ``--limit``), and one still not ready is skipped, not loaded."""
+    names = args.names.split(",")
+    if pending := [n for n in names if not (RES / f"{n}.ready").exists()]:
+        wait(argparse.Namespace(names=",".join(pending), limit=getattr(args, "limit", 0)))
+    for name in names:
+        if not (RES / f"{name}.ready").exists():
+            continue  # wait() recorded it not_ready or died
         port = SERVERS[name][0]
         chat_check(name, port)
         for c, n in ((1, 32), (16, 256), (64, 512)):

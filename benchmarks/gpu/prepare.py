@@ -40,8 +40,11 @@ def pinned(path: Path) -> list[str]:
     ]
 
 
-def download() -> None:
+def download(sets: list[str]) -> None:
+    """The wheels of the sets this run carries (``--sets``), and no other."""
     for name, requirements in SETS.items():
+        if name not in sets:
+            continue
         target = BUILD / "wheels" / name
         target.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q"]
@@ -145,7 +148,7 @@ def main() -> None:
             raise SystemExit("usage: prepare.py stage NN")
         stage(args.number)
         return
-    download()
+    download(sets)
     wheel = llmctl_wheel()
     serve_config()
     count = split(sets)
