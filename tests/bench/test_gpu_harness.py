@@ -258,7 +258,9 @@ def test_collect_writes_where_it_is_told_and_leaves_gpu_json_alone(tmp_path: Pat
     assert run["measured"] == json.loads(json.dumps(collect.collect(records)))
 
 
-def test_bench_c_waits_for_a_server_that_is_not_ready_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_c_waits_for_a_server_that_is_not_ready_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """ray4 was ready 585 s after `ray start`, so `start-tp4 wait --limit 480` ended first and the next
     `bench-c` loaded a server that was not serving: bench-c now waits (up to --limit) and skips a
     server that never gets ready."""

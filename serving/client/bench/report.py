@@ -193,6 +193,18 @@ def _num(value: Any, digits: int = 1) -> str:
 MIN_REQUESTS_FOR_RATE = 10
 
 
+def prefix_cache_line(cache: dict[str, Any]) -> str:
+    """One line on the server's prefix cache over the level (prefix_cache.py)."""
+    if not cache["available"]:
+        return f"prefix cache: {cache['note']}"
+    rate = cache["hit_rate"]
+    shown = "n/a" if rate is None else f"{rate:.1%}"
+    return (
+        f"prefix cache hit rate {shown} ({cache['hit_tokens']:,} of {cache['queried_tokens']:,} prompt "
+        "tokens, the server's counters, warm-up included)"
+    )
+
+
 def render_level(console: Console, summary: dict[str, Any], *, definitions: bool = True) -> None:
     """The summary table of one level, then throughput, errors and how tokens were counted."""
     from rich.table import Table  # Rich only for the tables: `llmctl bench --json` never imports it
@@ -230,6 +242,8 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
         f"output {thr['output_throughput_tok_s']:.1f} tok/s  total {thr['total_throughput_tok_s']:.1f} tok/s  "
         f"{thr['requests_per_minute']:.1f} req/min"
     )
+    if (cache := summary.get("prefix_cache")) is not None:
+        console.print(prefix_cache_line(cache))
     if counts["errors_by_type"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(counts["errors_by_type"].items()))
         console.print(f"[red]errors[/] {errors} (error rate {counts['error_rate']:.1%})")
