@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import re
 
+from llmctl.blueprints.runtimes import runtime
 from llmctl.blueprints.schema import Blueprint
 from llmctl.blueprints.versions import versions
 
 #: the first Ray whose Serve has the HAProxy ingress and whose Serve LLM has direct streaming
 MIN_RAY = (2, 55, 0)
-#: runtimes whose app is Ray Serve LLM's OpenAI app (serving/serve_llm/app.py)
-SERVE_LLM_RUNTIMES = ("ray-vllm",)
 _TAG_RAY = re.compile(r"^(?:docker\.io/)?rayproject/ray(?:-llm)?:(\d+)\.(\d+)\.(\d+)")
 
 
 def blueprint_ray(blueprint: Blueprint) -> str:
-    """The Ray the blueprint's pods run: a rayproject image's own, else the runtime's pin (ray-vllm
-    on Neuron: ``python.ray_neuron_vllm``, the newest Ray whose Serve LLM imports vLLM 0.13)."""
-    if blueprint.runtime == "ray-vllm" and blueprint.is_neuron:
+    """The Ray the blueprint's pods run: a rayproject image's own, else the runtime's pin (Ray Serve
+    LLM on Neuron: ``python.ray_neuron_vllm``, the newest Ray whose Serve LLM imports vLLM 0.13)."""
+    if runtime(blueprint.runtime).serve_llm and blueprint.is_neuron:
         return versions().python["ray_neuron_vllm"].value
     found = _TAG_RAY.match(blueprint.image.base)
     if found:
@@ -49,7 +48,7 @@ def _tuple(version: str) -> tuple[int, ...]:
 
 def blocker(blueprint: Blueprint) -> str | None:
     """Why the blueprint cannot take the fast path, or None when it can."""
-    if blueprint.runtime not in SERVE_LLM_RUNTIMES:
+    if not runtime(blueprint.runtime).serve_llm:
         return (
             f"{blueprint.runtime} does not serve Ray Serve LLM's app: the fast path's gain is direct "
             "streaming (the LLMServer replica serving HTTP itself), which only Ray Serve LLM has; "

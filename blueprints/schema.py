@@ -265,7 +265,7 @@ class ServingSpec(_Strict):
         None,
         description="Ray's fast path: Ray Serve's HAProxy ingress, Ray Serve LLM's direct streaming (the "
         "LLMServer replica serves HTTP itself, no OpenAiIngress hop) and throughput-optimized mode, set on "
-        "the Ray head and workers (ray-vllm on Ray >= 2.55 only). Unset: on wherever the blueprint can take "
+        "the Ray head and workers (Ray Serve LLM runtimes on Ray >= 2.55 only). Unset: on wherever the blueprint can take "
         "it; `llmctl blueprints show` says why a blueprint cannot. false keeps Ray's Python proxy.",
     )
 
