@@ -88,11 +88,22 @@ def serve_config() -> None:
         for path in rendered.glob("*.yaml")
         if yaml.safe_load(path.read_text()).get("kind") == "RayService"
     )
-    spec = yaml.safe_load(service.read_text())["spec"]
+    rendered_service = yaml.safe_load(service.read_text())
+    spec = rendered_service["spec"]
     CARRY.mkdir(exist_ok=True)
     import json
 
     (CARRY / "serve_config.json").write_text(json.dumps(yaml.safe_load(spec["serveConfigV2"]), indent=1))
+    (CARRY / "fast_path_env.json").write_text(json.dumps(fast_path_env(rendered_service), indent=1))
+
+
+def fast_path_env(service: dict[str, object]) -> dict[str, str]:
+    """The Ray Serve variables the rendered head container carries (the fast path's, issue 52:
+    infra/workload/builders/fast_path.py), which ``device.py --fast-path`` gives ``ray start`` and the
+    driver; empty when the blueprint renders the default path."""
+    cluster = service["spec"]["rayClusterConfig"]  # type: ignore[index]
+    container = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container.get("env", []) if e["name"].startswith("RAY_SERVE_")}
 
 
 def split(sets: list[str]) -> int:

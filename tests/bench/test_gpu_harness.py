@@ -285,3 +285,46 @@ def test_bench_c_waits_for_a_server_that_is_not_ready_yet(
     calls.clear()
     device.bench_c(argparse.Namespace(names="ray4", limit=720))  # ready: no wait
     assert calls[0] == ("chat_check", "ray4", device.SERVERS["ray4"][0])
+
+
+def test_the_device_can_start_ray_with_the_rendered_fast_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prepare.py carries the 70B blueprint's rendered fast-path variables; `device.py --fast-path`
+    gives them to `ray start` and the driver (issue 52's probe set them by hand)."""
+    import subprocess
+
+    from llmctl.infra.workload.manifests import build_manifests
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "workload"))
+    from workload_helpers import TOKEN, config_for, find
+
+    prepare = load("prepare")
+    service = find(build_manifests(config_for("llama2-70b-vllm-gpu"), hf_token=TOKEN), "RayService")
+    carried = prepare.fast_path_env(service)
+    assert carried["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and carried["RAY_SERVE_HAPROXY_MAXCONN"] == "4096"
+    assert carried["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1" and all(
+        k.startswith("RAY_SERVE_") for k in carried
+    )
+
+    monkeypatch.setenv("GPU_ROOT", str(tmp_path))
+    monkeypatch.setenv("GPU_CARRY", str(tmp_path / "carry"))
+    device = load("device")
+    device.CARRY.mkdir()
+    (device.CARRY / "fast_path_env.json").write_text(json.dumps(carried))
+    seen: dict[str, dict[str, str]] = {}
+
+    def started(argv: list[str], env: dict[str, str], **_: object) -> subprocess.CompletedProcess[str]:
+        seen["ray start"] = env
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(device.subprocess, "run", started)
+    monkeypatch.setattr(device, "spawn", lambda name, argv, environ, **kw: seen.update(driver=environ))
+    monkeypatch.setattr(device, "record", lambda kind, **fields: seen.update({kind: fields}))  # type: ignore[dict-item]
+    device.ray_vllm("ray1", tp=1, gpus_total=1)
+    assert "RAY_SERVE_ENABLE_HA_PROXY" not in seen["ray start"]  # off unless asked for
+    monkeypatch.setattr(device, "FAST_PATH", True)
+    device.ray_vllm("ray1", tp=1, gpus_total=1)
+    for which in ("ray start", "driver"):
+        assert {k: seen[which][k] for k in carried} == carried
+    assert seen["ray_start"]["fast_path"] is True
