@@ -176,3 +176,30 @@ def test_no_counters_means_no_hit_rate(fake: Any, tmp_path: Path) -> None:
 def test_workload_flags_are_checked(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(BadInput, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_workload(settings)
+
+
+def test_a_sweep_reports_each_levels_hit_rate(fake: Any, tmp_path: Path) -> None:
+    """Two levels of six requests over two groups: the first level misses each group once, the second
+    finds both system prompts cached (request indexes run on across levels), at any concurrency."""
+    url = fake(ttft=0.001, tpot=0.001, prefix_cache=1)
+    config = BenchConfig(
+        endpoints=[url],
+        out_dir=tmp_path / "out",
+        concurrency=[1, 2],
+        requests=6,
+        warmup=0,
+        plots=False,
+        prefix_tokens=64,
+        prefix_groups=2,
+        **SETTINGS,
+    )
+    outcome = asyncio.run(run_bench(config))
+    factory = SharedPrefixFactory(ApproxTokenizer(), prefix_tokens=64, groups=2, **SETTINGS)
+    queried = [
+        sum(_server_tokens(factory.make(i).messages) for i in range(first, first + 6)) for first in (0, 6)
+    ]
+    assert outcome.sweep is not None
+    assert [level["prefix_cache_hit_rate"] for level in outcome.sweep["levels"]] == [
+        round(4 * 64 / queried[0], 4),
+        round(6 * 64 / queried[1], 4),
+    ]

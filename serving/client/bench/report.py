@@ -161,6 +161,11 @@ def sweep_entry(summary: dict[str, Any]) -> dict[str, Any]:
         "requests_per_minute": summary["throughput"]["requests_per_minute"],
         "goodput_rps": (summary.get("goodput") or {}).get("goodput_rps"),
         "client_cpu_percent": load["client_cpu_percent"],
+        **(
+            {"prefix_cache_hit_rate": summary["prefix_cache"].get("hit_rate")}
+            if "prefix_cache" in summary
+            else {}
+        ),
         **{
             f"{name}_{q}": metrics[name][q]
             for name in ("ttft_s", "ttft_answer_s", "tpot_s", "itl_s", "e2e_s")
