@@ -133,8 +133,11 @@ bench: install
 # The GPU run (docs/testing.md, "Runs on a GPU"; never part of `make test`: CI has no GPU): downloads
 # the vLLM/Ray wheels of benchmarks/gpu/carry-*.txt for the device's Python, builds this llmctl's
 # wheel, renders the 70B blueprint's serveConfigV2 and splits it all into parts the device calls carry.
+# GPU_SETS picks the wheel sets (v26: Ray Serve LLM's vLLM; v22: Triton's): `make gpu-prepare GPU_SETS=v26`
+# for a run without Triton's engine downloads and carries v26 alone.
+GPU_SETS ?= v26,v22
 gpu-prepare: install
-	$(BIN)/python benchmarks/gpu/prepare.py
+	$(BIN)/python benchmarks/gpu/prepare.py --sets $(GPU_SETS)
 
 # Where public.ecr.aws is reachable: pull the pinned Neuron chart and check the values llmctl sets
 # against its values.yaml (issue 25; record the result under upstream_files.neuron in versions.yaml).

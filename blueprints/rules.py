@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from llmctl.blueprints import fast_path
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
 from llmctl.blueprints.models import ModelArch, lookup_model
 from llmctl.blueprints.runtimes import runtime, runtimes, runtimes_with
@@ -249,6 +250,10 @@ def _features(ctx: Context) -> list[Problem]:
                 f"{bp.runtime} cannot check an API key (only {', '.join(API_KEY_CHECKED)} do); "
                 "use exposure.mode port-forward or internal-lb without api_key",
             )
+        )
+    if bp.serving.ray_fast_path and (why_not := fast_path.blocker(bp)) is not None:
+        problems.append(
+            ("serving.ray_fast_path", f"this blueprint cannot take it: {why_not}; remove it or set false")
         )
     if bp.caches.compile_cache and not runtime(bp.runtime).compile_cache:
         problems.append(

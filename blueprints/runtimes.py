@@ -63,6 +63,11 @@ class RuntimeSpec(BaseModel):
     openai_routes: bool = Field(description="It serves the OpenAI API (/v1/...), which open-webui needs.")
     infer_route: bool = Field(description="It serves the seeds' /infer route, which the gradio UI uses.")
     local: bool = Field(False, description="`--target local` can run it (Ray on this machine, CPU only).")
+    serve_llm: bool = Field(
+        False,
+        description="Its app is Ray Serve LLM's OpenAI app (serving/serve_llm/), so Ray's fast path "
+        "(HAProxy and direct streaming, blueprints/fast_path.py) can apply to it.",
+    )
     versions_key: str = Field(description="Key of its pinned base image under `images:` in versions.yaml.")
     package: str = Field(
         description="Its serving package (`serving/<package>/`, with the Dockerfile) and builder module "

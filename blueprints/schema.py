@@ -261,6 +261,13 @@ class ServingSpec(_Strict):
     gpu_memory_utilization: float = Field(
         0.9, gt=0.1, le=0.98, description="Share of GPU memory vLLM may use (NVIDIA only)."
     )
+    ray_fast_path: bool | None = Field(
+        None,
+        description="Ray's fast path: Ray Serve's HAProxy ingress, Ray Serve LLM's direct streaming (the "
+        "LLMServer replica serves HTTP itself, no OpenAiIngress hop) and throughput-optimized mode, set on "
+        "the Ray head and workers (Ray Serve LLM runtimes on Ray >= 2.55 only). Unset: on wherever the blueprint can take "
+        "it; `llmctl blueprints show` says why a blueprint cannot. false keeps Ray's Python proxy.",
+    )
 
     @field_validator("route_prefix")
     @classmethod

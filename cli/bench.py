@@ -143,6 +143,21 @@ def bench(
     shared_prefix: bool = typer.Option(
         False, "--shared-prefix", help="No per-request nonce.", rich_help_panel=_WORKLOAD
     ),
+    prefix_tokens: int = typer.Option(
+        None, "--prefix-tokens", min=1, metavar="N", help="Shared system prompt.", rich_help_panel=_WORKLOAD
+    ),
+    prefix_groups: int = typer.Option(
+        None, "--prefix-groups", min=1, metavar="G", help="Distinct prompts.", rich_help_panel=_WORKLOAD
+    ),
+    conversations: int = typer.Option(
+        None, "--conversations", min=1, metavar="C", help="Multi-turn chats.", rich_help_panel=_WORKLOAD
+    ),
+    turns: int = typer.Option(
+        None, "--turns", min=1, metavar="T", help="Turns per chat.", rich_help_panel=_WORKLOAD
+    ),
+    metrics_url: list[str] = typer.Option(
+        None, "--metrics-url", metavar="URL", help="vLLM /metrics to read.", rich_help_panel=_OUTPUT
+    ),
     no_fixed_output: bool = typer.Option(
         False,
         "--no-fixed-output",
@@ -217,6 +232,11 @@ def bench(
         mean_output_tokens=mean_output_tokens,
         stddev_output_tokens=stddev_output_tokens,
         shared_prefix=shared_prefix,
+        prefix_tokens=prefix_tokens,
+        prefix_groups=prefix_groups,
+        conversations=conversations,
+        turns=turns,
+        metrics_urls=options.flat_list(metrics_url) or None,
         fixed_output=fixed_output and not no_fixed_output,
         tokenizer=tokenizer,
         seed=seed,

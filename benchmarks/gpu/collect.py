@@ -258,7 +258,7 @@ def keda_gauge(record: dict[str, Any], setup: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--run",
@@ -269,13 +269,20 @@ def main() -> None:
         metavar=("RESULTS", "NOTES"),
         help="a run's results.jsonl and its notes (JSON object: what a person read), in run order",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=OUT,
+        help=f"where to write (default {OUT.relative_to(REPO)}; a new run's figures can go beside it first)",
+    )
+    args = parser.parse_args(argv)
     runs = []
     for results, notes in args.run:
         records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
         runs.append({**json.loads(notes.read_text()), "measured": collect(records)})
-    OUT.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=False) + "\n")
-    print(f"wrote {OUT}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=False) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

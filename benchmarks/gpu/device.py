@@ -64,6 +64,7 @@ TINY_ARGS = ["--heads", "8", "--kv-heads", "8", "--head-dim", "64", "--layers", 
 # One engine per GPU at a time: vLLM's memory profiling counts what other processes allocate on its
 # GPUs as its own, so engines sharing a GPU failed on 2026-11-28 (no KV cache blocks, cuBLAS errors).
 # The blueprint's 0.9 everywhere; Triton's engine and the compile-cache restarts run once GPU 0 is free.
+FAST_PATH = False  # --fast-path: Ray's servers start with the rendered fast-path variables
 GPU_APP_CACHES = "/tmp/llmctl-compile/vllm"  # serving/ray_vllm/neuron_cache.py GPU_ROOT
 UTIL = 0.9  # every engine: the blueprints' gpu_memory_utilization
 # vLLM's own ports (ZMQ, torch.distributed's TCPStore) start at VLLM_PORT: one range per engine, so
@@ -293,6 +294,8 @@ def ray_vllm(
     argv += [f"--min-worker-port={20000 + 5000 * offset}", f"--max-worker-port={24999 + 5000 * offset}"]
     environ = env(gpus, **extra)
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
+    if FAST_PATH:  # the rendered pods' fast-path variables (prepare.py fast_path_env), for Ray and the driver
+        environ.update(json.loads((CARRY / "fast_path_env.json").read_text()))
     began = time.time()
     # in a session of its own: Ray's daemons (GCS, raylet) must outlive this call's process group,
     # which the device kills when the call ends (a head started without it died on 2026-11-28)
@@ -303,7 +306,13 @@ def ray_vllm(
         text=True,
         start_new_session=True,
     )
-    record("ray_start", name=name, rc=started.returncode, tail=(started.stdout + started.stderr)[-600:])
+    record(
+        "ray_start",
+        name=name,
+        rc=started.returncode,
+        tail=(started.stdout + started.stderr)[-600:],
+        fast_path=FAST_PATH,
+    )
     spawn(
         name, driver_argv(name, gcs, port, tp, *driver), environ, started=began
     )  # ready counts from `ray start`
@@ -891,8 +900,14 @@ def restart(args: argparse.Namespace) -> None:
 
 def bench_c(args: argparse.Namespace) -> None:
     """The tensor_parallel 2/4 servers named by ``--names`` (ray2 and vllm2, ray4, vllm4): chat, then
-    c1, c16 and c64 (the serving path's levels), one load at a time."""
-    for name in args.names.split(","):
+    c1, c16 and c64 (the serving path's levels), one load at a time; a server not ready yet is waited
+    for first (up to ``--limit``), and one still not ready is skipped, not loaded."""
+    names = args.names.split(",")
+    if pending := [n for n in names if not (RES / f"{n}.ready").exists()]:
+        wait(argparse.Namespace(names=",".join(pending), limit=getattr(args, "limit", 0)))
+    for name in names:
+        if not (RES / f"{name}.ready").exists():
+            continue  # wait() recorded it not_ready or died
         port = SERVERS[name][0]
         chat_check(name, port)
         for c, n in ((1, 32), (16, 256), (64, 512)):
@@ -911,7 +926,10 @@ def main() -> None:
     parser.add_argument("--names", default="vllm,ray1,ray2,triton")
     parser.add_argument("--limit", type=float, default=500)
     parser.add_argument("--gpus", type=int, default=None, help="Default: what nvidia-smi lists")
+    parser.add_argument("--fast-path", action="store_true", help="Ray starts with .gpu/fast_path_env.json")
     args = parser.parse_args()
+    global FAST_PATH
+    FAST_PATH = args.fast_path
     if args.gpus is None:
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
         args.gpus = max(1, sum(1 for line in listed.splitlines() if line.startswith("GPU ")))

@@ -58,8 +58,13 @@ def pinned(path: Path) -> list[str]:
     ]
 
 
-def download() -> None:
+def download(sets: list[str]) -> None:
+    """The wheels of the sets this run carries (``--sets``), and no other (``triton`` is cut from both
+    downloaded sets, see :func:`carried`)."""
+    wanted = {*sets, *(SETS if "triton" in sets else ())}
     for name, requirements in SETS.items():
+        if name not in wanted:
+            continue
         target = BUILD / "wheels" / name
         target.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q"]
@@ -103,11 +108,22 @@ def serve_config(carry: Path) -> None:
         for path in rendered.glob("*.yaml")
         if yaml.safe_load(path.read_text()).get("kind") == "RayService"
     )
-    spec = yaml.safe_load(service.read_text())["spec"]
+    rendered_service = yaml.safe_load(service.read_text())
+    spec = rendered_service["spec"]
     carry.mkdir(exist_ok=True)
     import json
 
     (carry / "serve_config.json").write_text(json.dumps(yaml.safe_load(spec["serveConfigV2"]), indent=1))
+    (carry / "fast_path_env.json").write_text(json.dumps(fast_path_env(rendered_service), indent=1))
+
+
+def fast_path_env(service: dict[str, object]) -> dict[str, str]:
+    """The Ray Serve variables the rendered head container carries (the fast path's, issue 52:
+    infra/workload/builders/fast_path.py), which ``device.py --fast-path`` gives ``ray start`` and the
+    driver; empty when the blueprint renders the default path."""
+    cluster = service["spec"]["rayClusterConfig"]  # type: ignore[index]
+    container = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container.get("env", []) if e["name"].startswith("RAY_SERVE_")}
 
 
 def project(wheel: Path) -> str:
@@ -188,7 +204,7 @@ def main() -> None:
             raise SystemExit("usage: prepare.py stage NN")
         stage(args.number, args.carry)
         return
-    download()
+    download(sets)
     wheel = llmctl_wheel()
     if "triton" not in sets:
         serve_config(args.carry)  # the Ray Serve app's config (Triton's engine renders its own model.json)

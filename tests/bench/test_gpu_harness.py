@@ -303,3 +303,117 @@ def test_the_step_keeps_the_queue_family_whole_and_nothing_else() -> None:
         "# TYPE vllm:num_requests_waiting gauge",
         'vllm:num_requests_waiting{engine="0",model_name="/root/mirror/llmctl-device/models/tiny"} 320.0',
     ]
+
+
+# Issue 52's harness rough edges (the 2026-11-28 tp 4 run: ../shared/gpu/2026-11-28/README.md).
+
+
+def test_make_gpu_prepare_passes_the_wheel_sets_it_is_given() -> None:
+    """`make gpu-prepare` could not pass `--sets v26`: both sets were downloaded (1.9 GB)."""
+    import subprocess
+
+    def dry_run(*extra: str) -> list[str]:
+        shown = subprocess.run(
+            ["make", "-n", "gpu-prepare", *extra], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        return [line for line in shown.splitlines() if "benchmarks/gpu/prepare.py" in line]
+
+    assert [line.split("prepare.py", 1)[1] for line in dry_run("GPU_SETS=v26")] == [" --sets v26"]
+    assert [line.split("prepare.py", 1)[1] for line in dry_run()] == [" --sets v26,v22"]
+
+
+def test_prepare_downloads_only_the_chosen_sets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    prepare = load("prepare")
+    monkeypatch.setattr(prepare, "BUILD", tmp_path)
+    commands: list[list[str]] = []
+    monkeypatch.setattr(prepare.subprocess, "run", lambda command, check: commands.append(command))
+    prepare.download(["v26"])
+    (command,) = commands
+    assert command[command.index("-d") + 1] == str(tmp_path / "wheels" / "v26")
+    assert command[command.index("-d") + 2 :] == prepare.pinned(prepare.SETS["v26"])
+    assert not (tmp_path / "wheels" / "v22").exists()
+
+
+def test_collect_writes_where_it_is_told_and_leaves_gpu_json_alone(tmp_path: Path) -> None:
+    """collect.py could only write over benchmarks/results/gpu.json."""
+    collect = load("collect")
+    gpu_json = ROOT / "benchmarks" / "results" / "gpu.json"
+    before = gpu_json.read_bytes()
+    out = tmp_path / "new" / "gpu.json"
+    collect.main(["--run", str(RUN), str(RUN.with_suffix(".notes.json")), "--out", str(out)])
+    assert gpu_json.read_bytes() == before
+    (run,) = json.loads(out.read_text())["runs"]
+    records = [json.loads(line) for line in RUN.read_text().splitlines() if line.strip()]
+    assert run["measured"] == json.loads(json.dumps(collect.collect(records)))
+
+
+def test_bench_c_waits_for_a_server_that_is_not_ready_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ray4 was ready 585 s after `ray start`, so `start-tp4 wait --limit 480` ended first and the next
+    `bench-c` loaded a server that was not serving: bench-c now waits (up to --limit) and skips a
+    server that never gets ready."""
+    monkeypatch.setenv("GPU_ROOT", str(tmp_path))
+    device = load("device")
+    calls: list[tuple[object, ...]] = []
+    for name in ("chat_check", "phases", "nccl_lines", "export"):
+        monkeypatch.setattr(device, name, lambda *a, _n=name: calls.append((_n, *a)))
+    monkeypatch.setattr(device, "engine_lines", lambda name: [])
+    monkeypatch.setattr(device, "record", lambda kind, **f: calls.append(("record", kind)))
+    monkeypatch.setattr(device, "llmctl_bench", lambda label, port, c, n: calls.append(("bench", label)))
+
+    def wait(ns: argparse.Namespace) -> None:  # ray4 comes up while waited for; vllm4 never does
+        calls.append(("wait", ns.names, ns.limit))
+        (device.RES / "ray4.ready").write_text("1")
+
+    monkeypatch.setattr(device, "wait", wait)
+    device.RES.mkdir(parents=True)
+    device.bench_c(argparse.Namespace(names="ray4,vllm4", limit=720))
+    assert calls[0] == ("wait", "ray4,vllm4", 720)
+    assert [c[1] for c in calls if c[0] == "bench"] == ["ray4-c1", "ray4-c16", "ray4-c64"]
+    calls.clear()
+    device.bench_c(argparse.Namespace(names="ray4", limit=720))  # ready: no wait
+    assert calls[0] == ("chat_check", "ray4", device.SERVERS["ray4"][0])
+
+
+def test_the_device_can_start_ray_with_the_rendered_fast_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prepare.py carries the 70B blueprint's rendered fast-path variables; `device.py --fast-path`
+    gives them to `ray start` and the driver (issue 52's probe set them by hand)."""
+    import subprocess
+
+    from llmctl.infra.workload.manifests import build_manifests
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "workload"))
+    from workload_helpers import TOKEN, config_for, find
+
+    prepare = load("prepare")
+    service = find(build_manifests(config_for("llama2-70b-vllm-gpu"), hf_token=TOKEN), "RayService")
+    carried = prepare.fast_path_env(service)
+    assert carried["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and carried["RAY_SERVE_HAPROXY_MAXCONN"] == "4096"
+    assert carried["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1" and all(
+        k.startswith("RAY_SERVE_") for k in carried
+    )
+
+    monkeypatch.setenv("GPU_ROOT", str(tmp_path))
+    monkeypatch.setenv("GPU_CARRY", str(tmp_path / "carry"))
+    device = load("device")
+    device.CARRY.mkdir()
+    (device.CARRY / "fast_path_env.json").write_text(json.dumps(carried))
+    seen: dict[str, dict[str, str]] = {}
+
+    def started(argv: list[str], env: dict[str, str], **_: object) -> subprocess.CompletedProcess[str]:
+        seen["ray start"] = env
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(device.subprocess, "run", started)
+    monkeypatch.setattr(device, "spawn", lambda name, argv, environ, **kw: seen.update(driver=environ))
+    monkeypatch.setattr(device, "record", lambda kind, **fields: seen.update({kind: fields}))  # type: ignore[dict-item]
+    device.ray_vllm("ray1", tp=1, gpus_total=1)
+    assert "RAY_SERVE_ENABLE_HA_PROXY" not in seen["ray start"]  # off unless asked for
+    monkeypatch.setattr(device, "FAST_PATH", True)
+    device.ray_vllm("ray1", tp=1, gpus_total=1)
+    for which in ("ray start", "driver"):
+        assert {k: seen[which][k] for k in carried} == carried
+    assert seen["ray_start"]["fast_path"] is True

@@ -11,10 +11,13 @@ Identity, Hugging Face token and API key. The policies below (applied before any
   autoscaler sidecar) and the EKS Pod Identity agent (169.254.170.23:80). Not the instance metadata
   service, not other ports of other namespaces.
 - ``allow-ray`` (Ray runtimes): the head and worker pods of this workload reach each other on every
-  port (GCS, raylets, object managers and workers use ports Ray picks itself).
+  port (GCS, raylets, object managers and workers use ports Ray picks itself). On the fast path
+  (`fast_path.py`) this is also what carries HAProxy's hop: HAProxy on any Ray pod forwards to the
+  replicas' direct-ingress ports (30000-30007) on the others; HAProxy's stats (8404) and exporter
+  (9101) are admitted from no one else.
 - ``allow-kuberay`` (Ray runtimes): the KubeRay operator's pods reach the head's dashboard (it
   submits the Serve config and reads its status) and Serve port (the proxy's health check).
-- ``allow-serving``: the serving port only. With a load balancer (internal-lb, public) from any
+- ``allow-serving``: the serving port only (on the fast path HAProxy's frontend, on head and workers). With a load balancer (internal-lb, public) from any
   source: the NLB sends from its own addresses and its listener's source ranges are the outer
   boundary (any pod of an internal NLB's VPC reaches the NLB anyway). With port-forward only from
   this workload's UI pods (kubectl port-forward reaches the pod over its loopback, which no policy

@@ -35,7 +35,7 @@ from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.serving_limits import drain_grace_s
 from llmctl.blueprints.versions import versions
 from llmctl.infra.workload import meta
-from llmctl.infra.workload.builders import common, placement, stopping
+from llmctl.infra.workload.builders import common, fast_path, placement, stopping
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
@@ -123,7 +123,8 @@ def _start_command(config: WorkloadConfig, image: str, pins: RayPins) -> Obj:
     # as KubeRay's own command does: raise the open-file limit; then run its command in a shell that
     # honours the quoting inside it (only when the install succeeded)
     start = 'exec /bin/bash -c "$KUBERAY_GEN_RAY_START_CMD"'
-    return {"command": ["/bin/bash", "-lc", "--"], "args": [f"ulimit -n 65536; {install} && {start}"]}
+    ulimit = f"ulimit -n ${{{fast_path.OPEN_FILES_ENV}:-65536}}"  # KubeRay's own form (fast_path.py)
+    return {"command": ["/bin/bash", "-lc", "--"], "args": [f"{ulimit}; {install} && {start}"]}
 
 
 def _container(
@@ -162,6 +163,8 @@ def rayservice(
         # Ray writes replica output to files under /tmp/ray; the start-phase lines also go to the
         # container's stdout (PID 1's), where `kubectl logs` and the start timeline read them
         {"name": PHASE_LOG_ENV, "value": CONTAINER_STDOUT},
+        # HAProxy and direct streaming where the blueprint takes them, head and workers alike
+        *fast_path.env(bp),
     ]
     drains = bp.runtime in DRAINING_RUNTIMES
     worker_stop = stopping.drain_hook(config) if drains else stopping.wait_hook(config)
@@ -174,6 +177,7 @@ def rayservice(
         {"name": "client", "containerPort": CLIENT_PORT},
         {"name": "serve", "containerPort": SERVE_PORT},
         {"name": "metrics", "containerPort": METRICS_PORT},
+        *fast_path.ports(bp, head=True),
     ]
     head_pool = placement.head_pool(config)
     head_template: Obj = {
@@ -218,6 +222,7 @@ def rayservice(
                     baked,
                     pins,
                     env=[*shared_env, *worker_env],
+                    **({"ports": worker_ports} if (worker_ports := fast_path.ports(bp, head=False)) else {}),
                     resources=placement.serving_resources(config),
                     volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
                     **worker_stop,

@@ -170,11 +170,14 @@ def chat_body(
     *,
     fixed_output: bool = True,
     extra: dict[str, Any] | None = None,
+    messages: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, Any]:
-    """The JSON body of one streamed chat completion."""
+    """The JSON body of one streamed chat completion (``messages``: (role, content) pairs sent instead
+    of the single user message ``prompt``)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": [{"role": role, "content": content} for role, content in messages]
+        or [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},

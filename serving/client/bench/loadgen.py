@@ -39,7 +39,7 @@ from llmctl.serving.client.bench.client import (
     request_headers,
     stream_request,
 )
-from llmctl.serving.client.bench.prompts import PromptFactory
+from llmctl.serving.client.bench.prompts import PromptFactory, PromptSpec
 
 T = TypeVar("T")
 
@@ -163,10 +163,17 @@ class _Run:
         assert plan.rate
         return plan.max_concurrency or min(256, max(8, int(plan.rate * 4)))
 
-    def encode(self, text: str, max_tokens: int) -> bytes:
+    def encode(self, spec: PromptSpec) -> bytes:
         """The JSON bytes of one request's body."""
         plan = self.plan
-        body = chat_body(plan.model, text, max_tokens, fixed_output=plan.fixed_output, extra=plan.extra_body)
+        body = chat_body(
+            plan.model,
+            spec.text,
+            spec.max_tokens,
+            fixed_output=plan.fixed_output,
+            extra=plan.extra_body,
+            messages=spec.messages,
+        )
         return json.dumps(body).encode()
 
     def prebuild(self, first: int, count: int) -> None:
@@ -175,7 +182,7 @@ class _Run:
         path; requests beyond them (a ``--duration`` run) are encoded when they start."""
         for index in range(first, first + count * self.stride, self.stride):
             spec = self.prompts.make(index)
-            self.bodies[index] = self.encode(spec.text, spec.max_tokens)
+            self.bodies[index] = self.encode(spec)
 
     def claim(self) -> bool:
         """Whether another request of the current phase may start."""
@@ -214,7 +221,7 @@ class _Run:
             scheduled=scheduled,
         )
         (self.warmup_records if self.warmup_phase else self.records).append(record)
-        body = self.bodies.pop(index, None) or self.encode(spec.text, spec.max_tokens)
+        body = self.bodies.pop(index, None) or self.encode(spec)
         progress = self.progress
         progress.started += 1
         try:

@@ -94,6 +94,26 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     return extra
 
 
+def check_workload(settings: dict[str, Any]) -> None:
+    """The prefix-cache workload flags (workloads.py): one workload at a time, each flag with its pair."""
+    prefix, groups = settings.get("prefix_tokens"), settings.get("prefix_groups")
+    conversations, turns = settings.get("conversations"), settings.get("turns")
+    if prefix and conversations:
+        raise BadInput(
+            "--prefix-tokens (shared system prompts) and --conversations exclude each other",
+            "run one workload per call",
+        )
+    if groups and not prefix:
+        raise BadInput("--prefix-groups needs --prefix-tokens", "e.g. --prefix-tokens 1024 --prefix-groups 8")
+    if turns and not conversations:
+        raise BadInput("--turns needs --conversations", "e.g. --conversations 16 --turns 5")
+    if settings.get("shared_prefix") and (prefix or conversations):
+        raise BadInput(
+            "--shared-prefix drops the nonce that keeps these workloads' questions apart",
+            "drop --shared-prefix",
+        )
+
+
 def bench_config(
     *,
     endpoints: list[str] | None,
@@ -127,6 +147,7 @@ def bench_config(
             "--loops splits a closed loop's slots over processes; an open loop (--rate) runs on one",
             "drop --loops, or use --concurrency",
         )
+    check_workload(settings)
     levels = parse_list(concurrency or "1", int, "--concurrency")
     rates = parse_list(rate, float, "--rate") if rate else None
     extra = parse_extra_body(extra_body)

@@ -30,6 +30,9 @@ class PromptSpec:
     text: str
     input_tokens: int
     max_tokens: int
+    #: the chat messages as (role, content) when there is more than the one user message ``text``
+    #: (a shared system prompt, a conversation's earlier turns: serving/client/bench/workloads.py)
+    messages: tuple[tuple[str, str], ...] = ()
 
 
 def load_corpus() -> str:

@@ -161,6 +161,11 @@ def sweep_entry(summary: dict[str, Any]) -> dict[str, Any]:
         "requests_per_minute": summary["throughput"]["requests_per_minute"],
         "goodput_rps": (summary.get("goodput") or {}).get("goodput_rps"),
         "client_cpu_percent": load["client_cpu_percent"],
+        **(
+            {"prefix_cache_hit_rate": summary["prefix_cache"].get("hit_rate")}
+            if "prefix_cache" in summary
+            else {}
+        ),
         **{
             f"{name}_{q}": metrics[name][q]
             for name in ("ttft_s", "ttft_answer_s", "tpot_s", "itl_s", "e2e_s")
@@ -191,6 +196,18 @@ def _num(value: Any, digits: int = 1) -> str:
 
 
 MIN_REQUESTS_FOR_RATE = 10
+
+
+def prefix_cache_line(cache: dict[str, Any]) -> str:
+    """One line on the server's prefix cache over the level (prefix_cache.py)."""
+    if not cache["available"]:
+        return f"prefix cache: {cache['note']}"
+    rate = cache["hit_rate"]
+    shown = "n/a" if rate is None else f"{rate:.1%}"
+    return (
+        f"prefix cache hit rate {shown} ({cache['hit_tokens']:,} of {cache['queried_tokens']:,} prompt "
+        "tokens, the server's counters, warm-up included)"
+    )
 
 
 def render_level(console: Console, summary: dict[str, Any], *, definitions: bool = True) -> None:
@@ -230,6 +247,8 @@ def render_level(console: Console, summary: dict[str, Any], *, definitions: bool
         f"output {thr['output_throughput_tok_s']:.1f} tok/s  total {thr['total_throughput_tok_s']:.1f} tok/s  "
         f"{thr['requests_per_minute']:.1f} req/min"
     )
+    if (cache := summary.get("prefix_cache")) is not None:
+        console.print(prefix_cache_line(cache))
     if counts["errors_by_type"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(counts["errors_by_type"].items()))
         console.print(f"[red]errors[/] {errors} (error rate {counts['error_rate']:.1%})")

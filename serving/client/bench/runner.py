@@ -19,7 +19,7 @@ from typing import Any
 from llmctl import __version__
 from llmctl.errors import BadInput, EndpointError
 from llmctl.serving.client.bench import report, wire
-from llmctl.serving.client.bench.client import probe
+from llmctl.serving.client.bench.client import probe, request_headers
 from llmctl.serving.client.bench.loadgen import (
     LoadPlan,
     Progress,
@@ -28,9 +28,11 @@ from llmctl.serving.client.bench.loadgen import (
 )
 from llmctl.serving.client.bench.loops import loops_for, run_level
 from llmctl.serving.client.bench.metrics import summarize
+from llmctl.serving.client.bench.prefix_cache import level_hit_rate, metrics_urls, scrape
 from llmctl.serving.client.bench.prompts import PromptFactory
 from llmctl.serving.client.bench.replicas import ReplicaSource, sample_until
 from llmctl.serving.client.bench.tokens import load_tokenizer
+from llmctl.serving.client.bench.workloads import prompt_factory
 
 
 @dataclass
@@ -63,6 +65,16 @@ class BenchConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)
     replicas: ReplicaSource | None = None  # sampled during each level (serving/bench/replicas.py)
     loops: int | None = None  # event loops per closed-loop level (--loops); None: chosen by concurrency
+    # prefix-cache workloads (workloads.py) and where the server's prefix cache counters are read
+    prefix_tokens: int | None = None
+    prefix_groups: int | None = None
+    conversations: int | None = None
+    turns: int | None = None
+    metrics_urls: list[str] | None = None
+
+    def reads_prefix_cache(self) -> bool:
+        """Whether each level reports the server's prefix cache hit rate."""
+        return bool(self.prefix_tokens or self.conversations or self.metrics_urls)
 
 
 @dataclass
@@ -118,8 +130,12 @@ async def run_bench(
     stop = stop or asyncio.Event()
     model = await resolve_model(config)
     tokenizer = load_tokenizer(config.tokenizer)
-    prompts = PromptFactory(
+    prompts = prompt_factory(
         tokenizer,
+        prefix_tokens=config.prefix_tokens,
+        prefix_groups=config.prefix_groups,
+        conversations=config.conversations,
+        turns=config.turns,
         mean_input_tokens=config.mean_input_tokens,
         stddev_input_tokens=config.stddev_input_tokens,
         mean_output_tokens=config.mean_output_tokens,
@@ -138,6 +154,7 @@ async def run_bench(
         "nonce": None if config.shared_prefix else prompts.nonce,
         "fixed_output": config.fixed_output,
         "seed": config.seed,
+        **workload_settings(config),
     }
     plans: list[tuple[str, LoadPlan]] = []
     base = LoadPlan(
@@ -178,15 +195,21 @@ async def run_bench(
             break
         if on_level is not None:
             on_level(label, number, len(plans))
+        urls = metrics_urls(config.endpoints, config.metrics_urls) if config.reads_prefix_cache() else []
+        headers = request_headers(config.api_key, stream=False)
+        before = await scrape(urls, headers) if urls else None
         result, replica_samples = await _load_with_replicas(
             config, plan, prompts, stop, on_progress, next_index
         )
+        after = await scrape(urls, headers) if urls else None
         # past every index used (several loops with --duration leave gaps in the range)
         next_index = max((r.index + 1 for r in (*result.records, *result.warmup_records)), default=next_index)
         summary, rows = summarize(result, tokenizer, slo=config.slo, prompt_settings=prompt_settings)
         summary["label"] = label
         if replica_samples is not None:
             summary["replicas"] = replica_samples
+        if urls:
+            summary["prefix_cache"] = level_hit_rate(before, after, urls)
         summary["started_at"] = started_at
         summary["llmctl_version"] = __version__
         folder = config.out_dir / label if sweep else config.out_dir
@@ -228,6 +251,23 @@ async def _load_with_replicas(
     finally:
         done.set()
     return result, await sampler
+
+
+def workload_settings(config: BenchConfig) -> dict[str, Any]:
+    """What the summary's ``prompts`` says about a prefix-cache workload (nothing for plain prompts)."""
+    if config.prefix_tokens:
+        return {
+            "workload": "shared-prefix",
+            "prefix_tokens": config.prefix_tokens,
+            "prefix_groups": config.prefix_groups or 1,
+        }
+    if config.conversations:
+        return {
+            "workload": "conversations",
+            "conversations": config.conversations,
+            "turns": config.turns or 1,
+        }
+    return {}
 
 
 def _raise_all_failed(config: BenchConfig, levels: list[LevelResult]) -> None:

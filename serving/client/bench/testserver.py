@@ -27,6 +27,9 @@ Failure injection: every ``error_every``-th request answers HTTP ``error_status`
 ``stall_seconds``; every ``midstream_error_every``-th request sends an ``error`` event after
 ``stall_after`` tokens and closes the stream.
 
+With ``prefix_cache`` set (``POST /_config``), every chat prompt is counted in a model of vLLM's
+prefix cache and ``GET /metrics`` serves vLLM's two prefix cache counters (testserver_cache.py).
+
 The timing can be changed at run time with ``POST /_config`` (JSON with the fields of
 :class:`FakeTiming`); ``GET /_stats`` returns the number of requests served and ``GET /_timeline``
 what the server really did for each completed stream: when it had read the request, when it sent
@@ -58,6 +61,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
+
+from llmctl.serving.client.bench.testserver_cache import PrefixCache
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -108,6 +113,8 @@ class FakeTiming:
     empty_every: int = 0
     reasoning_tokens: int = 0
     reasoning_field: str = "reasoning"
+    #: count prompts in a prefix cache and serve its counters on GET /metrics (testserver_cache.py)
+    prefix_cache: int = 0
 
     def update(self, data: dict[str, Any]) -> None:
         """Set the given fields (unknown keys or a bad reasoning field raise ValueError)."""
@@ -142,6 +149,7 @@ class FakeOpenAI:
         self.timeline: list[tuple[float, float, float, int, int, float]] = []
         # how the requests' read moments were stamped (the server's selector keeps the counts)
         self.read_stamps: dict[str, int] = {}
+        self.cache = PrefixCache()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -176,7 +184,16 @@ class FakeOpenAI:
                 return
             self.requests = 0
             self.timeline = []
+            self.cache = PrefixCache()
             await _json(send, 200, dataclasses.asdict(self.timing))
+        elif method == "GET" and path == "/metrics":
+            text = self.cache.metrics_text(self.timing.model).encode()
+            headers = [
+                (b"content-type", b"text/plain; version=0.0.4"),
+                (b"content-length", str(len(text)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": text})
         elif method == "GET" and path == "/_stats":
             await _json(send, 200, {"requests": self.requests, "read_stamps": self.read_stamps})
         elif method == "GET" and path == "/_timeline":
@@ -196,6 +213,8 @@ class FakeOpenAI:
         except (ValueError, KeyError, TypeError):
             await _json(send, 400, {"error": {"message": "body must be JSON with 'messages'"}})
             return
+        if timing.prefix_cache:
+            self.cache.observe(messages)
         if timing.error_every and number % timing.error_every == 0:
             await _json(send, timing.error_status, {"error": {"message": "injected failure"}})
             return
@@ -310,9 +329,10 @@ _TAG = re.compile(r"\[[0-9a-f]+-(\d+)\]")
 
 
 def _request_index(messages: Any) -> int:
-    """The index in the ``[<nonce>-<index>]`` tag that opens an llmctl bench prompt, else -1."""
+    """The index in the ``[<nonce>-<index>]`` tag that opens an llmctl bench prompt (the last message:
+    the question behind a shared system prompt or a conversation's earlier turns), else -1."""
     try:
-        found = _TAG.match(str(messages[0].get("content", "")))
+        found = _TAG.match(str(messages[-1].get("content", "")))
     except (IndexError, AttributeError, TypeError):
         return -1
     return int(found.group(1)) if found else -1
