@@ -84,10 +84,10 @@ def test_fenceposts_resolve_as_the_deployment_controller_does(case: dict[str, An
 
 def test_deployment_defaults_and_job_fields_are_the_recorded_ones() -> None:
     defaults = SOURCES["kubernetes_deployment_defaults"]
-    assert (rollout.DEFAULT_MAX_SURGE, rollout.DEFAULT_MAX_UNAVAILABLE) == (
+    assert (
         defaults["max_surge"],
         defaults["max_unavailable"],
-    )
+    ) == (rollout.DEFAULT_MAX_SURGE, rollout.DEFAULT_MAX_UNAVAILABLE)
     assert [f"spec.{f}" for f in rollout.JOB_FORCE_NEW] == SOURCES["pulumi_kubernetes_force_new"]["job"]
     # the default on 1-3 replicas: one pod more, none fewer
     assert [resolve_fenceposts("25%", "25%", n) for n in (1, 2, 3, 4)] == [(1, 0), (1, 0), (1, 0), (1, 1)]
