@@ -269,6 +269,26 @@ class Lifecycle:
         save_endpoint(endpoint)
         return UpResult(endpoint, plan, self.progress.timeline, starts)
 
+    def day_two(
+        self, bp: Any, *, region: str, workload: str | None = None, replace: bool = False
+    ) -> DayTwo | None:
+        """`plan` against the deployed stack: what the next `up --target eks` of the blueprint does to
+        it (None when its workload stack is not deployed). The image digests and model commit are the
+        ones the stack recorded (as `preview` takes them); nothing is uploaded or changed. `bp`: the
+        loaded blueprint."""
+        w_stack = workload_stack(self.stack, workload)
+        config = WorkloadConfig(
+            blueprint=bp,
+            stack=w_stack,
+            platform=PlatformFacts.for_blueprint(bp, stack=self.stack, region=region),
+            hf_token_present=bool(hf_token(None)),
+            namespace=namespace(bp.name, workload),
+            image_pins=recorded_images(w_stack, bp.name),
+            model_pin=recorded_model_pin(bp, w_stack),
+            upgrade="replace" if replace else None,
+        )
+        return self._day_two(config, "eks", region)
+
     def _day_two(self, config: WorkloadConfig, target: str, region: str) -> DayTwo | None:
         """What this `up` does to the deployed workload (None: nothing deployed yet, or no platform).
         The objects are rendered as `up` will render them, the delivery decided without uploading."""
