@@ -86,6 +86,8 @@ class DayTwo:
         for check in self.capacity:
             verdict = {True: "ok", False: "REFUSED", None: "could not check"}[check.ok]
             out.append(f"  {check.name}: {verdict}: {check.detail}")
+            if check.ok is False and check.fix:
+                out.append(f"     fix: {check.fix}; or `llmctl up --replace` (downtime, no extra nodes)")
         if self.has_downtime:
             out.append(f"  downtime: {self.downtime or 'unknown (no start recorded)'}")
         out += [f"  cache: {line}" for line in self.caches]
