@@ -148,7 +148,7 @@ def test_a_code_change_on_a_deployed_inf2_stack_is_planned_refused_then_replaced
         lifecycle().up(BP, region=aws, wait=False, confirm=lambda plan: pytest.fail("asked"))
     assert "needs 1 more inf2.48xlarge while the old and new pods both run" in refused.value.message
     assert "= 384 needed" in refused.value.message and "nothing was changed" in refused.value.message
-    assert f"--desired-value 384" in (refused.value.hint or "") and "llmctl up --replace" in (
+    assert "--desired-value 384" in (refused.value.hint or "") and "llmctl up --replace" in (
         refused.value.hint or ""
     )
     assert engine.resources(WL, "dev") == state and [op for op in engine.ops() if op[0] == "up"] == ups
