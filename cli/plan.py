@@ -138,7 +138,10 @@ def _print(result: object) -> None:
     for line in result.day_two_notes:
         output.console.print(line, markup=False, soft_wrap=True)
     for found in result.day_two:  # the next `up` against the deployed workload
-        output.console.print("\n".join(found.lines()), markup=False, soft_wrap=True)
+        text = (
+            "\n".join(found.lines()) or f"day two: the next `up` of {found.blueprint} restarts no serving pod"
+        )
+        output.console.print(text, markup=False, soft_wrap=True)
 
 
 FORMATS = ("text", "json", "markdown")

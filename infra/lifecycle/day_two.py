@@ -68,10 +68,10 @@ class DayTwo:
         return any(r.downtime for r in self.rollouts)
 
     def lines(self) -> list[str]:
-        """The plan's lines (`plan`, and `up` before it asks)."""
-        out = [f"day two ({self.strategy}): what the controllers do with this change"]
+        """The plan's lines (`plan`, and `up` before it asks); none when no serving pod restarts."""
         if not self.rollouts:
-            out.append("  no serving pod restarts")
+            return []
+        out = [f"day two ({self.strategy}): what the controllers do with this change"]
         for order, item in enumerate(self.rollouts, start=1):
             out.append(f"  {order}. {item.object}: {item.kind}: {item.text}")
             if item.extra_nodes:
