@@ -1,6 +1,7 @@
-"""The pods a workload's manifests would create: every pod template of a manifest and what one
-such pod requests (the sum of its containers, at least its largest init container). Pure reading of
-the objects, shared by the schedulability check and the platform parts check."""
+"""The pods a workload's manifests would create: every pod template of a manifest, what one such pod
+requests (the sum of its containers, at least its largest init container) and how many fit the node
+it selects. Pure reading of the objects, shared by the schedulability check, the platform parts
+check and the day-two rules (infra/workload/rollout.py)."""
 
 from __future__ import annotations
 
