@@ -179,3 +179,11 @@ def test_a_code_change_on_a_deployed_inf2_stack_is_planned_refused_then_replaced
     assert (
         phases.index(f"workload {BP}") < phases.index(f"replace RayService/{BP}") < phases.index("readiness")
     )
+
+
+def test_replace_is_refused_where_there_is_no_deployed_workload_to_replace() -> None:
+    from llmctl.cli.app import app
+
+    result = CliRunner().invoke(app, ["up", "-b", "tiny-cpu", "--target", "local", "--replace", "--yes"])
+    assert result.exit_code == 2, result.output
+    assert "--replace does not apply to --target local" in result.stderr
