@@ -11,7 +11,7 @@ beside the tests (tests/workload/data/rollout_sources.yaml) and held to these co
   (ray-operator/controllers/ray/utils/util.go `GenerateHashWithoutReplicasAndWorkersToDelete`, lines
   645-668), and `suspend` (rayservice_controller.go `rayClusterSpecForHashing`, 1498-1502). Hash equal:
   nothing happens to the cluster (`shouldUpdateCluster` 1351-1377 and `shouldPrepareNewCluster`
-  1409-1440 both answer no), so a replicas-only change never reaches a running cluster. Equal over
+  1409-1437 both answer no), so a replicas-only change never reaches a running cluster. Equal over
   the cluster's first N worker groups with groups appended: the active cluster is updated in place
   (`isClusterSpecHashEqual(partial=true)`, 1379-1407). Otherwise: a complete second RayCluster when
   zero-downtime upgrade is on (`isZeroDowntimeUpgradeEnabled`, 868-895: `spec.upgradeStrategy.type`
