@@ -25,6 +25,7 @@ from llmctl.infra.aws.images import delete_workload_repository
 from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.cold_start import at_zero, record_start
+from llmctl.infra.lifecycle.day_two import DayTwo
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, adopt_pins, workload_program
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
@@ -42,12 +43,14 @@ from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
+from llmctl.infra.lifecycle.upgrade import deployed_change, planned_change, replace_clusters
 from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
 from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.model_revision import pin_model, recorded_model_pin
+from llmctl.infra.workload.rollout import Strategy
 from llmctl.infra.workload.schedulability import validate_workload
 from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
@@ -132,6 +135,7 @@ class Lifecycle:
         workload: str | None = None,
         reselect_azs: bool = False,
         accept_moved_tags: bool = False,
+        replace: bool = False,
     ) -> UpResult:
 
         bp = load_blueprint(blueprint)
@@ -156,6 +160,26 @@ class Lifecycle:
             note=self.progress.note,
         )
         model_pin = pin_model(bp, w_stack, token, note=self.progress.note)  # the revision by its commit
+        upgrade: Strategy | None = "replace" if replace else None
+        # against a deployed workload: what the controllers will do, and a surge that cannot fit refused
+        day_two = deployed_change(
+            self.engine,
+            self.stack,
+            WorkloadConfig(
+                blueprint=bp,
+                stack=w_stack,
+                platform=offline,
+                hf_token_present=bool(token),
+                namespace=namespace(bp.name, workload),
+                image_pins=pins.images,
+                model_pin=model_pin,
+                upgrade=upgrade,
+            ),
+            target,
+            region,
+        )
+        if day_two is not None and day_two.refused:
+            raise day_two.refusal()
         cost = blueprint_cost(bp, hardware())
         changes: dict[str, dict[str, int]] = {}
         notes: list[str] = []
@@ -181,6 +205,7 @@ class Lifecycle:
             cost,
             notes,
             at_zero(bp, cost, target),
+            day_two,
         )
         if confirm is not None and not confirm(plan):
             raise Declined("nothing was changed", None)
@@ -204,6 +229,7 @@ class Lifecycle:
                 namespace=namespace(bp.name, workload),
                 image_pins=pins.images,
                 model_pin=model_pin,
+                upgrade=upgrade,
             )
             w_config = deliver(w_config, note=self.progress.note)  # ECR image if pushed, else a wheel in S3
             spec = StackSpec(
@@ -220,6 +246,10 @@ class Lifecycle:
             joins = JoinWatch(cluster=offline.cluster_name if target == "eks" else "", region=region)
             with self.progress.phase(f"workload {record.label()}"):
                 w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload, joins)
+            if day_two is not None and day_two.replaces_cluster and kube is not None:
+                replace_clusters(
+                    self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
+                )
             if wait and kube is not None:
                 ns = str(w_out.get("namespace") or w_config.ns)
                 with self.progress.phase("readiness"):
@@ -246,6 +276,12 @@ class Lifecycle:
 
         save_endpoint(endpoint)
         return UpResult(endpoint, plan, self.progress.timeline, starts)
+
+    def day_two(
+        self, bp: Any, *, region: str, workload: str | None = None, replace: bool = False
+    ) -> DayTwo | None:
+        """`plan` against the deployed stack (:func:`~llmctl.infra.lifecycle.upgrade.planned_change`)."""
+        return planned_change(self.engine, self.stack, bp, region=region, workload=workload, replace=replace)
 
     def _say_the_bill(
         self,
