@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
+from llmctl.blueprints.hub_names import is_path_id
 from llmctl.blueprints.models import ModelArch, lookup_model
 from llmctl.blueprints.runtimes import runtime, runtimes, runtimes_with
 from llmctl.blueprints.schema import Blueprint
@@ -248,6 +249,14 @@ def _features(ctx: Context) -> list[Problem]:
                 "exposure.api_key",
                 f"{bp.runtime} cannot check an API key (only {', '.join(API_KEY_CHECKED)} do); "
                 "use exposure.mode port-forward or internal-lb without api_key",
+            )
+        )
+    if bp.caches.model_mirror and is_path_id(bp.model.id):
+        problems.append(
+            (
+                "caches.model_mirror",
+                f"the mirror copies a Hugging Face repository; {bp.model.id!r} is a path inside the image: "
+                "set it to false, or model.id to the Hub repository",
             )
         )
     if bp.caches.compile_cache and not runtime(bp.runtime).compile_cache:
