@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from llmctl.blueprints import fast_path
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
+from llmctl.blueprints.hub_names import is_path_id
 from llmctl.blueprints.models import ModelArch, lookup_model
 from llmctl.blueprints.runtimes import runtime, runtimes, runtimes_with
 from llmctl.blueprints.schema import Blueprint
@@ -254,6 +255,14 @@ def _features(ctx: Context) -> list[Problem]:
     if bp.serving.ray_fast_path and (why_not := fast_path.blocker(bp)) is not None:
         problems.append(
             ("serving.ray_fast_path", f"this blueprint cannot take it: {why_not}; remove it or set false")
+        )
+    if bp.caches.model_mirror and is_path_id(bp.model.id):
+        problems.append(
+            (
+                "caches.model_mirror",
+                f"the mirror copies a Hugging Face repository; {bp.model.id!r} is a path inside the image: "
+                "set it to false, or model.id to the Hub repository",
+            )
         )
     if bp.caches.compile_cache and not runtime(bp.runtime).compile_cache:
         problems.append(

@@ -12,8 +12,9 @@ import ipaddress
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from llmctl.blueprints.hub_names import model_id_problem, revision_problem
 from llmctl.blueprints.image_refs import parse_reference
 from llmctl.blueprints.runtimes import RuntimeName, runtime, runtime_names
 
@@ -40,14 +41,15 @@ class ModelSpec(_Strict):
     """The model to serve."""
 
     id: str = Field(
-        description="Hugging Face model id (e.g. 'meta-llama/Llama-2-13b-chat-hf') or a path inside the "
-        "serving image / model mirror.",
+        description="Hugging Face model id (e.g. 'meta-llama/Llama-2-13b-chat-hf', the Hub's grammar: "
+        "'name' or 'namespace/name' of A-Z a-z 0-9 _ - .) or a path inside the serving image / model mirror "
+        "('/...' or './...').",
         min_length=1,
     )
     revision: str = Field(
         "main",
-        description="Hugging Face revision (branch, tag or commit) to download; pin a commit for "
-        "reproducible deployments.",
+        description="Hugging Face revision (branch, tag or 40-hex commit; a git ref name of A-Z a-z 0-9 _ - . "
+        "and '/') to download; pin a commit for reproducible deployments.",
     )
     dtype: Dtype = Field("bf16", description="Weight and activation precision: bf16, fp16, fp32 or int8.")
     max_context: int = Field(
@@ -69,6 +71,29 @@ class ModelSpec(_Strict):
         None,
         description="Model catalog key (e.g. 'llama-2-13b') when the id is not in the catalog's aliases.",
     )
+
+    @field_validator("id")
+    @classmethod
+    def _hub_id(cls, value: str) -> str:
+        problem = model_id_problem(value)
+        if problem is not None:
+            raise ValueError(
+                f"{value!r} is not a Hugging Face model id or a path inside the image: {problem}; write the "
+                "repository as on the Hub (e.g. 'meta-llama/Llama-2-7b-chat-hf') or an absolute path"
+            )
+        return value
+
+    @field_validator("revision")
+    @classmethod
+    def _hub_revision(cls, value: str, info: ValidationInfo) -> str:
+        # `id` is declared first, so it is in info.data when it passed its own check
+        problem = revision_problem(value, str(info.data.get("id", "namespace/name")))
+        if problem is not None:
+            raise ValueError(
+                f"revision {value!r} is refused: {problem}; write a branch, a tag or the 40-hex commit the "
+                "Hub shows (e.g. 'main')"
+            )
+        return value
 
 
 class ComputeSpec(_Strict):

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pools import ALWAYS_POOLS, pools_for
-from llmctl.errors import LlmctlError, NotDeployed
+from llmctl.errors import BadInput, LlmctlError, NotDeployed
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
 from llmctl.infra.platform.config import API_CIDRS_ENV, EndpointConfig, validate_config
@@ -90,6 +90,25 @@ def union(records: Iterable[WorkloadRecord]) -> tuple[list[str], list[str]]:
     pools = sorted({*ALWAYS_POOLS, *(name for r in chosen for name in r.pools)})
     types = sorted({kind for r in chosen for kind in r.instance_types})
     return pools, types
+
+
+def refuse_namespace_clash(record: WorkloadRecord, recorded: Iterable[WorkloadRecord]) -> None:
+    """Refuse a workload whose namespace another recorded workload of the environment already has.
+
+    `<blueprint>-<workload>` is not injective: `tiny-cpu` + `pr-42` and `tiny-cpu-pr` + `42` both make
+    `tiny-cpu-pr-42` (as does the default workload of a blueprint named like another's named one), and
+    the namespace keys the compile-cache prefix, the Pod Identity trust and every object of the
+    workload (issue 53, finding 6). Renaming the namespaces of workloads already deployed would
+    replace them, so the mapping stays and the second `up` is refused, naming both workloads.
+    """
+    for other in recorded:
+        if other.key != record.key and other.namespace == record.namespace:
+            raise BadInput(
+                f"{record.label()} would use namespace {record.namespace!r}, which {other.label()} "
+                "already uses in this environment",
+                "pick another --workload name (or remove the other workload with `llmctl down`); two "
+                "workloads never share a namespace",
+            )
 
 
 class Environment:

@@ -27,7 +27,13 @@ from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.cold_start import at_zero, record_start
 from llmctl.infra.lifecycle.day_two import DayTwo
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
-from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, adopt_pins, workload_program
+from llmctl.infra.lifecycle.environment import (
+    Environment,
+    WorkloadRecord,
+    adopt_pins,
+    refuse_namespace_clash,
+    workload_program,
+)
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
 from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
 from llmctl.infra.lifecycle.kube import (
@@ -152,6 +158,8 @@ class Lifecycle:
         else:
             offline = PlatformFacts.for_blueprint(bp, stack=self.stack, region=region)
         _blueprint_problems(bp, offline)
+        recorded = Environment(self.engine, self.stack, self.progress.note).records()
+        refuse_namespace_clash(record, recorded)  # before anything is pinned or changed
         # each image tag by digest, before anything changes: a moved tag is refused here unless accepted
         adopt_pins(self.engine, StackSpec(workload_project(bp.name), w_stack), bp.name, self.progress.note)
         pins = pin_images(
@@ -186,7 +194,7 @@ class Lifecycle:
         others: list[WorkloadRecord] = []
         if target == "eks":
             with self.progress.phase("plan"):
-                p_config, others = self._platform_for(record, region, reselect_azs)
+                p_config, others = self._platform_for(record, region, reselect_azs, recorded)
                 preview = self.engine.preview(platform_spec(self.stack, p_config))
                 changes["platform"] = preview.changes
             notes = _environment_notes(self.stack, others, p_config, preview.steps, reselect_azs)
@@ -313,11 +321,18 @@ class Lifecycle:
         exc.hint = f"{exc.hint}; {bill.text()}" if exc.hint else bill.text()
 
     def _platform_for(
-        self, record: WorkloadRecord, region: str, reselect_azs: bool
+        self,
+        record: WorkloadRecord,
+        region: str,
+        reselect_azs: bool,
+        recorded: list[WorkloadRecord] | None = None,
     ) -> tuple[Any, list[WorkloadRecord]]:
-        """The platform for this workload and every other one recorded in the environment."""
+        """The platform for this workload and every other one recorded in the environment (read now
+        unless given); a workload whose namespace another one has is refused."""
         env = Environment(self.engine, self.stack, self.progress.note)
-        others = [r for r in env.records() if r.key != record.key]
+        recorded = env.records() if recorded is None else recorded
+        refuse_namespace_clash(record, recorded)
+        others = [r for r in recorded if r.key != record.key]
         return env.platform_config([*others, record], region=region, reselect_azs=reselect_azs), others
 
     def _starts(self, kube: Path, namespace: str) -> list[Any]:

@@ -9,6 +9,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
+import pulumi_kubernetes as k8s
 
 from llmctl.blueprints.pools import CORE_POOL, pool
 from llmctl.infra.platform.config import PlatformConfig
@@ -22,6 +23,7 @@ from llmctl.infra.platform.iam import (
 )
 from llmctl.infra.platform.manifests import DISCOVERY_TAG, METADATA_HOP_LIMIT
 from llmctl.infra.platform.network import Network
+from llmctl.infra.platform.system_policies import KUBE_SYSTEM, allow_namespace
 from llmctl.infra.platform.tags import tags_for
 
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -47,8 +49,15 @@ def ebs_csi_configuration(cluster_name: str) -> str:
 def vpc_cni_configuration() -> str:
     """The VPC CNI add-on's configuration values: `enableNetworkPolicy` turns on its network policy
     agent, without which the workload namespaces' NetworkPolicies (default deny, docs/security.md)
-    are accepted by the API server and enforced by nothing."""
-    return json.dumps({"enableNetworkPolicy": "true"}, sort_keys=True)
+    are accepted by the API server and enforced by nothing; `env.NETWORK_POLICY_ENFORCING_MODE:
+    strict` makes a new pod start default-deny, not default-allow, until its policies are programmed
+    (the add-on's values are its chart's: aws/amazon-vpc-cni-k8s v1.23.0
+    ``charts/aws-vpc-cni/values.yaml`` ``env.NETWORK_POLICY_ENFORCING_MODE``, default ``standard``;
+    EKS user guide ``cni-network-policy-configure``, step 1). Strict mode also denies every pod no
+    policy selects: the platform's namespaces get theirs (`system_policies.py`)."""
+    return json.dumps(
+        {"enableNetworkPolicy": "true", "env": {"NETWORK_POLICY_ENFORCING_MODE": "strict"}}, sort_keys=True
+    )
 
 
 def admin_principals(config: PlatformConfig) -> list[str]:
@@ -71,6 +80,7 @@ class Cluster(pulumi.ComponentResource):
     oidc_provider_arn: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
     core_node_group: aws.eks.NodeGroup
+    system_policy: pulumi.Resource
     ready: list[pulumi.Resource]
 
     def __init__(
@@ -164,7 +174,17 @@ class Cluster(pulumi.ComponentResource):
             ),
             *others,
         ]
-        self.core_node_group = self._core_nodes(name, config, network, early)
+        # strict NetworkPolicy mode (vpc_cni_configuration): kube-system's pods (CoreDNS first) need a
+        # policy before they start, so before the nodes they run on
+        early_kube = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=cluster_dep
+        )
+        self.system_policy = allow_namespace(
+            f"{name}-kube-system",
+            KUBE_SYSTEM,
+            pulumi.ResourceOptions(parent=self, provider=early_kube, depends_on=[self.eks_cluster]),
+        )
+        self.core_node_group = self._core_nodes(name, config, network, [*early, self.system_policy])
         after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self.core_node_group])
         late = [self._addon(name, addon, config, after_nodes) for addon in ADDONS_AFTER_NODES]
         late.append(self._ebs_csi(name, config, after_nodes))
@@ -237,7 +257,7 @@ class Cluster(pulumi.ComponentResource):
         )
 
     def _core_nodes(
-        self, name: str, config: PlatformConfig, network: Network, addons: list[aws.eks.Addon]
+        self, name: str, config: PlatformConfig, network: Network, addons: list[pulumi.Resource]
     ) -> aws.eks.NodeGroup:
         spec = pool(CORE_POOL)
         tags = tags_for(config)

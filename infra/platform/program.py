@@ -16,14 +16,17 @@ from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.ingress import Ingress
 from llmctl.infra.platform.karpenter import Karpenter
+from llmctl.infra.platform.keda import NAMESPACE as KEDA_NAMESPACE
 from llmctl.infra.platform.keda import Keda
+from llmctl.infra.platform.kuberay import NAMESPACE as KUBERAY_NAMESPACE
 from llmctl.infra.platform.kuberay import KubeRay
 from llmctl.infra.platform.manifests import pool_capacity_types, taint_dicts
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.neuron import SCHEDULER_NAME, Neuron
 from llmctl.infra.platform.nodepools import NodePools
 from llmctl.infra.platform.nvidia import NvidiaDevicePlugin
-from llmctl.infra.platform.observability import Observability
+from llmctl.infra.platform.observability import CLOUDWATCH_NAMESPACE, Observability
+from llmctl.infra.platform.system_policies import KUBE_SYSTEM, allow_namespace
 from llmctl.infra.platform.tags import tags_for
 
 
@@ -85,10 +88,17 @@ def build_platform(config: PlatformConfig) -> None:
         Neuron("neuron", kubernetes_version=config.kubernetes_version, after=after_lbc, opts=on_k8s)
     if "nvidia_device_plugin" in installs:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
-    KubeRay("kuberay", after=after_lbc, opts=on_k8s)
+    # strict NetworkPolicy mode: each platform namespace's allow-all policy before its pods
+    # (kube-system's comes with the cluster, before the nodes: system_policies.py)
+    policies = {
+        namespace: allow_namespace(f"platform-{namespace}", namespace, on_k8s)
+        for namespace in sorted({row.namespace for row in config.addons()} - {KUBE_SYSTEM})
+    }
+    KubeRay("kuberay", after=[*after_lbc, policies[KUBERAY_NAMESPACE]], opts=on_k8s)
     if "keda" in installs:
-        Keda("keda", after=after_lbc, opts=on_k8s)
-    Observability("observability", config, cluster, opts=on_aws, after=[ingress.release])
+        Keda("keda", after=[*after_lbc, policies[KEDA_NAMESPACE]], opts=on_k8s)
+    cloudwatch = [policies[CLOUDWATCH_NAMESPACE]] if CLOUDWATCH_NAMESPACE in policies else []
+    Observability("observability", config, cluster, opts=on_aws, after=[ingress.release, *cloudwatch])
     cache = Cache("cache", config, opts=on_aws)
 
     pulumi.export("cluster_name", config.cluster_name)

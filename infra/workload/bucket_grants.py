@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmctl.blueprints.hub_names import SAFE_CHARS
+from llmctl.errors import BadInput
 from llmctl.infra.workload.builders.cache import (
     compile_cache_enabled,
     compile_cache_prefix,
@@ -49,11 +51,25 @@ class Grants(BaseModel):
     )
 
 
+def _literal(prefix: str) -> str:
+    """The prefix, when IAM reads it literally: no wildcard (``*``, ``?``), no policy variable (``${``),
+    no empty or ``..`` segment. A model id or revision reaches here (issue 53, finding 4); the blueprint
+    schema refuses such names first (`llmctl.blueprints.hub_names`), this keeps any other path out."""
+    segments = prefix.split("/")
+    if not set(prefix) <= SAFE_CHARS or any(s in ("", ".", "..") for s in segments):
+        raise BadInput(
+            f"refusing to grant the bucket prefix {prefix!r}: IAM would not read it literally",
+            "set model.id and model.revision to a Hub repository id and a branch, tag or commit",
+        )
+    return prefix
+
+
 def s3_statements(partition: str, bucket: str, grants: Grants) -> list[dict[str, object]]:
     """List, get (and, under `grants.write`, put and delete) below the granted prefixes, nothing else,
-    in the account's ARN partition. A prefix matches itself and every key below `<prefix>/`."""
+    in the account's ARN partition. A prefix matches itself and every key below `<prefix>/`; a prefix
+    IAM would read as a pattern is refused (`_literal`)."""
     arn = f"arn:{partition}:s3:::{bucket}"
-    every = sorted({*grants.read, *grants.write})
+    every = sorted({_literal(prefix) for prefix in (*grants.read, *grants.write)})
     listed = [pattern for prefix in every for pattern in (prefix, f"{prefix}/*")]
     statements: list[dict[str, object]] = [
         {

@@ -24,7 +24,16 @@ Obj = dict[str, Any]
 
 # Objects the serving objects wait for (created before them, deleted after them).
 # NetworkPolicies among them: no pod of the workload starts before its namespace is confined.
-PREREQUISITE_KINDS = ("Namespace", "ServiceAccount", "NetworkPolicy", "Secret", "ConfigMap", "Job")
+PREREQUISITE_KINDS = (
+    "Namespace",
+    "ServiceAccount",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "NetworkPolicy",
+    "Secret",
+    "ConfigMap",
+    "Job",
+)
 
 
 def _snake(name: str) -> str:
@@ -45,6 +54,12 @@ def _typed_class(api_version: str, kind: str) -> Any | None:
         ("batch/v1", "Job"): k8s.batch.v1.Job,
         ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
         ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicy
+        ),
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+        ),
     }
     return classes.get((api_version, kind))
 

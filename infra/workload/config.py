@@ -191,6 +191,12 @@ class Delivery(_Strict):
         description="wheel mode, a runtime lock that leaves projects out (a CPU torch): s3:// prefix "
         "of their wheels and hash-pinned requirements, downloaded at the first `up` (None offline: planned).",
     )
+    outside_requirements: str | None = Field(
+        None,
+        description="configmap mode, a runtime lock that leaves projects out (a CPU torch): the hash-pinned "
+        "requirements of their wheels as the stack recorded them (downloaded at the first `up`, as on EKS); "
+        "None when nothing was recorded (an offline plan), and then the pods refuse to start.",
+    )
     reason: str = Field(description="Why this delivery was chosen (printed by `up`).")
     decided: bool = Field(
         False, description="True when `up` checked ECR and uploaded the wheel; False for an offline plan."

@@ -241,6 +241,40 @@ def lock_from_wheel_step(wheel: str, spec: LockSpec) -> str:
     return "python3 -c " + " ".join(shlex.quote(a) for a in [_EXTRACT, wheel, member, CONFIGMAP_LOCK])
 
 
+#: configmap mode: where the pod writes the hash-pinned requirements of what its lock leaves out
+CONFIGMAP_OUTSIDE = "/tmp/llmctl-lock/outside.txt"
+_WRITE = "import sys\nopen(sys.argv[1], 'w').write(sys.argv[2])\n"
+
+
+def index_options(args: list[str]) -> list[str]:
+    """The index options among an outside file's pip arguments (`--extra-index-url URL`), not its pins."""
+    options: list[str] = []
+    items = iter(args)
+    for arg in items:
+        if arg.startswith("-"):
+            options.append(arg)
+            if "=" not in arg:
+                options.append(next(items, ""))
+    return options
+
+
+def outside_from_index_steps(requirements: str | None, outside: list[str]) -> list[str]:
+    """Shell steps (configmap mode) installing what the lock leaves out from its index, each wheel pinned
+    by the sha256 the stack recorded (`outside_wheels.pinned_requirements`): `--require-hashes`, and
+    `--no-deps` (every wheel the lock and the image do not provide is in the file; the lock's own come
+    next, hash-checked). With nothing recorded (a render or an offline plan) the pod refuses to start
+    rather than install unpinned packages (issue 53, finding 5)."""
+    if requirements is None:
+        refusal = (
+            "llmctl: no recorded sha256 for what this runtime's lock leaves out (a CPU torch); "
+            "deploy with `llmctl up --target kubeconfig`, which records them"
+        )
+        return [f"{{ echo {shlex.quote(refusal)} >&2; exit 1; }}"]
+    write = "python3 -c " + " ".join(shlex.quote(a) for a in [_WRITE, CONFIGMAP_OUTSIDE, requirements])
+    pinned = ["--require-hashes", "--no-deps", *index_options(outside), "-r", CONFIGMAP_OUTSIDE]
+    return [write, pip_install(pinned)]
+
+
 def install_script(config: WorkloadConfig, image: str, extra: list[str] | None = None) -> str:
     """Shell that installs the runtime's lock, then the app without dependencies, with no index
     (wheel mode: from the wheelhouse the init container copied); configmap mode takes the lock out of
@@ -278,10 +312,10 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
         where = ["--no-index", "--find-links", WHEELHOUSE_DIR, *links]
         steps.append(pip_install([*where, "--require-hashes", *more, "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
     else:
-        if outside:  # an existing cluster: the index (a wheelhouse does not fit a ConfigMap)
-            steps.append(pip_install(outside))
         # the lock comes out of the mounted wheel, which carries it: the ConfigMap holds the wheel alone
         steps.append(lock_from_wheel_step(app, spec))
+        if outside:  # an existing cluster: from the index (a wheelhouse does not fit a ConfigMap), by hash
+            steps.extend(outside_from_index_steps(delivery.outside_requirements, outside))
         steps.append(pip_install(["--require-hashes", "-r", CONFIGMAP_LOCK]))
     steps.append(pip_install(["--no-index", "--no-deps", app]))
     return " && ".join(steps)

@@ -51,7 +51,7 @@ from llmctl.infra.workload.delivery import (
     image_tag,
     wheel_key,
 )
-from llmctl.infra.workload.outside_wheels import deliver_outside, recorded_outside
+from llmctl.infra.workload.outside_wheels import deliver_outside, pinned_requirements, recorded_outside
 from llmctl.infra.workload.ui_packages import from_bucket, ui_lock
 from llmctl.infra.workload.wheel_cache import cached_build
 from llmctl.infra.workload.wheelhouse import upload_wheelhouse, wheelhouse_key
@@ -253,8 +253,11 @@ def kept_wheel() -> tuple[Path, str]:
     return kept, digest
 
 
-def configmap_wheel(config: WorkloadConfig) -> Delivery:
-    """An existing cluster without an image: the wheel for a ConfigMap, refused when too large."""
+def configmap_wheel(
+    config: WorkloadConfig, note: Callable[[str], None] = lambda _text: None, *, upload: bool = True
+) -> Delivery:
+    """An existing cluster without an image: the wheel for a ConfigMap, refused when too large; what the
+    runtime's lock leaves out pinned by the sha256 the stack recorded (downloaded at the first `up`)."""
     wheel, digest = kept_wheel()
     size = configmap_size(config, wheel, digest)
     if size > CONFIGMAP_LIMIT:
@@ -264,7 +267,10 @@ def configmap_wheel(config: WorkloadConfig) -> Delivery:
             f"push an image (llmctl images build --push -b {config.blueprint.name} "
             f"{_stack_flags(config.stack)} --region REGION) and set it as the blueprint's image.serving_image",
         )
-    return configmap_delivery(config, wheel, digest)
+    delivery = configmap_delivery(config, wheel, digest)
+    spec = lock_for(config.blueprint.runtime, delivery.image)
+    pinned = pinned_requirements(config, spec, note, fetch=upload)
+    return delivery.model_copy(update={"outside_requirements": pinned})
 
 
 def build_image(
@@ -321,7 +327,7 @@ def decide(
     if fixed is not None:
         return fixed
     if config.platform.target != "eks":
-        return configmap_wheel(config)
+        return configmap_wheel(config, note, upload=upload)
     wanted = choice()
     with tempfile.TemporaryDirectory() as tmp:
         wheel = build_wheel(Path(tmp))  # its digest is the image tag's too: built code, found image

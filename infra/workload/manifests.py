@@ -15,7 +15,7 @@ from typing import Any
 
 from llmctl.blueprints.runtimes import runtime
 from llmctl.infra.workload import ui_packages
-from llmctl.infra.workload.builders import cache, common, ray, security, ui
+from llmctl.infra.workload.builders import admission, cache, common, ray, security, ui
 from llmctl.infra.workload.builders.network_policy import network_policies
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
@@ -100,6 +100,7 @@ def build_manifests(
     head.extend(ray.head_service_account(config))  # the Ray head's own (KubeRay binds its Role to it)
     head.extend(cache.mirror_service_account(config))  # the mirror Job's own
     head.extend(ui_packages.service_account(config))  # the Gradio UI's own (EKS), with the others
+    head.extend(admission.admission_objects(config))  # what the Ray head's token may change, before any pod
     objects: list[Obj] = []
     if common.needs_hf_token(config):
         objects.append(common.opaque_secret(config, common.HF_SECRET, common.HF_SECRET_KEY, hf_token))

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from llmctl.blueprints import hub
+from llmctl.blueprints.hub_names import is_path_id
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BadInput, PrerequisiteError
 from llmctl.infra.workload.mirror_formats import mirrored
@@ -45,8 +46,9 @@ class HubUnreachable(Exception):
 
 
 def is_hub_id(model_id: str) -> bool:
-    """Whether a blueprint's ``model.id`` names a Hub repository (not a path inside the image)."""
-    return not model_id.startswith(("/", ".", "~")) and model_id.count("/") <= 1
+    """Whether a blueprint's ``model.id`` names a Hub repository (not a path inside the image); the
+    schema allows nothing else (`llmctl.blueprints.hub_names`)."""
+    return not is_path_id(model_id)
 
 
 def files_value(pin: ModelPin) -> str:

@@ -150,6 +150,36 @@ def deliver_outside(
     return f"s3://{bucket}/{prefix}/"
 
 
+def pinned_requirements(
+    config: Any,
+    spec: LockSpec,
+    note: Callable[[str], None],
+    *,
+    fetch: bool = True,
+    args: list[str] | None = None,
+) -> str | None:
+    """An existing cluster (configmap mode, no bucket): the hash-pinned requirements of what `spec` leaves
+    out, from the stack's record; at its first `up` (`fetch`) downloaded on this machine and recorded as
+    on EKS, so the pods install exactly those files from the index (issue 53, finding 5). None when the
+    lock leaves nothing out, or (not fetching: `preview`) nothing was recorded yet."""
+    if not spec.outside_lock:
+        return None
+    stack, blueprint = config.stack, config.blueprint.name
+    recorded = load_pins(stack, blueprint)
+    if recorded.wheels:
+        return requirements_text(spec, recorded.wheels)
+    if not fetch:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = download(spec, Path(tmp) / "outside", args)
+    save_pins(stack, blueprint, dataclasses.replace(recorded, wheels=wheels))
+    note(
+        f"    pinned what the {spec.name} lock leaves out by sha256 ({', '.join(sorted(wheels))}; recorded for "
+        f"stack {stack}): the pods install exactly these files from the index"
+    )
+    return requirements_text(spec, wheels)
+
+
 def _complete(s3: Any, bucket: str, prefix: str) -> bool:
     from botocore.exceptions import BotoCoreError, ClientError
 

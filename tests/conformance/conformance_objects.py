@@ -25,6 +25,7 @@ BUILT_IN_GROUPS = {
     "networking.k8s.io",
     "policy",
     "rbac.authorization.k8s.io",
+    "admissionregistration.k8s.io",  # the workloads' ValidatingAdmissionPolicy: built in since 1.30
 }
 
 

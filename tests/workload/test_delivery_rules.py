@@ -17,6 +17,7 @@ from llmctl.infra.workload.delivery import (
     APP_DIR,
     APP_VOLUME,
     CONFIGMAP_LOCK,
+    CONFIGMAP_OUTSIDE,
     FETCH_CONTAINER,
     LOCK_FILE,
     OUTSIDE_DIR,
@@ -31,6 +32,7 @@ from llmctl.infra.workload.delivery import (
     install_script,
     lock_from_wheel_step,
     needs_bucket_access,
+    outside_from_index_steps,
     outside_lock_args,
     pip_install,
     planned_delivery,
@@ -135,12 +137,24 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
     with_outside = spec.model_copy(update={"outside_lock": {"torch": "a CPU build"}})
     assert outside_lock_args(with_outside) == ["--extra-index-url", "https://example/whl", "torch==2.0"]
     assert outside_lock_args(with_outside.model_copy(update={"outside_lock": {}})) == []
-    # off EKS (no bucket) the install runs them from their index before the lock; on EKS no step
-    # names an index: they come from the cache bucket with the lock
+    # off EKS (no bucket) the install runs them from their index before the lock, each file pinned by the
+    # sha256 the first `up` recorded (issue 53, finding 5); on EKS no step names an index: they come
+    # from the cache bucket with the lock
     monkeypatch.setattr("llmctl.infra.workload.delivery.runtime_lock", lambda _config, _image: with_outside)
-    steps = install_script(_off_eks(config), config.blueprint.image.base).split(" && ")
-    assert steps[-4] == pip_install(["--extra-index-url", "https://example/whl", "torch==2.0"])
+    off = _off_eks(config)
+    recorded = f"torch==2.0 \\\n    --hash=sha256:{DIGEST}\n"
+    pinned = off.model_copy(
+        update={"delivery": delivery_of(off).model_copy(update={"outside_requirements": recorded})}
+    )
+    steps = install_script(pinned, config.blueprint.image.base).split(" && ")
+    assert steps[-3] == pip_install(
+        ["--require-hashes", "--no-deps", "--extra-index-url", "https://example/whl", "-r", CONFIGMAP_OUTSIDE]
+    )
+    assert CONFIGMAP_OUTSIDE in steps[-4] and DIGEST in steps[-4]  # the recorded requirements, written
     assert steps[-2].endswith(f"-r {CONFIGMAP_LOCK}")
+    # nothing recorded (a render): the pod refuses to start rather than install torch unpinned
+    unpinned = install_script(off, config.blueprint.image.base)
+    assert "torch==2.0" not in unpinned and "no recorded sha256" in unpinned
     on_eks = install_script(config, config.blueprint.image.base)
     assert "example/whl" not in on_eks and f"-r {OUTSIDE_DIR}/requirements.txt" in on_eks
     assert (
@@ -177,8 +191,11 @@ def test_install_steps_of_each_mode_and_the_refusal_of_a_package_outside_the_loc
     ]
     off = _off_eks(config)
     configmap_steps = install_script(off, image).split(" && ")
-    assert configmap_steps[-3:] == [
-        lock_from_wheel_step(app, runtime_lock(off, image)),
+    spec = runtime_lock(off, image)
+    assert configmap_steps[-4:] == [
+        lock_from_wheel_step(app, spec),
+        # ray-cpu's CPU torch: nothing recorded in a plan, so the pod refuses (see above)
+        *outside_from_index_steps(None, outside_lock_args(spec)),
         pip_install(["--require-hashes", "-r", CONFIGMAP_LOCK]),
         pip_install(["--no-index", "--no-deps", app]),
     ]

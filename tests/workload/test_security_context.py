@@ -12,6 +12,7 @@ from typing import Any
 
 from workload_helpers import find, manifests_for
 
+from llmctl.infra.workload.builders.security import AUTOSCALER_TOKEN, SA_DIR
 from llmctl.infra.workload.pods import pod_templates
 
 Obj = dict[str, Any]
@@ -62,10 +63,20 @@ def test_every_container_is_hardened_and_tokens_are_mounted_only_for_the_autosca
                 assert ctx["allowPrivilegeEscalation"] is False and ctx["privileged"] is False
                 assert ctx["capabilities"] == {"drop": ["ALL"]}
             head = template.where == "head group"
-            assert spec["automountServiceAccountToken"] is (autoscaling and head), (
-                obj["kind"],
-                template.where,
-            )
+            # issue 53, finding 2: no pod automounts a token; an autoscaling head's goes to its sidecar alone
+            assert spec["automountServiceAccountToken"] is False, (obj["kind"], template.where)
+            mounted = [
+                m["name"]
+                for c in [*spec.get("initContainers", []), *spec["containers"]]
+                for m in c.get("volumeMounts", [])
+            ]
+            assert AUTOSCALER_TOKEN not in mounted
+            has_token = AUTOSCALER_TOKEN in [v["name"] for v in spec.get("volumes", [])]
+            assert has_token is (autoscaling and head)
+            if has_token and cluster:
+                assert cluster["autoscalerOptions"]["volumeMounts"] == [
+                    {"name": AUTOSCALER_TOKEN, "mountPath": SA_DIR, "readOnly": True}
+                ]
             sidecar = (
                 [cluster["autoscalerOptions"]["securityContext"]] if autoscaling and head and cluster else []
             )

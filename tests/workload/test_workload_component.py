@@ -129,8 +129,8 @@ def test_each_kind_of_pod_runs_as_its_own_service_account_with_its_own_role() ->
         "mirror": "llmctl-model-mirror",
     }
     assert set(runs_as.values()) <= accounts  # KubeRay requires the head's named account to exist
-    # the Kubernetes API token: only an autoscaling head's (its sidecar); never the workers' or the Job's
-    assert head["automountServiceAccountToken"] is rayservice["enableInTreeAutoscaling"]
+    # the Kubernetes API token: automounted nowhere (an autoscaling head's sidecar mounts its own)
+    assert head["automountServiceAccountToken"] is False
     assert workers["automountServiceAccountToken"] is False and job["automountServiceAccountToken"] is False
 
     registered = run_offline(lambda: build_workload(config))

@@ -439,8 +439,13 @@ def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
     from llmctl.infra.workload.deploy_delivery import content_digest, decide
 
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path / "state"))
+    # ray-cpu's CPU torch is pinned at this first `up` (PyTorch's index is out of reach here: the real
+    # download is tests/lifecycle/test_outside_wheels_existing_cluster.py's)
+    torch = {"torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl": "ab" * 32}
+    monkeypatch.setattr("llmctl.infra.workload.outside_wheels.download", lambda *_a, **_k: torch)
     delivery = decide(on_existing_cluster(config_for("tiny-cpu")))
     assert delivery.mode == "configmap" and delivery.decided and delivery.wheel_path
+    assert f"torch==2.13.0+cpu \\\n    --hash=sha256:{'ab' * 32}" in str(delivery.outside_requirements)
     wheel = Path(delivery.wheel_path)
     assert wheel.name == wheel_file() and wheel.stat().st_size < CONFIGMAP_LIMIT
     assert delivery.wheel_digest == content_digest(wheel)

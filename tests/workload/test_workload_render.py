@@ -64,13 +64,16 @@ def test_render_file_names_and_literal_blocks(tmp_path: Path) -> None:
         "01-namespace-llama2-7b-cpu.yaml",
         "02-serviceaccount-llmctl-serving.yaml",
         "03-serviceaccount-llmctl-ray-head.yaml",
-        "04-networkpolicy-default-deny.yaml",
-        "05-networkpolicy-allow-egress.yaml",
-        "06-networkpolicy-allow-ray.yaml",
-        "07-networkpolicy-allow-kuberay.yaml",
-        "08-networkpolicy-allow-metrics.yaml",
-        "09-secret-hf-token.yaml",
-        "10-rayservice-llama2-7b-cpu.yaml",
+        # what the Ray head's token may change (issue 53, finding 2), before any pod
+        "04-validatingadmissionpolicy-llmctl-llama2-7b-cpu-guard.yaml",
+        "05-validatingadmissionpolicybinding-llmctl-llama2-7b-cpu-guard.yaml",
+        "06-networkpolicy-default-deny.yaml",
+        "07-networkpolicy-allow-egress.yaml",
+        "08-networkpolicy-allow-ray.yaml",
+        "09-networkpolicy-allow-kuberay.yaml",
+        "10-networkpolicy-allow-metrics.yaml",
+        "11-secret-hf-token.yaml",
+        "12-rayservice-llama2-7b-cpu.yaml",
     ]
     assert "serveConfigV2: |" in rendered.files[-1].read_text()
     assert "&id" not in rendered.text and "*id" not in rendered.text

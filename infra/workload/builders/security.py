@@ -13,9 +13,10 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
   `fsGroup` so its volumes and projected tokens (EKS Pod Identity's) are readable. Images without a
   recorded user (the Neuron and Triton images, Open WebUI, the gradio UI's python:slim) run as their
   own user, root;
-- no service-account token in any pod, except the Ray head of an autoscaling RayService, whose
-  KubeRay autoscaler sidecar calls the Kubernetes API (EKS Pod Identity mounts its own token, so S3
-  access does not need the automounted one);
+- no service-account token automounted in any pod (EKS Pod Identity mounts its own token, so S3
+  access does not need it); the Ray head of an autoscaling RayService gets one mounted into KubeRay's
+  autoscaler sidecar alone (`autoscalerOptions.volumeMounts`), the only container that calls the
+  Kubernetes API: the Ray container beside it, which runs Ray's code, holds none (issue 53, finding 2);
 - the namespace enforces Pod Security `restricted` when every pod qualifies, else `baseline`, and
   warns and audits at `restricted` either way.
 
@@ -35,6 +36,35 @@ Obj = dict[str, Any]
 PSA = "pod-security.kubernetes.io"
 #: the lowest UID checkov's CKV_K8S_40 accepts
 HIGH_UID = 10000
+#: where a client in a pod finds its service-account credentials (Ray's KubeRay node provider reads
+#: `token` and `ca.crt` there: ray 2.60 `autoscaler/_private/kuberay/node_provider.py`,
+#: IN_CLUSTER_TOKEN_PATH and IN_CLUSTER_CA_CERT_PATH)
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+AUTOSCALER_TOKEN = "autoscaler-api-token"
+
+
+def autoscaler_token_volume() -> Obj:
+    """The head pod's service-account token as the automount would project it (token, the cluster's CA,
+    the namespace), as a volume only the autoscaler sidecar mounts."""
+    return {
+        "name": AUTOSCALER_TOKEN,
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {
+                                "path": "namespace",
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                            }
+                        ]
+                    }
+                },
+            ]
+        },
+    }
 
 
 def image_user(image: str) -> tuple[int, int] | None:
@@ -115,7 +145,6 @@ SKIPS: dict[str, str] = {
     ),
     "CKV_K8S_8": "KubeRay adds a liveness probe to the Ray container (ray-project/kuberay v1.7.0 pod.go)",
     "CKV_K8S_9": "KubeRay adds a readiness probe to the Ray container (ray-project/kuberay v1.7.0 pod.go)",
-    "CKV_K8S_38": "the KubeRay autoscaler sidecar of the head calls the Kubernetes API with the token of the pod",
     "CKV_K8S_43": (
         "versions.yaml records no digest for this image yet (llmctl doctor prints it); pods run image@digest "
         "once it is recorded"
@@ -138,8 +167,6 @@ def checkov_skips(obj: Obj, *, non_root: bool) -> dict[str, str]:
         skipped.append("CKV_K8S_40")
     if obj.get("kind") == "RayService":
         skipped += ["CKV_K8S_8", "CKV_K8S_9"]
-    if _autoscaling_cluster(obj) is not None:
-        skipped.append("CKV_K8S_38")
     if not non_root:
         skipped.append("CKV_K8S_23")
     if any("secretKeyRef" in (env.get("valueFrom") or {}) for c in containers for env in c.get("env", [])):
@@ -157,11 +184,15 @@ def harden(objects: list[Obj]) -> bool:
         autoscaling = _autoscaling_cluster(obj)
         non_root = True
         for template in pod_templates(obj):
-            head_with_sidecar = autoscaling is not None and template.where == "head group"
-            non_root &= harden_pod(template.spec, needs_token=head_with_sidecar)
-            if head_with_sidecar and autoscaling is not None:
+            non_root &= harden_pod(template.spec, needs_token=False)
+            if autoscaling is not None and template.where == "head group":
                 options = autoscaling.setdefault("autoscalerOptions", {})
                 options["securityContext"] = container_context(_pod_user(template.spec))
+                # the token for the sidecar alone: KubeRay v1.7.0 appends autoscalerOptions.volumeMounts
+                # to the sidecar it injects (controllers/ray/common/pod.go, mergeAutoscalerOverrides)
+                template.spec.setdefault("volumes", []).append(autoscaler_token_volume())
+                mount = {"name": AUTOSCALER_TOKEN, "mountPath": SA_DIR, "readOnly": True}
+                options["volumeMounts"] = [*options.get("volumeMounts", []), mount]
         if skips := checkov_skips(obj, non_root=non_root):
             obj["metadata"]["annotations"] = {**obj["metadata"].get("annotations", {}), **skips}
         all_non_root &= non_root
