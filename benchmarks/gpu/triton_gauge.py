@@ -193,7 +193,10 @@ def step(
 def keda_metric(environ: dict[str, str]) -> str:
     """The trigger's ``valueLocation``: the runtime's ``queue_metric`` (blueprints/data/runtimes.yaml),
     read through the carried llmctl in a child process (this one has only the standard library)."""
-    code = "from llmctl.blueprints.runtimes import runtime; print(runtime('triton-vllm').queue_metric)"
+    code = (
+        "from llmctl.blueprints.catalog import load_blueprint; from llmctl.blueprints.runtimes import runtime; "
+        f"print(runtime(load_blueprint({BLUEPRINT!r}).runtime).queue_metric)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ)
     if done.returncode:
         raise RuntimeError(done.stderr[-800:])

@@ -79,8 +79,8 @@ def surge_capacity(
     pool: str | None,
 ) -> list[Check]:
     """The account's limits on the extra nodes (quota, the NodePool's limits, reservations)."""
-    from llmctl.infra.aws.session import new_session
-    from llmctl.infra.aws.surge import check_surge
+    from llmctl.infra.aws.session import new_session  # lazy: boto3, only when a surge is checked
+    from llmctl.infra.aws.surge import check_surge  # lazy: boto3 as above
 
     limits = pool_limits(engine.state_resources(StackSpec(PLATFORM_PROJECT, stack)), pool) if pool else None
     return check_surge(

@@ -41,10 +41,11 @@ def deployed_rollouts(
     ]
     if not wanted:
         return found
-    from llmctl.infra.lifecycle.backend import resolve_backend
-    from llmctl.infra.lifecycle.engine import Engine
-    from llmctl.infra.lifecycle.orchestrate import Lifecycle
-    from llmctl.infra.lifecycle.progress import Progress
+    # lazy: Pulumi's automation API and the lifecycle, only when a workload stack is recorded
+    from llmctl.infra.lifecycle.backend import resolve_backend  # lazy: as above
+    from llmctl.infra.lifecycle.engine import Engine  # lazy: as above
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle  # lazy: as above
+    from llmctl.infra.lifecycle.progress import Progress  # lazy: as above
 
     try:
         lifecycle = Lifecycle(Engine(resolve_backend(backend)), Progress("quiet"), stack=stack)

@@ -215,6 +215,7 @@ def offline_plan(
     unique = {bp.name: bp for bp in blueprints}.values()
     found = None
     if deployed:
+        # lazy: the backend's code, not for --offline
         from llmctl.infra.plan.deployed import deployed_rollouts
 
         found = deployed_rollouts(

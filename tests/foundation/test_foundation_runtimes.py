@@ -103,8 +103,9 @@ def test_an_unknown_runtime_gets_a_did_you_mean() -> None:
 
 
 def _python_files() -> list[Path]:
-    """The project's .py files outside the tests (and the venv, the typecheck tree, git)."""
-    skip = {"tests", ".venv", "build", ".git"}
+    """The project's .py files outside the tests (and the venvs, the typecheck tree, git, the GPU
+    harness's ignored carry folder)."""
+    skip = {"tests", ".venv", ".venv-checkov", "build", ".git", ".gpu"}
     tops = [path for path in ROOT.iterdir() if path.name not in skip]
     return [
         path

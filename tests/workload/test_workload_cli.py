@@ -22,6 +22,8 @@ def test_render_prints_a_stream_with_secrets_redacted(monkeypatch: object) -> No
         "Namespace",
         "ServiceAccount",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",  # the tenant guard (builders/admission.py, issue 53 finding 2)
+        "ValidatingAdmissionPolicyBinding",
         "Secret",
         "RayService",
     ]
