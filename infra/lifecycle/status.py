@@ -10,6 +10,7 @@ from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
 from llmctl.infra.lifecycle.environment import Environment
 from llmctl.infra.lifecycle.kube import cluster_status, kubeconfig_path
+from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
 from llmctl.infra.lifecycle.replicas import workload_replicas
 from llmctl.infra.lifecycle.stacks import stack_rows
 from llmctl.infra.lifecycle.timeline import start_timelines
@@ -85,7 +86,17 @@ def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> d
     if kube and not kube.get("error"):
         for row in sections["workloads"]:
             row["replicas"] = replica_status(stack, row["namespace"])
+            row["rayservices"] = rayservice_status(stack, row["namespace"])
     return sections
+
+
+def rayservice_status(stack: str, namespace: str) -> list[dict[str, Any]] | dict[str, str]:
+    """Each RayService of the namespace with its active and pending RayClusters, their pods, nodes
+    and cost per hour (:mod:`.ray_upgrade`), or ``{"error": ...}`` saying why not."""
+    try:
+        return [found.to_dict() for found in read_upgrades(kubeconfig_path(stack), namespace)]
+    except LlmctlError as exc:
+        return {"error": f"{exc.message} ({exc.hint})"}
 
 
 def replica_status(stack: str, namespace: str) -> list[dict[str, Any]] | dict[str, str]:
