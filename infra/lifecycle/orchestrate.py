@@ -38,6 +38,7 @@ from llmctl.infra.lifecycle.kube import (
 )
 from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
@@ -423,11 +424,19 @@ class Lifecycle:
         safety = decide(
             self.engine, specs, stack=self.stack, outputs=found, cluster=cluster, region=region, force=force
         )
+        # a pending second RayCluster (a zero-downtime upgrade under way): said, and its nodes counted
+        upgrading = (
+            pending_at_down(safety.kubeconfig, [r.namespace for r in targets]) if safety.kubeconfig else []
+        )
+        said = down_lines(upgrading)
+        listing += said
         if confirm is not None and not confirm(listing + safety.confirm_lines):
             raise Declined("nothing was deleted", None)
         result = DownResult(stack=self.stack, timeline=self.progress.timeline, notes=list(safety.notes))
-        for line in safety.notes:
+        result.pending_clusters = [found.to_dict() for found in upgrading]
+        for line in [*safety.notes, *said]:
             self.progress.note(line)
+        result.notes += said
         for record in targets:
             spec = StackSpec(record.project, record.stack(self.stack), env=safety.env)
             with self.progress.phase(f"destroy workload {record.label()}"), safety.guard():

@@ -256,3 +256,57 @@ def read_upgrades(kubeconfig: Path | str | None, namespace: str) -> list[Upgrade
     pods = kubectl_json(kubeconfig, "get", "pods", "-n", namespace).get("items", [])
     nodes = kubectl_json(kubeconfig, "get", "nodes").get("items", [])
     return upgrades(services, pods, nodes)
+
+
+# ---- `llmctl down` ---------------------------------------------------------------------------------
+def pending_at_down(kubeconfig: Path | str | None, namespaces: Iterable[str]) -> list[Upgrade]:
+    """The RayServices of the workloads `down` removes that have a pending second cluster; empty when
+    kubectl cannot tell (`down` goes on: the sweep and its final check count every node anyway)."""
+    from llmctl.errors import LlmctlError
+
+    found: list[Upgrade] = []
+    for namespace in namespaces:
+        try:
+            found += [u for u in read_upgrades(kubeconfig, namespace) if u.clusters.pending]
+        except LlmctlError:
+            return []
+    return found
+
+
+def down_lines(found: Iterable[Upgrade]) -> list[str]:
+    """What `down` says about each pending cluster before it deletes anything."""
+    lines = []
+    for upgrade in found:
+        c, pending = upgrade.clusters, upgrade.pending
+        nodes = upgrade.pending_only_nodes
+        count = f"{len(nodes)} node(s) of its own" + (
+            f" ({', '.join(sorted({n.instance_type or 'unknown type' for n in nodes}))})" if nodes else ""
+        )
+        waiting = (
+            f", {pending.unscheduled} pod(s) still waiting for a node"
+            if pending and pending.unscheduled
+            else ""
+        )
+        lines.append(
+            f"RayService {c.namespace}/{c.rayservice} has a pending second RayCluster {c.pending} beside "
+            f"{c.active or 'no active one'} ({count}{waiting}, both about ${upgrade.both_usd_per_hour:.2f}/h): "
+            "deleting the RayService deletes both clusters (KubeRay's finalizer) and their pods; their nodes "
+            "go with Karpenter or the sweep"
+        )
+    return lines
+
+
+def pending_instances(found: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """EC2 instance id -> 'RayCluster <name> (pending, RayService <ns>/<name>)' for the nodes only a
+    pending cluster uses, from :meth:`Upgrade.to_dict` data (`down`'s final check names them)."""
+    out: dict[str, str] = {}
+    for data in found:
+        active = {n["name"] for n in (data.get("active_cluster") or {}).get("nodes") or []}
+        pending = data.get("pending_cluster") or {}
+        for node in pending.get("nodes") or []:
+            if node.get("instance_id") and node["name"] not in active:
+                out[node["instance_id"]] = (
+                    f"node of the pending RayCluster {pending['name']} of RayService "
+                    f"{data['namespace']}/{data['rayservice']}"
+                )
+    return out

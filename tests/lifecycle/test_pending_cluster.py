@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from standin_support import install
+from standin_support import StandinEngine, install
 
 from llmctl.infra.lifecycle.ray_upgrade import read_rayservice, read_upgrades, upgrade_lines
 from llmctl.infra.lifecycle.status import rayservice_status
@@ -100,3 +100,107 @@ def test_status_says_why_when_kubernetes_does_not_answer(kubectl: Path, state: P
     (state / "kube" / "dev.yaml").write_text("clusters: []\n")
     found = rayservice_status("dev", NS)
     assert isinstance(found, dict) and "no configuration has been provided" in found["error"]
+
+
+# ---- `llmctl down` ---------------------------------------------------------------------------------
+def _karpenter_instance(ec2: Any, image: str, instance_type: str, pool: str, claim: str) -> str:
+    """An instance tagged as Karpenter v1.14.1 tags its nodes (aws/karpenter-provider-aws v1.14.1,
+    bde00654: pkg/utils/utils.go GetTags 116-121, pkg/controllers/nodeclaim/tagging/controller.go 106-110)."""
+    tags = {
+        "kubernetes.io/cluster/llmctl-dev": "owned",
+        "karpenter.sh/nodepool": pool,
+        "eks:eks-cluster-name": "llmctl-dev",
+        "karpenter.k8s.aws/ec2nodeclass": pool,
+        "karpenter.sh/nodeclaim": claim,
+        "Name": f"ip-{claim}.us-west-2.compute.internal",
+    }
+    spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+    [found] = ec2.run_instances(
+        ImageId=image, InstanceType=instance_type, MinCount=1, MaxCount=1, TagSpecifications=spec
+    )["Instances"]
+    return str(found["InstanceId"])
+
+
+def _with_instances(step: list[dict[str, Any]], ids: dict[str, str]) -> list[dict[str, Any]]:
+    """The recorded step with its nodes' recorded instance ids replaced by moto's."""
+    text = json.dumps(step)
+    for recorded, real in ids.items():
+        text = text.replace(recorded, real)
+    return list(json.loads(text))
+
+
+def test_down_says_a_pending_cluster_counts_its_nodes_and_the_sweep_takes_them(
+    engine: StandinEngine, aws: str
+) -> None:
+    import boto3
+    from lifecycle_scenario import an_image
+    from lifecycle_support import eks_cluster, lifecycle
+
+    eks_cluster(aws)
+    lifecycle().up(NS, region=aws, wait=False)
+    ec2 = boto3.client("ec2", region_name=aws)
+    image = an_image(ec2)
+    ids = {
+        "i-0a1b2c3d4e5f60718": _karpenter_instance(ec2, image, "m5.xlarge", "ray-head", "ray-head-a1"),
+        "i-0c4f7a9e2b3d51826": _karpenter_instance(ec2, image, "inf2.48xlarge", "inferentia-inf2", "inf2-b2"),
+        "i-07e9d2c4a6b8f1035": _karpenter_instance(ec2, image, "inf2.48xlarge", "inferentia-inf2", "inf2-c3"),
+    }
+    built = _with_instances(_steps()[2], ids)  # both clusters, the pending one on a node of its own
+    for obj in built:  # the stand-in has no KubeRay, which clears its finalizer once it has deleted both
+        if obj["kind"] == "RayService":  # clusters (rayservice_controller.go 131-141); kept, the stand-in
+            obj["metadata"].pop("finalizers")  # would hold it as a stuck one (standin_engine/kube_faults.py)
+    engine.kube(*built)
+    asked: list[list[str]] = []
+    result = lifecycle().down(
+        region=aws, confirm=lambda lines: asked.append(lines) or True, sweep_timeout_s=30
+    )
+    said = (
+        f"RayService {NS}/{NS} has a pending second RayCluster {NEW} beside {OLD} (1 node(s) of its own "
+        f"(inf2.48xlarge), both about ${M5 + 2 * INF2:.2f}/h): deleting the RayService deletes both clusters "
+        "(KubeRay's finalizer) and their pods; their nodes go with Karpenter or the sweep"
+    )
+    assert said in asked[0] and said in result.notes  # before anything was deleted, and in the result
+    [pending] = result.pending_clusters
+    assert (pending["active"], pending["pending"]) == (OLD, NEW)
+    assert result.to_dict()["pending_clusters"] == result.pending_clusters
+    # the sweep terminated every node of both clusters and waited for them; nothing is left
+    assert result.sweep is not None
+    swept = {item.id for item in result.sweep.deleted if item.kind == "instance"}
+    assert swept == set(ids.values())
+    assert result.leftovers == [] and result.verdict() is None
+
+
+def test_the_final_check_names_a_pending_clusters_node() -> None:
+    from llmctl.errors import CloudError
+    from llmctl.infra.aws.sweep import Leftover
+    from llmctl.infra.lifecycle.ray_upgrade import upgrades
+    from llmctl.infra.lifecycle.reports import DownResult
+
+    built = _steps()[2]
+    [found] = upgrades(
+        [o for o in built if o["kind"] == "RayService"],
+        [o for o in built if o["kind"] == "Pod"],
+        [o for o in built if o["kind"] == "Node"],
+    )
+    result = DownResult(stack="dev", pending_clusters=[found.to_dict()])
+    left = [
+        Leftover(
+            "instance", "i-07e9d2c4a6b8f1035", "ip-10-1-1-45", "us-west-2", "eks:eks-cluster-name=llmctl-dev"
+        ),
+        Leftover(
+            "instance", "i-0c4f7a9e2b3d51826", "ip-10-1-0-112", "us-west-2", "eks:eks-cluster-name=llmctl-dev"
+        ),
+        Leftover(
+            "instance", "i-0a1b2c3d4e5f60718", "ip-10-1-0-37", "us-west-2", "eks:eks-cluster-name=llmctl-dev"
+        ),
+    ]
+    result.leftovers = left
+    error = result.verdict()
+    assert isinstance(error, CloudError)
+    assert (
+        f"instance i-07e9d2c4a6b8f1035 (ip-10-1-1-45) (node of the pending RayCluster {NEW} of RayService "
+        f"{NS}/{NS})" in error.message
+    )
+    # the active cluster's nodes and the node both share are not the pending cluster's
+    assert "instance i-0c4f7a9e2b3d51826 (ip-10-1-0-112)," in error.message
+    assert error.message.endswith("; 1 of the instances were a pending second RayCluster's nodes")
