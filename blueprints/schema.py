@@ -404,6 +404,19 @@ class CapacitySpec(_Strict):
         return ("reserved", "on-demand") if self.fallback == "on-demand" else ("reserved",)
 
 
+class UpgradeSpec(_Strict):
+    """How a change to the deployed serving pods rolls out (`llmctl plan` shows it before `up`; see
+    docs/lifecycle.md, "Day two")."""
+
+    strategy: Literal["surge", "replace"] = Field(
+        "surge",
+        description="surge: new serving pods (a second RayCluster, or one more Deployment pod) start beside "
+        "the old ones and take over when ready; `up` first checks the quota, NodePool limits and "
+        "reservations hold the extra nodes. replace: the old pods stop first (downtime until the new ones "
+        "serve), no extra nodes; `llmctl up --replace` does this for one run.",
+    )
+
+
 class Blueprint(_Strict):
     """One deployable system: a model on a runtime on an accelerator, with its UI and exposure."""
 
@@ -429,6 +442,10 @@ class Blueprint(_Strict):
     capacity: CapacitySpec | None = Field(
         None, description="Capacity reservations for the serving nodes (none: on-demand or spot capacity)."
     )
+    upgrade: UpgradeSpec = Field(
+        default_factory=UpgradeSpec,
+        description="How a change to the serving pods rolls out: beside the old ones (surge) or after them (replace).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -447,6 +464,11 @@ class Blueprint(_Strict):
                 "or drop capacity"
             )
         return self
+
+    def pod_view(self) -> dict[str, object]:
+        """The blueprint as the serving pods receive it (Ray's app args, `LLMCTL_BLUEPRINT`): every field
+        but `upgrade`, which is llmctl's and not the pods' (changing it then redeploys nothing)."""
+        return self.model_dump(mode="json", exclude={"upgrade"})
 
     @property
     def is_neuron(self) -> bool:

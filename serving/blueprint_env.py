@@ -1,6 +1,6 @@
 """The blueprint a container-started runtime (Triton, TorchServe) runs, passed in ``LLMCTL_BLUEPRINT``.
 
-The Ray apps get ``Blueprint.model_dump(mode="json")`` as their ``blueprint`` arg; these containers
+The Ray apps get ``Blueprint.pod_view()`` as their ``blueprint`` arg; these containers
 get the same JSON in an env var (:func:`blueprint_env_value`, used by the workload builders) and
 read it back with :func:`blueprint_from_env` in their ``start`` module.
 """
@@ -18,7 +18,7 @@ BLUEPRINT_ENV = "LLMCTL_BLUEPRINT"
 
 def blueprint_env_value(blueprint: Blueprint) -> str:
     """The value of ``LLMCTL_BLUEPRINT`` for a blueprint: the same JSON the Ray apps receive."""
-    return json.dumps(blueprint.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return json.dumps(blueprint.pod_view(), sort_keys=True, separators=(",", ":"))
 
 
 def blueprint_from_env(variable: str = BLUEPRINT_ENV) -> Blueprint:

@@ -263,6 +263,17 @@ class WorkloadConfig(_Strict):
             )
         return self
 
+    upgrade: Literal["surge", "replace"] | None = Field(
+        None,
+        description="This run's upgrade strategy (`llmctl up --replace`); None: the blueprint's "
+        "upgrade.strategy.",
+    )
+
+    @property
+    def upgrade_strategy(self) -> Literal["surge", "replace"]:
+        """The upgrade strategy in effect: this run's, else the blueprint's."""
+        return self.upgrade or self.blueprint.upgrade.strategy
+
     @property
     def ns(self) -> str:
         """The namespace in effect."""

@@ -76,7 +76,7 @@ def test_rayservice_serve_config_and_pod_templates_validate(catalog_name: str) -
     validated = []
     for obj in ray_services:
         app = serve_config(obj["spec"]["serveConfigV2"]).applications[0]
-        assert app.args == {"blueprint": blueprint(catalog_name).model_dump(mode="json")}
+        assert app.args == {"blueprint": blueprint(catalog_name).pod_view()}
         assert (
             app.import_path
             == f"llmctl.serving.{blueprint(catalog_name).runtime.replace('-', '_')}.app:app_builder"

@@ -235,7 +235,23 @@ def scaled_serving_deployment(
             pod_annotations=prometheus_annotations(config, metrics_port),
         )
     ]
+    objects[0]["spec"]["strategy"] = rolling_strategy(config)
     return objects + ([scaler] if scaler else [])
+
+
+#: a serving Deployment's rollout per upgrade strategy. Kubernetes' default (maxSurge 25% rounded up,
+#: maxUnavailable 25% rounded down: kubernetes/kubernetes pkg/apis/apps/v1/defaults.go
+#: SetDefaults_Deployment, pkg/controller/deployment/util/deployment_util.go ResolveFenceposts) is the
+#: same as surge for 1-3 replicas; written out so the extra accelerator pod is a decision, not a default
+ROLLING = {
+    "surge": {"maxSurge": 1, "maxUnavailable": 0},  # a new pod (and node) first, then the old one goes
+    "replace": {"maxSurge": 0, "maxUnavailable": 1},  # the old pod goes first: no extra node
+}
+
+
+def rolling_strategy(config: WorkloadConfig) -> Obj:
+    """The serving Deployment's `spec.strategy` for the upgrade strategy in effect."""
+    return {"type": "RollingUpdate", "rollingUpdate": dict(ROLLING[config.upgrade_strategy])}
 
 
 def prometheus_annotations(config: WorkloadConfig, port: int, path: str = "/metrics") -> dict[str, str]:

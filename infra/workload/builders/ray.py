@@ -68,6 +68,18 @@ def head_service_name(config: WorkloadConfig) -> str:
     return f"{config.blueprint.name}-head-svc"
 
 
+#: the blueprint's upgrade strategy as KubeRay's `spec.upgradeStrategy.type`, always explicit (unset
+#: means NewCluster in KubeRay v1.7.0 unless the operator's ENABLE_ZERO_DOWNTIME is false:
+#: rayservice_controller.go isZeroDowntimeUpgradeEnabled). surge: a second RayCluster beside the old
+#: one; replace: KubeRay leaves the running cluster alone and `up` deletes it (docs/lifecycle.md, "Day two")
+UPGRADE_TYPES = {"surge": "NewCluster", "replace": "None"}
+
+
+def upgrade_strategy(config: WorkloadConfig) -> Obj:
+    """The RayService's `spec.upgradeStrategy` (not in KubeRay's cluster hash: switching rolls nothing)."""
+    return {"type": UPGRADE_TYPES[config.upgrade_strategy]}
+
+
 def serve_config(config: WorkloadConfig, import_path: str) -> str:
     """serveConfigV2: one application importing the llmctl serving app."""
     bp = config.blueprint
@@ -75,7 +87,7 @@ def serve_config(config: WorkloadConfig, import_path: str) -> str:
         "name": bp.name,
         "route_prefix": bp.serving.route_prefix,
         "import_path": import_path,
-        "args": {"blueprint": bp.model_dump(mode="json")},
+        "args": {"blueprint": bp.pod_view()},
     }
     return yaml.safe_dump({"applications": [app]}, sort_keys=False)
 
@@ -265,6 +277,7 @@ def rayservice(
             "serveConfigV2": serve_config(config, import_path),
             "serveService": serve_service(config, serve_service_name(config), ports),
             "rayClusterDeletionDelaySeconds": drain_grace_s(bp),
+            "upgradeStrategy": upgrade_strategy(config),
             "rayClusterConfig": cluster,
         },
     }
