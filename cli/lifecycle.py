@@ -46,6 +46,12 @@ def up(
     ),
     reselect_azs: bool = options.RESELECT_AZS,
     accept_moved_tags: bool = options.ACCEPT_MOVED_TAGS,
+    replace: bool = typer.Option(
+        False,
+        "--replace",
+        help="This run replaces the serving pods instead of starting new ones beside them: no extra "
+        "accelerator nodes, downtime until the new pods serve (stated before it asks).",
+    ),
     json_output: bool = options.JSON,
 ) -> None:
     """Deploy a blueprint: preflight, plan and cost, confirm, platform, workload, readiness, endpoint."""
@@ -69,6 +75,7 @@ def up(
         workload=workload,
         reselect_azs=reselect_azs,
         accept_moved_tags=accept_moved_tags,
+        replace=replace,
     )
     chosen = get_target(target, request)
     progress = open_progress(progress_mode, quiet=json_output)

@@ -23,12 +23,13 @@ def plan(
         False, "--all-pools", help="Create every node pool, not just the blueprints' ones."
     ),
     offline: bool = typer.Option(
-        True,
+        False,
         "--offline",
-        hidden=True,
-        help="The only mode, and the default: the program runs under Pulumi mocks (no credentials, no "
-        "CLI). Kept so scripts that pass it go on working; a real preview is `llmctl preview`.",
+        help="Plan from the programs alone: no backend, no pulumi CLI, no credentials. Without it, each "
+        "blueprint whose workload stack is deployed is also compared with it: what the next `up` rolls, "
+        "the extra nodes and whether they fit.",
     ),
+    backend: str | None = options.BACKEND,
     skip_missing: bool = typer.Option(
         False,
         "--skip-missing",
@@ -41,8 +42,10 @@ def plan(
     json: bool = options.JSON,
 ) -> None:
     """Show what the platform and workload stacks would create and check the platform against the
-    policy rules, offline (Pulumi's mocks: no credentials, no pulumi CLI). `--json` lists every input of every resource (secrets redacted): the input of
-    `llmctl plan diff`."""
+    policy rules (Pulumi's mocks: no credentials, no pulumi CLI). Against a deployed workload stack
+    (not with --offline) it also says what the next `up` does to it: which pods roll, a second
+    RayCluster's nodes and cost, the quota. `--json` lists every input of every resource (secrets
+    redacted): the input of `llmctl plan diff`; `rollouts` carries the comparison."""
     if ctx.invoked_subcommand is not None:
         return
     output.start(json_output=json)
@@ -55,6 +58,8 @@ def plan(
         all_pools=all_pools,
         workload=workload,
         skip_missing=skip_missing,
+        deployed=not offline,
+        backend=backend,
     )
     if json:
         output.emit_json(result.to_dict())
@@ -130,6 +135,13 @@ def _print(result: object) -> None:
         )
     if result.ok:
         output.console.print("[green]policy: passed[/]")
+    for line in result.day_two_notes:
+        output.console.print(line, markup=False, soft_wrap=True)
+    for found in result.day_two:  # the next `up` against the deployed workload
+        text = (
+            "\n".join(found.lines()) or f"day two: the next `up` of {found.blueprint} restarts no serving pod"
+        )
+        output.console.print(text, markup=False, soft_wrap=True)
 
 
 FORMATS = ("text", "json", "markdown")

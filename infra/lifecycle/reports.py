@@ -28,6 +28,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # the environment: shared with, AZs re-chosen
     # scaling to zero: the hourly saving and the last recorded cold start (cold_start.at_zero)
     at_zero: dict[str, Any] | None = None
+    # against a deployed workload: what the controllers do with the change (day_two.DayTwo)
+    day_two: Any = None
 
     def summary(self) -> list[str]:
         """The lines shown before the confirmation."""
@@ -41,6 +43,7 @@ class Plan:
             f"+ platform ${cost.platform_hourly_usd:.2f}/h)",
             *self.notes,
             *([render_at_zero(self.at_zero)] if self.at_zero else []),
+            *(self.day_two.lines() if self.day_two is not None else []),
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +57,7 @@ class Plan:
             "cost": self.cost.to_dict() if self.cost is not None else None,
             "notes": self.notes,
             "at_zero": self.at_zero,
+            "rollouts": self.day_two.to_dict() if self.day_two is not None else None,
         }
 
 

@@ -64,6 +64,9 @@ class PlanResult:
     cost: dict[str, Any] = field(default_factory=dict)
     workload: str | None = None  # the named workload (`--workload`) the workload stacks are planned as
     missing: list[str] = field(default_factory=list)  # blueprints left out (`--skip-missing`)
+    # against the deployed stacks (not with --offline): each one's day-two plan, and what was not compared
+    day_two: list[Any] = field(default_factory=list)
+    day_two_notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +107,9 @@ class PlanResult:
             "violations": sorted(
                 (v.to_dict() for v in self.violations), key=lambda v: (v["urn"], v["rule"], v["message"])
             ),
+            # what the next `up` does to each deployed workload (empty offline or when none is deployed)
+            "rollouts": [plan.to_dict() for plan in sorted(self.day_two, key=lambda p: p.blueprint)],
+            "rollout_notes": list(self.day_two_notes),
             **placeholders(),
         }
         return dict(canonical(document))
@@ -180,12 +186,15 @@ def offline_plan(
     overrides: dict[str, Any] | None = None,
     workload: str | None = None,
     skip_missing: bool = False,
+    deployed: bool = False,
+    backend: str | None = None,
 ) -> PlanResult:
     """Plan the platform for some blueprints without credentials or the pulumi CLI; each blueprint's
     workload stack as `up --stack STACK [--workload NAME]` would name it. With `skip_missing`, a
     blueprint file or catalog name that does not exist (e.g. one a pull request adds, planned on
     its base revision) is left out and listed in the document, so the plan is the environment
-    without it (the platform alone when none is left)."""
+    without it (the platform alone when none is left). With `deployed`, each blueprint whose workload
+    stack exists in the backend is also compared with what is deployed (:mod:`llmctl.infra.plan.deployed`)."""
 
     try:
         check_names(stack, workload)
@@ -204,6 +213,13 @@ def offline_plan(
     )
     registered = run_platform_offline(config)
     unique = {bp.name: bp for bp in blueprints}.values()
+    found = None
+    if deployed:
+        from llmctl.infra.plan.deployed import deployed_rollouts
+
+        found = deployed_rollouts(
+            list(unique), stack=stack, region=region, workload=workload, backend=backend
+        )
     return PlanResult(
         config=config,
         resources=plan_view(registered),
@@ -212,6 +228,8 @@ def offline_plan(
         cost=plan_cost(list(unique)),
         workload=workload,
         missing=missing,
+        day_two=found.plans if found else [],
+        day_two_notes=found.notes if found else [],
     )
 
 

@@ -58,6 +58,7 @@ class UpRequest:
     workload: str | None = None  # a named workload of the environment (its own stack and namespace)
     reselect_azs: bool = False  # choose the platform's AZs again (replaces subnets)
     accept_moved_tags: bool = False  # move the stack onto the images its moved tags name now
+    replace: bool = False  # this run replaces the serving pods instead of surging (issue 51, "Day two")
 
     def __post_init__(self) -> None:
         check_names(self.stack, self.workload)

@@ -90,6 +90,7 @@ class KubernetesTarget(Target):
             workload=request.workload,
             reselect_azs=request.reselect_azs,
             accept_moved_tags=request.accept_moved_tags,
+            replace=request.replace,
         )
         # A port-forwarded service answers on localhost only once `llmctl connect` runs.
         return replace(result, via_connect="localhost" in result.endpoint.base_url)

@@ -47,6 +47,11 @@ def get_target(name: str, request: object | None = None) -> Target:
                 f"--workload does not apply to --target {name}",
                 "named workloads are workload stacks on a cluster: use --target eks or kubeconfig",
             )
+        if getattr(request, "replace", False) and not target.takes_workloads:
+            raise BadInput(
+                f"--replace does not apply to --target {name}",
+                "it replaces a deployed workload's serving pods on a cluster: use --target eks or kubeconfig",
+            )
         if getattr(request, "accept_moved_tags", False) and not target.takes_workloads:
             raise BadInput(
                 f"--accept-moved-tags does not apply to --target {name}",

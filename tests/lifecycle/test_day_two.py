@@ -1,175 +1,197 @@
-"""Day two through the stand-in engine (issue 51): llama2-inf2 up on EKS, then each change a running
-platform sees (the code, a moved image tag taken with --accept-moved-tags, a new model revision,
-replicas up and down, an engine argument, a platform add-on's version), each followed by `plan` (the
-preview) and `up`. After each, the RayService the workload stack now holds goes through the KubeRay
-model (kuberay_model.py, from KubeRay v1.7.0's source) and what `predict` said is held to what the
-model does; no step leaves two RayClusters of the RayService once KubeRay has settled."""
+"""Day two (issue 51), through the stand-in engine and a moto account: llama2-inf2 is deployed, the
+code changes, and `plan` says KubeRay's zero-downtime upgrade needs a second inf2.48xlarge with its
+cost and the quota's verdict; `up` refuses it with the quota's numbers before changing anything;
+`up --replace` goes ahead with the downtime stated, deletes the active RayCluster after the update
+and waits for KubeRay's new one.
+
+The RayService status the stand-in kubectl serves is shaped as KubeRay v1.7.0 writes it
+(ray-operator/apis/ray/v1/rayservice_types.go: `status.activeServiceStatus.rayClusterName`)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import yaml
-from day_two_support import Did, Ledger, observe
-from lifecycle_support import eks_cluster, lifecycle
-from registry_support import registry
-from standin_support import StandinEngine, kube_objects
-from test_image_digests import push, registry_route
+from lifecycle_support import lifecycle, ready_pod
+from standin_support import StandinEngine
+from typer.testing import CliRunner
 
-from llmctl.blueprints.catalog import load_blueprint
-from llmctl.blueprints.versions import versions
-from llmctl.infra.workload import deploy_delivery
-
-__all__ = ["registry", "registry_route"]
+from llmctl.blueprints.hardware import hardware
+from llmctl.errors import PrerequisiteError
+from llmctl.infra.aws.session import new_session
 
 BP = "llama2-inf2"
 WL = f"llmctl-{BP}"
-NEW_COMMIT = "5f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6"  # a commit id of the model's repository (any 40 hex)
-
-
-def _objects(engine: StandinEngine) -> list[dict[str, Any]]:
-    return kube_objects(engine.resources(WL, "dev"))
-
-
-class Blueprint:
-    """The blueprint as a file the user edits between two `up`s."""
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / f"{BP}.yaml"
-        self.data: dict[str, Any] = yaml.safe_load(load_blueprint(BP).model_dump_json())
-        self.save()
-
-    def save(self) -> None:
-        self.path.write_text(yaml.safe_dump(self.data))
-
-    def edit(self, section: str, **values: Any) -> Callable[[], None]:
-        def run() -> None:
-            self.data[section] = {**(self.data.get(section) or {}), **values}
-            self.save()
-
-        return run
-
-
-def _code_change(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
-    """A change to llmctl's code: the wheel `up` builds carries one more module (a new content digest)."""
-
-    def run() -> None:
-        real = deploy_delivery.build_wheel
-
-        def changed(out_dir: Path) -> Path:
-            wheel = real(out_dir)  # (the kept build of unchanged sources: changed once)
-            with zipfile.ZipFile(wheel, "a") as archive:
-                if "llmctl/_day_two_change.py" not in archive.namelist():
-                    member = zipfile.ZipInfo("llmctl/_day_two_change.py", (2020, 1, 1, 0, 0, 0))
-                    archive.writestr(member, "CHANGED = True\n")  # the same bytes at each build
-            return wheel
-
-        monkeypatch.setattr(deploy_delivery, "build_wheel", changed)
-
-    return run
-
-
-def _moved_tag(registry_host: str, image: str) -> Callable[[], None]:
-    return lambda: push(registry_host, image, ("amd64", "arm64"))  # the same tag, another image
+INF_QUOTA = "L-1945791B"
+PRICE = hardware().instance("inf2.48xlarge").on_demand_usd
 
 
 @pytest.fixture
-def kuberay_chart() -> Iterator[Callable[[str], None]]:
-    """Moves the KubeRay operator chart's pin in versions.yaml (as a newer llmctl would); the pins are
-    read once and cached, so the cache is emptied when the pin moves and again after the test."""
-    from llmctl.blueprints import versions as module
+def ec2_quotas(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[dict[str, float]], None]]:
+    """The EC2 vCPU quotas in moto's Service Quotas (moto models them for `vpc` only: seeded here)."""
+    from moto.servicequotas.models import ServiceQuotasBackend
 
-    real = module.load_yaml
+    values: dict[str, float] = {}
+    original = ServiceQuotasBackend.get_service_quota
 
-    def move(version: str) -> None:
-        def moved(*parts: str) -> Any:
-            data = real(*parts)
-            if parts == ("data", "versions.yaml"):
-                data["charts"]["kuberay_operator"]["version"] = version
-            return data
+    def get_service_quota(self: Any, service_code: str, quota_code: str) -> dict[str, Any]:
+        if service_code == "ec2" and quota_code in values:
+            return {
+                "ServiceCode": "ec2",
+                "QuotaCode": quota_code,
+                "QuotaName": quota_code,
+                "Value": values[quota_code],
+            }
+        return original(self, service_code, quota_code)
 
-        module.load_yaml = moved
-        versions.cache_clear()
-
-    yield move
-    module.load_yaml = real
-    versions.cache_clear()
-
-
-def _addon_version(move: Callable[[str], None], ledger: Ledger) -> Callable[[], None]:
-    """The KubeRay operator chart moves to 1.7.1 (the platform stack updates its release); KubeRay
-    1.7.1's operator then stamps its own version on the RayClusters it finds (shouldUpdateCluster)."""
-
-    def run() -> None:
-        move("1.7.1")
-        assert versions().charts["kuberay_operator"].version == "1.7.1"
-        ledger.operator.version = "v1.7.1"
-
-    return run
+    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
+    yield values.update
 
 
-def test_day_two_sequence_predictions_match_kuberay_and_never_leave_two_clusters(
+def running_node(region: str) -> None:
+    """The serving node of the deployed cluster, as Karpenter launched and tagged it."""
+    ec2 = new_session(region).client("ec2")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ec2.run_instances(
+        ImageId=image,
+        InstanceType="inf2.48xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": "karpenter.sh/nodepool", "Value": "inferentia-inf2"},
+                    {"Key": "eks:eks-cluster-name", "Value": "llmctl-dev"},
+                ],
+            }
+        ],
+    )
+
+
+def change_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The next build of llmctl's wheel has one more module (as a code change makes it); its S3 key."""
+    from llmctl.infra.workload import deploy_delivery
+
+    wheel = deploy_delivery.build_wheel(tmp_path / "built")
+    changed = tmp_path / "changed" / wheel.name
+    changed.parent.mkdir()
+    shutil.copyfile(wheel, changed)
+    with zipfile.ZipFile(changed, "a") as archive:
+        archive.writestr("llmctl/serving/extra.py", "x = 1\n")
+
+    def rebuilt(out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copyfile(changed, out_dir / changed.name))
+
+    monkeypatch.setattr(deploy_delivery, "build_wheel", rebuilt)
+    return f"llmctl/wheels/{deploy_delivery.content_digest(changed)}/{changed.name}"
+
+
+def rayservice(engine: StandinEngine) -> dict[str, Any]:
+    [found] = [
+        res["inputs"]
+        for res in engine.resources(WL, "dev").values()
+        if res["type"] == "kubernetes:ray.io/v1:RayService"
+    ]
+    return dict(found)
+
+
+def test_a_code_change_on_a_deployed_inf2_stack_is_planned_refused_then_replaced(
     engine: StandinEngine,
     aws: str,
-    registry: str,
-    registry_route: Callable[[], httpx.Client],
+    ec2_quotas: Callable[[dict[str, float]], None],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    kuberay_chart: Callable[[str], None],
 ) -> None:
-    eks_cluster(aws)
-    bp = Blueprint(tmp_path)
-    base = load_blueprint(BP).image.base
-    push(registry, base)
-    push(registry, versions().images["python_slim"].image)  # its UI
-    lifecycle().up(str(bp.path), region=aws, wait=False)
-    ledger = Ledger()
-    ledger.first(_objects(engine))
-    strategy = load_blueprint(str(bp.path)).upgrade.strategy
-    steps: list[tuple[str, Callable[[], None], dict[str, Any]]] = [
-        ("code change", _code_change(monkeypatch), {}),
-        ("image tag moved", _moved_tag(registry, base), {"accept_moved_tags": True}),
-        ("model revision", bp.edit("model", revision=NEW_COMMIT), {}),
-        ("replicas up", bp.edit("scaling", replicas=2, max_replicas=2), {}),
-        ("replicas down", bp.edit("scaling", replicas=1, max_replicas=1), {}),
-        ("engine argument", bp.edit("serving", max_concurrent_requests=16), {}),
-        ("platform add-on version", _addon_version(kuberay_chart, ledger), {}),
-    ]
-    seen: dict[str, tuple[Did, Did]] = {}
-    for name, change, flags in steps:
-        old = _objects(engine)
-        change()
-        plan = lifecycle().preview(str(bp.path), region=aws)
-        lifecycle().up(str(bp.path), region=aws, wait=False, **flags)
-        new = _objects(engine)
-        said, did, _ = observe(ledger, old, new, strategy)
-        seen[name] = (said, did)
-        if name == "platform add-on version":  # KubeRay's version stamp: the active cluster updated in
-            assert did == Did(in_place=True) and said == Did(), name  # place (no pod restarts)
-            assert plan.stacks["llmctl-platform"].count("update") > 0
-            continue
-        assert said == did, name
-        updates = [s for s in plan.stacks[WL].steps if s["op"] == "update"]
-        rayservice = any(s["type"] == "kubernetes:ray.io/v1:RayService" for s in updates)
-        # the plan previews the digests the stack recorded: a moved tag shows once `up` accepted it
-        assert rayservice is (name != "image tag moved"), name
-    assert {name: said for name, (said, _) in seen.items()} == {
-        "code change": Did(new_cluster=True),
-        "image tag moved": Did(new_cluster=True),
-        "model revision": Did(new_cluster=True),
-        # 1 -> 2 replicas turns Ray's autoscaler on (enableInTreeAutoscaling, its sidecar, the head's token):
-        # a cluster change, not only worker replicas (which KubeRay's hash leaves out); 2 -> 1 turns it off
-        "replicas up": Did(new_cluster=True),
-        "replicas down": Did(new_cluster=True),
-        "engine argument": Did(serve_config=True),
-        "platform add-on version": Did(),
-    }
-    # KubeRay settled after each `up`: one RayCluster, the one serving the latest spec
-    service = ledger.service
-    assert service is not None and len(service.clusters) == 1 and service.pending is None
-    assert max(ledger.peak) == 2  # while a second cluster was built, both ran
+    from llmctl.cli.app import app
+
+    lifecycle().up(BP, region=aws, wait=False)
+    deployed = rayservice(engine)
+    assert deployed["spec"]["upgradeStrategy"] == {"type": "NewCluster"}  # surge, rendered explicitly
+    running_node(aws)
+    ec2_quotas({INF_QUOTA: 192})  # room for one inf2.48xlarge: the one running
+    key = change_the_code(tmp_path, monkeypatch)
+
+    # plan: the second cluster, its node, its cost, the quota's verdict
+    result = CliRunner().invoke(app, ["plan", "-b", BP, "--region", aws, "--json"])
+    assert result.exit_code == 0, result.output
+    [found] = json.loads(result.stdout)["rollouts"]
+    [cluster] = found["rollouts"]
+    assert (cluster["kind"], cluster["object"]) == ("new-cluster", f"RayService/{BP}")
+    assert (cluster["extra_nodes"], cluster["instance_type"]) == (1, "inf2.48xlarge")
+    assert cluster["extra_usd_per_hour"] == round(PRICE, 4) and found["extra_nodes"] == {"inf2.48xlarge": 1}
+    quota = next(c for c in found["capacity"] if c["name"].startswith(f"vCPU quota {INF_QUOTA}"))
+    assert quota["ok"] is False and found["fits"] is False
+    assert (
+        "192 vCPUs (applied); running 192 (1 instance(s)) + 1 x inf2.48xlarge (192) = 384" in quota["detail"]
+    )
+    assert f"--quota-code {INF_QUOTA} --desired-value 384" in quota["fix"]
+    limits = next(c for c in found["capacity"] if c["name"].startswith("NodePool inferentia-inf2"))
+    assert limits["ok"] is True and "aws.amazon.com/neuron 24 of 72" in limits["detail"]
+    assert any(line.startswith(f"the llmctl wheel s3://cache-bucket/{key}") for line in found["uploads"])
+    text = CliRunner().invoke(app, ["plan", "-b", BP, "--region", aws])
+    assert text.exit_code == 0, text.output
+    assert f"1. RayService/{BP}: new-cluster: the cluster spec changed" in text.stdout
+    assert f"+1 x inf2.48xlarge while both run: ${PRICE:,.2f}/h more" in text.stdout
+    assert f"vCPU quota {INF_QUOTA} (upgrade): REFUSED" in text.stdout
+
+    # up: refused with the quota's numbers before anything changed
+    state = engine.resources(WL, "dev")
+    ups = [op for op in engine.ops() if op[0] == "up"]
+    with pytest.raises(PrerequisiteError) as refused:
+        lifecycle().up(BP, region=aws, wait=False, confirm=lambda plan: pytest.fail("asked"))
+    assert "needs 1 more inf2.48xlarge while the old and new pods both run" in refused.value.message
+    assert "= 384 needed" in refused.value.message and "nothing was changed" in refused.value.message
+    assert "--desired-value 384" in (refused.value.hint or "") and "llmctl up --replace" in (
+        refused.value.hint or ""
+    )
+    assert engine.resources(WL, "dev") == state and [op for op in engine.ops() if op[0] == "up"] == ups
+
+    # up --replace: the downtime stated before it asks; the active cluster deleted; the new one waited for
+    old_cluster, new_cluster = f"{BP}-raycluster-4x7kq", f"{BP}-raycluster-9m2lt"
+    engine.kube(
+        ready_pod(BP, "llama2-inf2-raycluster-9m2lt-inf2-worker-abcde"),
+        {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": old_cluster, "namespace": BP}},
+    )
+
+    def status(active: str) -> list[dict[str, Any]]:
+        meta = {"name": BP, "namespace": BP}
+        return [
+            {
+                "kind": "RayService",
+                "metadata": meta,
+                "status": {"activeServiceStatus": {"rayClusterName": active}},
+            }
+        ]
+
+    (engine.root / "kube-sequence.json").write_text(
+        json.dumps({"advance_on": "RayService", "steps": [status(old_cluster), status(new_cluster)]})
+    )
+    asked: list[list[str]] = []
+
+    def confirm(plan: Any) -> bool:
+        asked.append(plan.summary())
+        return True
+
+    result_up = lifecycle().up(BP, region=aws, replace=True, confirm=confirm, wait_timeout_s=60)
+    [lines] = asked
+    assert any(f"RayService/{BP}: replace-cluster:" in line for line in lines)
+    assert (
+        "  downtime: unknown (no start recorded): the new pods' node launch, image pull, weights and compile"
+        in lines
+    )
+    assert not any("REFUSED" in line for line in lines)  # replace needs no extra node: no quota check
+    assert rayservice(engine)["spec"]["upgradeStrategy"] == {"type": "None"}
+    assert key in json.dumps(rayservice(engine)["spec"]["rayClusterConfig"])
+    deletes = [json.loads(line) for line in (engine.root / "kube-deletes.jsonl").read_text().splitlines()]
+    assert deletes == [["RayCluster", BP, old_cluster]]
+    phases = [name for name, _ in result_up.timeline.phases]
+    assert (
+        phases.index(f"workload {BP}") < phases.index(f"replace RayService/{BP}") < phases.index("readiness")
+    )

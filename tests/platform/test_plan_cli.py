@@ -43,13 +43,19 @@ def test_offline_plan_tree() -> None:
     assert "policy: passed" in result.stdout
 
 
-def test_plan_is_offline_by_default_and_the_flag_still_works() -> None:
-    """`plan` has one mode, offline: it runs without `--offline` (which exited 3 saying it only runs
-    offline), and scripts that pass the flag get the same plan."""
+def test_plan_without_a_deployed_stack_is_the_offline_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without `--offline`, `plan` looks for the blueprint's deployed workload stack (issue 51); with
+    none in the local backend it reads nothing else (no pulumi CLI) and the plan is the offline one."""
+    monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pulumi: it would fail if the plan called it
     plain = runner.invoke(app, ["plan", "-b", "tiny-cpu", "--json"])
     assert plain.exit_code == 0, plain.output
     flagged = runner.invoke(app, ["plan", "--offline", "-b", "tiny-cpu", "--json"])
     assert flagged.exit_code == 0 and json.loads(flagged.stdout) == json.loads(plain.stdout)
+    assert json.loads(plain.stdout)["rollouts"] == [] and json.loads(plain.stdout)["rollout_notes"] == []
 
 
 def test_plan_needs_a_blueprint() -> None:

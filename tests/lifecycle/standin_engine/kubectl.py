@@ -230,6 +230,34 @@ def logs(root: Path, args: list[str]) -> None:
     print(json.loads(path.read_text()).get(f"{namespace}/{words[0]}", "") if path.exists() else "", end="")
 
 
+def delete(root: Path, args: list[str]) -> None:
+    """`delete <resource> <name> -n NS [--wait=false]`: the object is gone from the API server (an
+    overlay marks it deleted); a name the stand-in does not know is NotFound, as kubectl says."""
+    namespace, words = "default", []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-n", "--namespace"):
+            namespace, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith("-"):
+            if args[i] != "--wait=false":
+                _fail(f"error: the stand-in kubectl does not take {args[i]} with delete")
+        else:
+            words.append(args[i])
+        i += 1
+    kind = KINDS.get(words[0].lower()) if len(words) == 2 else None
+    if kind is None:
+        _fail(f"error: the stand-in kubectl deletes only `delete <resource> <name>` (asked: {args})")
+    key = (kind, "" if kind in CLUSTER_SCOPED else namespace, words[1])
+    current = objects(root).get(key)
+    if current is None:
+        _fail(f'Error from server (NotFound): {words[0]} "{words[1]}" not found')
+    write_overlay(root, {**current, "metadata": {**current["metadata"], "deleted": True}})
+    with open(root / "kube-deletes.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps([kind, key[1], words[1]]) + "\n")
+    print(f'{words[0]} "{words[1]}" deleted')
+
+
 def write_overlay(root: Path, obj: dict[str, Any]) -> None:
     """Replace the overlay of this object in kube.json (later entries win in `objects`)."""
     path = root / "kube.json"
@@ -273,6 +301,9 @@ def main() -> None:
         return
     if args[:1] == ["logs"]:
         logs(root, args[1:])
+        return
+    if args[:1] == ["delete"]:
+        delete(root, args[1:])
         return
     if not args or args[0] != "get":
         _fail(f"error: the stand-in kubectl answers only `get` (asked: {' '.join(args)})")

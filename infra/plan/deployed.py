@@ -1,0 +1,62 @@
+"""`llmctl plan` against deployed stacks (issue 51): for each blueprint whose workload stack exists
+in the backend, what the next `up` does to it (:mod:`llmctl.infra.lifecycle.day_two`). A backend
+that cannot be read, or AWS that cannot be asked, is a note: the offline plan stands on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmctl.blueprints.schema import Blueprint
+from llmctl.errors import LlmctlError
+from llmctl.infra.lifecycle.backend import recorded_stacks
+from llmctl.infra.lifecycle.engine import workload_project
+from llmctl.infra.names import workload_stack
+
+
+@dataclass
+class Deployed:
+    """The day-two plans of the deployed blueprints, and why any was not compared."""
+
+    plans: list[Any] = field(default_factory=list)  # day_two.DayTwo
+    notes: list[str] = field(default_factory=list)
+
+
+def deployed_rollouts(
+    blueprints: Sequence[Blueprint],
+    *,
+    stack: str,
+    region: str,
+    workload: str | None = None,
+    backend: str | None = None,
+) -> Deployed:
+    """Each deployed blueprint's day-two plan. A local file backend is read from its files first
+    (no pulumi CLI for a blueprint that is not deployed); any other backend through the CLI."""
+    found = Deployed()
+    w_stack = workload_stack(stack, workload)
+    recorded = recorded_stacks(backend, stack)
+    wanted = [
+        bp for bp in blueprints if recorded is None or f"{workload_project(bp.name)}/{w_stack}" in recorded
+    ]
+    if not wanted:
+        return found
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
+    from llmctl.infra.lifecycle.progress import Progress
+
+    try:
+        lifecycle = Lifecycle(Engine(resolve_backend(backend)), Progress("quiet"), stack=stack)
+    except LlmctlError as exc:
+        found.notes.append(f"not compared with the deployed stacks: {exc.message}")
+        return found
+    for bp in wanted:
+        try:
+            plan = lifecycle.day_two(bp, region=region, workload=workload)
+        except LlmctlError as exc:
+            found.notes.append(f"{bp.name}: not compared with the deployed stack {w_stack}: {exc.message}")
+            continue
+        if plan is not None:
+            found.plans.append(plan)
+    return found
