@@ -39,7 +39,7 @@ from llmctl.infra.lifecycle.kube import (
 )
 from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
-from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down
+from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down, wait_switched
 from llmctl.infra.lifecycle.replace_cluster import delete_active_cluster, wait_replaced
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
@@ -57,6 +57,8 @@ from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
 # how often `up` asks Karpenter about the workload's nodes while the workload stack updates
 LAUNCH_POLL_S = 20.0
+# how often `up` reads the RayServices while KubeRay builds a second cluster and switches to it
+SWITCH_POLL_S = 10.0
 
 
 def _blueprint_problems(bp: Any, facts: Any) -> None:
@@ -243,6 +245,15 @@ class Lifecycle:
                 w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload)
             if day_two is not None and day_two.replaces_cluster and kube is not None:
                 self._replace_clusters(kube, w_config.ns, day_two, wait, wait_timeout_s)
+            if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
+                with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
+                    wait_switched(
+                        kube,
+                        w_config.ns,
+                        timeout_s=wait_timeout_s,
+                        on_wait=self.progress.wait,
+                        poll_s=SWITCH_POLL_S,
+                    )
             if wait and kube is not None:
                 ns = str(w_out.get("namespace") or w_config.ns)
                 with self.progress.phase("readiness"):
@@ -652,6 +663,11 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _builds_cluster(rollouts: Any) -> bool:
+    """Whether KubeRay builds a second RayCluster for this change (a surge of a RayService)."""
+    return any(item.kind == "new-cluster" for item in rollouts)
 
 
 def _launch_poll(kube: Path, ns: str, region: str, bp: Any) -> Callable[[], list[Any]]:

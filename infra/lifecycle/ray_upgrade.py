@@ -310,3 +310,79 @@ def pending_instances(found: Iterable[dict[str, Any]]) -> dict[str, str]:
                     f"{data['namespace']}/{data['rayservice']}"
                 )
     return out
+
+
+# ---- `llmctl up`: until KubeRay has switched ---------------------------------------------------------
+# The labels KubeRay puts on the RayClusters of a RayService (rayservice_controller.go
+# constructRayClusterForRayService 1506-1509; utils/constant.go 17-18, utils/util.go 53)
+ORIGIN_NAME = "ray.io/originated-from-cr-name"
+ORIGIN_KIND = "ray.io/originated-from-crd"
+
+
+def still_upgrading(rayservice: dict[str, Any], clusters: Iterable[dict[str, Any]]) -> str | None:
+    """What KubeRay still does with a RayService after `up` changed it, in words; None once it has
+    settled: it has read the latest spec (`status.observedGeneration`, set by calculateStatus 653),
+    no pending cluster is left, and the RayClusters labelled for it are the active one alone (the old
+    one goes `rayClusterDeletionDelaySeconds` after the switch, cleanUpRayClusterInstance)."""
+    meta = rayservice.get("metadata") or {}
+    status = rayservice.get("status") or {}
+    name = str(meta.get("name", ""))
+    if meta.get("generation") is not None and status.get("observedGeneration") != meta.get("generation"):
+        return f"RayService {name}: KubeRay has not read its new spec yet"
+    found = read_rayservice(rayservice)
+    if found.pending:
+        return (
+            f"RayService {name}: KubeRay builds RayCluster {found.pending} beside {found.active or 'none'} "
+            "(both run until the new one serves; `llmctl status` shows their nodes and cost)"
+        )
+    old = sorted(
+        str((c.get("metadata") or {}).get("name"))
+        for c in clusters
+        if ((c.get("metadata") or {}).get("labels") or {}).get(ORIGIN_NAME) == name
+        and ((c.get("metadata") or {}).get("labels") or {}).get(ORIGIN_KIND) == "RayService"
+        and (c.get("metadata") or {}).get("name") != found.active
+    )
+    if old:
+        return (
+            f"RayService {name}: traffic is on {found.active}; the old RayCluster {', '.join(old)} is deleted "
+            "after rayClusterDeletionDelaySeconds"
+        )
+    return None
+
+
+def wait_switched(
+    kubeconfig: Path | str | None,
+    namespace: str,
+    *,
+    timeout_s: float,
+    on_wait: Callable[[str], None],
+    poll_s: float = 10,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> None:
+    """After a change that makes KubeRay build a second RayCluster (surge): wait until every RayService
+    of the namespace has switched to its new cluster and the old one is gone, so `up` does not return
+    with two clusters' nodes running; ServingError on timeout."""
+    import time
+
+    from llmctl.errors import ServingError
+
+    pause, now = sleep or time.sleep, clock or time.monotonic
+    deadline = now() + timeout_s
+    last = ""
+    while True:
+        services = kubectl_json(kubeconfig, "get", "rayservices", "-n", namespace).get("items", [])
+        clusters = kubectl_json(kubeconfig, "get", "rayclusters", "-n", namespace).get("items", [])
+        waiting = [text for text in (still_upgrading(s, clusters) for s in services) if text]
+        if not waiting:
+            return
+        if waiting[0] != last:
+            on_wait(waiting[0])
+            last = waiting[0]
+        if now() > deadline:
+            raise ServingError(
+                f"the upgrade in namespace {namespace} has not finished after {int(timeout_s)} s: {waiting[0]}",
+                "`llmctl status` shows the active and pending clusters, their pods and nodes; `llmctl up` again "
+                "resumes waiting, `llmctl up --replace` replaces the cluster instead",
+            )
+        pause(poll_s)

@@ -17,9 +17,12 @@ from typing import Any
 
 import pytest
 from standin_support import StandinEngine, install
+from test_day_two import ec2_quotas
 
 from llmctl.infra.lifecycle.ray_upgrade import read_rayservice, read_upgrades, upgrade_lines
 from llmctl.infra.lifecycle.status import rayservice_status
+
+__all__ = ["ec2_quotas"]  # a fixture: the EC2 vCPU quotas in moto
 
 DATA = Path(__file__).parent / "data" / "kuberay" / "rayservice_upgrade.json"
 NS = "llama2-inf2"
@@ -204,3 +207,124 @@ def test_the_final_check_names_a_pending_clusters_node() -> None:
     # the active cluster's nodes and the node both share are not the pending cluster's
     assert "instance i-0c4f7a9e2b3d51826 (ip-10-1-0-112)," in error.message
     assert error.message.endswith("; 1 of the instances were a pending second RayCluster's nodes")
+
+
+# ---- `llmctl up` waits until KubeRay switched --------------------------------------------------------
+def _raycluster(name: str) -> dict[str, Any]:
+    """A RayCluster of the RayService, labelled as KubeRay v1.7.0 labels it
+    (rayservice_controller.go constructRayClusterForRayService 1506-1509, utils/util.go 53)."""
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"ray.io/originated-from-cr-name": NS, "ray.io/originated-from-crd": "RayService"},
+        },
+    }
+
+
+def test_up_waits_until_kuberay_switched_and_the_old_cluster_went(monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+
+    from llmctl.infra.lifecycle import ray_upgrade
+
+    [before, building, _, after] = [next(o for o in step if o["kind"] == "RayService") for step in _steps()]
+    unread = copy.deepcopy(before)
+    unread["metadata"]["generation"] = 2  # `up` changed the spec; KubeRay has not reconciled it yet
+    answers = [
+        (unread, [OLD]),
+        (building, [OLD, NEW]),
+        (after, [OLD, NEW]),  # switched; the old cluster waits out rayClusterDeletionDelaySeconds
+        (after, [NEW]),
+    ]
+    calls: list[tuple[str, ...]] = []
+
+    def kubectl_json(kubeconfig: Any, *args: str, **_: Any) -> dict[str, Any]:
+        calls.append(args)
+        service, clusters = answers[min((len(calls) - 1) // 2, len(answers) - 1)]
+        return {"items": [service] if args[1] == "rayservices" else [_raycluster(n) for n in clusters]}
+
+    monkeypatch.setattr(ray_upgrade, "kubectl_json", kubectl_json)
+    said: list[str] = []
+    slept: list[float] = []
+    ray_upgrade.wait_switched(
+        None, NS, timeout_s=3600, on_wait=said.append, sleep=slept.append, clock=lambda: 0.0
+    )
+    assert said == [
+        f"RayService {NS}: KubeRay has not read its new spec yet",
+        f"RayService {NS}: KubeRay builds RayCluster {NEW} beside {OLD} (both run until the new one serves; "
+        "`llmctl status` shows their nodes and cost)",
+        f"RayService {NS}: traffic is on {NEW}; the old RayCluster {OLD} is deleted after rayClusterDeletionDelaySeconds",
+    ]
+    assert slept == [10, 10, 10] and len(calls) == 8
+
+
+def test_the_upgrade_wait_stops_at_its_timeout_with_what_it_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from llmctl.errors import ServingError
+    from llmctl.infra.lifecycle import ray_upgrade
+
+    building = next(o for o in _steps()[1] if o["kind"] == "RayService")
+
+    def kubectl_json(kubeconfig: Any, *args: str, **_: Any) -> dict[str, Any]:
+        return {"items": [building] if args[1] == "rayservices" else [_raycluster(OLD), _raycluster(NEW)]}
+
+    monkeypatch.setattr(ray_upgrade, "kubectl_json", kubectl_json)
+    ticks = iter(range(0, 10_000, 600))
+    with pytest.raises(ServingError) as info:
+        ray_upgrade.wait_switched(
+            None,
+            NS,
+            timeout_s=1800,
+            on_wait=lambda text: None,
+            sleep=lambda s: None,
+            clock=lambda: next(ticks),
+        )
+    assert info.value.message.startswith(f"the upgrade in namespace {NS} has not finished after 1800 s: ")
+    assert f"KubeRay builds RayCluster {NEW} beside {OLD}" in info.value.message
+    assert "`llmctl status` shows the active and pending clusters" in (info.value.hint or "")
+
+
+def test_a_surge_up_returns_once_kuberay_switched_and_the_old_cluster_went(
+    engine: StandinEngine,
+    aws: str,
+    ec2_quotas: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the stand-in: llama2-inf2 deployed, the code changes, the quota holds a second
+    inf2.48xlarge; `up` updates the stack, then waits while the RayService (as the stand-in kubectl
+    replays it) builds the pending cluster, switches, and keeps the old one for its deletion delay,
+    and returns only when one RayCluster is left."""
+    from lifecycle_support import lifecycle, ready_pod
+    from test_day_two import INF_QUOTA, change_the_code
+
+    from llmctl.infra.lifecycle import orchestrate
+
+    lifecycle().up(NS, region=aws, wait=False)
+    ec2_quotas({INF_QUOTA: 384})  # room for the second inf2.48xlarge
+    change_the_code(tmp_path, monkeypatch)
+    monkeypatch.setattr(orchestrate, "SWITCH_POLL_S", 0.0)
+    engine.kube(ready_pod(NS, f"{NEW}-inf2-worker-h7p2c"))
+    [_, building, _, after] = [next(o for o in step if o["kind"] == "RayService") for step in _steps()]
+    steps = [
+        [building, _raycluster(OLD), _raycluster(NEW)],
+        [after, _raycluster(OLD), _raycluster(NEW)],
+        [after, _raycluster(NEW)],
+    ]
+    (engine.root / "kube-sequence.json").write_text(json.dumps({"advance_on": "RayService", "steps": steps}))
+    waits: list[str] = []
+    runner = lifecycle()
+    monkeypatch.setattr(runner.progress, "wait", waits.append)
+    result = runner.up(NS, region=aws, confirm=lambda plan: True, wait_timeout_s=600)
+    phases = [name for name, _ in result.timeline.phases]
+    assert phases.index(f"workload {NS}") < phases.index("upgrade") < phases.index("readiness")
+    assert (
+        f"RayService {NS}: KubeRay builds RayCluster {NEW} beside {OLD} (both run until the new one serves; "
+        in (" ".join(waits))
+    )
+    assert any(f"the old RayCluster {OLD} is deleted after" in text for text in waits)
+    reads = [c for c in engine.kubectl_calls() if c[2:4] == ["get", "rayservices"]]
+    assert len(reads) >= 3  # it read until the third state, the settled one
