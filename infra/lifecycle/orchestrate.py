@@ -25,7 +25,7 @@ from llmctl.infra.aws.images import delete_workload_repository
 from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.cold_start import at_zero, record_start
-from llmctl.infra.lifecycle.day_two import DayTwo, assess, deployed_objects, pool_limits
+from llmctl.infra.lifecycle.day_two import DayTwo
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, adopt_pins, workload_program
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
@@ -40,16 +40,15 @@ from llmctl.infra.lifecycle.kube import (
 from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down, wait_switched
-from llmctl.infra.lifecycle.replace_cluster import delete_active_cluster, wait_replaced
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
+from llmctl.infra.lifecycle.upgrade import deployed_change, planned_change, replace_clusters
 from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.deploy_delivery import deliver, precheck
 from llmctl.infra.workload.digests import pin_images, recorded_images
-from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.model_revision import pin_model, recorded_model_pin
 from llmctl.infra.workload.rollout import Strategy
 from llmctl.infra.workload.schedulability import validate_workload
@@ -165,7 +164,9 @@ class Lifecycle:
         model_pin = pin_model(bp, w_stack, token, note=self.progress.note)  # the revision by its commit
         upgrade: Strategy | None = "replace" if replace else None
         # against a deployed workload: what the controllers will do, and a surge that cannot fit refused
-        day_two = self._day_two(
+        day_two = deployed_change(
+            self.engine,
+            self.stack,
             WorkloadConfig(
                 blueprint=bp,
                 stack=w_stack,
@@ -244,7 +245,9 @@ class Lifecycle:
             with self.progress.phase(f"workload {record.label()}"):
                 w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload)
             if day_two is not None and day_two.replaces_cluster and kube is not None:
-                self._replace_clusters(kube, w_config.ns, day_two, wait, wait_timeout_s)
+                replace_clusters(
+                    self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
+                )
             if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
                 with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
                     wait_switched(
@@ -284,76 +287,8 @@ class Lifecycle:
     def day_two(
         self, bp: Any, *, region: str, workload: str | None = None, replace: bool = False
     ) -> DayTwo | None:
-        """`plan` against the deployed stack: what the next `up --target eks` of the blueprint does to
-        it (None when its workload stack is not deployed). The image digests and model commit are the
-        ones the stack recorded (as `preview` takes them); nothing is uploaded or changed. `bp`: the
-        loaded blueprint."""
-        w_stack = workload_stack(self.stack, workload)
-        config = WorkloadConfig(
-            blueprint=bp,
-            stack=w_stack,
-            platform=PlatformFacts.for_blueprint(bp, stack=self.stack, region=region),
-            hf_token_present=bool(hf_token(None)),
-            namespace=namespace(bp.name, workload),
-            image_pins=recorded_images(w_stack, bp.name),
-            model_pin=recorded_model_pin(bp, w_stack),
-            upgrade="replace" if replace else None,
-        )
-        return self._day_two(config, "eks", region)
-
-    def _day_two(self, config: WorkloadConfig, target: str, region: str) -> DayTwo | None:
-        """What this `up` does to the deployed workload (None: nothing deployed yet, or no platform).
-        The objects are rendered as `up` will render them, the delivery decided without uploading."""
-        old = deployed_objects(
-            self.engine.state_resources(StackSpec(workload_project(config.blueprint.name), config.stack))
-        )
-        if not old:
-            return None
-        facts = config.platform
-        if target == "eks":
-            outputs = self.engine.outputs(platform_spec(self.stack))
-            if not outputs:
-                return None
-            facts = PlatformFacts.from_outputs(outputs)
-        rendered = deliver(
-            config.model_copy(update={"platform": facts}), note=lambda _text: None, upload=False
-        )
-        new = build_manifests(rendered, hf_token=None)
-        capacity = (
-            functools.partial(self._surge_capacity, config.blueprint, facts, region)
-            if target == "eks"
-            else None
-        )
-        return assess(old, new, config.blueprint, strategy=rendered.upgrade_strategy, capacity=capacity)
-
-    def _surge_capacity(
-        self, bp: Any, facts: PlatformFacts, region: str, extra: dict[str, int], pool: str | None
-    ) -> list[Any]:
-        """The account's limits on the extra nodes (quota, the NodePool's limits, reservations)."""
-        from llmctl.infra.aws.session import new_session
-        from llmctl.infra.aws.surge import check_surge
-
-        platform = self.engine.state_resources(platform_spec(self.stack))
-        limits = pool_limits(platform, pool) if pool else None
-        return check_surge(
-            new_session(region), region, bp, extra, cluster=facts.cluster_name, pool=pool, limits=limits
-        )
-
-    def _replace_clusters(self, kube: Path, ns: str, day_two: DayTwo, wait: bool, timeout_s: float) -> None:
-        """Strategy replace: delete each changed RayService's active cluster; KubeRay builds the new one."""
-        for item in day_two.rollouts:
-            if item.kind != "replace-cluster":
-                continue
-            name = item.object.split("/", 1)[1]
-            with self.progress.phase(f"replace {item.object}"):
-                old = delete_active_cluster(kube, ns, name)
-                if not old:
-                    self.progress.note(f"{item.object} names no active RayCluster: nothing to delete")
-                    continue
-                self.progress.note(f"deleted RayCluster {old}: KubeRay builds the new one (downtime)")
-                if wait:
-                    new = wait_replaced(kube, ns, name, old, timeout_s=timeout_s, on_wait=self.progress.wait)
-                    self.progress.note(f"{item.object}: new RayCluster {new}")
+        """`plan` against the deployed stack (:func:`~llmctl.infra.lifecycle.upgrade.planned_change`)."""
+        return planned_change(self.engine, self.stack, bp, region=region, workload=workload, replace=replace)
 
     def _say_the_bill(
         self,

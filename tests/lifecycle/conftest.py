@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +160,25 @@ def _no_stack_trace() -> object:
     from pulumi.runtime.proto import source_pb2
 
     return source_pb2.StackTrace()
+
+
+@pytest.fixture
+def ec2_quotas(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[dict[str, float]], None]]:
+    """EC2 vCPU quotas in the running moto server (moto models Service Quotas for `vpc` only)."""
+    from moto.servicequotas.models import ServiceQuotasBackend
+
+    values: dict[str, float] = {}
+    original = ServiceQuotasBackend.get_service_quota
+
+    def get_service_quota(self: Any, service_code: str, quota_code: str) -> dict[str, Any]:
+        if service_code == "ec2" and quota_code in values:
+            return {
+                "ServiceCode": "ec2",
+                "QuotaCode": quota_code,
+                "QuotaName": quota_code,
+                "Value": values[quota_code],
+            }
+        return original(self, service_code, quota_code)
+
+    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
+    yield values.update

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +29,6 @@ BP = "llama2-inf2"
 WL = f"llmctl-{BP}"
 INF_QUOTA = "L-1945791B"
 PRICE = hardware().instance("inf2.48xlarge").on_demand_usd
-
-
-@pytest.fixture
-def ec2_quotas(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[dict[str, float]], None]]:
-    """The EC2 vCPU quotas in moto's Service Quotas (moto models them for `vpc` only: seeded here)."""
-    from moto.servicequotas.models import ServiceQuotasBackend
-
-    values: dict[str, float] = {}
-    original = ServiceQuotasBackend.get_service_quota
-
-    def get_service_quota(self: Any, service_code: str, quota_code: str) -> dict[str, Any]:
-        if service_code == "ec2" and quota_code in values:
-            return {
-                "ServiceCode": "ec2",
-                "QuotaCode": quota_code,
-                "QuotaName": quota_code,
-                "Value": values[quota_code],
-            }
-        return original(self, service_code, quota_code)
-
-    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
-    yield values.update
 
 
 def running_node(region: str) -> None:

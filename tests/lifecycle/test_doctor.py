@@ -1,12 +1,12 @@
 """`llmctl doctor` against a local moto server.
 
 moto models EC2 offerings and STS, but Service Quotas only for the `vpc` service; the `ec2_quotas`
-fixture seeds the EC2 vCPU quotas into the running moto backend (its data, not our code).
+fixture (conftest.py) seeds the EC2 vCPU quotas into the running moto backend (its data, not our code).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,27 +15,6 @@ import pytest
 from llmctl.infra.targets.doctor import run_doctor
 
 INF_QUOTA = "L-1945791B"
-
-
-@pytest.fixture
-def ec2_quotas(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[dict[str, float]], None]]:
-    from moto.servicequotas.models import ServiceQuotasBackend
-
-    values: dict[str, float] = {}
-    original = ServiceQuotasBackend.get_service_quota
-
-    def get_service_quota(self: Any, service_code: str, quota_code: str) -> dict[str, Any]:
-        if service_code == "ec2" and quota_code in values:
-            return {
-                "ServiceCode": "ec2",
-                "QuotaCode": quota_code,
-                "QuotaName": quota_code,
-                "Value": values[quota_code],
-            }
-        return original(self, service_code, quota_code)
-
-    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
-    yield values.update
 
 
 def _check(report: Any, prefix: str) -> Any:
