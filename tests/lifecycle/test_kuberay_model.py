@@ -37,10 +37,7 @@ def cases() -> dict[str, Any]:
 
 def _set(obj: dict[str, Any], path: list[Any], value: Any) -> None:
     for key in path[:-1]:
-        if isinstance(key, int):
-            obj = obj[key]
-        else:
-            obj = obj.setdefault(key, {})
+        obj = obj[key] if isinstance(key, int) else obj.setdefault(key, {})
     obj[path[-1]] = value
 
 

@@ -17,12 +17,9 @@ from typing import Any
 
 import pytest
 from standin_support import StandinEngine, install
-from test_day_two import ec2_quotas
 
 from llmctl.infra.lifecycle.ray_upgrade import read_rayservice, read_upgrades, upgrade_lines
 from llmctl.infra.lifecycle.status import rayservice_status
-
-__all__ = ["ec2_quotas"]  # a fixture: the EC2 vCPU quotas in moto
 
 DATA = Path(__file__).parent / "data" / "kuberay" / "rayservice_upgrade.json"
 NS = "llama2-inf2"
