@@ -325,3 +325,34 @@ def test_a_surge_up_returns_once_kuberay_switched_and_the_old_cluster_went(
     assert any(f"the old RayCluster {OLD} is deleted after" in text for text in waits)
     reads = [c for c in engine.kubectl_calls() if c[2:4] == ["get", "rayservices"]]
     assert len(reads) >= 3  # it read until the third state, the settled one
+
+
+def test_llmctl_status_prints_and_reports_the_pending_cluster(engine: StandinEngine, aws: str) -> None:
+    """`llmctl status` and `status --json` on a deployed llama2-inf2 whose RayService is mid-upgrade
+    (the stand-in kubectl serves the recorded step with both clusters on their nodes)."""
+    from lifecycle_support import lifecycle
+    from typer.testing import CliRunner
+
+    from llmctl.cli.app import app
+
+    lifecycle().up(NS, region=aws, wait=False)
+    engine.kube(*_steps()[2])
+    text = CliRunner().invoke(app, ["status"])
+    assert text.exit_code == 0, text.output
+    assert (
+        f"  RayService {NS}: active cluster {OLD}, pending cluster {NEW} (upgrade in progress)\n"
+        f"    active {OLD}: 2 pods on 1 x inf2.48xlarge, 1 x m5.xlarge, about ${M5 + INF2:.2f}/h\n"
+        f"    pending {NEW}: 2 pods on 1 x m5.xlarge, 1 x inf2.48xlarge, about ${M5 + INF2:.2f}/h\n"
+        f"    both clusters meanwhile: about ${M5 + 2 * INF2:.2f}/h (${M5 + INF2:.2f}/h of it the active one)\n"
+    ) in text.stdout
+    data = CliRunner().invoke(app, ["status", "--json"])
+    assert data.exit_code == 0, data.output
+    [row] = json.loads(data.stdout)["workloads"]
+    [service] = row["rayservices"]
+    assert (service["active"], service["pending"], service["upgrade_in_progress"]) == (OLD, NEW, True)
+    assert service["upgrade_reason"] == "BothActivePendingClustersExist"
+    assert service["both_usd_per_hour"] == round(M5 + 2 * INF2, 4)
+    assert [n["instance_id"] for n in service["pending_cluster"]["nodes"]] == [
+        "i-0a1b2c3d4e5f60718",
+        "i-07e9d2c4a6b8f1035",
+    ]
