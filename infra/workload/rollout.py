@@ -35,10 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from llmctl.blueprints.hardware import HardwareCatalog, hardware
-from llmctl.errors import CatalogError
-from llmctl.infra.workload.capacity import NEURON_CORE, NEURON_DEVICE, NVIDIA_GPU, allocatable
-from llmctl.infra.workload.pods import PodTemplate, pod_requests
+from llmctl.infra.workload.pods import NodeShape, node_shape
 
 Obj = dict[str, Any]
 RolloutKind = Literal[
@@ -92,7 +89,6 @@ DEFAULT_MAX_SURGE = "25%"
 DEFAULT_MAX_UNAVAILABLE = "25%"
 # Job fields whose change makes pulumi-kubernetes replace the Job (diff.go, `job`)
 JOB_FORCE_NEW: tuple[str, ...] = ("completions", "parallelism", "selector", "template")
-INSTANCE_LABEL = "node.kubernetes.io/instance-type"
 
 
 @dataclass(frozen=True)
@@ -191,44 +187,6 @@ def resolve_fenceposts(max_surge: int | str, max_unavailable: int | str, desired
     if surge == 0 and unavailable == 0:
         unavailable = 1
     return surge, unavailable
-
-
-# ---- the nodes a pod needs --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NodeShape:
-    """The node a serving pod lands on: its instance type, how many such pods fit one, its price."""
-
-    instance_type: str
-    pods_per_node: int
-    usd_per_hour: float
-
-    def nodes(self, pods: int) -> int:
-        """Nodes for `pods` more pods."""
-        return math.ceil(pods / self.pods_per_node) if pods > 0 else 0
-
-
-def node_shape(spec: Obj, catalog: HardwareCatalog | None = None) -> NodeShape | None:
-    """The node of a pod spec that names its instance type (the serving pods do; a UI pod on the
-    shared default pool does not: None). Pods per node by the pod's accelerator requests (or CPU on a
-    CPU node) against one node's allocatable (:mod:`llmctl.infra.workload.capacity`)."""
-    name = (spec.get("nodeSelector") or {}).get(INSTANCE_LABEL)
-    if not name:
-        return None
-    catalog = catalog or hardware()
-    try:
-        instance = catalog.instance(str(name))
-    except CatalogError:
-        return None
-    room = allocatable(instance)
-    asks = pod_requests(PodTemplate("", "", "", spec))
-    fits = [
-        int(room.of(resource) // asks[resource])
-        for resource in (NEURON_DEVICE, NEURON_CORE, NVIDIA_GPU)
-        if asks.get(resource)
-    ]
-    if not fits and asks.get("cpu"):  # a CPU node: by its vCPUs
-        fits = [int(room.cpu // asks["cpu"])]
-    return NodeShape(instance.name, max(1, min(fits or [1])), instance.on_demand_usd)
 
 
 # ---- the rules --------------------------------------------------------------------------------------

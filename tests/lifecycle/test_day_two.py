@@ -169,6 +169,10 @@ def test_a_code_change_on_a_deployed_inf2_stack_is_planned_refused_then_replaced
     assert key in json.dumps(rayservice(engine)["spec"]["rayClusterConfig"])
     deletes = [json.loads(line) for line in (engine.root / "kube-deletes.jsonl").read_text().splitlines()]
     assert deletes == [["RayCluster", BP, old_cluster]]
+    assert result_up.plan is not None
+    carried = result_up.plan.to_dict()["rollouts"]  # `up --json`: plan.rollouts
+    assert (carried["strategy"], carried["fits"], carried["extra_nodes"]) == ("replace", True, {})
+    assert [r["kind"] for r in carried["rollouts"]] == ["replace-cluster"]
     phases = [name for name, _ in result_up.timeline.phases]
     assert (
         phases.index(f"workload {BP}") < phases.index(f"replace RayService/{BP}") < phases.index("readiness")

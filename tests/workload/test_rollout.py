@@ -10,30 +10,14 @@ from typing import Any
 
 import pytest
 import yaml
-from workload_helpers import config_for, find
+from workload_helpers import find, rendered
 
 from llmctl.blueprints.hardware import hardware
 from llmctl.infra.workload import rollout
-from llmctl.infra.workload.config import Delivery
-from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.rollout import cluster_hash, predict, resolve_fenceposts
 
 SOURCES = yaml.safe_load((Path(__file__).parent / "data" / "rollout_sources.yaml").read_text())
 Obj = dict[str, Any]
-
-
-def rendered(name: str, *, digest: str = "a" * 64, **changes: Any) -> list[Obj]:
-    """The workload's objects as `up` renders them with the wheel of code digest `digest`."""
-    config = config_for(name, **changes)
-    delivery = Delivery(
-        mode="wheel",
-        image=config.blueprint.image.base,
-        wheel_uri=f"s3://llmctl-dev-us-west-2-cache/llmctl/wheels/{digest}/llmctl_eks-0.1.0-py3-none-any.whl",
-        wheel_sha256="b" * 64,
-        reason="test",
-        decided=True,
-    )
-    return build_manifests(config.model_copy(update={"delivery": delivery}), hf_token=None)
 
 
 def at(obj: Obj, path: str) -> tuple[Any, str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.schema import Blueprint
-from llmctl.infra.workload.config import PlatformFacts, PoolFacts, WorkloadConfig
+from llmctl.infra.workload.config import Delivery, PlatformFacts, PoolFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
 
 TOKEN = "hf_TESTtokenValue0123456789"
@@ -46,3 +46,17 @@ def existing_cluster(pools: list[PoolFacts]) -> PlatformFacts:
     return PlatformFacts(
         cluster_name="k3s", region="on-prem", kubernetes_version="1.35", target="kubeconfig", pools=pools
     )
+
+
+def rendered(name: str, *, digest: str = "a" * 64, **changes: Any) -> list[dict[str, Any]]:
+    """The workload's objects as `up` renders them with the wheel of code digest `digest`."""
+    config = config_for(name, **changes)
+    delivery = Delivery(
+        mode="wheel",
+        image=config.blueprint.image.base,
+        wheel_uri=f"s3://llmctl-dev-us-west-2-cache/llmctl/wheels/{digest}/llmctl_eks-0.1.0-py3-none-any.whl",
+        wheel_sha256="b" * 64,
+        reason="test",
+        decided=True,
+    )
+    return build_manifests(config.model_copy(update={"delivery": delivery}), hf_token=None)
