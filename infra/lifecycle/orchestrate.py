@@ -473,7 +473,9 @@ class Lifecycle:
         )
         # a pending second RayCluster (a zero-downtime upgrade under way): said, and its nodes counted
         upgrading = (
-            pending_at_down(safety.kubeconfig, [r.namespace for r in targets]) if safety.kubeconfig else []
+            pending_at_down(safety.kubeconfig, [r.namespace for r in targets])
+            if safety.kubeconfig and not safety.drops  # --force: the API may not answer; not asked
+            else []
         )
         said = down_lines(upgrading)
         listing += said

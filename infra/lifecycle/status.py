@@ -18,6 +18,8 @@ from llmctl.infra.names import check_workload, split_stack
 from llmctl.state import load_endpoint
 
 CLUSTER_KEYS = ("cluster_name", "region", "node_pools", "versions")
+# kubectl's answer for a resource type the API server does not know (no RayService CRD installed)
+NO_KUBERAY = "the server doesn't have a resource type"
 
 
 def kube_status(stack: str) -> dict[str, Any]:
@@ -96,6 +98,8 @@ def rayservice_status(stack: str, namespace: str) -> list[dict[str, Any]] | dict
     try:
         return [found.to_dict() for found in read_upgrades(kubeconfig_path(stack), namespace)]
     except LlmctlError as exc:
+        if NO_KUBERAY in exc.message:  # a cluster without KubeRay's CRDs has no RayService to show
+            return []
         return {"error": f"{exc.message} ({exc.hint})"}
 
 

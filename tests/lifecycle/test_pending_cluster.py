@@ -49,6 +49,17 @@ def _steps() -> list[list[dict[str, Any]]]:
     return list(json.loads(DATA.read_text())["steps"])
 
 
+def _deletable(step: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The step for a `down` through the stand-in: it has no KubeRay, which clears the RayService's
+    finalizer once it has deleted both clusters (rayservice_controller.go 131-141); kept, the stand-in
+    would hold the RayService as a stuck one (standin_engine/kube_faults.py)."""
+    out = json.loads(json.dumps(step))
+    for obj in out:
+        if obj["kind"] == "RayService":
+            obj["metadata"].pop("finalizers")
+    return list(out)
+
+
 def test_the_recorded_statuses_read_as_kuberay_sets_them() -> None:
     [before, building, built, after] = [
         read_rayservice(next(o for o in step if o["kind"] == "RayService")) for step in _steps()
@@ -146,10 +157,7 @@ def test_down_says_a_pending_cluster_counts_its_nodes_and_the_sweep_takes_them(
         "i-07e9d2c4a6b8f1035": _karpenter_instance(ec2, image, "inf2.48xlarge", "inferentia-inf2", "inf2-c3"),
     }
     built = _with_instances(_steps()[2], ids)  # both clusters, the pending one on a node of its own
-    for obj in built:  # the stand-in has no KubeRay, which clears its finalizer once it has deleted both
-        if obj["kind"] == "RayService":  # clusters (rayservice_controller.go 131-141); kept, the stand-in
-            obj["metadata"].pop("finalizers")  # would hold it as a stuck one (standin_engine/kube_faults.py)
-    engine.kube(*built)
+    engine.kube(*_deletable(built))
     asked: list[list[str]] = []
     result = lifecycle().down(
         region=aws, confirm=lambda lines: asked.append(lines) or True, sweep_timeout_s=30
@@ -356,3 +364,30 @@ def test_llmctl_status_prints_and_reports_the_pending_cluster(engine: StandinEng
         "i-0a1b2c3d4e5f60718",
         "i-07e9d2c4a6b8f1035",
     ]
+
+
+def test_down_force_does_not_ask_a_cluster_it_may_not_reach(engine: StandinEngine, aws: str) -> None:
+    """`down --force` is for a cluster whose API may not answer: no RayService is read (a kubectl that
+    hangs would delay it by its timeout per namespace)."""
+    from lifecycle_support import lifecycle
+
+    lifecycle().up(NS, region=aws, wait=False)
+    engine.kube(*_deletable(_steps()[2]))
+    result = lifecycle().down(region=aws, force=True, confirm=lambda lines: True, sweep_timeout_s=30)
+    assert result.pending_clusters == []
+    assert not [c for c in engine.kubectl_calls() if c[2:4] == ["get", "rayservices"]]
+
+
+def test_status_of_a_cluster_without_kuberay_shows_no_rayservice(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmctl.errors import ServingError
+    from llmctl.infra.lifecycle import status
+
+    def no_crd(kubeconfig: Any, namespace: str) -> list[Any]:
+        raise ServingError(
+            "`kubectl get rayservices -n ns -o json` failed: error: the server doesn't have a resource type "
+            '"rayservices"',
+            "check the cluster with `llmctl status`",
+        )
+
+    monkeypatch.setattr(status, "read_upgrades", no_crd)
+    assert status.rayservice_status("dev", "ns") == []
