@@ -11,7 +11,7 @@ ray-operator/controllers/ray/rayservice_controller.go (lines below are of that f
   Services at the pending cluster once it is ready, else at the active one (282-304), then
   calculateStatus (643-783): promote the pending cluster when the Services point at it
   (reconcilePromotionAndServingStatus 583-641, the blue/green branch 624-627) and decide whether a
-  new pending cluster is due (shouldPrepareNewCluster, 732-735).
+  new pending cluster is due (shouldPrepareNewCluster, 719-722).
 - The hash: utils/util.go GenerateHashWithoutReplicasAndWorkersToDelete (645-668) mutes, for the head
   group, tolerations and schedulingGates; for each worker group replicas, maxReplicas, minReplicas,
   scaleStrategy.workersToDelete, tolerations and schedulingGates; and the RayCluster's upgradeStrategy;
@@ -278,7 +278,7 @@ class Operator:
         self, service: RayService, active: RayCluster | None, pending: RayCluster | None, services: bool
     ) -> None:
         """calculateStatus (643-783) and calculateConditions (785-818), blue/green only; `services`:
-        the Services were reconciled this pass (a cluster was ready), the only case 695-720 promotes."""
+        the Services were reconciled this pass (a cluster was ready), the only case 671-699 promotes."""
         pending_serving = False
         if services and service.serving is not None:
             pending_name = service.pending
