@@ -11,10 +11,10 @@ beside the tests (tests/workload/data/rollout_sources.yaml) and held to these co
   (ray-operator/controllers/ray/utils/util.go `GenerateHashWithoutReplicasAndWorkersToDelete`, lines
   645-668), and `suspend` (rayservice_controller.go `rayClusterSpecForHashing`, 1498-1502). Hash equal:
   nothing happens to the cluster (`shouldUpdateCluster` 1351-1377 and `shouldPrepareNewCluster`
-  1409-1440 both answer no), so a replicas-only change never reaches a running cluster. Equal over
+  1409-1437 both answer no), so a replicas-only change never reaches a running cluster. Equal over
   the cluster's first N worker groups with groups appended: the active cluster is updated in place
   (`isClusterSpecHashEqual(partial=true)`, 1379-1407). Otherwise: a complete second RayCluster when
-  zero-downtime upgrade is on (`isZeroDowntimeUpgradeEnabled`, 868-895: `spec.upgradeStrategy.type`
+  zero-downtime upgrade is on (`isZeroDowntimeUpgradeEnabled`, 868-896: `spec.upgradeStrategy.type`
   unset or `NewCluster`), nothing at all when it is `None`. `serveConfigV2` changes are submitted to
   the serving cluster in place (`checkIfNeedSubmitServeApplications`, 1551).
 - Deployment (kubernetes/kubernetes): a pod-template change rolls by `RollingUpdate`, defaulted to
@@ -81,7 +81,7 @@ HASH_MUTED: tuple[str, ...] = (
     "upgradeStrategy",
     "suspend",
 )
-# spec.upgradeStrategy.type -> zero-downtime upgrade on (isZeroDowntimeUpgradeEnabled, 868-895; the
+# spec.upgradeStrategy.type -> zero-downtime upgrade on (isZeroDowntimeUpgradeEnabled, 868-896; the
 # operator's ENABLE_ZERO_DOWNTIME env unset, as llmctl's KubeRay chart values leave it)
 ZERO_DOWNTIME: dict[str | None, bool] = {None: True, "NewCluster": True, "None": False}
 # Kubernetes' Deployment defaults (SetDefaults_Deployment)

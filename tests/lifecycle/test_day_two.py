@@ -172,8 +172,18 @@ def test_a_code_change_on_a_deployed_inf2_stack_is_planned_refused_then_replaced
     assert result_up.plan is not None
     carried = result_up.plan.to_dict()["rollouts"]  # `up --json`: plan.rollouts
     assert (carried["strategy"], carried["fits"], carried["extra_nodes"]) == ("replace", True, {})
-    assert [r["kind"] for r in carried["rollouts"]] == ["replace-cluster"]
+    # the cluster replaced; the RayService's upgradeStrategy NewCluster -> None restarts nothing
+    assert [r["kind"] for r in carried["rollouts"]] == ["replace-cluster", "updated"]
+    assert carried["rollouts"][1]["text"] == "upgradeStrategy change on the RayService: no pod restarts"
     phases = [name for name, _ in result_up.timeline.phases]
     assert (
         phases.index(f"workload {BP}") < phases.index(f"replace RayService/{BP}") < phases.index("readiness")
     )
+
+
+def test_replace_is_refused_where_there_is_no_deployed_workload_to_replace() -> None:
+    from llmctl.cli.app import app
+
+    result = CliRunner().invoke(app, ["up", "-b", "tiny-cpu", "--target", "local", "--replace", "--yes"])
+    assert result.exit_code == 2, result.output
+    assert "--replace does not apply to --target local" in result.stderr
