@@ -250,12 +250,20 @@ class Lifecycle:
                 )
             if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
                 with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
+                    launches = LaunchWatch(
+                        _launch_poll(kube, w_config.ns, region, bp),
+                        w_config.ns,
+                        self.progress.wait,
+                        _stop_hint(self.stack, cost, workload),
+                        _wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
+                    )
                     wait_switched(
                         kube,
                         w_config.ns,
                         timeout_s=wait_timeout_s,
                         on_wait=self.progress.wait,
                         poll_s=SWITCH_POLL_S,
+                        watch=launches,
                     )
             if wait and kube is not None:
                 ns = str(w_out.get("namespace") or w_config.ns)
