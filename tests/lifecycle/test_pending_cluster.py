@@ -445,3 +445,36 @@ def test_the_upgrade_wait_stops_when_karpenter_cannot_launch_the_second_cluster(
         )
     assert "the EC2 vCPU quota refuses inf2.48xlarge (limit 192 vCPUs)" in info.value.message
     assert len(polls) == 2 and any(text.startswith("Karpenter: ") for text in said)
+
+
+def test_down_on_an_existing_cluster_says_its_pending_cluster(engine: StandinEngine, tmp_path: Path) -> None:
+    """`--target kubeconfig`: no platform stack; `down` asks the cluster through the kubeconfig `up`
+    recorded with the endpoint."""
+    import yaml
+    from test_existing_cluster import POOLS, complete_cluster
+
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
+    from llmctl.infra.lifecycle.progress import Progress
+
+    kubeconfig, pools = tmp_path / "k3s.yaml", tmp_path / "pools.yaml"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster: {server: 'https://127.0.0.1:6443'}\n"
+    )
+    pools.write_text(yaml.safe_dump(POOLS))
+    complete_cluster(engine)
+
+    def run() -> Lifecycle:
+        return Lifecycle(Engine(resolve_backend()), Progress("quiet"), stack="dev")
+
+    run().up(NS, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
+    engine.kube(*_deletable(_steps()[2]))
+    asked: list[list[str]] = []
+    result = run().down(region="us-west-2", confirm=lambda lines: asked.append(lines) or True)
+    [line] = [
+        text for text in asked[0] if text.startswith(f"RayService {NS}/{NS} has a pending second RayCluster")
+    ]
+    assert f"{NEW} beside {OLD}" in line and line in result.notes
+    reads = [c for c in engine.kubectl_calls() if c[2:4] == ["get", "rayservices"]]
+    assert reads and all(c[:2] == ["--kubeconfig", str(kubeconfig)] for c in reads)
