@@ -45,6 +45,7 @@ from llmctl.infra.lifecycle.kube import (
 )
 from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down, wait_switched
 from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
@@ -58,10 +59,12 @@ from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.model_revision import pin_model, recorded_model_pin
 from llmctl.infra.workload.rollout import Strategy
 from llmctl.infra.workload.schedulability import validate_workload
-from llmctl.state import Endpoint, remove_endpoint, save_endpoint
+from llmctl.state import Endpoint, load_endpoint, remove_endpoint, save_endpoint
 
 # how often `up` asks Karpenter about the workload's nodes while the workload stack updates
 LAUNCH_POLL_S = 20.0
+# how often `up` reads the RayServices while KubeRay builds a second cluster and switches to it
+SWITCH_POLL_S = 10.0
 
 
 def _blueprint_problems(bp: Any, facts: Any) -> None:
@@ -258,6 +261,23 @@ class Lifecycle:
                 replace_clusters(
                     self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
                 )
+            if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
+                with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
+                    launches = LaunchWatch(
+                        _launch_poll(kube, w_config.ns, region, bp, joins),
+                        w_config.ns,
+                        self.progress.wait,
+                        _stop_hint(self.stack, cost, workload),
+                        _wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
+                    )
+                    wait_switched(
+                        kube,
+                        w_config.ns,
+                        timeout_s=wait_timeout_s,
+                        on_wait=self.progress.wait,
+                        poll_s=SWITCH_POLL_S,
+                        watch=launches,
+                    )
             if wait and kube is not None:
                 ns = str(w_out.get("namespace") or w_config.ns)
                 with self.progress.phase("readiness"):
@@ -480,11 +500,22 @@ class Lifecycle:
         safety = decide(
             self.engine, specs, stack=self.stack, outputs=found, cluster=cluster, region=region, force=force
         )
+        # a pending second RayCluster (a zero-downtime upgrade under way): said, and its nodes counted
+        kube = safety.kubeconfig or (None if found else self._recorded_kubeconfig(targets))
+        upgrading = (
+            pending_at_down(kube, [r.namespace for r in targets])
+            if kube and not safety.drops  # --force: the API may not answer; not asked
+            else []
+        )
+        said = down_lines(upgrading)
+        listing += said
         if confirm is not None and not confirm(listing + safety.confirm_lines):
             raise Declined("nothing was deleted", None)
         result = DownResult(stack=self.stack, timeline=self.progress.timeline, notes=list(safety.notes))
-        for line in safety.notes:
+        result.pending_clusters = [found.to_dict() for found in upgrading]
+        for line in [*safety.notes, *said]:
             self.progress.note(line)
+        result.notes += said
         for record in targets:
             spec = StackSpec(record.project, record.stack(self.stack), env=safety.env)
             with self.progress.phase(f"destroy workload {record.label()}"), safety.guard():
@@ -535,6 +566,17 @@ class Lifecycle:
             seen = {(item.kind, item.id) for item in result.leftovers}
             result.leftovers += [item for item in kept if (item.kind, item.id) not in seen]
         return result
+
+    def _recorded_kubeconfig(self, targets: list[WorkloadRecord]) -> Path | None:
+        """An existing cluster's kubeconfig, as `up --target kubeconfig` recorded it with the endpoint."""
+        for record in targets:
+            try:
+                given = load_endpoint(self.stack, record.blueprint, record.workload).extra.get("kubeconfig")
+            except LlmctlError:
+                continue
+            if given and Path(given).is_file():
+                return Path(given)
+        return None
 
     def _drop_repository(self, result: DownResult, region: str, record: WorkloadRecord) -> None:
         """Delete a destroyed workload's own ECR repository; a refusal is a note and a leftover."""
@@ -599,6 +641,11 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _builds_cluster(rollouts: Any) -> bool:
+    """Whether KubeRay builds a second RayCluster for this change (a surge of a RayService)."""
+    return any(item.kind == "new-cluster" for item in rollouts)
 
 
 def _launch_poll(
