@@ -76,19 +76,21 @@ class DayTwo:
         for order, item in enumerate(self.rollouts, start=1):
             out.append(f"  {order}. {item.object}: {item.kind}: {item.text}")
             if item.extra_nodes:
+                when = "for the rebuilt cluster" if item.kind == "replace-cluster" else "while both run"
                 out.append(
-                    f"     +{item.extra_nodes} x {item.instance_type} while both run: "
+                    f"     +{item.extra_nodes} x {item.instance_type} {when}: "
                     f"${item.extra_usd_per_hour:,.2f}/h more"
                 )
             out.append(f"     source: {item.source}")
         if self.extra:
             nodes = ", ".join(f"{n} x {t}" for t, n in sorted(self.extra.items()))
-            out.append(f"  extra nodes while old and new run: {nodes} (${self.extra_usd_per_hour:,.2f}/h)")
+            when = "for the rebuilt cluster" if self.strategy == "replace" else "while old and new run"
+            out.append(f"  extra nodes {when}: {nodes} (${self.extra_usd_per_hour:,.2f}/h)")
         for check in self.capacity:
             verdict = {True: "ok", False: "REFUSED", None: "could not check"}[check.ok]
             out.append(f"  {check.name}: {verdict}: {check.detail}")
             if check.ok is False and check.fix:
-                out.append(f"     fix: {check.fix}; or `llmctl up --replace` (downtime, no extra nodes)")
+                out.append(f"     fix: {check.fix}{self._or_replace()}")
         if self.has_downtime:
             out.append(f"  downtime: {self.downtime or 'unknown (no start recorded)'}")
         out += [f"  cache: {line}" for line in self.caches]
@@ -113,17 +115,30 @@ class DayTwo:
         }
 
     def refusal(self) -> PrerequisiteError:
-        """`up`'s refusal of a surge that does not fit, before anything changed: the numbers and fixes."""
+        """`up`'s refusal of extra nodes that do not fit (a surge, or a replace that grows), before anything
+        changed: the numbers and fixes."""
         fixes = [c.fix for c in self.refused if c.fix]
         return PrerequisiteError(
             f"the upgrade of {self.blueprint} needs "
             + ", ".join(f"{n} more {t}" for t, n in sorted(self.extra.items()))
-            + " while the old and new pods both run, and they do not fit: "
+            + (
+                " for the rebuilt cluster"
+                if self.strategy == "replace"
+                else " while the old and new pods both run"
+            )
+            + ", and they do not fit: "
             + "; ".join(f"{c.name}: {c.detail}" for c in self.refused)
             + "; nothing was changed",
-            "; ".join(fixes)
-            + "; or replace instead (downtime, no extra nodes): `llmctl up --replace` (or upgrade.strategy: "
-            "replace in the blueprint)",
+            "; ".join(fixes) + self._or_replace(),
+        )
+
+    def _or_replace(self) -> str:
+        """The other way out of a surge that does not fit (a replace that grows needs its growth too)."""
+        if self.strategy == "replace":
+            return "; or keep the old size (scaling.min_replicas / max_replicas) for this up"
+        return (
+            "; or replace instead (downtime, no extra nodes): `llmctl up --replace` (or upgrade.strategy: "
+            "replace in the blueprint)"
         )
 
 
@@ -278,7 +293,7 @@ def assess(
     )
     if found.has_downtime:
         found.downtime = downtime_text(blueprint.name)
-    if found.extra and capacity is not None and strategy == "surge":
+    if found.extra and capacity is not None:  # a surge's second cluster, or a replace that grows
         try:
             found.capacity = capacity(found.extra, serving_pool(new))
         except LlmctlError as exc:

@@ -277,12 +277,20 @@ def _cluster_change(old: Obj, new: Obj, label: str, strategy: Strategy) -> Rollo
             extra_usd_per_hour=nodes * shape.usd_per_hour if shape else 0.0,
         )
     if strategy == "replace":
+        # the rebuilt cluster lands on the nodes the old one frees; only its growth needs new nodes
+        nodes, shape, _ = _worker_nodes(groups)
+        before_nodes, _, _ = _worker_nodes(old_groups)
+        grows = max(0, nodes - before_nodes)
+        more = f"; it has {grows} x {shape.instance_type} more than the old one" if grows and shape else ""
         return Rollout(
             "replace-cluster",
             label,
             "the cluster spec changed: llmctl deletes the running RayCluster after the update and KubeRay "
-            "builds the new one (upgradeStrategy None); the endpoint is down until the new cluster serves",
+            f"builds the new one (upgradeStrategy None); the endpoint is down until the new cluster serves{more}",
             SOURCE_REPLACE,
+            extra_nodes=grows if shape else 0,
+            instance_type=shape.instance_type if shape and grows else None,
+            extra_usd_per_hour=grows * shape.usd_per_hour if shape else 0.0,
             downtime=True,
         )
     if not zero_downtime(new):
