@@ -239,6 +239,8 @@ def status(
 
 
 def _print_status(data: dict[str, Any]) -> None:
+    from llmctl.infra.lifecycle.ray_upgrade import upgrade_lines
+
     con = output.console
     for row in data.get("stacks", []):
         con.print(
@@ -260,6 +262,12 @@ def _print_status(data: dict[str, Any]) -> None:
                 f"  {scaled['kind']} {scaled['name']}: {scaled['current']} running, {scaled['desired']} desired{signal}",
                 markup=False,
             )
+        services = row.get("rayservices")
+        if isinstance(services, dict):
+            con.print(f"  RayServices: {services['error']}", markup=False)
+        for service in services or []:
+            for line in upgrade_lines(service):
+                con.print(f"  {line}", markup=False)
     if data.get("cluster"):
         con.print(f"cluster {data['cluster']['cluster_name']} in {data['cluster']['region']}")
     kube = data.get("kubernetes") or {}

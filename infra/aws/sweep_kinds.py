@@ -337,6 +337,11 @@ def _elbv2_kind(name: str, prefix: str, **extra: Any) -> Kind:
 
 # ---- the table ---------------------------------------------------------------------------------
 TABLE: tuple[Kind, ...] = (
+    # Every node Karpenter launches, for either RayCluster of a RayService mid-upgrade (the active one
+    # and the pending second one alike), carries `kubernetes.io/cluster/<cluster>=owned`,
+    # `karpenter.sh/nodepool`, `eks:eks-cluster-name` and `karpenter.k8s.aws/ec2nodeclass` from launch
+    # (aws/karpenter-provider-aws v1.14.1 pkg/utils/utils.go GetTags), `Name` and `karpenter.sh/nodeclaim`
+    # once tagged (pkg/controllers/nodeclaim/tagging/controller.go); launching ones ("pending") count.
     Kind(
         "instance",
         "ec2",

@@ -39,6 +39,7 @@ from llmctl.infra.lifecycle.kube import (
 )
 from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down, wait_switched
 from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
@@ -56,6 +57,8 @@ from llmctl.state import Endpoint, remove_endpoint, save_endpoint
 
 # how often `up` asks Karpenter about the workload's nodes while the workload stack updates
 LAUNCH_POLL_S = 20.0
+# how often `up` reads the RayServices while KubeRay builds a second cluster and switches to it
+SWITCH_POLL_S = 10.0
 
 
 def _blueprint_problems(bp: Any, facts: Any) -> None:
@@ -250,6 +253,15 @@ class Lifecycle:
                 replace_clusters(
                     self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
                 )
+            if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
+                with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
+                    wait_switched(
+                        kube,
+                        w_config.ns,
+                        timeout_s=wait_timeout_s,
+                        on_wait=self.progress.wait,
+                        poll_s=SWITCH_POLL_S,
+                    )
             if wait and kube is not None:
                 ns = str(w_out.get("namespace") or w_config.ns)
                 with self.progress.phase("readiness"):
@@ -465,11 +477,21 @@ class Lifecycle:
         safety = decide(
             self.engine, specs, stack=self.stack, outputs=found, cluster=cluster, region=region, force=force
         )
+        # a pending second RayCluster (a zero-downtime upgrade under way): said, and its nodes counted
+        upgrading = (
+            pending_at_down(safety.kubeconfig, [r.namespace for r in targets])
+            if safety.kubeconfig and not safety.drops  # --force: the API may not answer; not asked
+            else []
+        )
+        said = down_lines(upgrading)
+        listing += said
         if confirm is not None and not confirm(listing + safety.confirm_lines):
             raise Declined("nothing was deleted", None)
         result = DownResult(stack=self.stack, timeline=self.progress.timeline, notes=list(safety.notes))
-        for line in safety.notes:
+        result.pending_clusters = [found.to_dict() for found in upgrading]
+        for line in [*safety.notes, *said]:
             self.progress.note(line)
+        result.notes += said
         for record in targets:
             spec = StackSpec(record.project, record.stack(self.stack), env=safety.env)
             with self.progress.phase(f"destroy workload {record.label()}"), safety.guard():
@@ -584,6 +606,11 @@ class Lifecycle:
             blueprint_cost(bp, hardware()),
             w_stack,
         )
+
+
+def _builds_cluster(rollouts: Any) -> bool:
+    """Whether KubeRay builds a second RayCluster for this change (a surge of a RayService)."""
+    return any(item.kind == "new-cluster" for item in rollouts)
 
 
 def _launch_poll(

@@ -102,6 +102,8 @@ class DownResult:
     timeline: Timeline = field(default_factory=Timeline)
     # What down decided and did beyond plain destroys: delete-unreachable and why, finalizers removed.
     notes: list[str] = field(default_factory=list)
+    # RayServices that had a pending second RayCluster when `down` began (ray_upgrade.Upgrade.to_dict)
+    pending_clusters: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -114,6 +116,7 @@ class DownResult:
             "sweep": self.sweep.to_dict() if self.sweep is not None else None,
             "leftovers": [asdict(item) for item in self.leftovers],
             "notes": self.notes,
+            "pending_clusters": self.pending_clusters,
             "ok": verdict is None,
             "error": verdict.to_dict() if verdict is not None else None,
             "timeline": self.timeline.to_dict(),
@@ -208,14 +211,26 @@ class PreviewReport:
 
 
 def check_leftovers(result: DownResult) -> None:
-    """`down`'s final verdict: a CloudError listing what is still there."""
+    """`down`'s final verdict: a CloudError listing what is still there; an instance that was a node of a
+    pending second RayCluster when `down` began is named so."""
 
     if result.leftovers:
-        names = ", ".join(item.label() for item in result.leftovers[:10])
+        from llmctl.infra.lifecycle.ray_upgrade import pending_instances
+
+        pending = pending_instances(result.pending_clusters)
+        names = ", ".join(
+            item.label()
+            + (f" ({pending[item.id]})" if item.kind == "instance" and item.id in pending else "")
+            for item in result.leftovers[:10]
+        )
         kinds = [item.kind for item in result.leftovers]
         counts = ", ".join(f"{kinds.count(kind)} {kind}" for kind in KINDS if kind in kinds)
+        of_pending = sum(1 for item in result.leftovers if item.kind == "instance" and item.id in pending)
+        also = (
+            f"; {of_pending} of the instances were a pending second RayCluster's nodes" if of_pending else ""
+        )
         raise CloudError(
-            f"{len(result.leftovers)} object(s) left for the cluster are still there ({counts}): {names}",
+            f"{len(result.leftovers)} object(s) left for the cluster are still there ({counts}): {names}{also}",
             f"run `llmctl sweep --cluster {result.sweep.cluster if result.sweep else '...'} --region {result.leftovers[0].region}` "
             "again in a few minutes (AWS deletes ENIs and LBs asynchronously), or delete them in the console",
         )

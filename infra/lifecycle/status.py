@@ -10,6 +10,7 @@ from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, StackSpec
 from llmctl.infra.lifecycle.environment import Environment
 from llmctl.infra.lifecycle.kube import cluster_status, kubeconfig_path
+from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
 from llmctl.infra.lifecycle.replicas import workload_replicas
 from llmctl.infra.lifecycle.stacks import stack_rows
 from llmctl.infra.lifecycle.timeline import start_timelines
@@ -17,6 +18,8 @@ from llmctl.infra.names import check_workload, split_stack
 from llmctl.state import load_endpoint
 
 CLUSTER_KEYS = ("cluster_name", "region", "node_pools", "versions")
+# kubectl's answer for a resource type the API server does not know (no RayService CRD installed)
+NO_KUBERAY = "the server doesn't have a resource type"
 
 
 def kube_status(stack: str) -> dict[str, Any]:
@@ -85,7 +88,19 @@ def cluster_sections(stack: str, engine: Any, blueprint: str | None = None) -> d
     if kube and not kube.get("error"):
         for row in sections["workloads"]:
             row["replicas"] = replica_status(stack, row["namespace"])
+            row["rayservices"] = rayservice_status(stack, row["namespace"])
     return sections
+
+
+def rayservice_status(stack: str, namespace: str) -> list[dict[str, Any]] | dict[str, str]:
+    """Each RayService of the namespace with its active and pending RayClusters, their pods, nodes
+    and cost per hour (:mod:`.ray_upgrade`), or ``{"error": ...}`` saying why not."""
+    try:
+        return [found.to_dict() for found in read_upgrades(kubeconfig_path(stack), namespace)]
+    except LlmctlError as exc:
+        if NO_KUBERAY in exc.message:  # a cluster without KubeRay's CRDs has no RayService to show
+            return []
+        return {"error": f"{exc.message} ({exc.hint})"}
 
 
 def replica_status(stack: str, namespace: str) -> list[dict[str, Any]] | dict[str, str]:

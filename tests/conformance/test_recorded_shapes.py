@@ -18,6 +18,9 @@
   Registered and Initialized with each reason; being deleted with InstanceTerminating) passes the
   pinned karpenter.sh_nodeclaims.yaml (OpenAPI schema and CEL rules), and the events beside them
   (Nominated, Finalized) are valid Kubernetes Events in their source's words.
+- A zero-downtime upgrade of a RayService (tests/lifecycle/data/kuberay/rayservice_upgrade.json,
+  composed from KubeRay v1.7.0's source): its statuses validate against the pinned RayService CRD,
+  its Pods and Nodes against Kubernetes' schema.
 """
 
 from __future__ import annotations
@@ -274,3 +277,31 @@ def test_the_events_beside_the_nodeclaims_are_valid_events_in_their_source_s_wor
     assert nominated["message"] == source["format"].replace("%s", "nodeclaim/inferentia-inf2-n0")
     assert finalized["message"] == "Finalized karpenter.sh/termination"
     assert (finalized["reason"], finalized["type"]) == ("Finalized", "Normal")
+
+
+RAYSERVICE_UPGRADE = DATA / "kuberay" / "rayservice_upgrade.json"
+
+
+def test_a_kuberay_upgrade_sequence_validates_against_the_rayservice_crd_and_kubernetes() -> None:
+    """tests/lifecycle/data/kuberay/rayservice_upgrade.json (composed from KubeRay v1.7.0's source, which
+    it names): every RayService status validates against the pinned ray.io_rayservices CRD's status
+    schema, its conditions carry the types and reasons calculateConditions sets, and every Pod and Node
+    validates against the Kubernetes schema of the pinned EKS version."""
+    crd = load_crds(upstream("kuberay/ray.io_rayservices.yaml"))[("ray.io/v1", "RayService")]
+    status_schema = json_schema(crd.schema["properties"]["status"], root=False)
+    validator = jsonschema.Draft7Validator(status_schema)
+    reasons = set()
+    for step in json.loads(RAYSERVICE_UPGRADE.read_text())["steps"]:
+        for obj in step:
+            if obj["kind"] == "RayService":
+                validator.validate(obj["status"])
+                reasons |= {(c["type"], c["status"], c["reason"]) for c in obj["status"]["conditions"]}
+            else:
+                kubernetes_validate.validate(obj, _schema_version(), strict=True)
+    assert reasons == {
+        ("Ready", "True", "NonZeroServeEndpoints"),
+        ("UpgradeInProgress", "False", "NoPendingCluster"),
+        ("UpgradeInProgress", "True", "BothActivePendingClustersExist"),
+    }
+    with pytest.raises(jsonschema.ValidationError):  # the schema does check: a misspelt field fails
+        validator.validate({"pendingServiceStatus": {"rayClusterNme": "x"}})
