@@ -44,7 +44,7 @@ from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
-from llmctl.infra.lifecycle.upgrade import deployed_change, planned_change, replace_clusters
+from llmctl.infra.lifecycle.upgrade import carry_bounds, deployed_change, planned_change, replace_clusters
 from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
@@ -253,6 +253,8 @@ class Lifecycle:
                 replace_clusters(
                     self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
                 )
+            if day_two is not None and kube is not None:  # the bounds KubeRay leaves out of its hash
+                carry_bounds(self.progress, kube, w_config.ns, day_two)
             if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
                 with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
                     wait_switched(

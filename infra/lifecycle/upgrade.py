@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.blueprints.hf_token import hf_token
+from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check
 from llmctl.infra.lifecycle.day_two import DayTwo, assess, deployed_objects, pool_limits
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.lifecycle.ray_bounds import patch_bounds
 from llmctl.infra.lifecycle.replace_cluster import delete_active_cluster, wait_replaced
 from llmctl.infra.names import namespace, workload_stack
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
@@ -105,3 +107,20 @@ def replace_clusters(
             if wait:
                 new = wait_replaced(kube, ns, name, old, timeout_s=timeout_s, on_wait=progress.wait)
                 progress.note(f"{item.object}: new RayCluster {new}")
+
+
+def carry_bounds(progress: Progress, kube: Path, ns: str, day_two: DayTwo) -> None:
+    """After the update: the worker bounds KubeRay does not carry, patched into the running clusters
+    (:mod:`llmctl.infra.lifecycle.ray_bounds`). A failed patch is said, not raised: the workload is
+    updated, and the next `up` patches again."""
+    if not day_two.bounds:
+        return
+    with progress.phase("worker bounds"):
+        try:
+            patch_bounds(kube, ns, day_two.bounds, progress.note)
+        except LlmctlError as exc:
+            progress.note(
+                f"could not patch the running RayCluster's worker bounds ({exc.message}): it keeps its old "
+                "minReplicas/maxReplicas until `llmctl up` runs again"
+            )
+
