@@ -14,6 +14,7 @@ from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check
 from llmctl.infra.lifecycle.day_two import DayTwo, assess, deployed_objects, downtime_text, pool_limits
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
+from llmctl.infra.lifecycle.kube import kubectl_text
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.ray_bounds import patch_bounds
 from llmctl.infra.lifecycle.replace_cluster import delete_active_cluster, wait_replaced
@@ -108,6 +109,34 @@ def replace_clusters(
             if wait:
                 new = wait_replaced(kube, ns, name, old, timeout_s=timeout_s, on_wait=progress.wait)
                 progress.note(f"{item.object}: new RayCluster {new}")
+
+
+def replace_pending(
+    progress: Progress, kube: Path, ns: str, day_two: DayTwo | None, *, wait: bool, timeout_s: float
+) -> None:
+    """`up --replace` while a second RayCluster an earlier `up` started still waits (its nodes refused):
+    the active cluster is deleted, and the pending one, whose spec is the RayService's, takes the freed
+    nodes and is promoted (surge_stop.py names the KubeRay lines). RayServices `replace_clusters`
+    already replaced are left alone."""
+    from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
+
+    done = {r.object for r in (day_two.rollouts if day_two else []) if r.kind == "replace-cluster"}
+    for upgrade in read_upgrades(kube, ns):
+        found = upgrade.clusters
+        label = f"RayService/{found.rayservice}"
+        if not (found.active and found.pending) or label in done:
+            continue
+        with progress.phase(f"replace {label}"):
+            kubectl_text(kube, "delete", "raycluster", found.active, "-n", ns, "--wait=false")
+            progress.note(
+                f"deleted RayCluster {found.active}: the pending RayCluster {found.pending} takes its nodes "
+                "(downtime until it serves)"
+            )
+            if wait:
+                new = wait_replaced(
+                    kube, ns, found.rayservice, found.active, timeout_s=timeout_s, on_wait=progress.wait
+                )
+                progress.note(f"{label}: new RayCluster {new}")
 
 
 def carry_bounds(progress: Progress, kube: Path, ns: str, day_two: DayTwo) -> None:
