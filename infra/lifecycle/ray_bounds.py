@@ -12,7 +12,9 @@ pods: Ray's autoscaler for KubeRay reads each worker group's `minReplicas` / `ma
 RayCluster CR as the group's `min_workers` / `max_workers` (ray 2.58.0
 python/ray/autoscaler/_private/kuberay/autoscaling_config.py `_node_type_from_group_spec`, 204-207)
 and caps its replica patches at the CR's `maxReplicas` (node_provider.py `_worker_group_max_replicas`
-235-244, `_scale_request_to_patch_payload` 519-524); the RayCluster controller clamps `replicas` into
+235-244, `_scale_request_to_patch_payload` 519-524; autoscaler v2 reads the same config,
+v2/instance_manager/config.py 20 and 490, and caps the same way,
+v2/instance_manager/cloud_providers/kuberay/cloud_provider.py 372-384); the RayCluster controller clamps `replicas` into
 them (utils/util.go `GetWorkerGroupDesiredReplicas`, 389-407). Raising `max_replicas` never got a
 worker pod more; lowering `min_replicas` never freed a node.
 
@@ -40,8 +42,9 @@ from typing import Any
 from llmctl.infra.lifecycle.kube import kubectl_json, kubectl_text
 
 Obj = dict[str, Any]
-# what the Ray autoscaler takes for a group without `replicas` (node_provider.py _worker_group_replicas)
-DEFAULT_REPLICAS = 1
+# a worker group's `replicas` when absent: the RayCluster CRD's default (the API server fills it in;
+# ray-operator/apis/ray/v1/raycluster_types.go 445, `+kubebuilder:default:=0`)
+DEFAULT_REPLICAS = 0
 # the rollouts after which KubeRay itself writes the new spec into a RayCluster (rollout.py kinds)
 CLUSTER_WRITTEN = ("new-cluster", "replace-cluster", "cluster-in-place")
 PLAN_LINE = "the running RayCluster's bounds are patched by llmctl: KubeRay does not carry them"
@@ -129,12 +132,12 @@ def patch_ops(cluster: Obj, wanted: Sequence[GroupBounds]) -> tuple[list[Obj], l
         bounds = by_group.get(str(group.get("groupName")))
         if bounds is None:
             continue
-        now = {
-            "minReplicas": group.get("minReplicas", 0),
-            "maxReplicas": group.get("maxReplicas"),
-            "replicas": group.get("replicas", DEFAULT_REPLICAS),
+        now = {  # ints (a number read back from a stack's state may be a float64)
+            "minReplicas": int(group.get("minReplicas") or 0),
+            "maxReplicas": None if group.get("maxReplicas") is None else int(group["maxReplicas"]),
+            "replicas": int(group.get("replicas", DEFAULT_REPLICAS)),
         }
-        replicas = min(max(int(now["replicas"]), bounds.min_replicas), bounds.max_replicas)
+        replicas = min(max(int(now["replicas"] or 0), bounds.min_replicas), bounds.max_replicas)
         goal = {"minReplicas": bounds.min_replicas, "maxReplicas": bounds.max_replicas, "replicas": replicas}
         moved = [key for key in ("minReplicas", "maxReplicas", "replicas") if now[key] != goal[key]]
         if not moved:

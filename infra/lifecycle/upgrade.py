@@ -120,8 +120,15 @@ def replace_pending(
     already replaced are left alone."""
     from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
 
-    done = {r.object for r in (day_two.rollouts if day_two else []) if r.kind == "replace-cluster"}
-    for upgrade in read_upgrades(kube, ns):
+    if day_two is None or not any(r.object.startswith("RayService/") for r in day_two.rollouts):
+        return  # nothing deployed, or no RayService changed: no surge of an earlier `up` to replace
+    done = {r.object for r in day_two.rollouts if r.kind == "replace-cluster"}
+    try:
+        found_upgrades = read_upgrades(kube, ns)
+    except LlmctlError as exc:
+        progress.note(f"could not read the RayServices for a pending cluster to replace: {exc.message}")
+        return
+    for upgrade in found_upgrades:
         found = upgrade.clusters
         label = f"RayService/{found.rayservice}"
         if not (found.active and found.pending) or label in done:

@@ -62,9 +62,7 @@ def test_bounds_that_exclude_the_running_replicas_clamp_them() -> None:
     ]
     assert said == ["g: minReplicas 1 -> 0, maxReplicas 4 -> 2, replicas 3 -> 2"]
     ops, said = patch_ops(cluster(group("g", None, 1, 4)), [GroupBounds("rs", "g", 2, 4)])
-    assert said == [
-        "g: minReplicas 1 -> 2, replicas 1 -> 2"
-    ]  # absent replicas is 1 (the autoscaler's default)
+    assert said == ["g: minReplicas 1 -> 2, replicas 0 -> 2"]  # absent: the CRD default, 0
 
 
 def test_a_cluster_that_has_the_bounds_or_an_unknown_group_is_not_patched() -> None:

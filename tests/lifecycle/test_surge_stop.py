@@ -133,8 +133,10 @@ def test_up_replace_after_a_stuck_surge_deletes_the_active_cluster_and_waits_for
     """`up --replace` while an earlier surge waits (the stop's way out): the RayService's spec is the
     pending cluster's, so llmctl deletes the active cluster; KubeRay promotes the pending one once its
     pods get the freed nodes (steps 1 then 3 of the recorded upgrade)."""
+    from llmctl.infra.lifecycle.day_two import DayTwo
     from llmctl.infra.lifecycle.progress import Progress
     from llmctl.infra.lifecycle.upgrade import replace_pending
+    from llmctl.infra.workload.rollout import Rollout
 
     steps = json.loads(DATA.read_text())["steps"]
     engine.kube({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": OLD, "namespace": NS}})
@@ -144,10 +146,19 @@ def test_up_replace_after_a_stuck_surge_deletes_the_active_cluster_and_waits_for
     said: list[str] = []
     progress = Progress("quiet")
     progress.note = said.append  # type: ignore[method-assign]
-    replace_pending(progress, _kubeconfig(tmp_path), NS, None, wait=True, timeout_s=30)
+    # the state already holds the surge's spec: --replace changes upgradeStrategy alone (predict: updated)
+    updated = Rollout("updated", f"RayService/{BP}", "upgradeStrategy change on the RayService", "")
+    replace_pending(
+        progress, _kubeconfig(tmp_path), NS, DayTwo(BP, "replace", [updated]), wait=True, timeout_s=30
+    )
     deletes = [json.loads(line) for line in (engine.root / "kube-deletes.jsonl").read_text().splitlines()]
     assert deletes == [["RayCluster", NS, OLD]]
     assert said == [
         f"deleted RayCluster {OLD}: the pending RayCluster {NEW} takes its nodes (downtime until it serves)",
         f"RayService/{BP}: new RayCluster {NEW}",
     ]
+
+    # nothing of a RayService in this change (or nothing deployed): no RayService is read at all
+    calls = (engine.root / "kubectl-calls.jsonl").read_text()
+    replace_pending(progress, _kubeconfig(tmp_path), NS, None, wait=True, timeout_s=30)
+    assert (engine.root / "kubectl-calls.jsonl").read_text() == calls
