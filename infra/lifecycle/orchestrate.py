@@ -60,7 +60,7 @@ from llmctl.infra.workload.digests import pin_images, recorded_images
 from llmctl.infra.workload.model_revision import pin_model, recorded_model_pin
 from llmctl.infra.workload.rollout import Strategy
 from llmctl.infra.workload.schedulability import validate_workload
-from llmctl.state import Endpoint, remove_endpoint, save_endpoint
+from llmctl.state import Endpoint, load_endpoint, remove_endpoint, save_endpoint
 
 # how often `up` asks Karpenter about the workload's nodes while the workload stack updates
 LAUNCH_POLL_S = 20.0
@@ -275,24 +275,21 @@ class Lifecycle:
                 carry_bounds(self.progress, kube, w_config.ns, day_two)
             if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
                 with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
-                    watch = LaunchWatch(
+                    launches = LaunchWatch(
                         _launch_poll(kube, w_config.ns, region, bp, joins),
                         w_config.ns,
                         self.progress.wait,
-                        explain=explain,
+                        _stop_hint(self.stack, cost, workload),
+                        _wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
+                        explain,
                     )
-
-                    def launches() -> None:
-                        if watch.check() is not None:
-                            raise watch.error()
-
                     wait_switched(
                         kube,
                         w_config.ns,
                         timeout_s=wait_timeout_s,
                         on_wait=self.progress.wait,
                         poll_s=SWITCH_POLL_S,
-                        check=launches,
+                        watch=launches,
                     )
             if wait and kube is not None:
                 ns = str(w_out.get("namespace") or w_config.ns)
@@ -514,9 +511,10 @@ class Lifecycle:
             self.engine, specs, stack=self.stack, outputs=found, cluster=cluster, region=region, force=force
         )
         # a pending second RayCluster (a zero-downtime upgrade under way): said, and its nodes counted
+        kube = safety.kubeconfig or (None if found else self._recorded_kubeconfig(targets))
         upgrading = (
-            pending_at_down(safety.kubeconfig, [r.namespace for r in targets])
-            if safety.kubeconfig and not safety.drops  # --force: the API may not answer; not asked
+            pending_at_down(kube, [r.namespace for r in targets])
+            if kube and not safety.drops  # --force: the API may not answer; not asked
             else []
         )
         said = down_lines(upgrading)
@@ -578,6 +576,17 @@ class Lifecycle:
             seen = {(item.kind, item.id) for item in result.leftovers}
             result.leftovers += [item for item in kept if (item.kind, item.id) not in seen]
         return result
+
+    def _recorded_kubeconfig(self, targets: list[WorkloadRecord]) -> Path | None:
+        """An existing cluster's kubeconfig, as `up --target kubeconfig` recorded it with the endpoint."""
+        for record in targets:
+            try:
+                given = load_endpoint(self.stack, record.blueprint, record.workload).extra.get("kubeconfig")
+            except LlmctlError:
+                continue
+            if given and Path(given).is_file():
+                return Path(given)
+        return None
 
     def _drop_repository(self, result: DownResult, region: str, record: WorkloadRecord) -> None:
         """Delete a destroyed workload's own ECR repository; a refusal is a note and a leftover."""

@@ -357,14 +357,15 @@ def wait_switched(
     timeout_s: float,
     on_wait: Callable[[str], None],
     poll_s: float = 10,
+    watch: Any = None,
     sleep: Callable[[float], None] | None = None,
     clock: Callable[[], float] | None = None,
-    check: Callable[[], None] | None = None,
 ) -> None:
     """After a change that makes KubeRay build a second RayCluster (surge): wait until every RayService
     of the namespace has switched to its new cluster and the old one is gone, so `up` does not return
-    with two clusters' nodes running; ServingError on timeout. `check` runs at each poll (the launch
-    watch: it raises at a finding that never resolves, such as the quota refusing the new nodes)."""
+    with two clusters' nodes running; ServingError on timeout. `watch` (a
+    :class:`~llmctl.infra.lifecycle.launches.LaunchWatch`) says what Karpenter says about the new
+    cluster's nodes and stops the wait at a final finding (the vCPU quota refuses the second node)."""
     import time
 
     from llmctl.errors import ServingError
@@ -378,8 +379,8 @@ def wait_switched(
         waiting = [text for text in (still_upgrading(s, clusters) for s in services) if text]
         if not waiting:
             return
-        if check is not None:
-            check()
+        if watch is not None and watch.check() is not None:
+            raise watch.error()
         if waiting[0] != last:
             on_wait(waiting[0])
             last = waiting[0]

@@ -391,3 +391,90 @@ def test_status_of_a_cluster_without_kuberay_shows_no_rayservice(monkeypatch: py
 
     monkeypatch.setattr(status, "read_upgrades", no_crd)
     assert status.rayservice_status("dev", "ns") == []
+
+
+def test_the_upgrade_wait_stops_when_karpenter_cannot_launch_the_second_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The quota check could not see it (another team's instances started since): EC2 refuses the
+    pending cluster's inf2.48xlarge with VcpuLimitExceeded, which Karpenter reports on the NodeClaim
+    (karpenter_shapes: recorded from Karpenter's source); the wait stops at that final finding."""
+    from karpenter_shapes import capacity_event, fleet_error
+
+    from llmctl.errors import LlmctlError
+    from llmctl.infra.lifecycle import ray_upgrade
+    from llmctl.infra.lifecycle.launches import LaunchWatch, findings
+
+    building = next(o for o in _steps()[1] if o["kind"] == "RayService")
+    waiting = next(o for o in _steps()[1] if o["kind"] == "Pod" and not o["spec"].get("nodeName"))
+    waiting = {
+        **waiting,
+        "spec": {**waiting["spec"], "nodeSelector": {"karpenter.sh/nodepool": "inferentia-inf2"}},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "message": "0/3 nodes are available"}],
+        },
+    }
+
+    def kubectl_json(kubeconfig: Any, *args: str, **_: Any) -> dict[str, Any]:
+        return {"items": [building] if args[1] == "rayservices" else [_raycluster(OLD), _raycluster(NEW)]}
+
+    monkeypatch.setattr(ray_upgrade, "kubectl_json", kubectl_json)
+    refusal = capacity_event("inferentia-inf2-x7k2p", fleet_error("vcpu_quota", limit="192"))
+    polls: list[int] = []
+
+    def poll() -> list[Any]:
+        polls.append(1)
+        events = [refusal] if len(polls) > 1 else []  # the refusal comes with the second look
+        return findings(
+            [], events, [waiting], region="us-west-2", instance_type="inf2.48xlarge", blueprint=NS
+        )
+
+    said: list[str] = []
+    watch = LaunchWatch(poll, NS, said.append, "the nodes bill meanwhile; `llmctl down --stack dev --yes`")
+    ticks = iter(range(0, 100_000, 600))
+    with pytest.raises(LlmctlError) as info:
+        ray_upgrade.wait_switched(
+            None,
+            NS,
+            timeout_s=3600,
+            on_wait=said.append,
+            watch=watch,
+            sleep=lambda s: None,
+            clock=lambda: next(ticks),  # 10 min a look: without the watch, the timeout ends it
+        )
+    assert "the EC2 vCPU quota refuses inf2.48xlarge (limit 192 vCPUs)" in info.value.message
+    assert len(polls) == 2 and any(text.startswith("Karpenter: ") for text in said)
+
+
+def test_down_on_an_existing_cluster_says_its_pending_cluster(engine: StandinEngine, tmp_path: Path) -> None:
+    """`--target kubeconfig`: no platform stack; `down` asks the cluster through the kubeconfig `up`
+    recorded with the endpoint."""
+    import yaml
+    from test_existing_cluster import POOLS, complete_cluster
+
+    from llmctl.infra.lifecycle.backend import resolve_backend
+    from llmctl.infra.lifecycle.engine import Engine
+    from llmctl.infra.lifecycle.orchestrate import Lifecycle
+    from llmctl.infra.lifecycle.progress import Progress
+
+    kubeconfig, pools = tmp_path / "k3s.yaml", tmp_path / "pools.yaml"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster: {server: 'https://127.0.0.1:6443'}\n"
+    )
+    pools.write_text(yaml.safe_dump(POOLS))
+    complete_cluster(engine)
+
+    def run() -> Lifecycle:
+        return Lifecycle(Engine(resolve_backend()), Progress("quiet"), stack="dev")
+
+    run().up(NS, region="us-west-2", target="kubeconfig", kubeconfig=kubeconfig, pools=pools)
+    engine.kube(*_deletable(_steps()[2]))
+    asked: list[list[str]] = []
+    result = run().down(region="us-west-2", confirm=lambda lines: asked.append(lines) or True)
+    [line] = [
+        text for text in asked[0] if text.startswith(f"RayService {NS}/{NS} has a pending second RayCluster")
+    ]
+    assert f"{NEW} beside {OLD}" in line and line in result.notes
+    reads = [c for c in engine.kubectl_calls() if c[2:4] == ["get", "rayservices"]]
+    assert reads and all(c[:2] == ["--kubeconfig", str(kubeconfig)] for c in reads)
