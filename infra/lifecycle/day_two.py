@@ -22,6 +22,7 @@ from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError, PrerequisiteError
 from llmctl.infra.aws.checks import Check
 from llmctl.infra.lifecycle.cold_start import last_start
+from llmctl.infra.lifecycle.ray_bounds import PLAN_LINE, GroupBounds, wanted_bounds
 from llmctl.infra.workload.capacity import parse_quantity
 from llmctl.infra.workload.rollout import Rollout, Strategy, extra_nodes, predict
 
@@ -44,6 +45,12 @@ class DayTwo:
     uploads: list[str] = field(default_factory=list)
     capacity: list[Check] = field(default_factory=list)
     downtime: str | None = None  # replace: how long the endpoint is down, from the last recorded start
+    bounds: list[GroupBounds] = field(default_factory=list)  # worker bounds `up` patches (ray_bounds.py)
+
+    @property
+    def moved_bounds(self) -> list[GroupBounds]:
+        """The worker groups whose bounds this change moves (KubeRay does not carry them)."""
+        return [b for b in self.bounds if b.moved]
 
     @property
     def extra(self) -> dict[str, int]:
@@ -82,6 +89,8 @@ class DayTwo:
                     f"${item.extra_usd_per_hour:,.2f}/h more"
                 )
             out.append(f"     source: {item.source}")
+        for moved in self.moved_bounds:
+            out.append(f"  RayService/{moved.rayservice}: {PLAN_LINE} ({moved.text()})")
         if self.extra:
             nodes = ", ".join(f"{n} x {t}" for t, n in sorted(self.extra.items()))
             when = "for the rebuilt cluster" if self.strategy == "replace" else "while old and new run"
@@ -112,6 +121,7 @@ class DayTwo:
             "downtime": self.downtime if self.has_downtime else None,
             "caches": self.caches,
             "uploads": self.uploads,
+            "bounds": [b.to_dict() for b in self.moved_bounds],
         }
 
     def refusal(self) -> PrerequisiteError:
@@ -290,6 +300,7 @@ def assess(
         rollouts=rollouts,
         caches=cache_lines(old, new, blueprint),
         uploads=upload_lines(old, new),
+        bounds=wanted_bounds(old, new, rollouts),
     )
     if found.has_downtime:
         found.downtime = downtime_text(blueprint.name)

@@ -249,6 +249,7 @@ def wait_ready(
     stop_hint: str = "",
     wait_note: str = "",
     clock: Callable[[], datetime] = utc_now,
+    explain: Callable[[Any], ServingError] | None = None,
 ) -> None:
     """Poll until the namespace's pods are Ready; say what is being waited for; ServingError on timeout.
 
@@ -257,12 +258,15 @@ def wait_ready(
     the finding and `stop_hint` (the running cost, the `llmctl down` command) instead of the timeout;
     a shortage Karpenter retries is said once with `wait_note` (how long this waits, what bills meanwhile).
     `clock` is the time a Karpenter nomination's age is measured against (a node not joined after a few
-    minutes is said to be late, not "new")."""
+    minutes is said to be late, not "new"). `explain` words a final finding's stop (a surge under way:
+    :mod:`llmctl.infra.lifecycle.surge_stop`)."""
     from llmctl.infra.lifecycle.launches import LaunchWatch  # lazy: the hardware catalog, only for a watch
 
     deadline = time.monotonic() + timeout_s
     last = ""
-    launches = LaunchWatch(watch, namespace, on_wait, stop_hint, wait_note) if watch is not None else None
+    launches = (
+        LaunchWatch(watch, namespace, on_wait, stop_hint, wait_note, explain) if watch is not None else None
+    )
     while True:
         state = readiness(kubeconfig, namespace, clock())
         if state.ready:

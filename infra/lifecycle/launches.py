@@ -363,8 +363,11 @@ class LaunchWatch:
         say: Callable[[str], None],
         stop_hint: str = "",
         wait_note: str = "",
+        explain: Callable[[Finding], ServingError] | None = None,
     ) -> None:
         self.poll = poll
+        # the stop in the words of what `up` does (a surge under way: surge_stop.py), else the finding's
+        self.explain = explain
         self.namespace = namespace
         self.say = say
         self.stop_hint = stop_hint
@@ -399,6 +402,8 @@ class LaunchWatch:
     def error(self) -> ServingError:
         """The stop: the finding, what to do about it, and what still runs (``stop_hint``)."""
         assert self.final is not None
+        if self.explain is not None:
+            return self.explain(self.final)
         return ServingError(
             f"the workload in namespace {self.namespace} cannot start: {self.final.text}",
             "; ".join(part for part in (self.final.hint, self.stop_hint) if part) or None,

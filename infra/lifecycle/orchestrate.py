@@ -45,12 +45,19 @@ from llmctl.infra.lifecycle.kube import (
 )
 from llmctl.infra.lifecycle.launches import LaunchWatch
 from llmctl.infra.lifecycle.progress import Progress
-from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down, wait_switched
+from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down, read_upgrades, wait_switched
 from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
+from llmctl.infra.lifecycle.surge_stop import surge_stop
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
-from llmctl.infra.lifecycle.upgrade import deployed_change, planned_change, replace_clusters
+from llmctl.infra.lifecycle.upgrade import (
+    carry_bounds,
+    deployed_change,
+    planned_change,
+    replace_clusters,
+    replace_pending,
+)
 from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
@@ -255,12 +262,25 @@ class Lifecycle:
             # counted across the workload update and the readiness wait (registrations.py)
             # (the node role's name is llmctl's only on the platform it builds)
             joins = JoinWatch(cluster=offline.cluster_name if target == "eks" else "", region=region)
+            # a surge under way: a final launch finding is said for what it is (surge_stop.py)
+            stop = surge_stop(
+                day_two, w_config.ns, workload, functools.partial(read_upgrades, kube, w_config.ns)
+            )
+            explain = stop.error if stop is not None else None
             with self.progress.phase(f"workload {record.label()}"):
-                w_out = self._workload_up(spec, kube, w_config.ns, region, bp, cost, workload, joins)
+                w_out = self._workload_up(
+                    spec, kube, w_config.ns, region, bp, cost, workload, joins, explain=explain
+                )
             if day_two is not None and day_two.replaces_cluster and kube is not None:
                 replace_clusters(
                     self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
                 )
+            if replace and kube is not None:  # a surge an earlier `up` left waiting: its cluster replaced
+                replace_pending(
+                    self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
+                )
+            if day_two is not None and kube is not None:  # the bounds KubeRay leaves out of its hash
+                carry_bounds(self.progress, kube, w_config.ns, day_two)
             if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
                 with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
                     launches = LaunchWatch(
@@ -269,6 +289,7 @@ class Lifecycle:
                         self.progress.wait,
                         _stop_hint(self.stack, cost, workload),
                         _wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
+                        explain,
                     )
                     wait_switched(
                         kube,
@@ -289,6 +310,7 @@ class Lifecycle:
                         watch=_launch_poll(kube, ns, region, bp, joins),
                         stop_hint=_stop_hint(self.stack, cost, workload),
                         wait_note=_wait_note(cost, f"up to {int(wait_timeout_s) // 60} min"),
+                        explain=explain,
                     )
                 starts = self._starts(kube, ns)
                 record_start(starts, blueprint=bp.name, target=target, stack=self.stack, workload=workload)
@@ -374,6 +396,8 @@ class Lifecycle:
         cost: Any,
         workload: str | None,
         joins: JoinWatch | None = None,
+        *,
+        explain: Callable[[Any], Any] | None = None,
     ) -> dict[str, Any]:
         """The workload stack's update, while Karpenter is watched: Pulumi awaits the serving objects
         (for hours on a first Neuron compile), and a launch that can never succeed stops the update
@@ -387,6 +411,7 @@ class Lifecycle:
             self.progress.wait,
             _stop_hint(self.stack, cost, workload),
             _wait_note(cost, "until the serving objects' own timeout"),
+            explain,
         )
         try:
             with watch.in_background(self.engine.stop, poll_s=LAUNCH_POLL_S):

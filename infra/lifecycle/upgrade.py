@@ -4,15 +4,19 @@ rules are :mod:`llmctl.infra.workload.rollout`'s, assembled in :mod:`llmctl.infr
 
 from __future__ import annotations
 
+import copy
 import functools
 from pathlib import Path
 from typing import Any
 
 from llmctl.blueprints.hf_token import hf_token
+from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check
-from llmctl.infra.lifecycle.day_two import DayTwo, assess, deployed_objects, pool_limits
+from llmctl.infra.lifecycle.day_two import DayTwo, assess, deployed_objects, downtime_text, pool_limits
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
+from llmctl.infra.lifecycle.kube import kubectl_text
 from llmctl.infra.lifecycle.progress import Progress
+from llmctl.infra.lifecycle.ray_bounds import patch_bounds
 from llmctl.infra.lifecycle.replace_cluster import delete_active_cluster, wait_replaced
 from llmctl.infra.names import namespace, workload_stack
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
@@ -105,3 +109,138 @@ def replace_clusters(
             if wait:
                 new = wait_replaced(kube, ns, name, old, timeout_s=timeout_s, on_wait=progress.wait)
                 progress.note(f"{item.object}: new RayCluster {new}")
+
+
+def replace_pending(
+    progress: Progress, kube: Path, ns: str, day_two: DayTwo | None, *, wait: bool, timeout_s: float
+) -> None:
+    """`up --replace` while a second RayCluster an earlier `up` started still waits (its nodes refused):
+    the active cluster is deleted, and the pending one, whose spec is the RayService's, takes the freed
+    nodes and is promoted (surge_stop.py names the KubeRay lines). RayServices `replace_clusters`
+    already replaced are left alone."""
+    from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
+
+    if day_two is None or not any(r.object.startswith("RayService/") for r in day_two.rollouts):
+        return  # nothing deployed, or no RayService changed: no surge of an earlier `up` to replace
+    done = {r.object for r in day_two.rollouts if r.kind == "replace-cluster"}
+    try:
+        found_upgrades = read_upgrades(kube, ns)
+    except LlmctlError as exc:
+        progress.note(f"could not read the RayServices for a pending cluster to replace: {exc.message}")
+        return
+    for upgrade in found_upgrades:
+        found = upgrade.clusters
+        label = f"RayService/{found.rayservice}"
+        if not (found.active and found.pending) or label in done:
+            continue
+        with progress.phase(f"replace {label}"):
+            kubectl_text(kube, "delete", "raycluster", found.active, "-n", ns, "--wait=false")
+            progress.note(
+                f"deleted RayCluster {found.active}: the pending RayCluster {found.pending} takes its nodes "
+                "(downtime until it serves)"
+            )
+            if wait:
+                new = wait_replaced(
+                    kube, ns, found.rayservice, found.active, timeout_s=timeout_s, on_wait=progress.wait
+                )
+                progress.note(f"{label}: new RayCluster {new}")
+
+
+def carry_bounds(progress: Progress, kube: Path, ns: str, day_two: DayTwo) -> None:
+    """After the update: the worker bounds KubeRay does not carry, patched into the running clusters
+    (:mod:`llmctl.infra.lifecycle.ray_bounds`). A failed patch is said, not raised: the workload is
+    updated, and the next `up` patches again."""
+    if not day_two.bounds:
+        return
+    with progress.phase("worker bounds"):
+        try:
+            patch_bounds(kube, ns, day_two.bounds, progress.note)
+        except LlmctlError as exc:
+            progress.note(
+                f"could not patch the running RayCluster's worker bounds ({exc.message}): it keeps its old "
+                "minReplicas/maxReplicas until `llmctl up` runs again"
+            )
+
+
+# ---- `llmctl doctor`: would the next upgrade fit? ---------------------------------------------------
+PROBE_ANNOTATION = "llmctl.dev/next-upgrade"
+UPGRADE_CHECK = "upgrade capacity"
+
+
+def code_changed(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The deployed objects as the next change of llmctl's code makes them: every serving pod template
+    changes (the pods' commands name the wheel by its digest), shown by an annotation on the head and
+    Deployment templates, which KubeRay's hash and the Deployment controller both see."""
+    changed = copy.deepcopy(objects)
+    for obj in changed:
+        spec = obj.get("spec") or {}
+        if obj.get("kind") == "RayService":
+            templates = [((spec.get("rayClusterConfig") or {}).get("headGroupSpec") or {}).get("template")]
+        elif obj.get("kind") == "Deployment":
+            templates = [spec.get("template")]
+        else:
+            continue
+        for template in templates:
+            if isinstance(template, dict):
+                meta = template.setdefault("metadata", {})
+                meta["annotations"] = {**(meta.get("annotations") or {}), PROBE_ANNOTATION: "doctor"}
+    return changed
+
+
+def next_upgrade(engine: Engine, stack: str, bp: Any, region: str) -> DayTwo | None:
+    """What the next code change of the deployed blueprint needs and whether it fits today (None: not
+    deployed, or no platform): the day-two plan of the deployed objects against themselves changed as
+    :func:`code_changed` says, with the strategy the blueprint declares."""
+    old = deployed_objects(
+        engine.state_resources(StackSpec(workload_project(bp.name), workload_stack(stack, None)))
+    )
+    outputs = engine.outputs(StackSpec(PLATFORM_PROJECT, stack)) if old else {}
+    if not outputs:
+        return None
+    facts = PlatformFacts.from_outputs(outputs)
+    capacity = functools.partial(surge_capacity, engine, stack, bp, facts, region)
+    return assess(old, code_changed(old), bp, strategy=bp.upgrade.strategy, capacity=capacity)
+
+
+def upgrade_check(found: DayTwo) -> Check:
+    """`llmctl doctor`'s line for :func:`next_upgrade`."""
+    if found.strategy == "replace":
+        return Check(
+            UPGRADE_CHECK,
+            True,
+            "upgrade.strategy replace: a change deletes the running RayCluster first, no extra nodes; "
+            f"downtime {downtime_text(found.blueprint)}",
+        )
+    if not found.extra:
+        return Check(UPGRADE_CHECK, True, "a code change starts no extra accelerator node")
+    nodes = ", ".join(f"{n} x {t}" for t, n in sorted(found.extra.items()))
+    what = f"a code change starts {nodes} beside the running ones (${found.extra_usd_per_hour:,.2f}/h while both run)"
+    details = "; ".join(f"{c.name}: {c.detail}" for c in found.capacity)
+    if found.refused:
+        fixes = "; ".join(c.fix for c in found.refused if c.fix)
+        return Check(
+            UPGRADE_CHECK,
+            False,
+            f"{what}: it does not fit today, so the next `llmctl up` after a change refuses before changing "
+            f"anything: {details}",
+            f"{fixes}; or upgrade with downtime and no extra nodes: `llmctl up --replace` "
+            "(or upgrade.strategy: replace in the blueprint)",
+        )
+    if any(c.ok is None for c in found.capacity):
+        return Check(UPGRADE_CHECK, None, f"{what}: not all limits could be checked: {details}")
+    return Check(UPGRADE_CHECK, True, f"{what}: it fits: {details}")
+
+
+def doctor_upgrade(bp: Any, *, stack: str, region: str) -> Check | None:
+    """The doctor line for a deployed blueprint (None when it is not deployed in `stack`: nothing to
+    upgrade). A local file backend is read from its files first, without the pulumi CLI."""
+    from llmctl.infra.lifecycle.backend import recorded_stacks, resolve_backend
+
+    recorded = recorded_stacks(None, stack)
+    if recorded is not None and f"{workload_project(bp.name)}/{workload_stack(stack, None)}" not in recorded:
+        return None
+    try:
+        found = next_upgrade(Engine(resolve_backend(None)), stack, bp, region)
+    except LlmctlError as exc:
+        return Check(UPGRADE_CHECK, None, f"could not check: {exc.message}", exc.hint)
+    return None if found is None else upgrade_check(found)

@@ -42,4 +42,12 @@ def run_doctor(
         needs.discard("hf-token")
     ctx = NeedContext(region=region, blueprint=blueprint, hf_token_file=hf_token_file)
     report.checks.extend(need_check(result) for result in probe_needs(needs, ctx))
+    credentials = all(c.ok is not False for c in report.checks if c.name == "AWS credentials")
+    if blueprint is not None and report.region is not None and target == "eks" and credentials:
+        from llmctl.blueprints import catalog
+        from llmctl.infra.lifecycle.upgrade import doctor_upgrade  # lazy: the engine, only for a blueprint
+
+        upgrade = doctor_upgrade(catalog.load_blueprint(blueprint), stack=stack, region=report.region)
+        if upgrade is not None:
+            report.checks.append(upgrade)
     return report

@@ -130,10 +130,23 @@ def _drop(node: Any, parts: list[str]) -> None:
         del node[head]
 
 
+def _numbers(node: Any) -> Any:
+    """Integral floats as ints: a stack's saved inputs may hold every number as a float64 (Pulumi's
+    property values; the protobuf Struct that carries them has doubles only), the builders write ints,
+    and KubeRay hashes the typed Go struct, where `600` and `600.0` are the same int32."""
+    if isinstance(node, dict):
+        return {key: _numbers(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_numbers(value) for value in node]
+    if isinstance(node, float) and node.is_integer():
+        return int(node)
+    return node
+
+
 def hash_input(rayservice: Obj, groups: int | None = None) -> Obj:
     """The RayService's rayClusterConfig as KubeRay hashes it: the muted fields dropped; with `groups`,
     only the first `groups` worker groups (`isClusterSpecHashEqual(partial=true)`)."""
-    spec = copy.deepcopy((rayservice.get("spec") or {}).get("rayClusterConfig") or {})
+    spec: Obj = _numbers(copy.deepcopy((rayservice.get("spec") or {}).get("rayClusterConfig") or {}))
     if groups is not None:
         spec["workerGroupSpecs"] = list(spec.get("workerGroupSpecs") or [])[:groups]
     for path in HASH_MUTED:

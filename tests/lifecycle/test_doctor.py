@@ -280,3 +280,45 @@ def test_eks_up_checks_the_quota_before_building_anything(aws: str, ec2_quotas: 
     ec2_quotas({INF_QUOTA: 96})
     with pytest.raises(PrerequisiteError, match="vCPU quota"):
         EksTarget().check_account(UpRequest(blueprint="llama2-inf2", region=aws), Progress("quiet"))
+
+
+# ---- the next upgrade (issue 51): would a surge of the deployed blueprint fit today? ----------------
+def test_doctor_says_whether_the_next_upgrade_of_a_deployed_blueprint_fits(
+    engine: Any, aws: str, ec2_quotas: Callable[..., None]
+) -> None:
+    from lifecycle_support import lifecycle
+    from test_day_two import running_node
+
+    assert not [c for c in run_doctor("llama2-inf2", region=aws).checks if c.name == "upgrade capacity"]
+    lifecycle().up("llama2-inf2", region=aws, wait=False)
+    running_node(aws)  # the deployed cluster's inf2.48xlarge
+    ec2_quotas({INF_QUOTA: 192})  # room for the running node only
+    report = run_doctor("llama2-inf2", region=aws)
+    check = _check(report, "upgrade capacity")
+    assert check.ok is False and report.ok is False
+    assert check.detail.startswith("a code change starts 1 x inf2.48xlarge beside the running ones ($12.98/h")
+    assert "running 192 (1 instance(s)) + 1 x inf2.48xlarge (192) = 384 needed" in check.detail
+    assert f"--quota-code {INF_QUOTA} --desired-value 384" in check.fix and "llmctl up --replace" in check.fix
+
+    ec2_quotas({INF_QUOTA: 384})
+    check = _check(run_doctor("llama2-inf2", region=aws), "upgrade capacity")
+    assert check.ok is True and ": it fits: " in check.detail and "= 384 needed" in check.detail
+
+
+def test_doctor_on_a_replace_blueprint_names_the_downtime_not_extra_nodes(
+    engine: Any, aws: str, tmp_path: Path
+) -> None:
+    import yaml
+    from lifecycle_support import lifecycle
+
+    from llmctl.blueprints.catalog import load_blueprint
+
+    path = tmp_path / "llama2-inf2.yaml"
+    data = yaml.safe_load(load_blueprint("llama2-inf2").model_dump_json())
+    data["upgrade"] = {"strategy": "replace"}
+    path.write_text(yaml.safe_dump(data))
+    lifecycle().up(str(path), region=aws, wait=False)
+    check = _check(run_doctor(str(path), region=aws), "upgrade capacity")
+    assert check.ok is True
+    assert check.detail.startswith("upgrade.strategy replace: a change deletes the running RayCluster first")
+    assert "downtime unknown (no start recorded)" in check.detail

@@ -168,9 +168,53 @@ def _merge(base: Any, change: Any) -> Any:
     return out
 
 
+def _pointer(path: str) -> list[str]:
+    return [part.replace("~1", "/").replace("~0", "~") for part in path.split("/")[1:]]
+
+
+def _json_patch(obj: Any, ops: list[dict[str, Any]]) -> Any:
+    """A JSON patch (RFC 6902: test, add, replace, remove) as the API server applies one: all or
+    nothing; a failed `test` or a missing path fails the whole patch."""
+    import copy
+
+    doc = copy.deepcopy(obj)
+    for op in ops:
+        *parents, last = _pointer(op["path"])
+        node = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.get(part)
+            if node is None:
+                _fail(
+                    f'The request is invalid: the server rejected our request due to an error in our request: "{op["path"]}" not found'
+                )
+        key: Any = int(last) if isinstance(node, list) and last != "-" else last
+        if op["op"] == "test":
+            if (node[key] if isinstance(node, list) else node.get(key)) != op["value"]:
+                _fail(
+                    f"The request is invalid: the server rejected our request: testing value {op['path']} failed"
+                )
+        elif op["op"] == "add":
+            if isinstance(node, list):
+                node.insert(len(node) if last == "-" else key, op["value"])
+            else:
+                node[key] = op["value"]
+        elif op["op"] == "replace":
+            if not isinstance(node, list) and key not in node:
+                _fail(
+                    f"The request is invalid: replace operation does not apply: doc is missing key: {op['path']}"
+                )
+            node[key] = op["value"]
+        elif op["op"] == "remove":
+            del node[key]
+        else:
+            _fail(f"error: the stand-in kubectl does not apply JSON patch op {op['op']!r}")
+    return doc
+
+
 def patch(root: Path, args: list[str]) -> None:
-    """`patch <resource> <name> [-n NS] --type=merge -p JSON`: the patched object is kept as an overlay;
-    one being deleted (deletionTimestamp) whose last finalizer goes is gone, as the API server does."""
+    """`patch <resource> <name> [-n NS] --type=merge|json -p JSON`: the patched object is kept as an
+    overlay (each patch appended to kube-patches.jsonl: [kind, namespace, name, type, body]); one being
+    deleted (deletionTimestamp) whose last finalizer goes is gone, as the API server does."""
     words, namespace, body, kind_of_patch = [], "default", None, None
     i = 0
     while i < len(args):
@@ -187,8 +231,8 @@ def patch(root: Path, args: list[str]) -> None:
         else:
             words.append(args[i])
         i += 1
-    if kind_of_patch != "merge" or body is None or len(words) != 2:
-        _fail("error: the stand-in kubectl patches only `patch <resource> <name> --type=merge -p JSON`")
+    if kind_of_patch not in ("merge", "json") or body is None or len(words) != 2:
+        _fail("error: the stand-in kubectl patches only `patch <resource> <name> --type=merge|json -p JSON`")
     kind = KINDS.get(words[0].lower())
     if kind is None:
         _fail(f'error: the server doesn\'t have a resource type "{words[0]}"')
@@ -196,11 +240,13 @@ def patch(root: Path, args: list[str]) -> None:
     current = objects(root).get(key)
     if current is None:
         _fail(f'Error from server (NotFound): {words[0]} "{words[1]}" not found')
-    patched = _merge(current, body)
+    patched = _merge(current, body) if kind_of_patch == "merge" else _json_patch(current, body)
     meta = patched.get("metadata") or {}
     if meta.get("deletionTimestamp") and not meta.get("finalizers"):
         meta["deleted"] = True  # gone from the API server
     write_overlay(root, patched)
+    with open(root / "kube-patches.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps([kind, key[1], words[1], kind_of_patch, body]) + "\n")
     print(f"{words[0]}/{words[1]} patched")
 
 
