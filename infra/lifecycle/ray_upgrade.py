@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmctl.errors import LlmctlError, ServingError
 from llmctl.infra.lifecycle.kube import kubectl_json
 
 CLUSTER_LABEL = "ray.io/cluster"
@@ -262,7 +263,6 @@ def read_upgrades(kubeconfig: Path | str | None, namespace: str) -> list[Upgrade
 def pending_at_down(kubeconfig: Path | str | None, namespaces: Iterable[str]) -> list[Upgrade]:
     """The RayServices of the workloads `down` removes that have a pending second cluster; empty when
     kubectl cannot tell (`down` goes on: the sweep and its final check count every node anyway)."""
-    from llmctl.errors import LlmctlError
 
     found: list[Upgrade] = []
     for namespace in namespaces:
@@ -367,8 +367,6 @@ def wait_switched(
     :class:`~llmctl.infra.lifecycle.launches.LaunchWatch`) says what Karpenter says about the new
     cluster's nodes and stops the wait at a final finding (the vCPU quota refuses the second node)."""
     import time
-
-    from llmctl.errors import ServingError
 
     pause, now = sleep or time.sleep, clock or time.monotonic
     deadline = now() + timeout_s

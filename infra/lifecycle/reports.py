@@ -11,6 +11,7 @@ from llmctl.infra.aws.sweep_kinds import KINDS
 from llmctl.infra.lifecycle.cold_start import render_at_zero
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, PreviewResult
 from llmctl.infra.lifecycle.progress import Timeline
+from llmctl.infra.lifecycle.ray_upgrade import pending_instances
 from llmctl.state import Endpoint
 
 
@@ -215,8 +216,6 @@ def check_leftovers(result: DownResult) -> None:
     pending second RayCluster when `down` began is named so."""
 
     if result.leftovers:
-        from llmctl.infra.lifecycle.ray_upgrade import pending_instances
-
         pending = pending_instances(result.pending_clusters)
         names = ", ".join(
             item.label()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.errors import LlmctlError, ServingError
+from llmctl.infra.lifecycle.day_two import downtime_text
 
 SOURCE = "ray-project/kuberay v1.7.0 rayservice_controller.go shouldPrepareNewCluster 1419-1436"
 
@@ -113,6 +114,5 @@ def surge_stop(
     )
     if not names:
         return None
-    from llmctl.infra.lifecycle.day_two import downtime_text
 
     return SurgeStop(day_two.blueprint, namespace, names, downtime_text(day_two.blueprint), workload, read)

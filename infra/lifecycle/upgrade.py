@@ -12,11 +12,13 @@ from typing import Any
 from llmctl.blueprints.hf_token import hf_token
 from llmctl.errors import LlmctlError
 from llmctl.infra.aws.checks import Check
+from llmctl.infra.lifecycle.backend import recorded_stacks, resolve_backend
 from llmctl.infra.lifecycle.day_two import DayTwo, assess, deployed_objects, downtime_text, pool_limits
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.kube import kubectl_text
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.ray_bounds import patch_bounds
+from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
 from llmctl.infra.lifecycle.replace_cluster import delete_active_cluster, wait_replaced
 from llmctl.infra.names import namespace, workload_stack
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
@@ -118,7 +120,6 @@ def replace_pending(
     the active cluster is deleted, and the pending one, whose spec is the RayService's, takes the freed
     nodes and is promoted (surge_stop.py names the KubeRay lines). RayServices `replace_clusters`
     already replaced are left alone."""
-    from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
 
     if day_two is None or not any(r.object.startswith("RayService/") for r in day_two.rollouts):
         return  # nothing deployed, or no RayService changed: no surge of an earlier `up` to replace
@@ -234,7 +235,6 @@ def upgrade_check(found: DayTwo) -> Check:
 def doctor_upgrade(bp: Any, *, stack: str, region: str) -> Check | None:
     """The doctor line for a deployed blueprint (None when it is not deployed in `stack`: nothing to
     upgrade). A local file backend is read from its files first, without the pulumi CLI."""
-    from llmctl.infra.lifecycle.backend import recorded_stacks, resolve_backend
 
     recorded = recorded_stacks(None, stack)
     if recorded is not None and f"{workload_project(bp.name)}/{workload_stack(stack, None)}" not in recorded:

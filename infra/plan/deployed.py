@@ -10,8 +10,10 @@ from typing import Any
 
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import LlmctlError
-from llmctl.infra.lifecycle.backend import recorded_stacks
-from llmctl.infra.lifecycle.engine import workload_project
+from llmctl.infra.lifecycle.backend import recorded_stacks, resolve_backend
+from llmctl.infra.lifecycle.engine import Engine, workload_project
+from llmctl.infra.lifecycle.orchestrate import Lifecycle
+from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.names import workload_stack
 
 
@@ -41,11 +43,6 @@ def deployed_rollouts(
     ]
     if not wanted:
         return found
-    # lazy: Pulumi's automation API and the lifecycle, only when a workload stack is recorded
-    from llmctl.infra.lifecycle.backend import resolve_backend  # lazy: as above
-    from llmctl.infra.lifecycle.engine import Engine  # lazy: as above
-    from llmctl.infra.lifecycle.orchestrate import Lifecycle  # lazy: as above
-    from llmctl.infra.lifecycle.progress import Progress  # lazy: as above
 
     try:
         lifecycle = Lifecycle(Engine(resolve_backend(backend)), Progress("quiet"), stack=stack)

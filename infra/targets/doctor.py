@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from llmctl.blueprints import catalog
 from llmctl.infra.aws.checks import Check
 from llmctl.infra.aws.doctor import DoctorReport, account_checks
 from llmctl.infra.names import DEFAULT_TARGET
@@ -44,7 +45,6 @@ def run_doctor(
     report.checks.extend(need_check(result) for result in probe_needs(needs, ctx))
     credentials = all(c.ok is not False for c in report.checks if c.name == "AWS credentials")
     if blueprint is not None and report.region is not None and target == "eks" and credentials:
-        from llmctl.blueprints import catalog
         from llmctl.infra.lifecycle.upgrade import doctor_upgrade  # lazy: the engine, only for a blueprint
 
         upgrade = doctor_upgrade(catalog.load_blueprint(blueprint), stack=stack, region=report.region)

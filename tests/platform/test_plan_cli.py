@@ -151,8 +151,8 @@ def test_a_blueprint_the_base_revision_lacks_plans_as_a_new_workload_stack(
     assert diff.exit_code == 1
     assert diff.stdout.splitlines()[:3] == [
         # four before issue 45, plus the namespace's five NetworkPolicies and the Ray head's own
-        # service account
-        "plan diff: 10 added, 0 removed, 0 changed",
+        # service account, plus issue 53's admission policy and its binding
+        "plan diff: 12 added, 0 removed, 0 changed",
         "not in the old revision: new.yaml (its workload stack shows as new)",
         "llmctl-tiny-new/ci.pr-7 (new stack)",
     ]
