@@ -552,7 +552,12 @@ def test_bench_f_alternates_the_servers_at_every_level(
     device = load("device")
     calls: list[tuple[str, str]] = []
     monkeypatch.setattr(device, "llmctl_bench", lambda label, port, c, n: calls.append(("bench", label)))
-    monkeypatch.setattr(device, "scrape", lambda url: calls.append(("scrape", url)) or "")
+
+    def scrape(url: str) -> str:
+        calls.append(("scrape", url))
+        return ""
+
+    monkeypatch.setattr(device, "scrape", scrape)
     monkeypatch.setattr(device, "chat_check", lambda label, port: None)
     monkeypatch.setattr(device, "fast_lines", lambda name: calls.append(("lines", name)))
     device.RES.mkdir(parents=True)
