@@ -206,7 +206,8 @@ def _compile_seconds(blueprint: str) -> str:
 
 
 def cache_lines(old: Sequence[Obj], new: Sequence[Obj], blueprint: Blueprint) -> list[str]:
-    """The caches the change makes cold: the Neuron compile cache key, the model mirror's prefix."""
+    """The caches the change makes cold: the compile cache key (transformers-neuronx's, or the one Ray
+    Serve LLM's replicas keep their engine caches under), the model mirror's prefix."""
     lines = []
     before = pod_blueprint(old)
     if runtime(blueprint.runtime).engine == NEURONX_ENGINE and before is not None:
@@ -219,6 +220,18 @@ def cache_lines(old: Sequence[Obj], new: Sequence[Obj], blueprint: Blueprint) ->
             lines.append(
                 f"compile cache: a new key ({', '.join(moved)} changed): a cold Neuron compile; "
                 + _compile_seconds(blueprint.name)
+            )
+        else:
+            lines.append("compile cache: same key: the compiled graphs are reused")
+    elif runtime(blueprint.runtime).serve_llm and before is not None:
+        # lazy: Ray Serve LLM's config builder (0.6 s of imports), only its blueprints
+        from llmctl.serving.ray_vllm.app import compile_key_name
+
+        old_name, new_name = compile_key_name(before), compile_key_name(blueprint)
+        if old_name != new_name:
+            lines.append(
+                f"compile cache: a new key ({old_name} -> {new_name}): the engine compiles again (torch.compile, "
+                "CUDA graphs; Neuron: NxD Inference); " + _compile_seconds(blueprint.name)
             )
         else:
             lines.append("compile cache: same key: the compiled graphs are reused")

@@ -24,6 +24,15 @@ CALLBACK_CLS = "llmctl.serving.ray_vllm.hooks:PhaseCallback"
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int8": "auto"}
 
 
+def compile_key_name(blueprint: Blueprint) -> str | None:
+    """The compile-cache key this blueprint's replicas keep their engine caches under (the folder and
+    S3 prefix of :mod:`llmctl.serving.ray_vllm.neuron_cache`), as the replicas compute it."""
+    from llmctl.serving.ray_vllm.neuron_cache import KEY_ENV
+
+    key = llm_config(blueprint)["runtime_env"]["env_vars"].get(KEY_ENV)
+    return str(key) if key is not None else None
+
+
 def llm_config(
     blueprint: Blueprint, options: dict[str, Any] | None = None, *, backpressure: bool = False
 ) -> dict[str, Any]:

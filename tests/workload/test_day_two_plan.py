@@ -58,6 +58,20 @@ def test_a_new_neuron_compile_key_is_a_cold_compile_with_the_last_ones_length() 
     assert "the last compile took 41 min (" in line and "status compiled" in line
 
 
+def test_a_ray_vllm_engine_argument_is_a_new_compile_key_and_a_scaling_bound_is_not() -> None:
+    """The key the replicas compute (serving/ray_vllm/app.py): every engine argument is in its digest,
+    so a new max_num_seqs compiles again; a replica bound is not an engine argument."""
+    old = rendered("llama2-70b-vllm-gpu")
+    bp = load_blueprint("llama2-70b-vllm-gpu")
+    assert cache_lines(old, old, bp) == ["compile cache: same key: the compiled graphs are reused"]
+    more = changed("llama2-70b-vllm-gpu", serving__max_concurrent_requests=128)
+    [line] = cache_lines(old, old, more)
+    assert line.startswith("compile cache: a new key (meta-llama-llama-2-70b-chat-hf@main-tp4-bf16-b256-")
+    assert "-b128-" in line and line.endswith("no start of it recorded")
+    wider = changed("llama2-70b-vllm-gpu", scaling__max_replicas=bp.scaling.max_replicas + 1)
+    assert cache_lines(old, old, wider) == ["compile cache: same key: the compiled graphs are reused"]
+
+
 def test_a_new_model_revision_misses_the_mirror_and_the_engine_caches() -> None:
     old = rendered("llama2-triton-vllm-gpu")
     bp = changed("llama2-triton-vllm-gpu", model__revision="0123456789abcdef0123456789abcdef01234567")
