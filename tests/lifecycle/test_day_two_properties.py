@@ -8,7 +8,7 @@ inf2.48xlarge, with either upgrade strategy:
 - no sequence leaves two RayClusters of the RayService once KubeRay has settled (which is when `up`
   returns: it waits for the switch and the old cluster's deletion, ray_upgrade.wait_switched), nor a second cluster
   the quota could not launch: a change whose extra nodes do not fit is refused before anything
-  changes, the way `up` refuses it (the quota rule of docs/lifecycle.md "Day two": the nodes already
+  changes, the way `up` refuses it (the quota rule of docs/day-two.md: the nodes already
   running plus `predict`'s extra nodes against the quota), and every change that goes ahead settles
   on one cluster.
 
