@@ -29,7 +29,7 @@ from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.schema import Blueprint
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.rollout import extra_nodes, predict
+from llmctl.infra.workload.scheduling.rollout import extra_nodes, predict
 
 BP = "llama2-inf2"
 NODE = "inf2.48xlarge"  # one serving pod per node: tensor parallel 24 takes all 12 Neuron devices

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from workload_helpers import CATALOG, manifests_for
 
-from llmctl.infra.workload.pods import pod_templates
 from llmctl.infra.workload.render import render_yaml
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 ROOT = Path(__file__).resolve().parents[2]
 SCAN = Path(__file__).with_name("checkov_scan.py")

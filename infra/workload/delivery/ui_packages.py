@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import LOCK_FILE, pip_install, venv_step
-from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
-from llmctl.infra.workload.wheelhouse_pods import (
+from llmctl.infra.workload.delivery.serving_code import LOCK_FILE, pip_install, venv_step
+from llmctl.infra.workload.delivery.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.delivery.wheelhouse_pods import (
     install_from_wheelhouse,
     with_wheelhouse,
 )
+from llmctl.infra.workload.meta import metadata
 from llmctl.serving.lockfiles import LockSpec, locks
 
 Obj = dict[str, Any]

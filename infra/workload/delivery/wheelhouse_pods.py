@@ -5,7 +5,7 @@ An init container (the pinned AWS CLI image, with the pod's own Pod Identity, wh
 prefix) copies ``llmctl/wheelhouse/<sha256 of the lock>/`` into an emptyDir; the main container checks
 the lock's sha256 against the value in its own spec (so a changed object in S3 is refused), then
 installs it with ``--no-index --find-links --require-hashes`` (pip checks every wheel against the
-lock). Only the CLI writes that prefix (`deploy_delivery.upload_lock_wheelhouse`).
+lock). Only the CLI writes that prefix (`prepare/delivery.py`, `upload_lock_wheelhouse`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import shlex
 from typing import Any
 
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import (
+from llmctl.infra.workload.delivery.serving_code import (
     LOCK_FILE,
     aws_cli_container,
     cache_bucket_name,
     pip_install,
     verify_step,
 )
-from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
+from llmctl.infra.workload.delivery.wheelhouse import lock_digest, wheelhouse_key
 from llmctl.serving.lockfiles import LockSpec
 
 Obj = dict[str, Any]

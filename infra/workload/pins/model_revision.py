@@ -29,7 +29,7 @@ from llmctl.blueprints import hub
 from llmctl.blueprints.hub_names import is_path_id
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BadInput, PrerequisiteError
-from llmctl.infra.workload.mirror_formats import mirrored
+from llmctl.infra.workload.pins.mirror_formats import mirrored
 from llmctl.state import ModelPin, load_pins, model_pin_key, save_pins
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")

@@ -1,7 +1,7 @@
 """The pods a workload's manifests would create: every pod template of a manifest, what one such pod
 requests (the sum of its containers, at least its largest init container) and how many fit the node
 it selects. Pure reading of the objects, shared by the schedulability check, the platform parts
-check and the day-two rules (infra/workload/rollout.py)."""
+check and the day-two rules (infra/workload/scheduling/rollout.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from llmctl.blueprints.hardware import HardwareCatalog, hardware
 from llmctl.errors import CatalogError
-from llmctl.infra.workload.capacity import (
+from llmctl.infra.workload.scheduling.capacity import (
     CHECKED_RESOURCES,
     NEURON_CORE,
     NEURON_DEVICE,
@@ -97,7 +97,7 @@ class NodeShape:
 def node_shape(spec: Obj, catalog: HardwareCatalog | None = None) -> NodeShape | None:
     """The node of a pod spec that names its instance type (the serving pods do; a UI pod on the
     shared default pool does not: None). Pods per node by the pod's accelerator requests (or CPU on a
-    CPU node) against one node's allocatable (:mod:`llmctl.infra.workload.capacity`)."""
+    CPU node) against one node's allocatable (:mod:`llmctl.infra.workload.scheduling.capacity`)."""
     name = (spec.get("nodeSelector") or {}).get(INSTANCE_LABEL)
     if not name:
         return None

@@ -1,0 +1,16 @@
+"""The old name of :mod:`llmctl.infra.workload.scheduling.capacity`, kept while builders/ imports it by that name.
+
+builders/ is edited on another branch of issue 54 at the same time; when its imports name
+`llmctl.infra.workload.scheduling.capacity`, this file goes. It is the same module object, not a copy: what a
+test patches on one is seen through the other.
+"""
+
+import sys
+from typing import TYPE_CHECKING
+
+from llmctl.infra.workload.scheduling import capacity as _moved
+
+if TYPE_CHECKING:
+    from llmctl.infra.workload.scheduling.capacity import *  # noqa: F403
+else:
+    sys.modules[__name__] = _moved
