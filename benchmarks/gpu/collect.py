@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -122,8 +123,8 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
     for record in records:
         label = record.get("label", "")
-        if record["kind"] not in clients_of or not label.startswith("vllm-c"):
-            continue
+        if record["kind"] not in clients_of or not label.startswith("vllm-c") or ROUND.search(label):
+            continue  # a fast-path round's plain vLLM (vllm-c16-r2) is serving_path_fast's
         payload, prefix, row, key, server_key = clients_of[record["kind"]]
         if not record[payload]:
             continue
@@ -133,6 +134,8 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
         window = windows.get(f"{prefix}{level}")
         if window:
             entry[server_key] = server(window)
+    if fast := serving_path_fast(records, clients, windows):
+        out["serving_path_fast"] = fast
     return out
 
 
@@ -283,6 +286,135 @@ def main(argv: list[str] | None = None) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=False) + "\n")
     print(f"wrote {args.out}")
+
+
+# --- the fast path (issue 52): `device.py bench-f`, rounds alternating the servers at every level ---
+
+ROUND = re.compile(r"-r[0-9]+$")
+FAST_PATHS = {
+    "ray1": "ours_fast",  # our app as rendered with serving.ray_fast_path (device.py --fast-path)
+    "vllm": "plain",
+    "ray1d": "ours_default",  # the same app restarted without the fast-path variables
+}
+# issue 52's goals, checked in every round against plain vLLM's load of the same round
+GOALS = (
+    ("c1", "ttft_p50_ms_over_plain", "c1 TTFT p50 within 5 ms of plain vLLM", 5.0, "ms"),
+    ("c64", "ttft_p50_pct_over_plain", "c64 TTFT p50 within 10 % of plain vLLM", 10.0, "%"),
+    ("c16", "output_tok_s_pct_below_plain", "c16 output tok/s within 5 % of plain vLLM (or above)", 5.0, "%"),
+    ("c64", "output_tok_s_pct_below_plain", "c64 output tok/s within 5 % of plain vLLM (or above)", 5.0, "%"),
+)
+
+
+def fast_row(summary: dict[str, Any], client: Any, window: dict[str, Any] | None) -> dict[str, Any]:
+    """One load's client figures, and the engine's own TTFT over the same window (vLLM's histogram:
+    plain vLLM's /metrics, our app's engine through Ray's metrics export; the window holds the bench's
+    8 warm-up requests too). The TTFT outside the engine is the client's mean less the engine's."""
+    row = llmctl_row(summary, client)
+    row["ttft_mean_ms"] = ms(summary["metrics"]["ttft_s"]["mean"])
+    if window:
+        engine = server(window)
+        row["engine"] = engine
+        if engine["ttft_mean_ms"] is not None and row["ttft_mean_ms"] is not None:
+            row["ttft_mean_ms_outside_engine"] = round(row["ttft_mean_ms"] - engine["ttft_mean_ms"], 2)
+    return row
+
+
+def against(row: dict[str, Any], plain: dict[str, Any]) -> dict[str, float]:
+    return {
+        "ttft_p50_ms_over_plain": round(row["ttft_p50_ms"] - plain["ttft_p50_ms"], 2),
+        "ttft_p50_pct_over_plain": round(100 * (row["ttft_p50_ms"] / plain["ttft_p50_ms"] - 1), 1),
+        "ttft_p99_ms_over_plain": round(row["ttft_p99_ms"] - plain["ttft_p99_ms"], 2),
+        "tpot_mean_ms_over_plain": round(row["tpot_mean_ms"] - plain["tpot_mean_ms"], 2),
+        "output_tok_s_vs_plain_pct": round(100 * (row["output_tok_s"] / plain["output_tok_s"] - 1), 1),
+        "output_tok_s_pct_below_plain": round(100 * (1 - row["output_tok_s"] / plain["output_tok_s"]), 1),
+    }
+
+
+def serving_path_fast(
+    records: list[dict[str, Any]], clients: dict[str, Any], windows: dict[str, Any]
+) -> dict[str, Any]:
+    """Per level, each round's loads (``<server>-c<level>-r<round>``), each of our paths against plain
+    vLLM's load of the same round, and issue 52's goals checked in every round of the fast path. A
+    label loaded twice keeps its last load (the earlier one is counted under ``superseded``)."""
+    loads: dict[str, dict[str, Any]] = {}
+    superseded: dict[str, int] = {}
+    for record in records:
+        label = record.get("label", "")
+        if record["kind"] != "llmctl_bench" or not record["summary"] or not ROUND.search(label):
+            continue
+        if label in loads:
+            superseded[label] = superseded.get(label, 0) + 1
+        loads[label] = record
+    if not loads:
+        return {}
+    levels: dict[str, Any] = {}
+    for label, record in loads.items():
+        server_name, level, round_ = label.rsplit("-", 2)
+        if server_name not in FAST_PATHS:
+            continue
+        row = fast_row(record["summary"], clients.get(f"llmctl-{label}"), windows.get(label))
+        levels.setdefault(level, {"rounds": {}})["rounds"].setdefault(round_, {})[FAST_PATHS[server_name]] = (
+            row
+        )
+    for entry in levels.values():
+        for path in ("ours_fast", "ours_default"):
+            pairs = {
+                round_: against(loads_[path], loads_["plain"])
+                for round_, loads_ in sorted(entry["rounds"].items())
+                if path in loads_ and "plain" in loads_
+            }
+            if pairs:
+                entry[f"{path}_vs_plain"] = pairs
+    out: dict[str, Any] = {
+        "paths": {name: key for name, key in FAST_PATHS.items()},
+        "levels": {level: levels[level] for level in ("c1", "c16", "c64") if level in levels},
+        "failed": sum(
+            row["failed"]
+            for entry in levels.values()
+            for paths in entry["rounds"].values()
+            for row in paths.values()
+        ),
+        "goals": goals(levels),
+        "fast_path_lines": fast_path_lines(records),
+        "open_files": {r["name"]: r.get("open_files") for r in records if r["kind"] == "ray_start"},
+    }
+    if superseded:
+        out["superseded"] = superseded
+    return out
+
+
+def goals(levels: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each goal in every round our fast path was loaded: met when every round meets it; else by how
+    much the worst round missed."""
+    checked = []
+    for level, key, goal, limit, unit in GOALS:
+        pairs = levels.get(level, {}).get("ours_fast_vs_plain", {})
+        if not pairs:
+            continue
+        values = {round_: pair[key] for round_, pair in pairs.items()}
+        worst = max(values.values())
+        checked.append(
+            {
+                "goal": goal,
+                "measure": key,
+                "limit": limit,
+                "unit": unit,
+                "rounds": values,
+                "met": worst <= limit,
+                "missed_by": None if worst <= limit else round(worst - limit, 2),
+            }
+        )
+    return checked
+
+
+def fast_path_lines(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the Ray clusters logged and ran (device.py fast_lines): the first record of each cluster
+    (the later ones of the same name repeat it or read a newer session)."""
+    found: dict[str, Any] = {}
+    for record in records:
+        if record["kind"] == "fast_lines" and record["name"] not in found:
+            found[record["name"]] = {k: record[k] for k in ("lines", "serve_logs", "haproxy")}
+    return found
 
 
 if __name__ == "__main__":

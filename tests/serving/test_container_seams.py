@@ -27,6 +27,7 @@ from llmctl.infra.workload.delivery.serving_code import APP_DIR, VERIFY_SCRIPT, 
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.serving.torchserve_neuronx.config import MODEL_STORE, archive_name, render_model_config
 from llmctl.serving.triton_vllm.repository import model_name, render_model_repository
+from llmctl.serving.triton_vllm.start import restricted_flags
 
 STANDINS = ("pip", "tritonserver", "torchserve", "torch-model-archiver")
 
@@ -83,7 +84,11 @@ def test_triton_container_renders_the_repository_with_the_mirrored_weights(
     repository = tmp_path / "repository"
     calls = _run(container, tmp_path, {**aws, "MODEL_REPOSITORY": str(repository)})
 
-    assert calls["tritonserver"] == [f"--model-repository={repository}", *container["args"]]
+    served = calls["tritonserver"]
+    assert served[0] == f"--model-repository={repository}" and served[3:] == container["args"]
+    # issue 53 finding 3: the admin APIs behind a header whose value is random per start
+    [(http, value), (grpc, same)] = [flag.rsplit("=", 1) for flag in served[1:3]]
+    assert (http, grpc, value) == (*(f.rsplit("=", 1)[0] for f in restricted_flags(value)), same)
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     for flag in ("http", "grpc", "metrics"):  # Triton listens where the pod and Service expect it
         assert f"--{flag}-port={ports[flag]}" in calls["tritonserver"]

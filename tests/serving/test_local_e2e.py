@@ -10,7 +10,7 @@ import pytest
 from serving_support import LOCAL_STACK, LocalServer, metric_value
 
 from llmctl.blueprints.catalog import load_blueprint
-from llmctl.errors import ServingError
+from llmctl.errors import BadInput, ServingError
 from llmctl.serving.client.local import local_status, start_local
 from llmctl.serving.client.local_procs import alive
 from llmctl.state import list_endpoints
@@ -133,8 +133,10 @@ def test_unreachable_hub_says_how_to_pass_a_directory(
 
 
 def test_missing_model_directory_is_a_clear_error(state: Path, tmp_path: Path) -> None:
-    with pytest.raises(ServingError, match="does not exist"):
+    """Bad input, exit 2 (issue 54): a path that is not there is the user's, not the serving app's."""
+    with pytest.raises(BadInput, match="does not exist") as caught:
         start_local(load_blueprint("tiny-cpu"), stack="e2e", model=str(tmp_path / "nowhere"))
+    assert caught.value.exit_code == 2
 
 
 def test_a_process_without_the_token_cannot_join_the_local_ray(local_server: LocalServer) -> None:

@@ -56,7 +56,7 @@ def _group_unchanged() -> str:
 
 
 #: (CEL expression, message) of each rule; the expressions are tested with cel-python on the patches
-#: Ray's autoscaler sends and on the attacks (tests/workload/test_admission.py)
+#: Ray's autoscaler sends and on the attacks (tests/workload/test_admission_policy.py)
 RAYCLUSTER_RULE = " && ".join(
     [
         "object.spec.headGroupSpec == oldObject.spec.headGroupSpec",

@@ -33,7 +33,7 @@ from llmctl.infra.workload import mirror_formats
 from llmctl.infra.workload.builders.common import Obj, config_map, readiness, token_env
 from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import venv_in
+from llmctl.infra.workload.delivery import NON_ROOT_USER, venv_in
 from llmctl.infra.workload.meta import metadata
 from llmctl.infra.workload.model_revision import files_value
 from llmctl.infra.workload.wheelhouse_pods import install_from_wheelhouse, with_wheelhouse
@@ -60,8 +60,10 @@ MIRROR_PACKAGES_DIR = "/opt/llmctl/mirror-packages"
 #: the Job's own non-root user (uid, gid): the image has none but root, and the Job needs no root (the
 #: lock goes into a venv on its work volume, which is also its home: the Hub client's cache), so the
 #: namespace can stay `restricted`. Set on the pod, where `security.harden_pod` keeps it.
-MIRROR_USER = (65532, 65532)
+MIRROR_USER = NON_ROOT_USER
 MIRROR_WORK = "/work"
+#: an emptyDir at /tmp for a container on a read-only root filesystem (pip unpacks wheels there)
+TMP_SIZE = "1Gi"
 MIRROR_VENV = f"{MIRROR_WORK}/venv"
 MIRROR_PACKAGES_VOLUME = "mirror-packages"
 FETCH_MIRROR_CONTAINER = "fetch-mirror-packages"
@@ -289,15 +291,20 @@ def mirror_objects(config: WorkloadConfig) -> list[Obj]:
                     "requests": {"cpu": "1", "memory": "4Gi", "ephemeral-storage": f"{MIRROR_VOLUME_GIB}Gi"},
                     "limits": {"memory": "4Gi"},
                 },
+                # it writes only its work volume (the venv, its home, the download) and /tmp (pip's
+                # unpacking): the image stays read-only
+                "securityContext": {"readOnlyRootFilesystem": True},
                 "volumeMounts": [
                     {"name": "script", "mountPath": "/opt/llmctl/mirror", "readOnly": True},
                     {"name": "work", "mountPath": MIRROR_WORK},
+                    {"name": "tmp", "mountPath": "/tmp"},
                 ],
             }
         ],
         "volumes": [
             {"name": "script", "configMap": {"name": MIRROR_SCRIPT, "items": items}},
             {"name": "work", "emptyDir": {"sizeLimit": f"{MIRROR_VOLUME_GIB}Gi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
         ],
     }
     pod_spec = with_wheelhouse(

@@ -10,9 +10,10 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
 - a pod whose builder chose a non-root user (the model-mirror Job's, on python:slim) runs as it; else
   a pod whose containers run on an image with a known non-root user (versions.yaml `user`: the Ray
   images' `ray`, uid 1000, gid 100) runs as that user; either way init containers included, with
-  `fsGroup` so its volumes and projected tokens (EKS Pod Identity's) are readable. Images without a
-  recorded user (the Neuron and Triton images, Open WebUI, the gradio UI's python:slim) run as their
-  own user, root;
+  `fsGroup` so its volumes and projected tokens (EKS Pod Identity's) are readable (the gradio UI and
+  the model-mirror Job choose llmctl's non-root user, `delivery.NON_ROOT_USER`). Pods on images
+  without a recorded user (the Neuron and Triton images, Open WebUI) run as their own user, root,
+  but for a container whose builder chose a non-root user of its own (the AWS CLI init container);
 - no service-account token automounted in any pod (EKS Pod Identity mounts its own token, so S3
   access does not need it); the Ray head of an autoscaling RayService gets one mounted into KubeRay's
   autoscaler sidecar alone (`autoscalerOptions.volumeMounts`), the only container that calls the
@@ -20,9 +21,13 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
 - the namespace enforces Pod Security `restricted` when every pod qualifies, else `baseline`, and
   warns and audits at `restricted` either way.
 
-Read-only root filesystems are left off: every runtime writes into its image at start (the pip
-install of base-image mode, Ray's session folder under /tmp, the compilers' caches); see
-docs/security.md.
+A container runs on a read-only root filesystem where its builder asks for it (`readOnlyRootFilesystem`
+in the container's securityContext), having mounted a volume at each place it writes: the AWS CLI init
+containers, the model-mirror Job and the gradio UI. The runtimes still write into their image at start
+(the pip install of base-image mode, Ray's session folder under /tmp, the compilers' caches).
+
+No `checkov.io/skip` annotation is set: checkov's accepted findings are listed, container by container,
+in the test suite (tests/workload/checkov_accepted.yaml; docs/security.md).
 """
 
 from __future__ import annotations
@@ -34,8 +39,6 @@ from llmctl.infra.workload.pods import pod_templates
 
 Obj = dict[str, Any]
 PSA = "pod-security.kubernetes.io"
-#: the lowest UID checkov's CKV_K8S_40 accepts
-HIGH_UID = 10000
 #: where a client in a pod finds its service-account credentials (Ray's KubeRay node provider reads
 #: `token` and `ca.crt` there: ray 2.60 `autoscaler/_private/kuberay/node_provider.py`,
 #: IN_CLUSTER_TOKEN_PATH and IN_CLUSTER_CA_CERT_PATH)
@@ -77,12 +80,24 @@ def image_user(image: str) -> tuple[int, int] | None:
     return None
 
 
-def container_context(user: tuple[int, int] | None) -> Obj:
-    """A container's securityContext (as the non-root `user` when given)."""
+def container_context(user: tuple[int, int] | None, *, read_only: bool = False) -> Obj:
+    """A container's securityContext (as the non-root `user` when given; a read-only root filesystem
+    when its builder mounted a volume at each place the process writes)."""
     context: Obj = {"allowPrivilegeEscalation": False, "privileged": False, "capabilities": {"drop": ["ALL"]}}
     if user is not None:
         context.update({"runAsNonRoot": True, "runAsUser": user[0], "runAsGroup": user[1]})
+    if read_only:
+        context["readOnlyRootFilesystem"] = True
     return context
+
+
+def _own_user(container: Obj) -> tuple[int, int] | None:
+    """The non-root user a container's builder chose for it (the AWS CLI init containers'), else None."""
+    chosen = container.get("securityContext") or {}
+    if not chosen.get("runAsUser"):
+        return None
+    uid = int(chosen["runAsUser"])
+    return uid, int(chosen.get("runAsGroup", uid))
 
 
 def _pod_user(spec: Obj) -> tuple[int, int] | None:
@@ -107,7 +122,11 @@ def harden_pod(spec: Obj, *, needs_token: bool) -> bool:
         )
     spec["securityContext"] = pod_context
     for container in _containers(spec):
-        container["securityContext"] = container_context(user)
+        # the pod's user wins (it owns the pod's volumes); in a pod of a root image, a container whose
+        # builder chose a non-root user of its own (the AWS CLI init container) keeps it
+        chosen = container.get("securityContext") or {}
+        read_only = bool(chosen.get("readOnlyRootFilesystem"))
+        container["securityContext"] = container_context(user or _own_user(container), read_only=read_only)
     spec["automountServiceAccountToken"] = needs_token
     return user is not None
 
@@ -119,62 +138,8 @@ def _autoscaling_cluster(obj: Obj) -> Obj | None:
     return cluster if cluster.get("enableInTreeAutoscaling") else None
 
 
-#: checkov's Kubernetes checks this design leaves failing on purpose, each with its reason (and when
-#: it applies); the reasons go into the object's `checkov.io/skipN` annotations, where checkov reads
-#: them, so a reader of the manifest sees why (checkov splits the value at "=", the delivery tests split
-#: every manifest string as a shell does: no "=", no quote and no install command in a reason)
-ROOT_REASON = (
-    "the image runs as its own user, root (the Neuron and Triton images, Open WebUI and python:slim record "
-    "no non-root one); every capability is dropped and privilege escalation is off"
-)
-SKIPS: dict[str, str] = {
-    "CKV_K8S_11": "no CPU limit by design: a limit throttles token generation; the CPU request reserves the share",
-    "CKV_K8S_15": "images are pinned by tag or digest; IfNotPresent reuses the multi-GB image already on the node",
-    "CKV_K8S_22": (
-        "the runtimes write into their image at start (the package install of base-image mode, the Ray "
-        "session folder under /tmp, compiler caches)"
-    ),
-    "CKV_K8S_23": ROOT_REASON,
-    "CKV_K8S_35": (
-        "the apps read the HF token and API key from their environment, set by secretKeyRef (never in the "
-        "manifest)"
-    ),
-    "CKV_K8S_40": (
-        "runs as the user of the image (uid 1000 owns the Python of the Ray images); another UID could not "
-        "install packages"
-    ),
-    "CKV_K8S_8": "KubeRay adds a liveness probe to the Ray container (ray-project/kuberay v1.7.0 pod.go)",
-    "CKV_K8S_9": "KubeRay adds a readiness probe to the Ray container (ray-project/kuberay v1.7.0 pod.go)",
-    "CKV_K8S_43": (
-        "versions.yaml records no digest for this image yet (llmctl doctor prints it); pods run image@digest "
-        "once it is recorded"
-    ),
-}
-
-
 def _containers(spec: Obj) -> list[Obj]:
     return [*spec.get("initContainers", []), *spec.get("containers", [])]
-
-
-def checkov_skips(obj: Obj, *, non_root: bool) -> dict[str, str]:
-    """`checkov.io/skipN` annotations for an object with pod templates: only the checks it fails."""
-    containers = [c for template in pod_templates(obj) for c in _containers(template.spec)]
-    if not containers:
-        return {}
-    skipped = ["CKV_K8S_11", "CKV_K8S_15", "CKV_K8S_22"]
-    # checkov wants a UID of 10000 or more: root and the Ray images' 1000 are below (the mirror Job's is not)
-    if any((t.spec.get("securityContext") or {}).get("runAsUser", 0) < HIGH_UID for t in pod_templates(obj)):
-        skipped.append("CKV_K8S_40")
-    if obj.get("kind") == "RayService":
-        skipped += ["CKV_K8S_8", "CKV_K8S_9"]
-    if not non_root:
-        skipped.append("CKV_K8S_23")
-    if any("secretKeyRef" in (env.get("valueFrom") or {}) for c in containers for env in c.get("env", [])):
-        skipped.append("CKV_K8S_35")
-    if any("@sha256:" not in str(c.get("image", "")) for c in containers):
-        skipped.append("CKV_K8S_43")
-    ordered = sorted(skipped, key=lambda check: int(check.rsplit("_", 1)[1]))
-    return {f"checkov.io/skip{i}": f"{check}={SKIPS[check]}" for i, check in enumerate(ordered, start=1)}
 
 
 def harden(objects: list[Obj]) -> bool:
@@ -193,8 +158,6 @@ def harden(objects: list[Obj]) -> bool:
                 template.spec.setdefault("volumes", []).append(autoscaler_token_volume())
                 mount = {"name": AUTOSCALER_TOKEN, "mountPath": SA_DIR, "readOnly": True}
                 options["volumeMounts"] = [*options.get("volumeMounts", []), mount]
-        if skips := checkov_skips(obj, non_root=non_root):
-            obj["metadata"]["annotations"] = {**obj["metadata"].get("annotations", {}), **skips}
         all_non_root &= non_root
     return all_non_root
 

@@ -15,6 +15,7 @@ from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.delivery import NON_ROOT_USER
 
 UI_PORT = 80
 WEBUI_SECRET = "open-webui-secret"
@@ -126,17 +127,31 @@ def gradio(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
             {"name": "LLMCTL_ENDPOINT", "value": endpoint_url},
             {"name": "LLMCTL_TITLE", "value": config.blueprint.description or config.blueprint.name},
             {"name": "GRADIO_PORT", "value": str(GRADIO_PORT)},
+            {"name": "HOME", "value": ui_packages.UI_WORK},  # the image has no home for the UI's user
             *common.api_key_env(config),
         ],
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
         **common.http_probes("/", "http", startup_seconds=600),
-        "volumeMounts": [{"name": "app", "mountPath": "/app", "readOnly": True}],
+        "workingDir": ui_packages.UI_WORK,
+        "securityContext": {"readOnlyRootFilesystem": True},
+        "volumeMounts": [
+            {"name": "app", "mountPath": "/app", "readOnly": True},
+            {"name": "work", "mountPath": ui_packages.UI_WORK},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
     }
     pod = _ui_pod(
         config,
         container,
-        [{"name": "app", "configMap": {"name": script["metadata"]["name"], "items": items}}],
+        [
+            {"name": "app", "configMap": {"name": script["metadata"]["name"], "items": items}},
+            {"name": "work", "emptyDir": {"sizeLimit": "2Gi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
     )
+    # python:slim has no user but root and the UI needs none: it runs as llmctl's non-root user, as the
+    # model-mirror Job on the same image does (`security.harden_pod` keeps a pod's chosen user)
+    pod["securityContext"] = {"runAsUser": NON_ROOT_USER[0], "runAsGroup": NON_ROOT_USER[1]}
     pod = ui_packages.with_packages(config, lock, pod)
     name = f"{config.blueprint.name}-gradio"
     return [

@@ -333,9 +333,21 @@ def _bucket(delivery: Delivery) -> str:
     return str(delivery.wheel_uri).removeprefix("s3://").partition("/")[0]
 
 
+#: the non-root user (uid, gid) llmctl gives a process whose image has only root and which needs none
+#: (the AWS CLI init containers, the model-mirror Job and the Gradio UI on python:slim): 65532, the
+#: `nonroot` user of the distroless images, >= 10000 as checkov's CKV_K8S_40 asks; it needs no entry in
+#: the image's /etc/passwd
+NON_ROOT_USER = (65532, 65532)
+
+
 def aws_cli_container(config: WorkloadConfig, name: str, script: str, volume: str, path: str) -> Obj:
     """An init container on the pinned AWS CLI image running `script` (S3 copies with the pod's Pod
-    Identity) into the emptyDir `volume` mounted at `path`."""
+    Identity) into the emptyDir `volume` mounted at `path`.
+
+    It writes nothing but that volume (`aws s3 cp` with container credentials keeps no cache), so it
+    runs on a read-only root filesystem, and as :data:`NON_ROOT_USER` in a pod of a root image (a pod
+    with a user of its own runs it as that user: `security.harden_pod`); an emptyDir is world-writable,
+    so the root container beside it reads what it wrote."""
     from llmctl.blueprints.versions import (  # lazy: read at call time: tests swap versions()
         by_digest,
         versions,
@@ -348,6 +360,11 @@ def aws_cli_container(config: WorkloadConfig, name: str, script: str, volume: st
         "env": [{"name": "AWS_REGION", "value": config.platform.region}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
         "volumeMounts": [{"name": volume, "mountPath": path}],
+        "securityContext": {
+            "runAsUser": NON_ROOT_USER[0],
+            "runAsGroup": NON_ROOT_USER[1],
+            "readOnlyRootFilesystem": True,
+        },
     }
 
 

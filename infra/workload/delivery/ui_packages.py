@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery.serving_code import LOCK_FILE, pip_install, venv_step
+from llmctl.infra.workload.delivery.serving_code import LOCK_FILE, pip_install, venv_in
 from llmctl.infra.workload.delivery.wheelhouse import wheelhouse_key
 from llmctl.infra.workload.delivery.wheelhouse_pods import (
     install_from_wheelhouse,
@@ -36,6 +36,11 @@ UI_SERVICE_ACCOUNT = "llmctl-ui"
 UI_PACKAGES_DIR = "/opt/llmctl/ui/wheelhouse"
 UI_PACKAGES_VOLUME = "llmctl-ui-packages"
 FETCH_UI_CONTAINER = "fetch-ui-packages"
+#: the UI container's work volume (an emptyDir): its home, its working directory and the venv its lock
+#: goes into; the UI runs as a non-root user on a read-only root filesystem, so it writes nowhere else
+#: but /tmp (Gradio's uploads and caches)
+UI_WORK = "/work"
+UI_VENV = f"{UI_WORK}/venv"
 
 
 def ui_lock(config: WorkloadConfig) -> LockSpec | None:
@@ -52,13 +57,14 @@ def from_bucket(config: WorkloadConfig) -> bool:
 
 
 def install_command(config: WorkloadConfig, spec: LockSpec, app_dir: str) -> str:
-    """Shell that installs the UI's lock: from the fetched wheelhouse with no index (EKS), else from
-    the index, hash-checked, with the lock read from the app's ConfigMap mounted at `app_dir`."""
+    """Shell that installs the UI's lock into a venv on the pod's work volume (the image's own
+    site-packages belong to root): from the fetched wheelhouse with no index (EKS), else from the
+    index, hash-checked, with the lock read from the app's ConfigMap mounted at `app_dir`."""
     if from_bucket(config):
         install = install_from_wheelhouse(spec, UI_PACKAGES_DIR)
     else:
         install = pip_install(["--require-hashes", "-r", f"{app_dir}/{LOCK_FILE}"])
-    return f"{venv_step()} && {install}"
+    return f"{venv_in(UI_VENV)} && {install}"
 
 
 def configmap_files(config: WorkloadConfig, spec: LockSpec) -> dict[str, str]:
