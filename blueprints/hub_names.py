@@ -1,7 +1,7 @@
 """The grammar of a blueprint's ``model.id`` and ``model.revision``, checked before anything is built.
 
 Both flow into S3 keys (``models/<id>/<revision>/``), IAM policy ARNs (the mirror Job's and the serving
-pods' grants, `infra/workload/bucket_grants.py`) and the pods' environment. IAM reads ``*`` and ``?``
+pods' grants, `infra/workload/access/bucket_grants.py`) and the pods' environment. IAM reads ``*`` and ``?``
 in an ARN as wildcards and ``${...}`` as a policy variable, so an id or revision must never carry
 them: ``id: "*"`` would give the mirror role Put/Delete on every model's mirror (issue 53, finding 4).
 

@@ -292,7 +292,7 @@ def queue_scaled(blueprint: Blueprint) -> bool:
 
 def _scaling(ctx: Context) -> list[Problem]:
     """Each runtime scales on its queue, or the blueprint says which other signal; no bound is
-    changed silently (docs/serving.md, "Autoscaling")."""
+    changed silently (docs/autoscaling.md)."""
     bp, scaling = ctx.blueprint, ctx.blueprint.scaling
     spec = runtime(bp.runtime)
     if spec.endpoint == "ray-serve":

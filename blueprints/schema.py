@@ -438,7 +438,7 @@ class CapacitySpec(_Strict):
 
 class UpgradeSpec(_Strict):
     """How a change to the deployed serving pods rolls out (`llmctl plan` shows it before `up`; see
-    docs/lifecycle.md, "Day two")."""
+    docs/day-two.md)."""
 
     strategy: Literal["surge", "replace"] = Field(
         "surge",

@@ -43,7 +43,7 @@ def build(
     """Build a runtime's image with the local Docker engine (buildx), optionally pushing it."""
     output.start(json_output=json)
     from llmctl.infra.names import workload_stack
-    from llmctl.infra.workload.deploy_delivery import build_image
+    from llmctl.infra.workload.prepare.delivery import build_image
 
     result = build_image(
         runtime,

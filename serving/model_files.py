@@ -4,7 +4,7 @@ The mirror (``s3://<bucket>/models/<id>/<commit>/``) is written by a pod (the wo
 and every workload of that model revision shares it, so a pod never trusts what it finds there. The
 checksums come from its own spec instead: ``LLMCTL_MODEL_FILES`` is JSON, file name -> ``sha256:<hex>``
 (an LFS file's SHA-256) or ``git-blob:<sha1>`` (the git blob id of any other file), as the Hugging
-Face Hub reported them to the CLI when it pinned the revision (`infra/workload/model_revision.py`).
+Face Hub reported them to the CLI when it pinned the revision (`infra/workload/pins/model_revision.py`).
 Without the variable there is nothing to check against (the CLI could not reach the Hub), and the
 pod says so in its ``weights`` phase line.
 """

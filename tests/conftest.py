@@ -109,7 +109,7 @@ def moto_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def wheel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One cache of built llmctl wheels per run (infra/workload/wheel_cache.py): every `up` builds
+    """One cache of built llmctl wheels per run (infra/workload/delivery/wheel_cache.py): every `up` builds
     the wheel of this checkout, and unchanged sources are built once, not once per test. pytest-xdist's
     workers share it (their base temp folders have one parent for the run; the cache's `os.replace`
     keeps one copy when two build at once)."""

@@ -7,7 +7,7 @@ app code as the CLI. ``--push`` logs in to ECR, pushes to the workload stack's o
 (:func:`repository_name`: ``llmctl/<stack>/<blueprint>``, created here when missing, so an image can
 exist before the first ``up``) under the tag ``<version>-<code digest>`` (``delivery.image_tag``, the
 digest of this code's wheel), and returns the image by digest. ``up`` finds that image with
-``DescribeImages`` (``infra/workload/deploy_delivery.py``) and runs it. Destroying the workload
+``DescribeImages`` (``infra/workload/prepare/delivery.py``) and runs it. Destroying the workload
 stack (``down --workload``/``--blueprint``, ``stacks gc``) deletes its repository
 (:func:`delete_workload_repository`); ``down`` of the whole environment also removes any left with
 the platform (the sweep's ``ecr-repository`` row, by its ``llmctl:cluster`` tag).
@@ -252,7 +252,7 @@ def build(
     With ``blueprint`` the runtime and default base image come from it, and the image is tagged
     for (and pushed to) that workload stack's repository, :func:`repository_name`. Pushing needs a
     blueprint: repositories are per workload stack. Without ``tag``, ``code_tag()`` gives it
-    (:func:`llmctl.infra.workload.deploy_delivery.build_image` passes the running code's tag).
+    (:func:`llmctl.infra.workload.prepare.delivery.build_image` passes the running code's tag).
     """
     runtime, repo, blueprint_base = _target(runtime, blueprint, stack)
     path = dockerfile(runtime)

@@ -2,7 +2,7 @@
 
 The deployed objects (the Kubernetes resources' inputs in the workload stack's saved state) are
 compared with what this `up` would render (its delivery decided without uploading), and the
-controllers' rules (:mod:`llmctl.infra.workload.rollout`) say what rolls: which pods and in what
+controllers' rules (:mod:`llmctl.infra.workload.scheduling.rollout`) say what rolls: which pods and in what
 order, whether KubeRay builds a second RayCluster, with its nodes and their cost while both run.
 Then: the limits those extra nodes meet (vCPU quota with the running nodes counted, the NodePool's
 limits, reservations: :mod:`llmctl.infra.aws.surge`), the caches the change makes cold, and the
@@ -23,8 +23,8 @@ from llmctl.errors import LlmctlError, PrerequisiteError
 from llmctl.infra.aws.checks import Check
 from llmctl.infra.lifecycle.cold_start import last_start
 from llmctl.infra.lifecycle.ray_bounds import PLAN_LINE, GroupBounds, wanted_bounds
-from llmctl.infra.workload.capacity import parse_quantity
-from llmctl.infra.workload.rollout import Rollout, Strategy, extra_nodes, predict
+from llmctl.infra.workload.scheduling.capacity import parse_quantity
+from llmctl.infra.workload.scheduling.rollout import Rollout, Strategy, extra_nodes, predict
 
 Obj = dict[str, Any]
 POOL_LABEL = "karpenter.sh/nodepool"

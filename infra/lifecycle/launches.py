@@ -26,7 +26,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.errors import LlmctlError, ServingError
 from llmctl.infra.lifecycle import karpenter_signals as ks
 from llmctl.infra.lifecycle.registrations import JoinWatch
-from llmctl.infra.workload.capacity import parse_quantity
+from llmctl.infra.workload.scheduling.capacity import parse_quantity
 
 
 @dataclass(frozen=True)

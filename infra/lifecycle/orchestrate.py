@@ -61,11 +61,11 @@ from llmctl.infra.lifecycle.upgrade import (
 from llmctl.infra.names import ClusterTarget, namespace, workload_stack
 from llmctl.infra.platform.program import build_platform
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.deploy_delivery import deliver, precheck
-from llmctl.infra.workload.digests import pin_images, recorded_images
-from llmctl.infra.workload.model_revision import pin_model, recorded_model_pin
-from llmctl.infra.workload.rollout import Strategy
+from llmctl.infra.workload.pins.model_revision import pin_model, recorded_model_pin
+from llmctl.infra.workload.prepare.delivery import deliver, precheck
+from llmctl.infra.workload.prepare.digests import pin_images, recorded_images
 from llmctl.infra.workload.schedulability import validate_workload
+from llmctl.infra.workload.scheduling.rollout import Strategy
 from llmctl.state import Endpoint, load_endpoint, remove_endpoint, save_endpoint
 
 # how often `up` asks Karpenter about the workload's nodes while the workload stack updates

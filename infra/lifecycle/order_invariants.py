@@ -289,7 +289,7 @@ def produced_images(config: Any, invariants: OrderInvariants | None = None) -> s
 
         produced |= {image.image for image in versions().images.values()}
         produced |= {f"{image.image}@{image.digest}" for image in versions().images.values() if image.digest}
-    # a tag by the digest the stack pinned at its first `up` (infra/workload/digests.py)
+    # a tag by the digest the stack pinned at its first `up` (infra/workload/prepare/digests.py)
     produced |= {f"{image}@{digest}" for image, digest in (getattr(config, "image_pins", None) or {}).items()}
     sources = [(config.blueprint, spec.blueprint_fields), (config, spec.config_fields)]
     for root, fields in sources:

@@ -1,6 +1,6 @@
 """`up` and `plan` against a deployed workload (issue 51): the day-two plan of this change, the
 account's limits on a surge's extra nodes, and the cluster replacement of strategy replace. The
-rules are :mod:`llmctl.infra.workload.rollout`'s, assembled in :mod:`llmctl.infra.lifecycle.day_two`."""
+rules are :mod:`llmctl.infra.workload.scheduling.rollout`'s, assembled in :mod:`llmctl.infra.lifecycle.day_two`."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from llmctl.infra.lifecycle.ray_upgrade import read_upgrades
 from llmctl.infra.lifecycle.replace_cluster import delete_active_cluster, wait_replaced
 from llmctl.infra.names import namespace, workload_stack
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.deploy_delivery import deliver
-from llmctl.infra.workload.digests import recorded_images
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.model_revision import recorded_model_pin
+from llmctl.infra.workload.pins.model_revision import recorded_model_pin
+from llmctl.infra.workload.prepare.delivery import deliver
+from llmctl.infra.workload.prepare.digests import recorded_images
 
 
 def planned_change(

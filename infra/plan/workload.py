@@ -14,8 +14,8 @@ from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.pool_facts import PoolFacts
 from llmctl.infra.workload.program import build_workload
+from llmctl.infra.workload.scheduling.pool_facts import PoolFacts
 
 # Handed to the program in place of a Hugging Face token: it only lands in a Kubernetes Secret,
 # whose data the plan shows redacted, so the plan never depends on the caller's token.

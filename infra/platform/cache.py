@@ -3,7 +3,7 @@ encrypted, public access blocked, owner-enforced, reachable over TLS only (a buc
 any request without `aws:SecureTransport`), versioned (an overwritten or deleted object can be
 restored) with noncurrent versions expired after `NONCURRENT_DAYS`. The bucket has no role of its
 own: each workload stack makes the Pod Identity roles of its service accounts, granted only their
-own prefixes (llmctl.infra.workload.bucket_grants)."""
+own prefixes (llmctl.infra.workload.access.bucket_grants)."""
 
 from __future__ import annotations
 

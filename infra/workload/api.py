@@ -12,13 +12,13 @@ from llmctl.errors import LlmctlError, PrerequisiteError
 from llmctl.infra.names import workload_stack
 from llmctl.infra.workload.builders.placement import replica_sizing
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.digests import pin_images, recorded_images
-from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests, endpoint_info
-from llmctl.infra.workload.model_revision import recorded_model_pin
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.pins.image_pins import tagged_images
+from llmctl.infra.workload.pins.model_revision import recorded_model_pin
+from llmctl.infra.workload.prepare.digests import pin_images, recorded_images
 from llmctl.infra.workload.render import render_yaml
 from llmctl.infra.workload.schedulability import validate_workload
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 
 def platform_facts(blueprint: Any, *, stack: str, region: str, pools: Path | None = None) -> PlatformFacts:

@@ -28,7 +28,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.yaml_model import parse_yaml_model
 from llmctl.errors import BlueprintError, CatalogError
 from llmctl.infra.workload.parts import PartName
-from llmctl.infra.workload.pool_facts import PoolFacts, TaintFacts
+from llmctl.infra.workload.scheduling.pool_facts import PoolFacts, TaintFacts
 
 EXAMPLE = "pools: [{name: cpu, labels: {pool: cpu}, instance_types: [m5.xlarge]}]"
 HINT = f"describe the cluster's node pools in a YAML file, e.g. `{EXAMPLE}` (docs/workload.md, 'Existing clusters')"

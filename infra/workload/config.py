@@ -22,8 +22,8 @@ from llmctl.infra.names import ClusterTarget
 from llmctl.infra.platform.config import validate_config
 from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.cluster import HINT, load_cluster_file
-from llmctl.infra.workload.model_revision import pinned_blueprint
-from llmctl.infra.workload.pool_facts import PoolFacts, _Strict
+from llmctl.infra.workload.pins.model_revision import pinned_blueprint
+from llmctl.infra.workload.scheduling.pool_facts import PoolFacts, _Strict
 from llmctl.state import ModelPin
 
 Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an existing cluster
@@ -233,7 +233,7 @@ class WorkloadConfig(_Strict):
     )
     delivery: Delivery | None = Field(
         None,
-        description="How the serving code reaches the pods, decided by `up` (infra/workload/delivery.py); "
+        description="How the serving code reaches the pods, decided by `up` (infra/workload/delivery/serving_code.py); "
         "None: the offline plan (`planned_delivery`).",
     )
     image_pins: dict[str, str] = Field(

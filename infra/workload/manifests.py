@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.runtimes import runtime
-from llmctl.infra.workload import ui_packages
 from llmctl.infra.workload.builders import admission, cache, common, ray, security, ui
 from llmctl.infra.workload.builders.network_policy import network_policies
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import app_objects
-from llmctl.infra.workload.image_pins import pin_manifests
+from llmctl.infra.workload.delivery import ui_packages
+from llmctl.infra.workload.delivery.serving_code import app_objects
+from llmctl.infra.workload.pins.image_pins import pin_manifests
 
 Obj = dict[str, Any]
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from llmctl.blueprints.pools import NEURON_SCHEDULER
 from llmctl.errors import PrerequisiteError
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 PartName = Literal[
     "kuberay", "neuron-device-plugin", "neuron-scheduler", "nvidia-device-plugin", "load-balancer"

@@ -11,24 +11,24 @@ import secrets
 import pulumi
 
 from llmctl.blueprints.hf_token import require_hf_token
-from llmctl.infra.workload.bucket_grants import (
+from llmctl.infra.workload.access.bucket_grants import (
     Grants,
     head_grants,
     mirror_grants,
     read_grants,
     serving_grants,
 )
+from llmctl.infra.workload.access.cache_access import CacheAccess
 from llmctl.infra.workload.builders.cache import MIRROR_SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ray import HEAD_SERVICE_ACCOUNT
 from llmctl.infra.workload.builders.ui import UI_PORT
-from llmctl.infra.workload.cache_access import CacheAccess
 from llmctl.infra.workload.component import Workload
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import delivery_of
+from llmctl.infra.workload.delivery.serving_code import delivery_of
+from llmctl.infra.workload.delivery.ui_packages import UI_SERVICE_ACCOUNT, needs_ui_access
 from llmctl.infra.workload.manifests import endpoint_info
 from llmctl.infra.workload.schedulability import ensure_schedulable
-from llmctl.infra.workload.ui_packages import UI_SERVICE_ACCOUNT, needs_ui_access
 
 
 def _bucket_access(config: WorkloadConfig) -> list[pulumi.Resource]:

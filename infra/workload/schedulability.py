@@ -10,7 +10,7 @@ groups) this checks, offline:
 3. its requests (cpu, memory, aws.amazon.com/neuron, aws.amazon.com/neuroncore, nvidia.com/gpu)
    fit ONE node of an instance type the pool can launch: Karpenter's allocatable for that type less
    the platform's DaemonSets (:mod:`llmctl.blueprints.allocatable`, through
-   :mod:`llmctl.infra.workload.capacity`), so a pod this passes is one Karpenter can place;
+   :mod:`llmctl.infra.workload.scheduling.capacity`), so a pod this passes is one Karpenter can place;
 4. a pod asking for more than one Neuron device or core sets `schedulerName: my-scheduler`.
 """
 
@@ -25,17 +25,17 @@ from llmctl.blueprints.pools import NEURON_SCHEDULER
 from llmctl.blueprints.runtimes import runtime
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
-from llmctl.infra.workload.capacity import (
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests
+from llmctl.infra.workload.scheduling.capacity import (
     NEURON_CORE,
     NEURON_DEVICE,
     allocatable,
     format_amount,
     instance_types,
 )
-from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.pods import PodTemplate, pod_requests, pod_templates
-from llmctl.infra.workload.pool_facts import PoolFacts
+from llmctl.infra.workload.scheduling.pods import PodTemplate, pod_requests, pod_templates
+from llmctl.infra.workload.scheduling.pool_facts import PoolFacts
 
 Obj = dict[str, Any]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -24,6 +25,10 @@ RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-28-h200x2.jsonl"
 
 
 def load(name: str) -> ModuleType:
+    """A fresh copy of a harness file, as the device runs it. device.py's step modules (device_*.py,
+    imported from its folder) are dropped first, so each load reads GPU_ROOT and GPU_CARRY again."""
+    for cached in [m for m in sys.modules if m.startswith("device_")]:
+        del sys.modules[cached]
     spec = importlib.util.spec_from_file_location(f"gpu_{name}", ROOT / "benchmarks" / "gpu" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -34,7 +39,7 @@ def load(name: str) -> ModuleType:
 def test_every_program_started_on_the_device_has_multicast_off() -> None:
     device = load("device")
     for gpus in (None, "0", "0,1"):
-        environ = device.env(gpus, VLLM_PORT="31000")
+        environ = device.base.env(gpus, VLLM_PORT="31000")
         assert environ["NCCL_NVLS_ENABLE"] == "0"
         assert environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
         assert environ["NVSHMEM_DISABLE_NVLS"] == "1"
@@ -147,12 +152,12 @@ def test_a_seed_from_an_engine_that_never_ran_is_not_recorded(
     """A start with nothing to copy is a cold start: no cache_seeded record says otherwise."""
     monkeypatch.setenv("GPU_ROOT", str(tmp_path))
     device = load("device")
-    device.seed_cache("ray4", "ray2")
-    assert not device.RESULTS.exists()
-    (device.CACHES / "ray2" / "home").mkdir(parents=True)
-    (device.CACHES / "ray2" / "home" / "kernel.bin").write_bytes(b"x" * 10)
-    device.seed_cache("ray4", "ray2")
-    (line,) = device.RESULTS.read_text().splitlines()
+    device.servers.seed_cache("ray4", "ray2")
+    assert not device.base.RESULTS.exists()
+    (device.base.CACHES / "ray2" / "home").mkdir(parents=True)
+    (device.base.CACHES / "ray2" / "home" / "kernel.bin").write_bytes(b"x" * 10)
+    device.servers.seed_cache("ray4", "ray2")
+    (line,) = device.base.RESULTS.read_text().splitlines()
     assert json.loads(line) | {"t": 0} == {
         "kind": "cache_seeded",
         "t": 0,
@@ -172,21 +177,21 @@ def test_eager_starts_loads_and_stops_each_server_in_turn(
     monkeypatch.setenv("GPU_ROOT", str(tmp_path))
     device = load("device")
     calls: list[tuple[object, ...]] = []
-    monkeypatch.setattr(device, "stop", lambda names: calls.append(("stop", *names)))
-    monkeypatch.setattr(device, "ray_vllm", lambda name, **kw: calls.append(("ray", name, kw)))
-    monkeypatch.setattr(device, "plain_vllm", lambda name, **kw: calls.append(("plain", name, kw)))
-    monkeypatch.setattr(device, "export", lambda: None)
-    monkeypatch.setattr(device, "bench_c", lambda ns: calls.append(("bench", ns.names)))
+    monkeypatch.setattr(device.bench, "stop", lambda names: calls.append(("stop", *names)))
+    monkeypatch.setattr(device.bench, "ray_vllm", lambda name, **kw: calls.append(("ray", name, kw)))
+    monkeypatch.setattr(device.bench, "plain_vllm", lambda name, **kw: calls.append(("plain", name, kw)))
+    monkeypatch.setattr(device.bench, "export", lambda: None)
+    monkeypatch.setattr(device.bench, "bench_c", lambda ns: calls.append(("bench", ns.names)))
     ray, plain = f"ray{gpus}e", f"vllm{gpus}e"
 
     def wait(ns: argparse.Namespace) -> None:  # our app comes up, plain vLLM never does
         calls.append(("wait", ns.names, ns.limit))
         if ns.names == ray:
-            (device.RES / f"{ray}.ready").write_text("1")
+            (device.base.RES / f"{ray}.ready").write_text("1")
 
-    monkeypatch.setattr(device, "wait", wait)
-    device.RES.mkdir(parents=True)
-    device.eager(argparse.Namespace(limit=240, gpus=gpus))
+    monkeypatch.setattr(device.bench, "wait", wait)
+    device.base.RES.mkdir(parents=True)
+    device.bench.eager(argparse.Namespace(limit=240, gpus=gpus))
     engine_extra = ("--engine-extra", '{"enforce_eager": true}')
     assert calls[1:] == [
         ("ray", ray, {"tp": gpus, "gpus_total": gpus, "driver": engine_extra}),
@@ -199,8 +204,10 @@ def test_eager_starts_loads_and_stops_each_server_in_turn(
     ]
     assert calls[0][0] == "stop" and "ray4" in calls[0] and "vllm4" in calls[0]
     for name in (ray, plain):  # a port, and Ray's ports, of their own
-        assert device.SERVERS[name][1] == ",".join(str(gpu) for gpu in range(gpus))
-    assert device.RAY_SLOT[ray] not in {slot for name, slot in device.RAY_SLOT.items() if name != ray}
+        assert device.base.SERVERS[name][1] == ",".join(str(gpu) for gpu in range(gpus))
+    assert device.base.RAY_SLOT[ray] not in {
+        slot for name, slot in device.base.RAY_SLOT.items() if name != ray
+    }
 
 
 def test_the_drivers_engine_extra_reaches_the_llm_config(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -357,23 +364,25 @@ def test_bench_c_waits_for_a_server_that_is_not_ready_yet(
     device = load("device")
     calls: list[tuple[object, ...]] = []
     for name in ("chat_check", "phases", "nccl_lines", "export"):
-        monkeypatch.setattr(device, name, lambda *a, _n=name: calls.append((_n, *a)))
-    monkeypatch.setattr(device, "engine_lines", lambda name: [])
-    monkeypatch.setattr(device, "record", lambda kind, **f: calls.append(("record", kind)))
-    monkeypatch.setattr(device, "llmctl_bench", lambda label, port, c, n: calls.append(("bench", label)))
+        monkeypatch.setattr(device.bench, name, lambda *a, _n=name: calls.append((_n, *a)))
+    monkeypatch.setattr(device.bench, "engine_lines", lambda name: [])
+    monkeypatch.setattr(device.bench, "record", lambda kind, **f: calls.append(("record", kind)))
+    monkeypatch.setattr(
+        device.bench, "llmctl_bench", lambda label, port, c, n: calls.append(("bench", label))
+    )
 
     def wait(ns: argparse.Namespace) -> None:  # ray4 comes up while waited for; vllm4 never does
         calls.append(("wait", ns.names, ns.limit))
-        (device.RES / "ray4.ready").write_text("1")
+        (device.base.RES / "ray4.ready").write_text("1")
 
-    monkeypatch.setattr(device, "wait", wait)
-    device.RES.mkdir(parents=True)
-    device.bench_c(argparse.Namespace(names="ray4,vllm4", limit=720))
+    monkeypatch.setattr(device.bench, "wait", wait)
+    device.base.RES.mkdir(parents=True)
+    device.bench.bench_c(argparse.Namespace(names="ray4,vllm4", limit=720))
     assert calls[0] == ("wait", "ray4,vllm4", 720)
     assert [c[1] for c in calls if c[0] == "bench"] == ["ray4-c1", "ray4-c16", "ray4-c64"]
     calls.clear()
-    device.bench_c(argparse.Namespace(names="ray4", limit=720))  # ready: no wait
-    assert calls[0] == ("chat_check", "ray4", device.SERVERS["ray4"][0])
+    device.bench.bench_c(argparse.Namespace(names="ray4", limit=720))  # ready: no wait
+    assert calls[0] == ("chat_check", "ray4", device.base.SERVERS["ray4"][0])
 
 
 def test_the_device_can_start_ray_with_the_rendered_fast_path(
@@ -400,21 +409,23 @@ def test_the_device_can_start_ray_with_the_rendered_fast_path(
     monkeypatch.setenv("GPU_ROOT", str(tmp_path))
     monkeypatch.setenv("GPU_CARRY", str(tmp_path / "carry"))
     device = load("device")
-    device.CARRY.mkdir()
-    (device.CARRY / "fast_path_env.json").write_text(json.dumps(carried))
+    device.base.CARRY.mkdir()
+    (device.base.CARRY / "fast_path_env.json").write_text(json.dumps(carried))
     seen: dict[str, dict[str, str]] = {}
 
     def started(argv: list[str], env: dict[str, str], **_: object) -> subprocess.CompletedProcess[str]:
         seen["ray start"] = env
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(device.subprocess, "run", started)
-    monkeypatch.setattr(device, "spawn", lambda name, argv, environ, **kw: seen.update(driver=environ))
-    monkeypatch.setattr(device, "record", lambda kind, **fields: seen.update({kind: fields}))  # type: ignore[dict-item]
-    device.ray_vllm("ray1", tp=1, gpus_total=1)
+    monkeypatch.setattr(device.servers.subprocess, "run", started)
+    monkeypatch.setattr(
+        device.servers, "spawn", lambda name, argv, environ, **kw: seen.update(driver=environ)
+    )
+    monkeypatch.setattr(device.servers, "record", lambda kind, **fields: seen.update({kind: fields}))  # type: ignore[dict-item]
+    device.servers.ray_vllm("ray1", tp=1, gpus_total=1)
     assert "RAY_SERVE_ENABLE_HA_PROXY" not in seen["ray start"]  # off unless asked for
-    monkeypatch.setattr(device, "FAST_PATH", True)
-    device.ray_vllm("ray1", tp=1, gpus_total=1)
+    monkeypatch.setattr(device.servers, "FAST_PATH", True)
+    device.servers.ray_vllm("ray1", tp=1, gpus_total=1)
     for which in ("ray start", "driver"):
         assert {k: seen[which][k] for k in carried} == carried
     assert seen["ray_start"]["fast_path"] is True
@@ -532,14 +543,14 @@ def test_stop_ends_the_haproxy_ray_stop_leaves(tmp_path: Path, monkeypatch: pyte
         return subprocess.CompletedProcess(argv, 0, listing if argv[0] == "ps" else "", "")
 
     killed: list[tuple[int, int]] = []
-    monkeypatch.setattr(device.subprocess, "run", run)
-    monkeypatch.setattr(device.os, "kill", lambda pid, sig: killed.append((pid, sig)))
-    monkeypatch.setattr(device.time, "sleep", lambda s: None)
-    monkeypatch.setattr(device, "record", lambda kind, **f: None)
-    device.stop(["ray1"])
-    assert killed == [(5119, device.signal.SIGTERM)]
+    monkeypatch.setattr(device.servers.subprocess, "run", run)
+    monkeypatch.setattr(device.servers.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    monkeypatch.setattr(device.servers.time, "sleep", lambda s: None)
+    monkeypatch.setattr(device.servers, "record", lambda kind, **f: None)
+    device.servers.stop(["ray1"])
+    assert killed == [(5119, device.servers.signal.SIGTERM)]
     killed.clear()
-    device.stop(["vllm"])  # not a Ray cluster: nothing else is ended
+    device.servers.stop(["vllm"])  # not a Ray cluster: nothing else is ended
     assert killed == []
 
 
@@ -551,19 +562,23 @@ def test_bench_f_alternates_the_servers_at_every_level(
     monkeypatch.setenv("GPU_ROOT", str(tmp_path))
     device = load("device")
     calls: list[tuple[str, str]] = []
-    monkeypatch.setattr(device, "llmctl_bench", lambda label, port, c, n: calls.append(("bench", label)))
+    monkeypatch.setattr(
+        device.bench, "llmctl_bench", lambda label, port, c, n: calls.append(("bench", label))
+    )
 
     def scrape(url: str) -> str:
         calls.append(("scrape", url))
         return ""
 
-    monkeypatch.setattr(device, "scrape", scrape)
-    monkeypatch.setattr(device, "chat_check", lambda label, port: None)
-    monkeypatch.setattr(device, "fast_lines", lambda name: calls.append(("lines", name)))
-    device.RES.mkdir(parents=True)
+    monkeypatch.setattr(device.bench, "scrape", scrape)
+    monkeypatch.setattr(device.bench, "chat_check", lambda label, port: None)
+    monkeypatch.setattr(device.bench, "fast_lines", lambda name: calls.append(("lines", name)))
+    device.base.RES.mkdir(parents=True)
     for name in ("ray1", "vllm"):
-        (device.RES / f"{name}.ready").write_text("1")
-    device.bench_f(argparse.Namespace(names="ray1,vllm", rounds=2, limit=1, first_round=1, no_chat=True))
+        (device.base.RES / f"{name}.ready").write_text("1")
+    device.bench.bench_f(
+        argparse.Namespace(names="ray1,vllm", rounds=2, limit=1, first_round=1, no_chat=True)
+    )
     benches = [label for kind, label in calls if kind == "bench"]
     assert benches == [f"{s}-c{c}-r{r}" for r in (1, 2) for c in (1, 16, 64) for s in ("ray1", "vllm")]
     assert calls[:6] == [

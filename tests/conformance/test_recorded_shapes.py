@@ -42,7 +42,7 @@ from upstream_files import upstream
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.runtimes import runtime
 from llmctl.infra.lifecycle import replicas
-from llmctl.infra.workload.capacity import parse_quantity
+from llmctl.infra.workload.scheduling.capacity import parse_quantity
 
 TESTS = Path(__file__).parents[1]
 DATA = TESTS / "lifecycle" / "data"

@@ -15,7 +15,7 @@ from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.manifests import pool_capacity_types
 from llmctl.infra.workload.builders.placement import capacity_selector, serving_pool
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.pool_facts import PoolFacts
+from llmctl.infra.workload.scheduling.pool_facts import PoolFacts
 
 # reservations are on-demand capacity: a spot blueprint cannot name one (the schema refuses it)
 RESERVABLE = [n for n in catalog_names() if load_blueprint(n).compute.capacity_type != "spot"]

@@ -155,15 +155,10 @@ def test_the_serving_extra_is_shown_with_the_cpu_torch_first(page: Path) -> None
         assert f"{cpu}\npip install '.[serving]'" in text
 
 
-# Over 500 lines, left whole in this pass: other branches of issue 54 add sections to them at the
-# same time; they are split after those merge.
-LONG_FOR_NOW = {"lifecycle.md", "serving.md"}
-
-
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
 def test_a_docs_page_is_at_most_500_lines(page: Path) -> None:
     lines = len(page.read_text(encoding="utf-8").splitlines())
-    assert lines <= 500 or page.name in LONG_FOR_NOW, f"{page.name}: {lines} lines"
+    assert lines <= 500, f"{page.name}: {lines} lines"
 
 
 def test_every_docs_page_is_in_the_site_navigation() -> None:

@@ -62,7 +62,7 @@ def cpu_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         wheel = make_wheel(out_dir, "torch", "2.13.0+cpu")
         return {wheel.name: hashlib.sha256(wheel.read_bytes()).hexdigest()}
 
-    monkeypatch.setattr("llmctl.infra.workload.outside_wheels.download", download)
+    monkeypatch.setattr("llmctl.infra.workload.delivery.outside_wheels.download", download)
 
 
 @pytest.fixture

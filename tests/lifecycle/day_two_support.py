@@ -1,7 +1,7 @@
 """Day-two sequences (issue 51): what llmctl's rules predict for a change to a deployed RayService and
 what KubeRay does with it (the model in kuberay_model.py), side by side.
 
-`observe` compares one change: `predict` (llmctl/infra/workload/rollout.py, from the `daytwo` work)
+`observe` compares one change: `predict` (llmctl/infra/workload/scheduling/rollout.py, from the `daytwo` work)
 says, per RayService, whether a second RayCluster is built, the running one is updated in place, or
 the Serve config is resubmitted to the running cluster; the model, fed the same objects, does one of
 those (or nothing). `Ledger` keeps one RayService's model across the steps of a sequence."""
@@ -14,7 +14,7 @@ from typing import Any
 
 from kuberay_model import Operator, RayService, apply, delete_cluster, deploy, spec_hash
 
-from llmctl.infra.workload.rollout import Rollout, cluster_hash, predict
+from llmctl.infra.workload.scheduling.rollout import Rollout, cluster_hash, predict
 
 Obj = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """A model of KubeRay v1.7.0's RayService controller for tests: the RayClusters of one RayService,
 stepped reconcile by reconcile, written from the Go source and independent of llmctl's own rules
-(llmctl/infra/workload/rollout.py predicts; this model is what the predictions are held to).
+(llmctl/infra/workload/scheduling/rollout.py predicts; this model is what the predictions are held to).
 
 Source: ray-project/kuberay v1.7.0, commit 59d663aeec13760646da3db9c1cf8cfe883e30b7,
 ray-operator/controllers/ray/rayservice_controller.go (lines below are of that file unless named):

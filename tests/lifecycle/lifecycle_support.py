@@ -11,7 +11,7 @@ from llmctl.infra.lifecycle.backend import resolve_backend
 from llmctl.infra.lifecycle.engine import Engine
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
 from llmctl.infra.lifecycle.progress import Progress
-from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
+from llmctl.infra.workload.delivery.wheelhouse import LOCK_FILE, wheelhouse_key
 from llmctl.serving.lockfiles import locks
 
 
@@ -83,7 +83,7 @@ def eks_cluster(region: str, name: str = "llmctl-dev") -> None:
 def code_tag() -> str:
     """The image tag of this checkout's code (`<version>-<code digest>`), as `images build` and `up`
     compute it (builds the wheel once per test session)."""
-    from llmctl.infra.workload.deploy_delivery import serving_code_tag
+    from llmctl.infra.workload.prepare.delivery import serving_code_tag
 
     return serving_code_tag()
 

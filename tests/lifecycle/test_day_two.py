@@ -54,7 +54,7 @@ def running_node(region: str) -> None:
 
 def change_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The next build of llmctl's wheel has one more module (as a code change makes it); its S3 key."""
-    from llmctl.infra.workload import deploy_delivery
+    from llmctl.infra.workload.prepare import delivery as deploy_delivery
 
     wheel = deploy_delivery.build_wheel(tmp_path / "built")
     changed = tmp_path / "changed" / wheel.name

@@ -8,7 +8,7 @@ inf2.48xlarge, with either upgrade strategy:
 - no sequence leaves two RayClusters of the RayService once KubeRay has settled (which is when `up`
   returns: it waits for the switch and the old cluster's deletion, ray_upgrade.wait_switched), nor a second cluster
   the quota could not launch: a change whose extra nodes do not fit is refused before anything
-  changes, the way `up` refuses it (the quota rule of docs/lifecycle.md "Day two": the nodes already
+  changes, the way `up` refuses it (the quota rule of docs/day-two.md: the nodes already
   running plus `predict`'s extra nodes against the quota), and every change that goes ahead settles
   on one cluster.
 
@@ -29,7 +29,7 @@ from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.schema import Blueprint
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.rollout import extra_nodes, predict
+from llmctl.infra.workload.scheduling.rollout import extra_nodes, predict
 
 BP = "llama2-inf2"
 NODE = "inf2.48xlarge"  # one serving pod per node: tensor parallel 24 takes all 12 Neuron devices

@@ -23,7 +23,7 @@ from test_image_digests import push, registry_route
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.versions import versions
-from llmctl.infra.workload import deploy_delivery
+from llmctl.infra.workload.prepare import delivery as deploy_delivery
 
 __all__ = ["registry", "registry_route"]
 

@@ -22,8 +22,10 @@ from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import LlmctlError
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import DELIVERY_ENV, FETCH_CONTAINER, image_tag, wheel_file
-from llmctl.infra.workload.deploy_delivery import (
+from llmctl.infra.workload.delivery.serving_code import DELIVERY_ENV, FETCH_CONTAINER, image_tag, wheel_file
+from llmctl.infra.workload.delivery.ui_packages import needs_ui_access
+from llmctl.infra.workload.delivery.wheelhouse import LOCK_FILE, wheelhouse_key
+from llmctl.infra.workload.prepare.delivery import (
     build_wheel,
     content_digest,
     decide,
@@ -34,8 +36,6 @@ from llmctl.infra.workload.deploy_delivery import (
     serving_code_tag,
     upload_wheel,
 )
-from llmctl.infra.workload.ui_packages import needs_ui_access
-from llmctl.infra.workload.wheelhouse import LOCK_FILE, wheelhouse_key
 from llmctl.serving.lockfiles import locks
 
 # its module-scoped fixture is built once: every test of this file on the same xdist worker
@@ -113,7 +113,7 @@ def test_a_pushed_image_is_used_by_digest_and_nothing_is_uploaded(aws: str) -> N
 def test_changed_code_without_a_version_bump_does_not_run_the_old_image(
     aws: str, wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llmctl.infra.workload import deploy_delivery
+    from llmctl.infra.workload.prepare import delivery as deploy_delivery
 
     s3 = bucket(aws, wheelhouse=True)
     push(aws, REPO, code_tag())  # `images build --push` of the code as it was
@@ -310,7 +310,7 @@ def test_a_missing_ui_wheelhouse_is_downloaded_and_uploaded_once(
 ) -> None:
     """An empty bucket: the wheels are downloaded (here from a local folder standing in for the index:
     the proxies are closed) and uploaded, the lock last; the next `up` reuses the prefix."""
-    from llmctl.infra.workload import wheelhouse
+    from llmctl.infra.workload.delivery import wheelhouse
 
     s3 = bucket(aws)
     downloads: list[str] = []
@@ -343,7 +343,7 @@ def test_up_puts_the_mirror_jobs_lock_wheelhouse_in_the_bucket(
 ) -> None:
     """With the model mirror on, `up` uploads the model-mirror lock's wheelhouse (the Job installs
     from it with no index, hash-checked), once; `preview` uploads nothing."""
-    from llmctl.infra.workload import wheelhouse
+    from llmctl.infra.workload.delivery import wheelhouse
 
     s3 = bucket(aws)
     downloads: list[str] = []

@@ -1,4 +1,4 @@
-"""Properties of digest pinning (`infra/workload/image_pins.py`, `infra/workload/digests.py`) and of the
+"""Properties of digest pinning (`infra/workload/pins/image_pins.py`, `infra/workload/prepare/digests.py`) and of the
 image references they read (`blueprints/image_refs.py`), for any input.
 
 The rules, from the modules' docstrings:
@@ -40,10 +40,10 @@ from llmctl.blueprints.image_refs import DOCKER_HUB_DOMAIN, parse_reference
 from llmctl.blueprints.schema import ImageSpec
 from llmctl.errors import PrerequisiteError
 from llmctl.infra.aws.image_checks import DOCKER_HUB, lookup, parse_image
-from llmctl.infra.workload.digests import compare, pin_images
-from llmctl.infra.workload.image_pins import pin_manifests, tagged_images
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.pins.image_pins import pin_manifests, tagged_images
+from llmctl.infra.workload.prepare.digests import compare, pin_images
+from llmctl.infra.workload.scheduling.pods import pod_templates
 from llmctl.state import load_pins, pins_path
 
 __all__ = ["registry", "registry_route"]  # fixtures of registry_support.py and test_image_digests.py

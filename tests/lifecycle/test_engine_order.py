@@ -37,8 +37,8 @@ from llmctl.infra.plan.run import run_platform_offline
 from llmctl.infra.platform.addons import ADDONS
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.deploy_delivery import deliver
 from llmctl.infra.workload.manifests import build_manifests
+from llmctl.infra.workload.prepare.delivery import deliver
 
 TOKEN = "hf_TESTtokenValue0123456789"
 STACK = "urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev"

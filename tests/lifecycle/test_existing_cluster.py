@@ -22,9 +22,9 @@ from llmctl.infra.lifecycle.backend import resolve_backend
 from llmctl.infra.lifecycle.engine import Engine
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
 from llmctl.infra.lifecycle.progress import Progress
-from llmctl.infra.workload.delivery import wheel_file
-from llmctl.infra.workload.deploy_delivery import content_digest
+from llmctl.infra.workload.delivery.serving_code import wheel_file
 from llmctl.infra.workload.parts import MissingPartsError
+from llmctl.infra.workload.prepare.delivery import content_digest
 from llmctl.state import list_endpoints, load_endpoint
 
 BP = "llama2-inf2"  # RayService, 12 Neuron devices (my-scheduler), an internal load balancer

@@ -1,4 +1,4 @@
-"""Image digests pinned per workload stack at its first `up` (infra/workload/digests.py), against a real
+"""Image digests pinned per workload stack at its first `up` (infra/workload/prepare/digests.py), against a real
 registry server (registry_support.py: Debian's distribution registry on 127.0.0.1).
 
 The images keep their real names (`rayproject/ray:2.58.0-py312-cpu`, `nvcr.io/nvidia/tritonserver:...`):
@@ -33,10 +33,10 @@ from llmctl.infra.aws.image_checks import check_stack_pins, parse_image
 from llmctl.infra.lifecycle.order_invariants import check_images, produced_images
 from llmctl.infra.targets.doctor import run_doctor
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.digests import pin_images, stack_flags
-from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.pins.image_pins import tagged_images
+from llmctl.infra.workload.prepare.digests import pin_images, stack_flags
+from llmctl.infra.workload.scheduling.pods import pod_templates
 from llmctl.state import load_pins, pins_path
 
 __all__ = ["registry"]
@@ -63,7 +63,7 @@ def registry_route(registry: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[
     def client() -> httpx.Client:
         return httpx.Client(transport=ToLocalRegistry(registry), trust_env=False, timeout=5)
 
-    monkeypatch.setattr("llmctl.infra.workload.digests.registry_client", client)
+    monkeypatch.setattr("llmctl.infra.workload.prepare.digests.registry_client", client)
     monkeypatch.setattr("llmctl.infra.aws.image_checks.registry_client", client)
     return client
 
@@ -161,7 +161,7 @@ def test_an_unreadable_registry_keeps_the_recorded_digest_and_never_pins_a_guess
     assert pin_images(config).images == digests
     closed = f"127.0.0.1:{_free_port()}"  # the registry no longer answers
     monkeypatch.setattr(
-        "llmctl.infra.workload.digests.registry_client",
+        "llmctl.infra.workload.prepare.digests.registry_client",
         lambda: httpx.Client(transport=ToLocalRegistry(closed), trust_env=False, timeout=5),
     )
     kept = pin_images(config)
@@ -252,7 +252,8 @@ def test_a_client_given_is_left_open_and_one_made_is_closed(
     assert not given.is_closed  # the caller's, to close
     made: list[httpx.Client] = []
     monkeypatch.setattr(
-        "llmctl.infra.workload.digests.registry_client", lambda: made.append(registry_route()) or made[-1]
+        "llmctl.infra.workload.prepare.digests.registry_client",
+        lambda: made.append(registry_route()) or made[-1],
     )
     pin_images(config)
     assert [client.is_closed for client in made] == [True]

@@ -114,7 +114,7 @@ def test_up_can_build_and_push_first_when_asked(
 ) -> None:
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-    from llmctl.infra.workload.deploy_delivery import decide
+    from llmctl.infra.workload.prepare.delivery import decide
 
     bp = load_blueprint("tiny-cpu")
     registry = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
@@ -132,7 +132,7 @@ def test_up_can_build_and_push_first_when_asked(
 
 
 def test_the_push_hint_of_a_named_workload_uses_its_flags() -> None:
-    from llmctl.infra.workload.deploy_delivery import _stack_flags
+    from llmctl.infra.workload.prepare.delivery import _stack_flags
 
     assert _stack_flags("ci.pr-42") == "--stack ci --workload pr-42"
     assert _stack_flags("dev") == "--stack dev"

@@ -253,7 +253,7 @@ def test_up_stops_waiting_and_prints_the_cost_and_down_command() -> None:
 
 
 def test_the_stop_is_a_serving_error_with_its_exit_code() -> None:
-    assert ServingError("x").exit_code == 6  # `up` exits 6 when it stops waiting (docs/lifecycle.md)
+    assert ServingError("x").exit_code == 6  # `up` exits 6 when it stops waiting (docs/up.md)
 
 
 def test_up_stops_the_workload_update_at_once_when_no_node_can_ever_hold_the_pod(

@@ -15,7 +15,7 @@ from standin_support import StandinEngine, kube_objects
 from test_existing_cluster import BP, WL, complete_cluster, files, lifecycle
 
 from llmctl.blueprints.catalog import load_blueprint
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.scheduling.pods import pod_templates
 from llmctl.state import load_pins, model_pin_key, pins_path
 
 __all__ = ["files"]  # the existing cluster's kubeconfig and pools file (a fixture)

@@ -1,6 +1,6 @@
 """What a runtime lock leaves out (ray-cpu's CPU torch, served only by PyTorch's CPU index), fetched
 once by the user's machine at the first `up` and installed by the pods with no index
-(infra/workload/outside_wheels.py).
+(infra/workload/delivery/outside_wheels.py).
 
 A local index directory stands in for the CPU index: small wheels made here (`make_wheel`) named
 `torch 2.13.0+cpu` (needing a `sympy-fake` and the lock's `filelock`), served to the real `pip download`
@@ -21,9 +21,10 @@ from pod_install import run_as_image
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.errors import LlmctlError
-from llmctl.infra.workload import outside_wheels
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import (
+from llmctl.infra.workload.delivery import outside_wheels
+from llmctl.infra.workload.delivery.outside_wheels import deliver_outside, outside_key, requirements_text
+from llmctl.infra.workload.delivery.serving_code import (
     APP_DIR,
     OUTSIDE_DIR,
     VENV_DIR,
@@ -31,7 +32,6 @@ from llmctl.infra.workload.delivery import (
     fetch_container,
     install_script,
 )
-from llmctl.infra.workload.outside_wheels import deliver_outside, outside_key, requirements_text
 from llmctl.serving import lockfiles
 from llmctl.serving.lockfiles import locks, parse_lock
 from llmctl.state import load_pins

@@ -24,16 +24,16 @@ from lifecycle_support import make_wheel
 from pod_install import run_as_image
 
 from llmctl.blueprints.catalog import load_blueprint
-from llmctl.infra.workload import outside_wheels
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import (
+from llmctl.infra.workload.delivery import outside_wheels
+from llmctl.infra.workload.delivery.outside_wheels import pinned_requirements, requirements_text
+from llmctl.infra.workload.delivery.serving_code import (
     APP_DIR,
     CONFIGMAP_LOCK,
     CONFIGMAP_OUTSIDE,
     VENV_DIR,
     install_script,
 )
-from llmctl.infra.workload.outside_wheels import pinned_requirements, requirements_text
 from llmctl.serving import lockfiles
 from llmctl.serving.lockfiles import locks, parse_lock
 from llmctl.state import load_pins

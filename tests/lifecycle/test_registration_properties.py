@@ -78,7 +78,7 @@ def runs(draw: st.DrawFn) -> tuple[list[Life], list[datetime]]:
             deleted = launched + timedelta(seconds=draw(st.integers(1, 600)))
             gone = min(deleted + timedelta(seconds=draw(st.integers(0, 120))), created + REGISTRATION_TTL)
             # without its Finalized event, one gone between a poll before its deadline and one after
-            # cannot be told from the liveness check's (docs/lifecycle.md says so): it has the event here
+            # cannot be told from the liveness check's (docs/up.md says so): it has the event here
             by_liveness, recorded = False, True
         lives.append(Life(f"{POOL}-c{i}", created, launched, deleted, gone, by_liveness, recorded))
         created = deleted + timedelta(seconds=draw(st.integers(1, 60)))  # the provisioner's next one

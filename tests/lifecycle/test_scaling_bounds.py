@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.ray_bounds import PLAN_LINE, GroupBounds, patch_ops, wanted_bounds
-from llmctl.infra.workload.rollout import Rollout, cluster_hash, predict
+from llmctl.infra.workload.scheduling.rollout import Rollout, cluster_hash, predict
 
 BP = "tiny-cpu"
 WL = f"llmctl-{BP}"

@@ -136,7 +136,7 @@ def test_up_replace_after_a_stuck_surge_deletes_the_active_cluster_and_waits_for
     from llmctl.infra.lifecycle.day_two import DayTwo
     from llmctl.infra.lifecycle.progress import Progress
     from llmctl.infra.lifecycle.upgrade import replace_pending
-    from llmctl.infra.workload.rollout import Rollout
+    from llmctl.infra.workload.scheduling.rollout import Rollout
 
     steps = json.loads(DATA.read_text())["steps"]
     engine.kube({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": OLD, "namespace": NS}})

@@ -23,7 +23,7 @@ from serving_support import mirror_model
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import APP_DIR, VERIFY_SCRIPT, wheel_file
+from llmctl.infra.workload.delivery.serving_code import APP_DIR, VERIFY_SCRIPT, wheel_file
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.serving.torchserve_neuronx.config import MODEL_STORE, archive_name, render_model_config
 from llmctl.serving.triton_vllm.repository import model_name, render_model_repository

@@ -215,8 +215,8 @@ def test_formats_no_runtime_loads_are_left_out_and_a_model_that_does_not_fit_is_
 ) -> None:
     from fake_hub import FakeHub, serve
 
-    from llmctl.infra.workload import mirror_formats
     from llmctl.infra.workload.builders.cache import MIRROR_NO_ROOM
+    from llmctl.infra.workload.pins import mirror_formats
 
     config, job, script = mirror_job(tmp_path)
     boto3.client("s3").create_bucket(
@@ -294,7 +294,7 @@ def test_the_mirror_job_refuses_a_lock_other_than_the_one_in_its_spec(tmp_path: 
     import subprocess
 
     from llmctl.infra.workload.builders.cache import MIRROR_PACKAGES_DIR, MIRROR_VENV, mirror_lock
-    from llmctl.infra.workload.delivery import LOCK_FILE
+    from llmctl.infra.workload.delivery.serving_code import LOCK_FILE
 
     _, job, _ = mirror_job(tmp_path)
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]

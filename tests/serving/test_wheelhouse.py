@@ -24,8 +24,14 @@ from pod_install import run_as_image
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import APP_DIR, VENV_DIR, install_script, planned_delivery, wheel_file
-from llmctl.infra.workload.wheelhouse import (
+from llmctl.infra.workload.delivery.serving_code import (
+    APP_DIR,
+    VENV_DIR,
+    install_script,
+    planned_delivery,
+    wheel_file,
+)
+from llmctl.infra.workload.delivery.wheelhouse import (
     LOCK_FILE,
     build_wheelhouse,
     pip_platforms,
@@ -49,7 +55,7 @@ def house310(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def app_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This llmctl's wheel, as `up` builds it."""
-    from llmctl.infra.workload.deploy_delivery import build_wheel
+    from llmctl.infra.workload.prepare.delivery import build_wheel
 
     return build_wheel(tmp_path_factory.mktemp("wheel"))
 

@@ -2,7 +2,7 @@
 container of every pod written as a pod of its own (issue 53, finding 8).
 
 - **Digests recorded.** The manifests are built with a digest recorded for every image tag the pods run,
-  as the stack's first `up` records them (`infra/workload/digests.py` `pin_images` records the registry's
+  as the stack's first `up` records them (`infra/workload/prepare/digests.py` `pin_images` records the registry's
   answer for each of `image_pins.tagged_images`; `manifests.build_manifests` renders `image@digest`), so
   checkov's digest and pull-policy checks (CKV_K8S_43, CKV_K8S_15) judge the images that run. The
   digest of each tag here is a fixed stand-in (the sha256 of its name): the checks read only its form.
@@ -26,9 +26,9 @@ from typing import Any
 
 from workload_helpers import TOKEN, config_for
 
-from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.pins.image_pins import tagged_images
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 Obj = dict[str, Any]
 #: the fields of a container's securityContext that mean the same on the pod of a one-container pod

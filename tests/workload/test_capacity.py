@@ -1,4 +1,4 @@
-"""The node arithmetic both the builders and the schedulability check use (infra/workload/capacity.py):
+"""The node arithmetic both the builders and the schedulability check use (infra/workload/scheduling/capacity.py):
 Kubernetes quantities both ways, one node's allocatable per resource, instance selection. The
 expected numbers are worked out by hand here (and the allocatable ones recorded in the module's
 docstring from Karpenter's formula), not computed with the functions under test."""
@@ -10,7 +10,7 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.infra.workload.capacity import (
+from llmctl.infra.workload.scheduling.capacity import (
     NEURON_CORE,
     NEURON_DEVICE,
     NVIDIA_GPU,

@@ -1,4 +1,4 @@
-"""Properties of `infra/workload/capacity.py`, for any input.
+"""Properties of `infra/workload/scheduling/capacity.py`, for any input.
 
 The rules, from its docstrings and Kubernetes' quantity grammar (kubernetes/kubernetes@
 d572249d3056b06877dff30c8ddbe30e75d3d353, staging/src/k8s.io/apimachinery/pkg/api/resource/
@@ -23,7 +23,13 @@ from hypothesis import strategies as st
 
 from llmctl.blueprints.allocatable import node_allocatable
 from llmctl.blueprints.hardware import hardware
-from llmctl.infra.workload.capacity import GIB, allocatable, cpu_quantity, memory_quantity, parse_quantity
+from llmctl.infra.workload.scheduling.capacity import (
+    GIB,
+    allocatable,
+    cpu_quantity,
+    memory_quantity,
+    parse_quantity,
+)
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL = {

@@ -24,6 +24,7 @@ from checkov_pods import Origin, applied_objects, scanned_objects
 from workload_helpers import CATALOG, manifests_for
 
 from llmctl.infra.workload.render import render_yaml
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 ROOT = Path(__file__).resolve().parents[2]
 SCAN = Path(__file__).with_name("checkov_scan.py")
@@ -141,7 +142,6 @@ def test_the_counts(scan: dict[str, Any]) -> None:
 def test_checkov_read_every_blueprint_and_every_container(scan: dict[str, Any]) -> None:
     """The scan saw what it should: every blueprint's namespace and NetworkPolicies, and each
     container of every pod (a RayService's head and workers included) under its own name."""
-    from llmctl.infra.workload.pods import pod_templates
 
     resources = {_kind_ns_name(resource) for resource in scan["resources"]}
     seen = {(origin.kind, origin.name, origin.container) for origin in scan["origins"].values()}
@@ -181,7 +181,6 @@ def test_checkov_read_every_blueprint_and_every_container(scan: dict[str, Any]) 
 def test_the_digest_checks_judge_the_images_that_run(scan: dict[str, Any]) -> None:
     """Every container image is named by the digest recorded for it, so checkov's digest (CKV_K8S_43)
     and pull-policy (CKV_K8S_15) checks pass on every container, none is excused."""
-    from llmctl.infra.workload.pods import pod_templates
 
     for objects in scan["rendered"].values():
         for obj in objects:

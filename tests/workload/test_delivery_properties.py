@@ -1,4 +1,4 @@
-"""Properties of the serving code's delivery (`infra/workload/delivery.py`), for any config.
+"""Properties of the serving code's delivery (`infra/workload/delivery/serving_code.py`), for any config.
 
 The rules, from the module's docstring: the app is never installed from a package index (only the
 local wheel, `--no-index --no-deps`); the runtime's lock is installed hash-checked, and in wheel mode
@@ -22,7 +22,7 @@ from workload_helpers import config_for
 from llmctl import DISTRIBUTION
 from llmctl.blueprints.catalog import catalog_names
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import (
+from llmctl.infra.workload.delivery.serving_code import (
     APP_DIR,
     APP_VOLUME,
     FETCH_CONTAINER,

@@ -13,7 +13,7 @@ from workload_helpers import config_for
 from llmctl import DISTRIBUTION, __version__
 from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
-from llmctl.infra.workload.delivery import (
+from llmctl.infra.workload.delivery.serving_code import (
     APP_DIR,
     APP_VOLUME,
     CONFIGMAP_LOCK,
@@ -43,7 +43,7 @@ from llmctl.infra.workload.delivery import (
     wheelhouse_uri,
     with_app,
 )
-from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
+from llmctl.infra.workload.delivery.wheelhouse import lock_digest, wheelhouse_key
 
 DIGEST = "0123456789abcdef" * 4
 
@@ -140,7 +140,9 @@ def test_outside_lock_arguments_skip_comments_and_blank_lines(
     # off EKS (no bucket) the install runs them from their index before the lock, each file pinned by the
     # sha256 the first `up` recorded (issue 53, finding 5); on EKS no step names an index: they come
     # from the cache bucket with the lock
-    monkeypatch.setattr("llmctl.infra.workload.delivery.runtime_lock", lambda _config, _image: with_outside)
+    monkeypatch.setattr(
+        "llmctl.infra.workload.delivery.serving_code.runtime_lock", lambda _config, _image: with_outside
+    )
     off = _off_eks(config)
     recorded = f"torch==2.0 \\\n    --hash=sha256:{DIGEST}\n"
     pinned = off.model_copy(

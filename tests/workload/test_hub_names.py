@@ -30,7 +30,7 @@ from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.hub_names import SAFE_CHARS, hub_id_problem, model_id_problem, revision_problem
 from llmctl.cli.app import app
 from llmctl.errors import BadInput, BlueprintError
-from llmctl.infra.workload.bucket_grants import Grants, mirror_grants, s3_statements, serving_grants
+from llmctl.infra.workload.access.bucket_grants import Grants, mirror_grants, s3_statements, serving_grants
 from llmctl.infra.workload.builders.cache import model_prefix
 from llmctl.infra.workload.config import WorkloadConfig
 

@@ -19,7 +19,7 @@ from llmctl.errors import BadInput, PrerequisiteError
 from llmctl.infra.workload.builders.cache import MIRROR_JOB
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.model_revision import (
+from llmctl.infra.workload.pins.model_revision import (
     MAX_FILES_BYTES,
     pin_model,
     pinned_blueprint,

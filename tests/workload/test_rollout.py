@@ -1,4 +1,4 @@
-"""The day-two rules (llmctl.infra.workload.rollout) held to the controllers' source, as recorded in
+"""The day-two rules (llmctl.infra.workload.scheduling.rollout) held to the controllers' source, as recorded in
 data/rollout_sources.yaml (KubeRay v1.7.0's hash and upgrade decision, Kubernetes' Deployment
 fenceposts and defaults, pulumi-kubernetes' Job replacement), then applied to the catalog's objects."""
 
@@ -13,8 +13,8 @@ import yaml
 from workload_helpers import find, rendered
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.infra.workload import rollout
-from llmctl.infra.workload.rollout import cluster_hash, predict, resolve_fenceposts
+from llmctl.infra.workload.scheduling import rollout
+from llmctl.infra.workload.scheduling.rollout import cluster_hash, predict, resolve_fenceposts
 
 SOURCES = yaml.safe_load((Path(__file__).parent / "data" / "rollout_sources.yaml").read_text())
 Obj = dict[str, Any]

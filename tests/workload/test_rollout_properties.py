@@ -1,4 +1,4 @@
-"""The RayService rules of llmctl.infra.workload.rollout stated once and searched over generated
+"""The RayService rules of llmctl.infra.workload.scheduling.rollout stated once and searched over generated
 changes of a rendered RayService (KubeRay v1.7.0's decision, tests/workload/data/rollout_sources.yaml):
 
 - a change of only the fields KubeRay's hash mutes never builds a cluster and never needs a node;
@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from workload_helpers import find, rendered
 
-from llmctl.infra.workload import rollout
-from llmctl.infra.workload.rollout import predict
+from llmctl.infra.workload.scheduling import rollout
+from llmctl.infra.workload.scheduling.rollout import predict
 
 Obj = dict[str, Any]
 MUTED = [path for path in rollout.HASH_MUTED]

@@ -13,9 +13,7 @@ from workload_helpers import existing_cluster
 
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware
-from llmctl.infra.workload.capacity import allocatable
 from llmctl.infra.workload.config import PoolFacts
-from llmctl.infra.workload.pods import PodTemplate
 from llmctl.infra.workload.schedulability import (
     Problem,
     check_schedulable,
@@ -23,6 +21,8 @@ from llmctl.infra.workload.schedulability import (
     untolerated,
     validate_workload,
 )
+from llmctl.infra.workload.scheduling.capacity import allocatable
+from llmctl.infra.workload.scheduling.pods import PodTemplate
 
 NEURON = "aws.amazon.com/neuron"
 CORE = "aws.amazon.com/neuroncore"

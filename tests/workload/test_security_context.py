@@ -13,7 +13,7 @@ from typing import Any
 from workload_helpers import find, manifests_for
 
 from llmctl.infra.workload.builders.security import AUTOSCALER_TOKEN, SA_DIR
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 Obj = dict[str, Any]
 

@@ -24,7 +24,7 @@ import pytest
 from botocore.exceptions import ClientError
 from workload_helpers import config_for
 
-from llmctl.infra.workload.bucket_grants import (
+from llmctl.infra.workload.access.bucket_grants import (
     Grants,
     head_grants,
     mirror_grants,
@@ -33,8 +33,8 @@ from llmctl.infra.workload.bucket_grants import (
 )
 from llmctl.infra.workload.builders.cache import cache_env, compile_cache_prefix, mirror_lock, model_prefix
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import planned_delivery, wheel_key
-from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, wheelhouse_key
+from llmctl.infra.workload.delivery.serving_code import planned_delivery, wheel_key
+from llmctl.infra.workload.delivery.wheelhouse import WHEELHOUSE_PREFIX, wheelhouse_key
 
 BUCKET = "llmctl-dev-us-west-2-cache"
 REGION = "us-west-2"

@@ -12,9 +12,8 @@ from workload_helpers import config_for
 from llmctl.blueprints.versions import versions
 from llmctl.infra.workload.builders.common import SERVICE_ACCOUNT
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import LOCK_FILE
-from llmctl.infra.workload.manifests import build_manifests
-from llmctl.infra.workload.ui_packages import (
+from llmctl.infra.workload.delivery.serving_code import LOCK_FILE
+from llmctl.infra.workload.delivery.ui_packages import (
     FETCH_UI_CONTAINER,
     UI_PACKAGES_DIR,
     UI_PACKAGES_VOLUME,
@@ -22,7 +21,8 @@ from llmctl.infra.workload.ui_packages import (
     needs_ui_access,
     ui_lock,
 )
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.delivery.wheelhouse import wheelhouse_key
+from llmctl.infra.workload.manifests import build_manifests
 from llmctl.serving.lockfiles import lock_for, locks, parse_lock, requirement_names
 
 Obj = dict[str, Any]

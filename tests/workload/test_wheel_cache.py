@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from llmctl.infra.workload import deploy_delivery
-from llmctl.infra.workload.wheel_cache import CACHE_ENV, KEEP, cache_root, cached_build, source_fingerprint
+from llmctl.infra.workload.delivery.wheel_cache import (
+    CACHE_ENV,
+    KEEP,
+    cache_root,
+    cached_build,
+    source_fingerprint,
+)
+from llmctl.infra.workload.prepare import delivery as deploy_delivery
 
 PYPROJECT = '[tool.setuptools]\npackage-dir = { "demo" = "pkg", "demo.cli" = "cli" }\n'
 

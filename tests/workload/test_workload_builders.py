@@ -143,7 +143,7 @@ def test_no_catalog_blueprint_asks_for_more_than_karpenters_allocatable(name: st
     from llmctl.blueprints.allocatable import node_allocatable
     from llmctl.blueprints.hardware import hardware
     from llmctl.infra.workload.builders.placement import replica_sizing
-    from llmctl.infra.workload.capacity import parse_quantity
+    from llmctl.infra.workload.scheduling.capacity import parse_quantity
 
     config = config_for(name)
     sizing = replica_sizing(config)
@@ -385,7 +385,7 @@ def test_serving_image_modes() -> None:
     registry = config.model_copy(
         update={"platform": config.platform.model_copy(update={"ecr_registry": "1.dkr.ecr"})}
     )
-    # the registry exists on every platform; its image only once `up` found it (deploy_delivery.py)
+    # the registry exists on every platform; its image only once `up` found it (prepare/delivery.py)
     assert serving_image(registry) == ("rayproject/ray:2.58.0-py312-cpu", False)
     found = Delivery(mode="image", image="1.dkr.ecr/llmctl/dev/tiny-cpu@sha256:ab", reason="found")
     assert serving_image(registry.model_copy(update={"delivery": found})) == (found.image, True)

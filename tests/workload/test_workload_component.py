@@ -14,9 +14,9 @@ from llmctl.infra.plan.offline import OfflineMocks, run_offline
 from llmctl.infra.workload.builders.common import needs_hf_token
 from llmctl.infra.workload.component import resource_name
 from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.delivery.wheelhouse import wheelhouse_key
 from llmctl.infra.workload.program import build_workload
 from llmctl.infra.workload.render import redact
-from llmctl.infra.workload.wheelhouse import wheelhouse_key
 from llmctl.serving.lockfiles import locks
 
 WORKLOAD = "llmctl:workload:Workload"

@@ -32,7 +32,7 @@ from llmctl.infra.workload.builders.cache import (
     mirror_lock,
 )
 from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
-from llmctl.infra.workload.delivery import (
+from llmctl.infra.workload.delivery.serving_code import (
     APP_DIR,
     APP_VOLUME,
     CONFIGMAP_LIMIT,
@@ -47,10 +47,10 @@ from llmctl.infra.workload.delivery import (
     runtime_lock,
     wheel_file,
 )
+from llmctl.infra.workload.delivery.wheelhouse import lock_digest, wheelhouse_key
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.program import build_workload
 from llmctl.infra.workload.render import render_yaml
-from llmctl.infra.workload.wheelhouse import lock_digest, wheelhouse_key
 from llmctl.serving.lockfiles import locks, parse_lock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -378,7 +378,7 @@ def test_the_configmap_carries_the_built_wheel_and_is_named_by_its_digest(tmp_pa
 def test_a_wheel_too_large_for_a_configmap_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llmctl.infra.workload import deploy_delivery
+    from llmctl.infra.workload.prepare import delivery as deploy_delivery
 
     config = on_existing_cluster(config_for("llama2-inf2"))
     big = tmp_path / wheel_file()
@@ -405,7 +405,7 @@ def test_the_pod_takes_the_runtimes_lock_out_of_the_wheel_as_up_built_it(tmp_pat
     import subprocess
     import zipfile
 
-    from llmctl.infra.workload.delivery import lock_from_wheel_step, runtime_lock
+    from llmctl.infra.workload.delivery.serving_code import lock_from_wheel_step, runtime_lock
 
     config = on_existing_cluster(config_for("llama2-inf2"))
     spec = runtime_lock(config, config.blueprint.image.base)
@@ -423,7 +423,7 @@ def test_the_configmap_size_is_what_the_api_server_counts(tmp_path: Path) -> Non
     bytes plus the lock, not the base64 text or the metadata."""
     import base64
 
-    from llmctl.infra.workload.delivery import app_objects, configmap_delivery, configmap_size
+    from llmctl.infra.workload.delivery.serving_code import app_objects, configmap_delivery, configmap_size
 
     config = on_existing_cluster(config_for("tiny-cpu"))
     wheel = tmp_path / wheel_file()
@@ -438,13 +438,13 @@ def test_the_configmap_size_is_what_the_api_server_counts(tmp_path: Path) -> Non
 def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llmctl.infra.workload.deploy_delivery import content_digest, decide
+    from llmctl.infra.workload.prepare.delivery import content_digest, decide
 
     monkeypatch.setenv("LLMCTL_STATE_DIR", str(tmp_path / "state"))
     # ray-cpu's CPU torch is pinned at this first `up` (PyTorch's index is out of reach here: the real
     # download is tests/lifecycle/test_outside_wheels_existing_cluster.py's)
     torch = {"torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl": "ab" * 32}
-    monkeypatch.setattr("llmctl.infra.workload.outside_wheels.download", lambda *_a, **_k: torch)
+    monkeypatch.setattr("llmctl.infra.workload.delivery.outside_wheels.download", lambda *_a, **_k: torch)
     delivery = decide(on_existing_cluster(config_for("tiny-cpu")))
     assert delivery.mode == "configmap" and delivery.decided and delivery.wheel_path
     assert f"torch==2.13.0+cpu \\\n    --hash=sha256:{'ab' * 32}" in str(delivery.outside_requirements)

@@ -30,8 +30,8 @@ from llmctl.infra.workload.builders.cache import (
 )
 from llmctl.infra.workload.builders.ray import head_service_account
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import WHEEL_PREFIX, needs_bucket_access
-from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, wheelhouse_key
+from llmctl.infra.workload.delivery.serving_code import WHEEL_PREFIX, needs_bucket_access
+from llmctl.infra.workload.delivery.wheelhouse import WHEELHOUSE_PREFIX, wheelhouse_key
 
 
 class Grants(BaseModel):

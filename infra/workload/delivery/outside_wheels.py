@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.errors import CloudError, LlmctlError, PrerequisiteError
-from llmctl.infra.workload.delivery import outside_lock_args
-from llmctl.infra.workload.wheelhouse import LOCK_FILE, WHEELHOUSE_PREFIX, pip_download_for
+from llmctl.infra.workload.delivery.serving_code import outside_lock_args
+from llmctl.infra.workload.delivery.wheelhouse import LOCK_FILE, WHEELHOUSE_PREFIX, pip_download_for
 from llmctl.serving.lockfiles import LockSpec, locks, normalize, parse_lock, requirement_names
 from llmctl.state import load_pins, pins_path, save_pins
 

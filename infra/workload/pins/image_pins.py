@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 Obj = dict[str, Any]
 

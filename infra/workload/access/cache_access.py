@@ -15,7 +15,7 @@ import json
 import pulumi
 
 from llmctl.infra.platform.tags import standard_tags
-from llmctl.infra.workload.bucket_grants import Grants, s3_statements
+from llmctl.infra.workload.access.bucket_grants import Grants, s3_statements
 
 WORKLOAD_TAG = "llmctl:workload"
 

@@ -1,5 +1,5 @@
 """`up`'s delivery decision for the serving code, made after the platform exists and before the
-workload stack runs (see `delivery.py` for the three deliveries and the pod pieces).
+workload stack runs (see `delivery/serving_code.py` for the three deliveries and the pod pieces).
 
 1. An image the config or blueprint names: used as is.
 2. EKS: ECR `DescribeImages` on the stack's repository (`llmctl/<stack>/<blueprint>`) for the tag
@@ -42,7 +42,12 @@ from llmctl.infra.aws.images import BuildResult, build, check_docker, repository
 from llmctl.infra.names import split_stack
 from llmctl.infra.workload.builders.cache import mirror_enabled, mirror_lock
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
-from llmctl.infra.workload.delivery import (
+from llmctl.infra.workload.delivery.outside_wheels import (
+    deliver_outside,
+    pinned_requirements,
+    recorded_outside,
+)
+from llmctl.infra.workload.delivery.serving_code import (
     CONFIGMAP_LIMIT,
     DELIVERY_ENV,
     configmap_delivery,
@@ -51,10 +56,9 @@ from llmctl.infra.workload.delivery import (
     image_tag,
     wheel_key,
 )
-from llmctl.infra.workload.outside_wheels import deliver_outside, pinned_requirements, recorded_outside
-from llmctl.infra.workload.ui_packages import from_bucket, ui_lock
-from llmctl.infra.workload.wheel_cache import cached_build
-from llmctl.infra.workload.wheelhouse import upload_wheelhouse, wheelhouse_key
+from llmctl.infra.workload.delivery.ui_packages import from_bucket, ui_lock
+from llmctl.infra.workload.delivery.wheel_cache import cached_build
+from llmctl.infra.workload.delivery.wheelhouse import upload_wheelhouse, wheelhouse_key
 from llmctl.serving.lock_compile import PYPI
 from llmctl.serving.lockfiles import LockSpec, lock_for
 from llmctl.state import state_dir

@@ -6,7 +6,7 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   `image.serving_image`, or the stack's ECR image when `up` found it with `DescribeImages`
   (pushed by `llmctl images build --push`).
 - **wheel** (EKS, no image found): `up` builds a wheel of this llmctl and uploads it to the
-  platform's cache bucket under a content-addressed key (`deploy_delivery.py`). Each serving pod
+  platform's cache bucket under a content-addressed key (`prepare/delivery.py`). Each serving pod
   gets an init container (the pinned AWS CLI image) that copies the wheel and the runtime lock's
   wheelhouse (`wheelhouse.py`) into an emptyDir with the pod's Pod Identity; the serving container
   then checks the lock's and the wheel's sha256 against the values in its own spec (written by `up`),
@@ -37,8 +37,8 @@ from typing import Any
 from llmctl import DISTRIBUTION, __version__
 from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
+from llmctl.infra.workload.delivery.wheelhouse import WHEELHOUSE_PREFIX, lock_digest, wheelhouse_key
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.wheelhouse import WHEELHOUSE_PREFIX, lock_digest, wheelhouse_key
 from llmctl.serving.lockfiles import LockSpec, lock_for, parse_lock
 
 Obj = dict[str, Any]

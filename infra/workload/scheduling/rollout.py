@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from llmctl.infra.workload.pods import NodeShape, node_shape
+from llmctl.infra.workload.scheduling.pods import NodeShape, node_shape
 
 Obj = dict[str, Any]
 RolloutKind = Literal[

@@ -6,7 +6,7 @@ puts the lock beside them as ``requirements.txt``, and uploads the folder once t
 cache bucket under ``llmctl/wheelhouse/<sha256 of the lock>/`` (the lock pins every file's hash, so
 its digest names the contents). The lock is uploaded last: a prefix with it is complete. A pod's init
 container copies that prefix next to the llmctl wheel; the serving container installs with
-`--no-index --find-links --require-hashes` (:func:`llmctl.infra.workload.delivery.install_script`),
+`--no-index --find-links --require-hashes` (:func:`llmctl.infra.workload.delivery.serving_code.install_script`),
 so a restart needs only S3.
 """
 

@@ -21,8 +21,8 @@ from llmctl.infra.aws.image_checks import ACCEPT_FLAG, lookup
 from llmctl.infra.aws.registry_http import registry_client
 from llmctl.infra.names import split_stack
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.image_pins import tagged_images
 from llmctl.infra.workload.manifests import build_manifests
+from llmctl.infra.workload.pins.image_pins import tagged_images
 from llmctl.state import last_up, load_pins, save_pins
 
 
