@@ -1,6 +1,6 @@
 """The ``triton-gauge`` step: Triton's vLLM queue gauge, read the way KEDA reads it, under a burst.
 
-The processes are the pod's (docs/serving.md, "Autoscaling"), Triton's server alone replaced:
+The processes are the pod's (docs/autoscaling.md), Triton's server alone replaced:
 
 - ``launch`` plays the kubelet: the catalog blueprint ``llama2-triton-vllm-gpu`` in
   ``LLMCTL_BLUEPRINT`` (``blueprint_env_value``, as the builder sets it), ``LLMCTL_MODEL_URI`` naming

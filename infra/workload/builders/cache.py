@@ -29,14 +29,14 @@ import functools
 
 from llmctl.blueprints.pools import CAPACITY_TYPE_LABEL
 from llmctl.blueprints.versions import by_digest, versions
-from llmctl.infra.workload import mirror_formats
 from llmctl.infra.workload.builders.common import Obj, config_map, readiness, token_env
 from llmctl.infra.workload.builders.placement import DO_NOT_DISRUPT, cpu_pool, scheduling
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import NON_ROOT_USER, venv_in
+from llmctl.infra.workload.delivery.serving_code import NON_ROOT_USER, venv_in
+from llmctl.infra.workload.delivery.wheelhouse_pods import install_from_wheelhouse, with_wheelhouse
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.model_revision import files_value
-from llmctl.infra.workload.wheelhouse_pods import install_from_wheelhouse, with_wheelhouse
+from llmctl.infra.workload.pins import mirror_formats
+from llmctl.infra.workload.pins.model_revision import files_value
 from llmctl.serving.compile_cache import COMPILE_CACHE_URL_ENV, COMPILE_PREFIX
 from llmctl.serving.lockfiles import LockSpec, lock_for
 from llmctl.serving.model_files import FILES_ENV

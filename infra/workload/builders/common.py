@@ -16,7 +16,7 @@ from llmctl.blueprints.versions import by_digest
 from llmctl.errors import CatalogError
 from llmctl.infra.workload.builders.autoscaling import autoscaler
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import delivery_of, install_script
+from llmctl.infra.workload.delivery.serving_code import delivery_of, install_script
 from llmctl.infra.workload.meta import labels, metadata
 from llmctl.serving.blueprint_env import BLUEPRINT_ENV, blueprint_env_value
 from llmctl.serving.common.auth import API_KEY_ENV
@@ -111,7 +111,7 @@ def config_map(
 def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
     """(image, app_baked_in) for the serving containers, from the delivery in effect.
 
-    `up` decides the delivery (`infra/workload/deploy_delivery.py`): the config override, the
+    `up` decides the delivery (`infra/workload/prepare/delivery.py`): the config override, the
     blueprint's built `image.serving_image`, the stack's ECR image only when `DescribeImages` found
     it, else the blueprint's pinned upstream `image.base` with the app delivered as a wheel (EKS) or
     a package (existing clusters). Offline, :func:`delivery.planned_delivery` gives the plan.

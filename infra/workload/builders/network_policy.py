@@ -38,7 +38,7 @@ from llmctl.infra.platform.addons import addon
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.meta import metadata
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 API = "networking.k8s.io/v1"
 NAMESPACE_NAME = "kubernetes.io/metadata.name"

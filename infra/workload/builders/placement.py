@@ -23,7 +23,8 @@ from llmctl.blueprints.pools import (
 from llmctl.blueprints.pools import pool as pool_spec
 from llmctl.blueprints.sizing import host_memory
 from llmctl.errors import CatalogError, LlmctlError
-from llmctl.infra.workload.capacity import (
+from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.scheduling.capacity import (
     NEURON_DEVICE,
     NVIDIA_GPU,
     allocatable,
@@ -31,8 +32,7 @@ from llmctl.infra.workload.capacity import (
     memory_quantity,
     parse_quantity,
 )
-from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.pool_facts import PoolFacts
+from llmctl.infra.workload.scheduling.pool_facts import PoolFacts
 
 Obj = dict[str, Any]
 CPU_POOL = "default"

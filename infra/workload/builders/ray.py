@@ -40,7 +40,7 @@ from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import install_script, locked_names, with_app
+from llmctl.infra.workload.delivery.serving_code import install_script, locked_names, with_app
 from llmctl.serving.phases import PHASE_LOG_ENV
 
 SERVE_PORT = 8000
@@ -71,7 +71,7 @@ def head_service_name(config: WorkloadConfig) -> str:
 #: the blueprint's upgrade strategy as KubeRay's `spec.upgradeStrategy.type`, always explicit (unset
 #: means NewCluster in KubeRay v1.7.0 unless the operator's ENABLE_ZERO_DOWNTIME is false:
 #: rayservice_controller.go isZeroDowntimeUpgradeEnabled). surge: a second RayCluster beside the old
-#: one; replace: KubeRay leaves the running cluster alone and `up` deletes it (docs/lifecycle.md, "Day two")
+#: one; replace: KubeRay leaves the running cluster alone and `up` deletes it (docs/day-two.md)
 UPGRADE_TYPES = {"surge": "NewCluster", "replace": "None"}
 
 

@@ -12,8 +12,8 @@ from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.placement import serving_resources
 from llmctl.infra.workload.builders.ray import rayservice
 from llmctl.infra.workload.builders.registry import register
-from llmctl.infra.workload.capacity import parse_quantity
 from llmctl.infra.workload.config import WorkloadConfig
+from llmctl.infra.workload.scheduling.capacity import parse_quantity
 
 IMPORT_PATH = "llmctl.serving.ray_cpu.app:app_builder"
 

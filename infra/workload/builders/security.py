@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmctl.blueprints.versions import versions
-from llmctl.infra.workload.pods import pod_templates
+from llmctl.infra.workload.scheduling.pods import pod_templates
 
 Obj = dict[str, Any]
 PSA = "pod-security.kubernetes.io"

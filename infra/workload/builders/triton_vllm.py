@@ -27,7 +27,7 @@ from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.builders.registry import register
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import with_app
+from llmctl.infra.workload.delivery.serving_code import with_app
 from llmctl.serving.triton_vllm import queue_metrics, start
 
 HTTP_PORT = 8000

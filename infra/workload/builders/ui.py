@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from llmctl.blueprints.versions import by_digest, versions
 from llmctl.errors import LlmctlError
-from llmctl.infra.workload import ui_packages
 from llmctl.infra.workload.builders import common, placement
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery import NON_ROOT_USER
+from llmctl.infra.workload.delivery import ui_packages
+from llmctl.infra.workload.delivery.serving_code import NON_ROOT_USER
 
 UI_PORT = 80
 WEBUI_SECRET = "open-webui-secret"
