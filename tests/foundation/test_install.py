@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -26,12 +27,18 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 def dry_run(*args: str) -> list[str]:
     """The commands `make` would run for `args`, in a venv path that does not exist (so every
     recipe is printed), none of them run."""
+    # a make that runs this suite passes its own variables down (MAKEFLAGS): `make test
+    # SUITE_REPORT=...` would answer for the dry run's defaults
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    }
     done = subprocess.run(
         ["make", "-n", "-B", "--no-print-directory", "VENV=/nonexistent/venv", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     return [line for line in done.stdout.splitlines() if line.strip()]
 
