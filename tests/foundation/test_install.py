@@ -27,11 +27,11 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 def dry_run(*args: str) -> list[str]:
     """The commands `make` would run for `args`, in a venv path that does not exist (so every
     recipe is printed), none of them run."""
-    # a make that runs this suite passes its own variables down (MAKEFLAGS): `make test
-    # SUITE_REPORT=...` would answer for the dry run's defaults
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
-    }
+    # a make that runs this suite passes its own variables down (MAKEFLAGS, and a variable set on its
+    # command line is exported to the recipes): `make test SUITE_REPORT=...` would answer for the dry
+    # run's defaults
+    passed_down = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "SUITE_REPORT")
+    env = {k: v for k, v in os.environ.items() if k not in passed_down}
     done = subprocess.run(
         ["make", "-n", "-B", "--no-print-directory", "VENV=/nonexistent/venv", *args],
         cwd=ROOT,
