@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +151,22 @@ def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] 
         for path, text in files.items():
             archive.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), text)
     return wheel
+
+
+def changed_code(wheel: Path, folder: Path, monkeypatch: Any) -> Path:
+    """A code change, same version: `wheel` with one more module, which every later build of llmctl's
+    wheel (`build_wheel`) returns from now on; the changed wheel's path."""
+    from llmctl.infra.workload.prepare import delivery
+
+    changed = folder / "changed" / wheel.name
+    changed.parent.mkdir()
+    shutil.copyfile(wheel, changed)
+    with zipfile.ZipFile(changed, "a") as archive:
+        archive.writestr("llmctl/serving/extra.py", "x = 1\n")
+
+    def rebuilt(out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copyfile(changed, out_dir / changed.name))
+
+    monkeypatch.setattr(delivery, "build_wheel", rebuilt)
+    return changed

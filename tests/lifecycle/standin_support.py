@@ -90,6 +90,23 @@ def install(bin_dir: Path, name: str, module: str, server: str = "") -> Path:
     return script
 
 
+def replay_kubectl(tmp_path: Path, state: Path, monkeypatch: Any, sequence: Path) -> Path:
+    """The stand-in kubectl first on PATH, replaying `sequence` (a recorded kube-sequence.json);
+    returns the kubeconfig where `up` saves stack dev's."""
+    bin_dir = tmp_path / "bin"
+    install(bin_dir, "kubectl", "kubectl")
+    data = tmp_path / "standin"
+    data.mkdir()
+    shutil.copy(sequence, data / "kube-sequence.json")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("STANDIN_PULUMI_DIR", str(data))
+    monkeypatch.setenv("STANDIN_BACKEND", str(tmp_path / "no-backend"))
+    kube = state / "kube" / "dev.yaml"
+    kube.parent.mkdir(parents=True, exist_ok=True)
+    kube.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
+    return kube
+
+
 def _executable(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -10,14 +10,12 @@ The RayService status the stand-in kubectl serves is shaped as KubeRay v1.7.0 wr
 from __future__ import annotations
 
 import json
-import shutil
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lifecycle_support import lifecycle, ready_pod
+from lifecycle_support import changed_code, lifecycle, ready_pod
 from standin_support import StandinEngine
 from typer.testing import CliRunner
 
@@ -56,18 +54,7 @@ def change_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The next build of llmctl's wheel has one more module (as a code change makes it); its S3 key."""
     from llmctl.infra.workload.prepare import delivery as deploy_delivery
 
-    wheel = deploy_delivery.build_wheel(tmp_path / "built")
-    changed = tmp_path / "changed" / wheel.name
-    changed.parent.mkdir()
-    shutil.copyfile(wheel, changed)
-    with zipfile.ZipFile(changed, "a") as archive:
-        archive.writestr("llmctl/serving/extra.py", "x = 1\n")
-
-    def rebuilt(out_dir: Path) -> Path:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        return Path(shutil.copyfile(changed, out_dir / changed.name))
-
-    monkeypatch.setattr(deploy_delivery, "build_wheel", rebuilt)
+    changed = changed_code(deploy_delivery.build_wheel(tmp_path / "built"), tmp_path, monkeypatch)
     return f"llmctl/wheels/{deploy_delivery.content_digest(changed)}/{changed.name}"
 
 

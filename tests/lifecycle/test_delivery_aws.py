@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
-from lifecycle_support import code_tag, lifecycle, push
+from lifecycle_support import changed_code, code_tag, lifecycle, push
 from standin_support import STANDIN_BUCKET
 
 from llmctl import __version__
@@ -113,21 +113,10 @@ def test_a_pushed_image_is_used_by_digest_and_nothing_is_uploaded(aws: str) -> N
 def test_changed_code_without_a_version_bump_does_not_run_the_old_image(
     aws: str, wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llmctl.infra.workload.prepare import delivery as deploy_delivery
 
     s3 = bucket(aws, wheelhouse=True)
     push(aws, REPO, code_tag())  # `images build --push` of the code as it was
-    changed = tmp_path / "changed" / wheel.name  # then the code changes, same version
-    changed.parent.mkdir()
-    shutil.copyfile(wheel, changed)
-    with zipfile.ZipFile(changed, "a") as archive:
-        archive.writestr("llmctl/serving/extra.py", "x = 1\n")
-
-    def rebuilt(out_dir: Path) -> Path:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        return Path(shutil.copyfile(changed, out_dir / changed.name))
-
-    monkeypatch.setattr(deploy_delivery, "build_wheel", rebuilt)
+    changed = changed_code(wheel, tmp_path, monkeypatch)  # then the code changes, same version
     new_tag = image_tag(content_digest(changed))
     assert new_tag != code_tag() and new_tag.startswith(f"{__version__}-")
     chosen = decide(config(aws))

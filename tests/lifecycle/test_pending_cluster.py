@@ -10,13 +10,11 @@ schemas)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from standin_support import StandinEngine, install
+from standin_support import StandinEngine, replay_kubectl
 
 from llmctl.infra.lifecycle.ray_upgrade import read_rayservice, read_upgrades, upgrade_lines
 from llmctl.infra.lifecycle.status import rayservice_status
@@ -31,18 +29,7 @@ M5, INF2 = 0.192, 12.981  # the hardware catalog's on-demand prices (blueprints/
 def kubectl(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The stand-in kubectl first on PATH, replaying the recorded upgrade; returns the kubeconfig
     `up` saves for stack dev."""
-    bin_dir = tmp_path / "bin"
-    install(bin_dir, "kubectl", "kubectl")
-    data = tmp_path / "standin"
-    data.mkdir()
-    shutil.copy(DATA, data / "kube-sequence.json")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("STANDIN_PULUMI_DIR", str(data))
-    monkeypatch.setenv("STANDIN_BACKEND", str(tmp_path / "no-backend"))
-    kube = state / "kube" / "dev.yaml"
-    kube.parent.mkdir(parents=True, exist_ok=True)
-    kube.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
-    return kube
+    return replay_kubectl(tmp_path, state, monkeypatch, DATA)
 
 
 def _steps() -> list[list[dict[str, Any]]]:

@@ -7,12 +7,10 @@ desired pods and the queue signal KEDA's HPA reports."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
-from standin_support import install
+from standin_support import replay_kubectl
 
 from llmctl.infra.lifecycle.replicas import workload_replicas
 from llmctl.infra.lifecycle.status import replica_status
@@ -24,18 +22,7 @@ NAMESPACE = "llama2-triton-vllm-gpu"
 @pytest.fixture
 def kubectl(tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The stand-in kubectl first on PATH, replaying the recorded sequence; returns a kubeconfig."""
-    bin_dir = tmp_path / "bin"
-    install(bin_dir, "kubectl", "kubectl")
-    data = tmp_path / "standin"
-    data.mkdir()
-    shutil.copy(DATA, data / "kube-sequence.json")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("STANDIN_PULUMI_DIR", str(data))
-    monkeypatch.setenv("STANDIN_BACKEND", str(tmp_path / "no-backend"))
-    kube = state / "kube" / "dev.yaml"  # where `up` saves the stack's kubeconfig
-    kube.parent.mkdir(parents=True, exist_ok=True)
-    kube.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
-    return kube
+    return replay_kubectl(tmp_path, state, monkeypatch, DATA)
 
 
 def test_status_follows_a_recorded_keda_scale_up(kubectl: Path) -> None:

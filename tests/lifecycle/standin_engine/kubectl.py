@@ -250,12 +250,8 @@ def patch(root: Path, args: list[str]) -> None:
     print(f"{words[0]}/{words[1]} patched")
 
 
-# A pod's log (`kubectl logs -n NS POD [--all-containers=true]`): the text tests put in kube-logs.json
-# under "NS/POD" (StandinEngine.kube_log); a pod the stand-in does not know is NotFound, as kubectl says.
-LOGS = "kube-logs.json"
-
-
-def logs(root: Path, args: list[str]) -> None:
+def _namespaced(args: list[str], verb: str, flag: str) -> tuple[str, list[str]]:
+    """`-n NS` and the positional words of `verb`'s arguments; `flag` is the one flag it takes."""
     namespace, words = "default", []
     i = 0
     while i < len(args):
@@ -263,11 +259,21 @@ def logs(root: Path, args: list[str]) -> None:
             namespace, i = args[i + 1], i + 2
             continue
         if args[i].startswith("-"):
-            if args[i] != "--all-containers=true":
-                _fail(f"error: the stand-in kubectl does not take {args[i]} with logs")
+            if args[i] != flag:
+                _fail(f"error: the stand-in kubectl does not take {args[i]} with {verb}")
         else:
             words.append(args[i])
         i += 1
+    return namespace, words
+
+
+# A pod's log (`kubectl logs -n NS POD [--all-containers=true]`): the text tests put in kube-logs.json
+# under "NS/POD" (StandinEngine.kube_log); a pod the stand-in does not know is NotFound, as kubectl says.
+LOGS = "kube-logs.json"
+
+
+def logs(root: Path, args: list[str]) -> None:
+    namespace, words = _namespaced(args, "logs", "--all-containers=true")
     if len(words) != 1:
         _fail("error: the stand-in kubectl answers `logs -n NS POD` for one pod")
     if ("Pod", namespace, words[0]) not in objects(root):
@@ -279,18 +285,7 @@ def logs(root: Path, args: list[str]) -> None:
 def delete(root: Path, args: list[str]) -> None:
     """`delete <resource> <name> -n NS [--wait=false]`: the object is gone from the API server (an
     overlay marks it deleted); a name the stand-in does not know is NotFound, as kubectl says."""
-    namespace, words = "default", []
-    i = 0
-    while i < len(args):
-        if args[i] in ("-n", "--namespace"):
-            namespace, i = args[i + 1], i + 2
-            continue
-        if args[i].startswith("-"):
-            if args[i] != "--wait=false":
-                _fail(f"error: the stand-in kubectl does not take {args[i]} with delete")
-        else:
-            words.append(args[i])
-        i += 1
+    namespace, words = _namespaced(args, "delete", "--wait=false")
     kind = KINDS.get(words[0].lower()) if len(words) == 2 else None
     if kind is None:
         _fail(f"error: the stand-in kubectl deletes only `delete <resource> <name>` (asked: {args})")
