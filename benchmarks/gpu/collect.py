@@ -13,9 +13,16 @@ import argparse
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+# the routing row's module sits beside this file: importable when it runs as a script and when a test
+# loads it from its path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import collect_route
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "benchmarks" / "results" / "gpu.json"
@@ -136,6 +143,16 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
             entry[server_key] = server(window)
     if fast := serving_path_fast(records, clients, windows):
         out["serving_path_fast"] = fast
+    # the four-GPU fast-path plan (device_plan.py): tp 2 and tp 4 on the fast path against plain vLLM
+    # of the same tensor_parallel, and the two request routers
+    if fast_tp := {
+        tp: row
+        for tp, paths in FAST_TP_PATHS.items()
+        if (row := serving_path_fast(records, clients, windows, paths))
+    }:
+        out["serving_path_fast_tensor_parallel"] = fast_tp
+    if routing := collect_route.request_routing(records, clients, llmctl_row):
+        out["request_routing"] = routing
     return out
 
 
@@ -296,6 +313,11 @@ FAST_PATHS = {
     "vllm": "plain",
     "ray1d": "ours_default",  # the same app restarted without the fast-path variables
 }
+# both eager (device.py --eager): ours on the fast path, plain vLLM on the same number of GPUs
+FAST_TP_PATHS = {
+    "2": {"ray2fe": "ours_fast", "vllm2fe": "plain"},
+    "4": {"ray4fe": "ours_fast", "vllm4fe": "plain"},
+}
 # issue 52's goals, checked in every round against plain vLLM's load of the same round
 GOALS = (
     ("c1", "ttft_p50_ms_over_plain", "c1 TTFT p50 within 5 ms of plain vLLM", 5.0, "ms"),
@@ -313,6 +335,12 @@ def fast_row(summary: dict[str, Any], client: Any, window: dict[str, Any] | None
     row["ttft_mean_ms"] = ms(summary["metrics"]["ttft_s"]["mean"])
     if window:
         engine = server(window)
+        for key, name in (
+            ("queue_mean_ms", "request_queue_time_seconds"),
+            ("prefill_mean_ms", "request_prefill_time_seconds"),
+        ):
+            if name in window:  # read from the tp 2/4 plan on (device_bench.HISTOGRAMS)
+                engine[key] = window[name]["mean_ms"]
         row["engine"] = engine
         if engine["ttft_mean_ms"] is not None and row["ttft_mean_ms"] is not None:
             row["ttft_mean_ms_outside_engine"] = round(row["ttft_mean_ms"] - engine["ttft_mean_ms"], 2)
@@ -331,7 +359,10 @@ def against(row: dict[str, Any], plain: dict[str, Any]) -> dict[str, float]:
 
 
 def serving_path_fast(
-    records: list[dict[str, Any]], clients: dict[str, Any], windows: dict[str, Any]
+    records: list[dict[str, Any]],
+    clients: dict[str, Any],
+    windows: dict[str, Any],
+    paths: dict[str, str] = FAST_PATHS,
 ) -> dict[str, Any]:
     """Per level, each round's loads (``<server>-c<level>-r<round>``), each of our paths against plain
     vLLM's load of the same round, and issue 52's goals checked in every round of the fast path. A
@@ -342,6 +373,8 @@ def serving_path_fast(
         label = record.get("label", "")
         if record["kind"] != "llmctl_bench" or not record["summary"] or not ROUND.search(label):
             continue
+        if label.rsplit("-", 2)[0] not in paths:
+            continue
         if label in loads:
             superseded[label] = superseded.get(label, 0) + 1
         loads[label] = record
@@ -350,12 +383,8 @@ def serving_path_fast(
     levels: dict[str, Any] = {}
     for label, record in loads.items():
         server_name, level, round_ = label.rsplit("-", 2)
-        if server_name not in FAST_PATHS:
-            continue
         row = fast_row(record["summary"], clients.get(f"llmctl-{label}"), windows.get(label))
-        levels.setdefault(level, {"rounds": {}})["rounds"].setdefault(round_, {})[FAST_PATHS[server_name]] = (
-            row
-        )
+        levels.setdefault(level, {"rounds": {}})["rounds"].setdefault(round_, {})[paths[server_name]] = row
     for entry in levels.values():
         for path in ("ours_fast", "ours_default"):
             pairs = {
@@ -366,7 +395,7 @@ def serving_path_fast(
             if pairs:
                 entry[f"{path}_vs_plain"] = pairs
     out: dict[str, Any] = {
-        "paths": {name: key for name, key in FAST_PATHS.items()},
+        "paths": dict(paths),
         "levels": {level: levels[level] for level in ("c1", "c16", "c64") if level in levels},
         "failed": sum(
             row["failed"]
@@ -375,8 +404,10 @@ def serving_path_fast(
             for row in paths.values()
         ),
         "goals": goals(levels),
-        "fast_path_lines": fast_path_lines(records),
-        "open_files": {r["name"]: r.get("open_files") for r in records if r["kind"] == "ray_start"},
+        "fast_path_lines": {k: v for k, v in fast_path_lines(records).items() if k in paths},
+        "open_files": {
+            r["name"]: r.get("open_files") for r in records if r["kind"] == "ray_start" and r["name"] in paths
+        },
     }
     if superseded:
         out["superseded"] = superseded
@@ -393,18 +424,45 @@ def goals(levels: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         values = {round_: pair[key] for round_, pair in pairs.items()}
         worst = max(values.values())
-        checked.append(
-            {
-                "goal": goal,
-                "measure": key,
-                "limit": limit,
-                "unit": unit,
-                "rounds": values,
-                "met": worst <= limit,
-                "missed_by": None if worst <= limit else round(worst - limit, 2),
-            }
-        )
+        entry = {
+            "goal": goal,
+            "measure": key,
+            "limit": limit,
+            "unit": unit,
+            "rounds": values,
+            "met": worst <= limit,
+            "missed_by": None if worst <= limit else round(worst - limit, 2),
+        }
+        worst_round = max(values, key=lambda r: values[r])
+        if worst > limit and (where := where_time_goes(levels[level]["rounds"][worst_round])):
+            entry["where_time_goes"] = {"round": worst_round, **where}
+        checked.append(entry)
     return checked
+
+
+def where_time_goes(paths: dict[str, Any]) -> dict[str, Any] | None:
+    """A missed goal's worst round, ours against plain vLLM, from the engine histograms (mean ms of
+    the same window): the client's TTFT, the engine's, its queue and prefill parts, and what is
+    outside the engine. None where the windows lack the queue histogram (runs before it was read)."""
+    parts = {}
+    for path in ("ours_fast", "plain"):
+        row = paths.get(path)
+        if not row or "engine" not in row or "queue_mean_ms" not in row["engine"]:
+            return None
+        engine = row["engine"]
+        parts[path] = {
+            "client_ttft_mean_ms": row["ttft_mean_ms"],
+            "engine_ttft_mean_ms": engine["ttft_mean_ms"],
+            "engine_queue_mean_ms": engine["queue_mean_ms"],
+            "engine_prefill_mean_ms": engine["prefill_mean_ms"],
+            "outside_engine_mean_ms": row.get("ttft_mean_ms_outside_engine"),
+        }
+    ours, plain = parts["ours_fast"], parts["plain"]
+    parts["ours_over_plain_ms"] = {
+        key: None if ours[key] is None or plain[key] is None else round(ours[key] - plain[key], 2)
+        for key in ours
+    }
+    return parts
 
 
 def fast_path_lines(records: list[dict[str, Any]]) -> dict[str, Any]:

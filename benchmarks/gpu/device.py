@@ -23,6 +23,8 @@ Phases (one engine per GPU; ``--gpus`` adapts the assignment to two GPUs):
 - ``start-tp2`` / ``wait`` / ``bench-c --names ray2``: tensor_parallel 2 on two GPUs.
 - ``restart``: the compile cache (plain vLLM restarted on its own cache, then on an empty one).
 - ``start-tp4`` / ``bench-c``: tensor_parallel 4 (our Ray Serve app and plain vLLM on all four GPUs).
+- ``start-pair`` / ``start-route`` / ``start-fast4`` / ``start-plain4`` / ``bench-route`` / ``stop-all``:
+  the fast-path plan on four GPUs (tp 2 pair, routing, tp 4; device_plan.py), eager with ``--eager``.
 - ``triton-gauge``: Triton's pod processes (start.py, queue_metrics.py's port 8003, the backend's stub
   running vLLM 0.22.1) under a burst, port 8003 read as KEDA reads it (benchmarks/gpu/triton_gauge.py).
 """
@@ -41,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import device_base as base
 import device_bench as bench
 import device_install as install
+import device_plan as plan
 import device_servers as servers
 
 
@@ -54,6 +57,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="bench-f: rounds of every level")
     parser.add_argument("--first-round", type=int, default=1, help="bench-f: the first round's number")
     parser.add_argument("--no-chat", action="store_true", help="bench-f: no chat check first")
+    parser.add_argument(
+        "--eager", action="store_true", help="start-pair/-route/-fast4/-plain4: vLLM eager mode"
+    )
+    parser.add_argument(
+        "--routers", default="default,prefix_aware", help="start-route: routed's and routep's request router"
+    )
     args = parser.parse_args()
     servers.FAST_PATH = args.fast_path
     if args.gpus is None:
@@ -78,6 +87,12 @@ def main() -> None:
         "bench-f": bench.bench_f,
         "restart-default": servers.restart_default,
         "export": lambda _a: base.export(),
+        "start-pair": plan.start_pair,
+        "start-route": plan.start_route,
+        "start-fast4": plan.start_fast4,
+        "start-plain4": plan.start_plain4,
+        "stop-all": plan.stop_all,
+        "bench-route": plan.bench_route,
     }
     for step in args.steps:
         try:

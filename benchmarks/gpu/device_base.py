@@ -57,6 +57,14 @@ VLLM_PORTS = {
     "ray2e": 38000,
     "vllm2e": 38500,
     "ray1d": 33000,  # ray1 again, on the default path (its cluster stopped first)
+    # the fast-path plan at tp 2 / routing / tp 4 (docs/gpu-runs.md): outside Ray Serve's direct
+    # ingress ranges (HTTP 30000-31000, gRPC 40000-41000 by default) and every range above
+    "ray2fe": 55000,
+    "vllm2fe": 55500,
+    "routed": 56000,  # two replicas in one cluster: vLLM moves to the next free port when one is taken
+    "routep": 56500,
+    "ray4fe": 57000,
+    "vllm4fe": 57500,
 }
 
 SERVERS = {
@@ -79,10 +87,74 @@ SERVERS = {
     # our app at tp 1 on GPU 1 restarted on the default path after its fast-path start was measured
     # (``restart-default``): Ray's fast-path switches are read at `ray start`, so the cluster restarts
     "ray1d": (8001, "1"),
+    # the fast-path plan on four GPUs, eager everywhere (docs/gpu-runs.md "tp 2, routing and tp 4"):
+    # our app on the fast path at tp 2 beside plain vLLM at tp 2, started together
+    "ray2fe": (8011, "0,1"),
+    "vllm2fe": (8012, "2,3"),
+    # two fast-path clusters of 2 replicas at tp 1 each: the default router and the prefix-aware one
+    "routed": (8013, "0,1"),
+    "routep": (8014, "2,3"),
+    # tp 4: our app on the fast path, then plain vLLM, one after the other
+    "ray4fe": (8015, "0,1,2,3"),
+    "vllm4fe": (8016, "0,1,2,3"),
 }
-RAY_PORTS = {"ray1": 6381, "ray2": 6382, "ray4": 6384, "ray4e": 6385, "ray2e": 6386, "ray1d": 6381}
+RAY_PORTS = {
+    "ray1": 6381,
+    "ray2": 6382,
+    "ray4": 6384,
+    "ray4e": 6385,
+    "ray2e": 6386,
+    "ray1d": 6381,
+    "ray2fe": 6387,
+    "routed": 6388,
+    "routep": 6389,
+    "ray4fe": 6390,
+}
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
-RAY_SLOT = {"ray1": 0, "ray2": 1, "ray4": 2, "ray4e": 3, "ray2e": 4, "ray1d": 0}
+RAY_SLOT = {
+    "ray1": 0,
+    "ray2": 1,
+    "ray4": 2,
+    "ray4e": 3,
+    "ray2e": 4,
+    "ray1d": 0,
+    "ray2fe": 5,
+    "routed": 6,
+    "routep": 7,
+    "ray4fe": 8,
+}
+
+
+def worker_ports(slot: int) -> tuple[int, int]:
+    """A cluster's worker ports: 5000 a slot up to slot 4 (as the 2026-11-28 runs had them); from slot 5
+    1000 a slot from 45000, clear of the agents' ports (52400 + slot) and the direct ingress ranges."""
+    if slot < 5:
+        return 20000 + 5000 * slot, 24999 + 5000 * slot
+    return 45000 + 1000 * (slot - 5), 45999 + 1000 * (slot - 5)
+
+
+# Ray 2.58.0 ray/serve/_private/constants.py: what HAProxy binds (its stats and Prometheus ports) and the
+# range each ingress replica's own HTTP server takes a port from; the rendered pods set all four
+FAST_PORT_SHIFTS = {
+    "RAY_SERVE_HAPROXY_STATS_PORT": (8404, 10),
+    "RAY_SERVE_HAPROXY_METRICS_PORT": (9101, 10),
+    "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": (30000, 100),
+    "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": (31000, 100),
+}
+
+
+def fast_ports(slot: int, rendered: dict[str, str]) -> dict[str, str]:
+    """The rendered fast-path ports moved by the cluster's slot, so that two fast-path clusters on
+    one machine share none (slot 0 keeps the rendered ones): HAProxy binds its stats and metrics ports
+    once per cluster, and each cluster's controller hands out the direct ingress range as if it were
+    alone (``ray/serve/_private/node_port_manager.py``). HAProxy's files already sit in a folder per
+    node id (``ray/serve/_private/haproxy.py`` ``_per_node``)."""
+    return {
+        name: str(int(rendered.get(name, default)) + step * slot)
+        for name, (default, step) in FAST_PORT_SHIFTS.items()
+    }
+
+
 EAGER = {"enforce_eager": True}  # vLLM's engine argument (``--enforce-eager`` on its command line)
 PHASE_MARK = "LLMCTL_PHASE "  # serving/phases.py PHASE_PREFIX
 

@@ -80,12 +80,15 @@ def run_measured(
     return int(measured.get("rc", 1)), text
 
 
-def llmctl_bench(label: str, port: int, concurrency: int, requests: int, prefix: str = "/v1") -> None:
+def llmctl_bench(
+    label: str, port: int, concurrency: int, requests: int, prefix: str = "/v1", extra: tuple[str, ...] = ()
+) -> None:
+    """One ``llmctl bench`` load (512 in / 128 out unless ``extra``'s later flags say otherwise)."""
     out = RES / f"lb-{label}"
     argv = [sys.executable, "-m", "llmctl", "bench", "-e", f"http://127.0.0.1:{port}{prefix}", "-m", "tiny"]
     argv += ["-c", str(concurrency), "-n", str(requests), "--warmup", "8", "--mean-input-tokens", "512"]
     argv += ["--stddev-input-tokens", "0", "--mean-output-tokens", "128", "--stddev-output-tokens", "0"]
-    argv += ["--tokenizer", str(MODEL), "--no-plots", "--json", "-o", str(out)]
+    argv += ["--tokenizer", str(MODEL), "--no-plots", "--json", "-o", str(out), *extra]
     rc, text = run_measured(f"llmctl-{label}", argv, env())
     summary = None
     for path in sorted(out.rglob("summary.json")):

@@ -39,7 +39,9 @@ from device_base import (
     du,
     env,
     export,
+    fast_ports,
     record,
+    worker_ports,
 )
 from device_logs import engine_lines, fast_lines, phases
 
@@ -111,11 +113,14 @@ def ray_vllm(
     argv += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
     argv += [f"--ray-client-server-port={10100 + offset}", f"--dashboard-agent-listen-port={52400 + offset}"]
     argv += [f"--metrics-export-port={8090 + offset}"]
-    argv += [f"--min-worker-port={20000 + 5000 * offset}", f"--max-worker-port={24999 + 5000 * offset}"]
+    low, high = worker_ports(offset)
+    argv += [f"--min-worker-port={low}", f"--max-worker-port={high}"]
     environ = env(gpus, **extra)
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
     if FAST_PATH:  # the rendered pods' fast-path variables (prepare.py fast_path_env), for Ray and the driver
-        environ.update(json.loads((CARRY / "fast_path_env.json").read_text()))
+        rendered = json.loads((CARRY / "fast_path_env.json").read_text())
+        environ.update(rendered)
+        environ.update(fast_ports(offset, rendered))  # HAProxy's and the replicas' ports, one set per cluster
     files = open_files(environ.get(OPEN_FILES_ENV))
     began = time.time()
     # in a session of its own: Ray's daemons (GCS, raylet) must outlive this call's process group,

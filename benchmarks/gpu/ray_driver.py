@@ -3,7 +3,8 @@ Ray cluster started on the device, and record Ray's view of the replica's placem
 
 The import path and the args are the rendered ones (``llmctl render -b llama2-70b-vllm-gpu``, made by
 ``make gpu-prepare``); only what the device forces changes, and the results say so: the model (the
-tiny random Llama), ``tensor_parallel``, ``num_replicas`` 1. (The app sets no Ray ``accelerator_type``
+tiny random Llama), ``tensor_parallel``, ``num_replicas`` (1 unless ``--replicas``) and, with ``--router``, the
+blueprint's ``serving.request_router``. (The app sets no Ray ``accelerator_type``
 since issue 42, so the blueprint's A100 instance type needs no renaming on an H100 or H200.)
 """
 
@@ -33,6 +34,10 @@ def main() -> None:
         "--engine-extra", default=None, help="vLLM engine kwargs (JSON) added to the LLMConfig's (a variant)"
     )
     parser.add_argument("--no-start", action="store_true", help="Serve runs already: replace the app")
+    parser.add_argument("--replicas", type=int, default=1, help="num_replicas (routing: 2 at tp 1)")
+    parser.add_argument(
+        "--router", default=None, help="the blueprint's serving.request_router (default: as rendered)"
+    )
     args = parser.parse_args()
     failed = Path(str(args.ready).replace(".ready", ".failed"))
     try:
@@ -69,12 +74,15 @@ def deploy(args: argparse.Namespace) -> None:
         "compute.tensor_parallel": [blueprint["compute"]["tensor_parallel"], args.tp],
         "args.model_source": [app_args.get("model_source"), args.model],
         "args.served_model_name": [app_args.get("served_model_name"), "tiny"],
-        "args.num_replicas": [app_args.get("num_replicas"), 1],
+        "args.num_replicas": [app_args.get("num_replicas"), args.replicas],
         "serving.gpu_memory_utilization": [blueprint["serving"]["gpu_memory_utilization"], args.util],
     }
     blueprint["serving"]["gpu_memory_utilization"] = args.util
     blueprint["compute"]["tensor_parallel"] = args.tp
-    app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=1)
+    app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=args.replicas)
+    if args.router:  # the request router the blueprint names (default / prefix_aware)
+        changes["serving.request_router"] = [blueprint["serving"].get("request_router"), args.router]
+        blueprint["serving"]["request_router"] = args.router
     if args.experimental:  # the variant only: Ray Serve LLM's experimental_configs added to the LLMConfig
         extra = json.loads(args.experimental)
         patch_llm_config(lambda found: found.__setitem__("experimental_configs", extra))

@@ -1,0 +1,158 @@
+"""gpu.json's ``request_routing`` row (collect.py calls it): the two routing clusters of the four-GPU
+fast-path plan (device_plan.py ``start-route`` / ``bench-route``), the default request router against
+the prefix-aware one, from their ``llmctl bench`` loads and the engines' windows through Ray's
+metrics export (``route_window``: histograms and vLLM's counters per replica's engine).
+
+Per workload (``prefix``: shared system prompts; ``turns``: multi-turn conversations), level and round:
+TTFT p50/p90, output tok/s, the prefix cache hit rate (hit tokens over queried tokens, vLLM's own
+counters over the load's window, its warm-up requests included) and how the finished requests split
+over the engines (one series label set per replica). The goal: the cache-aware router's TTFT p90
+lower than the default one's in every round.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+LABEL = re.compile(r"^(?P<cluster>routed|routep)-(?P<workload>[a-z]+)-(?P<level>c[0-9]+)-(?P<round>r[0-9]+)$")
+GOAL = "cache-aware TTFT p90 lower than the default router's"
+
+
+def ms(value: float | None) -> float | None:
+    return None if value is None else round(1000 * value, 2)
+
+
+def split(window: dict[str, Any]) -> dict[str, Any]:
+    """The window's hit rate and the requests each engine finished (label sets that differ only in
+    labels every set shares are shown by the labels that tell them apart)."""
+    counters = window.get("series", {})
+    queries = sum(counters.get("ray_vllm_prefix_cache_queries_total", {}).values())
+    hits = sum(counters.get("ray_vllm_prefix_cache_hits_total", {}).values())
+    finished = {k: v for k, v in counters.get("ray_vllm_request_success_total", {}).items() if v}
+    parsed = {key: dict(pair.split("=", 1) for pair in key.split(",") if "=" in pair) for key in finished}
+    differ = sorted(
+        {
+            label
+            for labels in parsed.values()
+            for label in labels
+            if len({p.get(label) for p in parsed.values()}) > 1
+        }
+    )
+    by_engine = {
+        ",".join(f"{label}={parsed[key].get(label)}" for label in differ) or "all": value
+        for key, value in finished.items()
+    }
+    return {
+        "hit_rate": round(hits / queries, 4) if queries else None,
+        "queried_tokens": queries,
+        "hit_tokens": hits,
+        "requests_by_engine": by_engine,
+    }
+
+
+def engine(window: dict[str, Any]) -> dict[str, Any]:
+    """The engines' own TTFT and its queue and prefill parts over the window (mean ms)."""
+    return {
+        "requests": window["time_to_first_token_seconds"]["n"],
+        "ttft_mean_ms": window["time_to_first_token_seconds"]["mean_ms"],
+        "ttft_p50_ms": window["time_to_first_token_seconds"]["p50_ms"],
+        "queue_mean_ms": window.get("request_queue_time_seconds", {}).get("mean_ms"),
+        "prefill_mean_ms": window.get("request_prefill_time_seconds", {}).get("mean_ms"),
+    }
+
+
+def request_routing(
+    records: list[dict[str, Any]],
+    clients: dict[str, Any],
+    llmctl_row: Callable[[dict[str, Any], Any], dict[str, Any]],
+) -> dict[str, Any]:
+    """The routing row, or {} for a run without routing loads. A label loaded twice keeps its last
+    load (the earlier one counted under ``superseded``)."""
+    started = next((r for r in records if r["kind"] == "start_route"), None)
+    routers: dict[str, str] = (
+        started["routers"] if started else {"routed": "default", "routep": "prefix_aware"}
+    )
+    windows = {r["label"]: r for r in records if r["kind"] == "route_window"}
+    loads: dict[str, dict[str, Any]] = {}
+    superseded: dict[str, int] = {}
+    for record in records:
+        label = record.get("label", "")
+        if record["kind"] != "llmctl_bench" or not record["summary"] or not LABEL.match(label):
+            continue
+        if label in loads:
+            superseded[label] = superseded.get(label, 0) + 1
+        loads[label] = record
+    if not loads:
+        return {}
+    workloads: dict[str, Any] = {}
+    for label, record in loads.items():
+        found = LABEL.match(label)
+        assert found
+        summary = record["summary"]
+        row = llmctl_row(summary, clients.get(f"llmctl-{label}"))
+        row["ttft_p90_ms"] = ms(summary["metrics"]["ttft_s"].get("p90"))
+        if window := windows.get(label):
+            row.update(split(window))
+            row["engine"] = engine(window)
+        level = workloads.setdefault(found["workload"], {}).setdefault(found["level"], {"rounds": {}})
+        level["rounds"].setdefault(found["round"], {})[routers[found["cluster"]]] = row
+    default, aware = routers["routed"], routers["routep"]
+    checked: dict[str, Any] = {}
+    for workload, levels in workloads.items():
+        for level, entry in levels.items():
+            entry["aware_vs_default"] = {
+                round_: compare(rows[aware], rows[default])
+                for round_, rows in sorted(entry["rounds"].items())
+                if aware in rows and default in rows
+            }
+            if entry["aware_vs_default"]:
+                checked[f"{workload}-{level}"] = {
+                    r: pair["ttft_p90_ms_vs_default"] for r, pair in entry["aware_vs_default"].items()
+                }
+    out: dict[str, Any] = {
+        "routers": routers,
+        "workloads": {
+            name: {level: levels[level] for level in sorted(levels, key=lambda lv: int(lv[1:]))}
+            for name, levels in sorted(workloads.items())
+        },
+        "failed": sum(
+            row["failed"]
+            for levels in workloads.values()
+            for entry in levels.values()
+            for rows in entry["rounds"].values()
+            for row in rows.values()
+        ),
+        "goal": goal(checked),
+    }
+    if superseded:
+        out["superseded"] = superseded
+    return out
+
+
+def compare(aware: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
+    """The prefix-aware router's load against the default one's of the same round (ms, points, %)."""
+    rate = (aware.get("hit_rate"), default.get("hit_rate"))
+    return {
+        "ttft_p50_ms_vs_default": round(aware["ttft_p50_ms"] - default["ttft_p50_ms"], 2),
+        "ttft_p90_ms_vs_default": round(aware["ttft_p90_ms"] - default["ttft_p90_ms"], 2),
+        "output_tok_s_vs_default_pct": round(100 * (aware["output_tok_s"] / default["output_tok_s"] - 1), 1),
+        "hit_rate_points_vs_default": None if None in rate else round(100 * (rate[0] - rate[1]), 2),  # type: ignore[operator]
+    }
+
+
+def goal(checked: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Met when every workload, level and round has the cache-aware p90 below the default's; else
+    by how many ms the worst one was not (its p90 minus the default's, 0 counted as a miss)."""
+    values = [value for rounds in checked.values() for value in rounds.values()]
+    worst = max(values) if values else None
+    met = worst is not None and worst < 0
+    return {
+        "goal": GOAL,
+        "measure": "ttft_p90_ms_vs_default",
+        "unit": "ms",
+        "by_load": checked,
+        "met": met,
+        "missed_by": None if met or worst is None else round(worst, 2),
+    }
