@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-LABEL = re.compile(r"^(?P<cluster>routed|routep)-(?P<workload>[a-z]+)-(?P<level>c[0-9]+)-(?P<round>r[0-9]+)$")
+LABEL = re.compile(r"^(?P<cluster>rayrd|rayrp)-(?P<workload>[a-z]+)-(?P<level>c[0-9]+)-(?P<round>r[0-9]+)$")
 GOAL = "cache-aware TTFT p90 lower than the default router's"
 
 
@@ -71,9 +71,7 @@ def request_routing(
     """The routing row, or {} for a run without routing loads. A label loaded twice keeps its last
     load (the earlier one counted under ``superseded``)."""
     started = next((r for r in records if r["kind"] == "start_route"), None)
-    routers: dict[str, str] = (
-        started["routers"] if started else {"routed": "default", "routep": "prefix_aware"}
-    )
+    routers: dict[str, str] = started["routers"] if started else {"rayrd": "default", "rayrp": "prefix_aware"}
     windows = {r["label"]: r for r in records if r["kind"] == "route_window"}
     loads: dict[str, dict[str, Any]] = {}
     superseded: dict[str, int] = {}
@@ -98,7 +96,7 @@ def request_routing(
             row["engine"] = engine(window)
         level = workloads.setdefault(found["workload"], {}).setdefault(found["level"], {"rounds": {}})
         level["rounds"].setdefault(found["round"], {})[routers[found["cluster"]]] = row
-    default, aware = routers["routed"], routers["routep"]
+    default, aware = routers["rayrd"], routers["rayrp"]
     checked: dict[str, Any] = {}
     for workload, levels in workloads.items():
         for level, entry in levels.items():

@@ -61,7 +61,7 @@ def main() -> None:
         "--eager", action="store_true", help="start-pair/-route/-fast4/-plain4: vLLM eager mode"
     )
     parser.add_argument(
-        "--routers", default="default,prefix_aware", help="start-route: routed's and routep's request router"
+        "--routers", default="default,prefix_aware", help="start-route: rayrd's and rayrp's request router"
     )
     args = parser.parse_args()
     servers.FAST_PATH = args.fast_path

@@ -61,8 +61,8 @@ VLLM_PORTS = {
     # ingress ranges (HTTP 30000-31000, gRPC 40000-41000 by default) and every range above
     "ray2fe": 55000,
     "vllm2fe": 55500,
-    "routed": 56000,  # two replicas in one cluster: vLLM moves to the next free port when one is taken
-    "routep": 56500,
+    "rayrd": 56000,  # two replicas in one cluster: vLLM moves to the next free port when one is taken
+    "rayrp": 56500,
     "ray4fe": 57000,
     "vllm4fe": 57500,
 }
@@ -91,9 +91,11 @@ SERVERS = {
     # our app on the fast path at tp 2 beside plain vLLM at tp 2, started together
     "ray2fe": (8011, "0,1"),
     "vllm2fe": (8012, "2,3"),
-    # two fast-path clusters of 2 replicas at tp 1 each: the default router and the prefix-aware one
-    "routed": (8013, "0,1"),
-    "routep": (8014, "2,3"),
+    # two fast-path clusters of 2 replicas at tp 1 each: the default router (rayrd) and the prefix-aware
+    # one (rayrp); "ray" first, as every Ray cluster's name (ready, the engine metrics port and the logs
+    # go by it)
+    "rayrd": (8013, "0,1"),
+    "rayrp": (8014, "2,3"),
     # tp 4: our app on the fast path, then plain vLLM, one after the other
     "ray4fe": (8015, "0,1,2,3"),
     "vllm4fe": (8016, "0,1,2,3"),
@@ -106,8 +108,8 @@ RAY_PORTS = {
     "ray2e": 6386,
     "ray1d": 6381,
     "ray2fe": 6387,
-    "routed": 6388,
-    "routep": 6389,
+    "rayrd": 6388,
+    "rayrp": 6389,
     "ray4fe": 6390,
 }
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
@@ -119,8 +121,8 @@ RAY_SLOT = {
     "ray2e": 4,
     "ray1d": 0,
     "ray2fe": 5,
-    "routed": 6,
-    "routep": 7,
+    "rayrd": 6,
+    "rayrp": 7,
     "ray4fe": 8,
 }
 

@@ -4,7 +4,7 @@ shared-prefix and multi-turn loads on two Ray clusters that differ only in their
 
 - ``start-pair``: our app on the fast path at tp 2 (``ray2fe``, GPUs 0-1) and plain vLLM at tp 2
   (``vllm2fe``, GPUs 2-3), started together; ``bench-f --names ray2fe,vllm2fe`` compares them.
-- ``start-route``: two fast-path clusters of 2 replicas at tp 1, ``routed`` (GPUs 0-1) and ``routep``
+- ``start-route``: two fast-path clusters of 2 replicas at tp 1, ``rayrd`` (GPUs 0-1) and ``rayrp``
   (GPUs 2-3), each with the request router ``--routers`` names for it (default ``default,prefix_aware``).
 - ``start-fast4`` / ``start-plain4``: tp 4 on every GPU, our app on the fast path (``ray4fe``) or
   plain vLLM (``vllm4fe``), everything else stopped first; ``bench-f --names ray4fe`` (or ``vllm4fe``).
@@ -51,11 +51,11 @@ def start_pair(args: argparse.Namespace) -> None:
 
 def routers(args: argparse.Namespace) -> dict[str, str]:
     """Which request router each routing cluster gets: ``--routers`` names them in the order
-    routed, routep (the values are the blueprint's ``serving.request_router``, passed on as given)."""
+    rayrd, rayrp (the values are the blueprint's ``serving.request_router``, passed on as given)."""
     given = [value for value in getattr(args, "routers", "default,prefix_aware").split(",") if value]
     if len(given) != 2:
-        raise ValueError(f"--routers needs two values (routed, routep), got {given}")
-    return dict(zip(("routed", "routep"), given, strict=True))
+        raise ValueError(f"--routers needs two values (rayrd, rayrp), got {given}")
+    return dict(zip(("rayrd", "rayrp"), given, strict=True))
 
 
 def start_route(args: argparse.Namespace) -> None:

@@ -61,14 +61,8 @@ def patch_llm_config(change: Callable[[dict[str, Any]], object]) -> None:
     ray_vllm_app.llm_config = changed
 
 
-def deploy(args: argparse.Namespace) -> None:
-    import ray
-    from ray import serve
-
-    ray.init(address=args.address)
-    config = json.loads(Path(args.config).read_text())
-    app = config["applications"][0]
-    app_args = dict(app["args"])
+def force(args: argparse.Namespace, app_args: dict[str, Any]) -> dict[str, list[Any]]:
+    """What the device forces in the rendered app's args (changed in place), each as [rendered, forced]."""
     blueprint = app_args["blueprint"]
     changes = {
         "compute.tensor_parallel": [blueprint["compute"]["tensor_parallel"], args.tp],
@@ -80,9 +74,21 @@ def deploy(args: argparse.Namespace) -> None:
     blueprint["serving"]["gpu_memory_utilization"] = args.util
     blueprint["compute"]["tensor_parallel"] = args.tp
     app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=args.replicas)
-    if args.router:  # the request router the blueprint names (default / prefix_aware)
+    if args.router:  # the request router the blueprint names (e.g. default, prefix_aware), as given
         changes["serving.request_router"] = [blueprint["serving"].get("request_router"), args.router]
         blueprint["serving"]["request_router"] = args.router
+    return changes
+
+
+def deploy(args: argparse.Namespace) -> None:
+    import ray
+    from ray import serve
+
+    ray.init(address=args.address)
+    config = json.loads(Path(args.config).read_text())
+    app = config["applications"][0]
+    app_args = dict(app["args"])
+    changes = force(args, app_args)
     if args.experimental:  # the variant only: Ray Serve LLM's experimental_configs added to the LLMConfig
         extra = json.loads(args.experimental)
         patch_llm_config(lambda found: found.__setitem__("experimental_configs", extra))

@@ -12,28 +12,14 @@ device is given, and how gpu.json is made from the device's records.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from gpu_support import load
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-28-h200x2.jsonl"
-
-
-def load(name: str) -> ModuleType:
-    """A fresh copy of a harness file, as the device runs it. device.py's step modules (device_*.py,
-    imported from its folder) are dropped first, so each load reads GPU_ROOT and GPU_CARRY again."""
-    for cached in [m for m in sys.modules if m.startswith("device_")]:
-        del sys.modules[cached]
-    spec = importlib.util.spec_from_file_location(f"gpu_{name}", ROOT / "benchmarks" / "gpu" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_program_started_on_the_device_has_multicast_off() -> None:
