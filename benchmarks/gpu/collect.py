@@ -367,17 +367,9 @@ def serving_path_fast(
     """Per level, each round's loads (``<server>-c<level>-r<round>``), each of our paths against plain
     vLLM's load of the same round, and issue 52's goals checked in every round of the fast path. A
     label loaded twice keeps its last load (the earlier one is counted under ``superseded``)."""
-    loads: dict[str, dict[str, Any]] = {}
-    superseded: dict[str, int] = {}
-    for record in records:
-        label = record.get("label", "")
-        if record["kind"] != "llmctl_bench" or not record["summary"] or not ROUND.search(label):
-            continue
-        if label.rsplit("-", 2)[0] not in paths:
-            continue
-        if label in loads:
-            superseded[label] = superseded.get(label, 0) + 1
-        loads[label] = record
+    loads, superseded = collect_route.last_loads(
+        records, lambda label: bool(ROUND.search(label)) and label.rsplit("-", 2)[0] in paths
+    )
     if not loads:
         return {}
     levels: dict[str, Any] = {}

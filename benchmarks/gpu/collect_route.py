@@ -63,6 +63,23 @@ def engine(window: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def last_loads(
+    records: list[dict[str, Any]], keep: Callable[[str], bool]
+) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """The ``llmctl bench`` loads whose label ``keep`` accepts, the last of each label, and how many
+    earlier loads of a label the last one superseded (a call that re-ran a level)."""
+    loads: dict[str, dict[str, Any]] = {}
+    superseded: dict[str, int] = {}
+    for record in records:
+        label = record.get("label", "")
+        if record["kind"] != "llmctl_bench" or not record["summary"] or not keep(label):
+            continue
+        if label in loads:
+            superseded[label] = superseded.get(label, 0) + 1
+        loads[label] = record
+    return loads, superseded
+
+
 def request_routing(
     records: list[dict[str, Any]],
     clients: dict[str, Any],
@@ -73,15 +90,7 @@ def request_routing(
     started = next((r for r in records if r["kind"] == "start_route"), None)
     routers: dict[str, str] = started["routers"] if started else {"rayrd": "default", "rayrp": "prefix_aware"}
     windows = {r["label"]: r for r in records if r["kind"] == "route_window"}
-    loads: dict[str, dict[str, Any]] = {}
-    superseded: dict[str, int] = {}
-    for record in records:
-        label = record.get("label", "")
-        if record["kind"] != "llmctl_bench" or not record["summary"] or not LABEL.match(label):
-            continue
-        if label in loads:
-            superseded[label] = superseded.get(label, 0) + 1
-        loads[label] = record
+    loads, superseded = last_loads(records, lambda label: bool(LABEL.match(label)))
     if not loads:
         return {}
     workloads: dict[str, Any] = {}
