@@ -145,7 +145,7 @@ def series(text: str) -> dict[str, dict[str, float]]:
 
 
 def series_delta(before: str, after: str) -> dict[str, dict[str, float]]:
-    """What each label set's counters grew by between two scrapes (the sets that grew)."""
+    """What each label set's counters grew by between two scrapes (a set absent before counts from 0)."""
     earlier, later = series(before), series(after)
     return {
         name: {key: value - earlier.get(name, {}).get(key, 0.0) for key, value in sets.items()}
