@@ -282,3 +282,65 @@ def test_the_driver_forces_the_replicas_and_the_router_it_is_given() -> None:
     as_rendered["blueprint"]["serving"]["gpu_memory_utilization"] = 0.9
     driver.force(argparse.Namespace(tp=1, model="m", util=0.9, replicas=1, router=None), as_rendered)
     assert "request_router" not in as_rendered["blueprint"]["serving"]
+
+
+def documented_calls() -> dict[str, list[str]]:
+    """docs/gpu-runs.md's call table for this plan: each call's device.py arguments, as written."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "gpu-runs.md").read_text()
+    section = page.split("### tp 2, routing and tp 4 on the fast path", 1)[1].split("\n### ", 1)[0]
+    calls = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`") and cells[0] not in ("call",):
+            calls[cells[0]] = cells[1].strip("`").split()
+    return calls
+
+
+def test_the_documented_calls_run_steps_that_exist_with_flags_that_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coordinator runs the page's commands literally: every step exists, every flag parses, every
+    name is a server of the harness, and the starts get the fast path and eager mode where written."""
+    device = device_in(tmp_path, monkeypatch)
+    calls = documented_calls()
+    assert list(calls) == ["parts 00-13", "A (part 14)", "B", "C", "D", "E", "F"]
+    ran: list[tuple[str, str, bool, bool]] = []
+
+    def step(name: str) -> Any:
+        return lambda args: ran.append((name, args.names, device.servers.FAST_PATH, args.eager))
+
+    for module, names in (
+        (device.install, ("recv", "setup")),
+        (device.servers, ("wait",)),
+        (device.bench, ("bench_f",)),
+        (
+            device.plan,
+            ("start_pair", "start_route", "start_fast4", "start_plain4", "stop_all", "bench_route"),
+        ),
+    ):
+        for name in names:
+            monkeypatch.setattr(module, name, step(name.replace("_", "-")))
+    listed = "".join(f"GPU {i}: NVIDIA H200\n" for i in range(4))
+    monkeypatch.setattr(
+        device.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(argv, 0, listed, "")
+    )
+    steps = {}
+    for call, argv in calls.items():
+        ran.clear()
+        monkeypatch.setattr(device.sys, "argv", ["device.py", *argv])
+        device.main()
+        steps[call] = [name for name, *_ in ran]
+        for _, names, fast, eager in ran:
+            if "--names" in argv:
+                assert set(names.split(",")) <= set(device.base.SERVERS)
+            assert fast == ("--fast-path" in argv) and eager == ("--eager" in argv)
+        assert not device.base.RESULTS.exists() or "step_failed" not in device.base.RESULTS.read_text()
+    assert steps == {
+        "parts 00-13": ["recv"],
+        "A (part 14)": ["recv", "setup", "start-pair", "wait"],
+        "B": ["bench-f", "stop-all", "start-route"],
+        "C": ["wait", "bench-route"],
+        "D": ["bench-route", "stop-all", "start-fast4"],
+        "E": ["bench-f", "stop-all", "start-plain4"],
+        "F": ["bench-f", "stop-all"],
+    }
