@@ -61,8 +61,10 @@ VLLM_PORTS = {
     # ingress ranges (HTTP 30000-31000, gRPC 40000-41000 by default) and every range above
     "ray2fe": 55000,
     "vllm2fe": 55500,
-    "rayrd": 56000,  # two replicas in one cluster: vLLM moves to the next free port when one is taken
-    "rayrp": 56500,
+    # rayrd and rayrp: none. Their two replicas' engines start at the same moment in one environment;
+    # with VLLM_PORT set both would probe the same first port, find it free and take it (vLLM 0.26.0
+    # vllm/utils/network_utils.py _get_open_port binds it, closes it and returns it; the process
+    # group binds it later), so their engines get the ports the system hands out, as in the pods
     "ray4fe": 57000,
     "vllm4fe": 57500,
 }

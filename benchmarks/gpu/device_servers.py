@@ -107,7 +107,8 @@ def ray_vllm(
     offset = RAY_SLOT[name]
     extra = cache_env(cache or name)
     extra["NCCL_DEBUG"] = "INFO"
-    extra["VLLM_PORT"] = str(VLLM_PORTS[name])
+    if name in VLLM_PORTS:  # not for a cluster of several replicas (device_base VLLM_PORTS says why)
+        extra["VLLM_PORT"] = str(VLLM_PORTS[name])
     temp = f"/tmp/r{offset}"
     argv = ["ray", "start", "--head", f"--port={gcs}", f"--num-gpus={gpus_total}", "--num-cpus=16"]
     argv += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
@@ -140,6 +141,7 @@ def ray_vllm(
         tail=(started.stdout + started.stderr)[-600:],
         fast_path=FAST_PATH,
         open_files={k: v for k, v in files.items() if k != "raise"},
+        vllm_port=extra.get("VLLM_PORT"),
     )
     spawn(
         name, driver_argv(name, gcs, port, tp, *driver), environ, started=began

@@ -107,8 +107,9 @@ def ports_of(base: Any, name: str, fast: bool) -> set[int]:
     """Every port (and port range) a server of the plan binds: its Serve or vLLM port, vLLM's own
     range, and for a Ray cluster its GCS, client, agent, metrics export, worker range and, on the
     fast path, HAProxy's ports and the direct ingress range."""
-    port = base.SERVERS[name][0]
-    ports = {port, *range(base.VLLM_PORTS[name], base.VLLM_PORTS[name] + 100)}
+    ports = {base.SERVERS[name][0]}
+    if name in base.VLLM_PORTS:
+        ports |= set(range(base.VLLM_PORTS[name], base.VLLM_PORTS[name] + 100))
     if name in base.RAY_SLOT:
         slot = base.RAY_SLOT[name]
         low, high = base.worker_ports(slot)
@@ -165,6 +166,10 @@ def test_a_fast_path_cluster_starts_on_its_own_ports(tmp_path: Path, monkeypatch
     assert seen["env"]["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and seen["env"]["CUDA_VISIBLE_DEVICES"] == "2,3"
     low, high = device.base.worker_ports(slot)
     assert f"--min-worker-port={low}" in seen["argv"] and f"--max-worker-port={high}" in seen["argv"]
+    # two replicas in one environment: no VLLM_PORT, or both engines would take the same first port
+    assert "VLLM_PORT" not in seen["env"]
+    device.servers.ray_vllm("ray2fe", tp=2, gpus_total=2)  # one engine a cluster: a range of its own
+    assert seen["env"]["VLLM_PORT"] == str(device.base.VLLM_PORTS["ray2fe"])
 
 
 def test_the_routing_workloads_fit_the_context_and_are_valid_bench_flags(
