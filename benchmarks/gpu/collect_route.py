@@ -100,6 +100,7 @@ def request_routing(
         summary = record["summary"]
         row = llmctl_row(summary, clients.get(f"llmctl-{label}"))
         row["ttft_p90_ms"] = ms(summary["metrics"]["ttft_s"].get("p90"))
+        row["ttft_mean_ms"] = ms(summary["metrics"]["ttft_s"].get("mean"))
         if window := windows.get(label):
             row.update(split(window))
             row["engine"] = engine(window)
@@ -131,7 +132,7 @@ def request_routing(
             for rows in entry["rounds"].values()
             for row in rows.values()
         ),
-        "goal": goal(checked),
+        "goal": goal(checked, workloads, (default, aware)),
     }
     if superseded:
         out["superseded"] = superseded
@@ -149,17 +150,43 @@ def compare(aware: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def goal(checked: dict[str, dict[str, float]]) -> dict[str, Any]:
+def goal(
+    checked: dict[str, dict[str, float]], workloads: dict[str, Any], routers: tuple[str, str]
+) -> dict[str, Any]:
     """Met when every workload, level and round has the cache-aware p90 below the default's; else
-    by how many ms the worst one was not (its p90 minus the default's, 0 counted as a miss)."""
+    by how many ms the worst one was not (its p90 minus the default's, 0 counted as a miss), and
+    where that load's time went by the engines' histograms."""
     values = [value for rounds in checked.values() for value in rounds.values()]
     worst = max(values) if values else None
     met = worst is not None and worst < 0
-    return {
+    out: dict[str, Any] = {
         "goal": GOAL,
         "measure": "ttft_p90_ms_vs_default",
         "unit": "ms",
         "by_load": checked,
         "met": met,
         "missed_by": None if met or worst is None else round(worst, 2),
+    }
+    if not met and worst is not None:
+        load, round_ = next((k, r) for k, rounds in checked.items() for r, v in rounds.items() if v == worst)
+        workload, level = load.rsplit("-", 1)
+        rows = workloads[workload][level]["rounds"][round_]
+        out["where_time_goes"] = {"load": load, "round": round_} | {
+            router: where(rows[router]) for router in routers
+        }
+    return out
+
+
+def where(row: dict[str, Any]) -> dict[str, Any]:
+    """One load's client TTFT against its engines' (mean ms): queue and prefill inside, the rest outside."""
+    engine_row = row.get("engine", {})
+    client, inside = row.get("ttft_mean_ms"), engine_row.get("ttft_mean_ms")
+    return {
+        "client_ttft_mean_ms": client,
+        "client_ttft_p90_ms": row.get("ttft_p90_ms"),
+        "engine_ttft_mean_ms": inside,
+        "engine_queue_mean_ms": engine_row.get("queue_mean_ms"),
+        "engine_prefill_mean_ms": engine_row.get("prefill_mean_ms"),
+        "outside_engine_mean_ms": None if client is None or inside is None else round(client - inside, 2),
+        "hit_rate": row.get("hit_rate"),
     }

@@ -189,6 +189,19 @@ def test_the_routing_row_compares_the_routers_per_workload_level_and_round(tmp_p
     goal = routing["goal"]
     assert goal["by_load"]["turns-c64"] == {"r1": 5.0} and goal["by_load"]["prefix-c16"] == {"r1": -20.0}
     assert not goal["met"] and goal["missed_by"] == 5.0
+    # where the worst load's time went: the client's TTFT mean (p50 x 1.1) against the engines' (50 ms)
+    where = goal["where_time_goes"]
+    assert (where["load"], where["round"]) == ("turns-c64", "r1")
+    assert where["pfx"] == {
+        "client_ttft_mean_ms": 44.0,
+        "client_ttft_p90_ms": 85.0,
+        "engine_ttft_mean_ms": 50.0,
+        "engine_queue_mean_ms": 5.0,
+        "engine_prefill_mean_ms": 20.0,
+        "outside_engine_mean_ms": -6.0,
+        "hit_rate": 0.9,
+    }
+    assert where["default"]["client_ttft_mean_ms"] == 55.0 and where["default"]["hit_rate"] == 0.5
     # the routing loads are nobody else's rows
     assert "serving_path_fast_tensor_parallel" not in measured and measured["serving_path"] == {}
 
