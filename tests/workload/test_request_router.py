@@ -141,3 +141,52 @@ def test_blueprints_show_says_which_router_and_why() -> None:
     assert "HAProxy forwards the body" in on["request_router_reason"]
     cpu = describe("tiny-cpu")["derived"]["request_router_reason"]
     assert cpu == "default: the runtime's own (no Ray Serve LLM deployment router)"
+
+
+class _Tree:
+    """The prefix tree actor's ``insert`` (a Ray actor: the boundary), recording its calls."""
+
+    def __init__(self) -> None:
+        self.inserted: list[tuple[str, str]] = []
+        self.insert = self
+
+    def remote(self, text: str, tenant: str, _at: float) -> None:
+        self.inserted.append((text, tenant))
+
+
+class _Replica:
+    def __init__(self, name: str) -> None:
+        self.replica_id = type("Id", (), {"to_full_id_str": lambda _self: name})()
+
+
+def test_under_direct_streaming_the_router_records_the_replica_it_picks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray's router records a prompt only in ``on_request_routed``, which the pick-only path never
+    calls: llmctl's records the first of the first rank, the replica LLMRouter takes."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from ray.llm._internal.serve.routing_policies.prefix_aware.prefix_aware_router import (
+        PrefixCacheAffinityRouter,
+    )
+
+    from llmctl.serving.serve_llm.prefix_router import DirectStreamingPrefixRouter
+
+    a, b = _Replica("A"), _Replica("B")
+
+    async def rays_pick(_self: Any, candidate_replicas: Any, pending_request: Any = None) -> Any:
+        return [[b, a]]  # Ray's ranking (tied smallest tenants, or the prefix match)
+
+    monkeypatch.setattr(PrefixCacheAffinityRouter, "choose_replicas", rays_pick)
+    router = object.__new__(DirectStreamingPrefixRouter)
+    router._tree_actor = _Tree()
+    chat = SimpleNamespace(messages=[{"role": "user", "content": "shared prefix. turn one"}])
+    request = SimpleNamespace(args=[chat], kwargs={})
+    assert asyncio.run(router.choose_replicas([a, b], request)) == [[b, a]]
+    assert router._tree_actor.inserted == [("shared prefix. turn one", "B")]
+    # a body without a prompt (HAProxy forwarded none) records nothing; nor does Serve's own hook
+    asyncio.run(router.choose_replicas([a, b], SimpleNamespace(args=[], kwargs={})))
+    asyncio.run(router.choose_replicas([a, b], SimpleNamespace(args=[SimpleNamespace(x=1)], kwargs={})))
+    router.on_request_routed(request, "A", None)
+    assert router._tree_actor.inserted == [("shared prefix. turn one", "B")]
