@@ -54,6 +54,8 @@ def describe(blueprint: Blueprint) -> dict[str, object]:
     elif why_not is not None:
         reason = f"cannot: {why_not}"
     else:
-        direct = ", recording its own picks; HAProxy forwards the body" if fast_path.enabled(blueprint) else ""
+        direct = (
+            ", recording its own picks; HAProxy forwards the body" if fast_path.enabled(blueprint) else ""
+        )
         reason = f"prefix_aware: Ray Serve LLM's PrefixCacheAffinityRouter{direct} (docs/serving.md)"
     return {"request_router": chosen, "request_router_reason": reason}
