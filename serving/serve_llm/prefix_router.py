@@ -26,7 +26,7 @@ def first_pick(ranks: list[Any]) -> Any:
     return next((replica for rank in ranks for replica in rank), None)
 
 
-class DirectStreamingPrefixRouter(PrefixCacheAffinityRouter):  # type: ignore[misc]
+class DirectStreamingPrefixRouter(PrefixCacheAffinityRouter):
     """Ray's prefix router that records each prompt for the replica it picks."""
 
     async def choose_replicas(self, candidate_replicas: list[Any], pending_request: Any = None) -> Any:
