@@ -5,8 +5,9 @@ Direct streaming's ``LLMRouter`` picks with ``handle.choose_replica(payload, _re
 replica of the first rank. On that path Serve never calls ``on_request_routed``
 (``ray/serve/_private/router.py`` ``choose_replica``), so Ray's ``PrefixCacheAffinityRouter`` never
 fills its prefix tree and every prompt goes to one replica; llmctl's ``DirectStreamingPrefixRouter``
-records its picks, so prompt groups spread over both replicas and each group stays on one. Run on
-the Ray this environment has (2.60.0 when written; the pods' is 2.58.0, whose code path is the same).
+records its picks, so prompt groups spread over both replicas and each group stays on one. Runs on
+the Ray this environment has (2.60.0 when written); on 2026-11-28 it also passed on the pods' 2.58.0
+(the ray==2.58.0 cp311 wheel unpacked ahead of it on PYTHONPATH), with the same figures.
 """
 
 from __future__ import annotations
