@@ -9,7 +9,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from llmctl.blueprints import fast_path
+from llmctl.blueprints import fast_path, request_router
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pricing import blueprint_cost, node_plan
@@ -60,6 +60,7 @@ def describe(ref: str) -> dict[str, Any]:
             "serving_hourly_usd": round(cost.serving_hourly_usd, 4),
             "platform_hourly_usd": round(cost.platform_hourly_usd, 4),
             **fast_path.describe(bp),
+            **request_router.describe(bp),
         },
     }
 

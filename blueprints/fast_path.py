@@ -42,7 +42,7 @@ def blueprint_ray(blueprint: Blueprint) -> str:
     return versions().python["ray"].value
 
 
-def _tuple(version: str) -> tuple[int, ...]:
+def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
@@ -55,7 +55,7 @@ def blocker(blueprint: Blueprint) -> str | None:
             "HAProxy alone in front of llmctl's own app is not measured, so it is not offered"
         )
     ray = blueprint_ray(blueprint)
-    if _tuple(ray) < MIN_RAY:
+    if version_tuple(ray) < MIN_RAY:
         why = (
             " (the Neuron vLLM container's vLLM 0.13 runs only this Ray's Serve LLM)"
             if blueprint.is_neuron

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmctl.blueprints import fast_path
+from llmctl.blueprints import fast_path, request_router
 from llmctl.blueprints.hardware import HardwareCatalog, Instance, in_range
 from llmctl.blueprints.hub_names import is_path_id
 from llmctl.blueprints.models import ModelArch, lookup_model
@@ -255,6 +255,10 @@ def _features(ctx: Context) -> list[Problem]:
     if bp.serving.ray_fast_path and (why_not := fast_path.blocker(bp)) is not None:
         problems.append(
             ("serving.ray_fast_path", f"this blueprint cannot take it: {why_not}; remove it or set false")
+        )
+    if bp.serving.request_router != "default" and (why_not := request_router.blocker(bp)) is not None:
+        problems.append(
+            ("serving.request_router", f"this blueprint cannot route by prefix: {why_not}; use default")
         )
     if bp.caches.model_mirror and is_path_id(bp.model.id):
         problems.append(

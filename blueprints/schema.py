@@ -293,6 +293,12 @@ class ServingSpec(_Strict):
         "the Ray head and workers (Ray Serve LLM runtimes on Ray >= 2.55 only). Unset: on wherever the blueprint can take "
         "it; `llmctl blueprints show` says why a blueprint cannot. false keeps Ray's Python proxy.",
     )
+    request_router: Literal["default", "prefix_aware"] = Field(
+        "default",
+        description="Which replica takes a request (Ray Serve LLM runtimes only): default is Ray's own "
+        "router; prefix_aware is Ray Serve LLM's PrefixCacheAffinityRouter, which sends a prompt to the "
+        "replica that served its longest prefix (its vLLM prefix cache). `llmctl blueprints show` says why.",
+    )
 
     @field_validator("route_prefix")
     @classmethod

@@ -3,9 +3,14 @@ Ray cluster started on the device, and record Ray's view of the replica's placem
 
 The import path and the args are the rendered ones (``llmctl render -b llama2-70b-vllm-gpu``, made by
 ``make gpu-prepare``); only what the device forces changes, and the results say so: the model (the
-tiny random Llama), ``tensor_parallel``, ``num_replicas`` (1 unless ``--replicas``) and, with ``--router``, the
-blueprint's ``serving.request_router``. (The app sets no Ray ``accelerator_type``
+tiny random Llama), ``tensor_parallel``, ``num_replicas`` (``--replicas``, default 1) and, when
+``--router`` names one, the blueprint's ``serving.request_router`` (the app turns it into Ray's
+router as in the cluster: serving/serve_llm/routing.py). (The app sets no Ray ``accelerator_type``
 since issue 42, so the blueprint's A100 instance type needs no renaming on an H100 or H200.)
+
+A prefix router under direct streaming also needs HAProxy to forward the body
+(``RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY=1``), which Ray reads at ``ray start``, not here:
+the changes record the value this driver's environment (the one ``ray start`` was given) holds.
 """
 
 from __future__ import annotations
@@ -13,11 +18,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+#: read by Ray's HAProxy at `ray start` (infra/workload/builders/fast_path.py FORWARD_BODY_ENV)
+FORWARD_BODY_ENV = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"
 
 
 def main() -> None:
@@ -34,9 +43,9 @@ def main() -> None:
         "--engine-extra", default=None, help="vLLM engine kwargs (JSON) added to the LLMConfig's (a variant)"
     )
     parser.add_argument("--no-start", action="store_true", help="Serve runs already: replace the app")
-    parser.add_argument("--replicas", type=int, default=1, help="num_replicas (routing: 2 at tp 1)")
+    parser.add_argument("--replicas", type=int, default=1, help="the app's num_replicas (default 1)")
     parser.add_argument(
-        "--router", default=None, help="the blueprint's serving.request_router (default: as rendered)"
+        "--router", default=None, help="serving.request_router (default | prefix_aware; default: as rendered)"
     )
     args = parser.parse_args()
     failed = Path(str(args.ready).replace(".ready", ".failed"))
@@ -61,10 +70,11 @@ def patch_llm_config(change: Callable[[dict[str, Any]], object]) -> None:
     ray_vllm_app.llm_config = changed
 
 
-def force(args: argparse.Namespace, app_args: dict[str, Any]) -> dict[str, list[Any]]:
-    """What the device forces in the rendered app's args (changed in place), each as [rendered, forced]."""
+def device_args(app: dict[str, Any], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The app's args with the device's changes, and the changes as ``{what: [rendered, device]}``."""
+    app_args = dict(app["args"])
     blueprint = app_args["blueprint"]
-    changes = {
+    changes: dict[str, Any] = {
         "compute.tensor_parallel": [blueprint["compute"]["tensor_parallel"], args.tp],
         "args.model_source": [app_args.get("model_source"), args.model],
         "args.served_model_name": [app_args.get("served_model_name"), "tiny"],
@@ -74,10 +84,11 @@ def force(args: argparse.Namespace, app_args: dict[str, Any]) -> dict[str, list[
     blueprint["serving"]["gpu_memory_utilization"] = args.util
     blueprint["compute"]["tensor_parallel"] = args.tp
     app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=args.replicas)
-    if args.router:  # the request router the blueprint names (e.g. default, prefix_aware), as given
+    if args.router is not None:  # the blueprint's own setting, so the app builds Ray's router from it
         changes["serving.request_router"] = [blueprint["serving"].get("request_router"), args.router]
         blueprint["serving"]["request_router"] = args.router
-    return changes
+    changes["env." + FORWARD_BODY_ENV] = [None, os.environ.get(FORWARD_BODY_ENV)]
+    return app_args, changes
 
 
 def deploy(args: argparse.Namespace) -> None:
@@ -87,8 +98,7 @@ def deploy(args: argparse.Namespace) -> None:
     ray.init(address=args.address)
     config = json.loads(Path(args.config).read_text())
     app = config["applications"][0]
-    app_args = dict(app["args"])
-    changes = force(args, app_args)
+    app_args, changes = device_args(app, args)
     if args.experimental:  # the variant only: Ray Serve LLM's experimental_configs added to the LLMConfig
         extra = json.loads(args.experimental)
         patch_llm_config(lambda found: found.__setitem__("experimental_configs", extra))

@@ -13,6 +13,7 @@ from typing import Any
 from llmctl.blueprints import serving_limits
 from llmctl.blueprints.schema import Blueprint
 from llmctl.serving.common.ingress import autoscaling_config, shedding_options
+from llmctl.serving.serve_llm.routing import request_router_config
 
 #: the app args every Ray Serve LLM runtime accepts besides ``blueprint``
 ARGS = frozenset({"model_source", "served_model_name", "num_replicas"})
@@ -42,6 +43,7 @@ def model_source(blueprint: Blueprint, explicit: str | None) -> str | dict[str, 
 def deployment_config(blueprint: Blueprint, options: dict[str, Any], *, backpressure: bool) -> dict[str, Any]:
     """Replicas (fixed by ``num_replicas`` or autoscaled), concurrency, shedding and drain.
 
+    The request router is ``serving.request_router``'s (:mod:`.routing`; none: Ray's default).
     Shedding is Ray's: ``max_queued_requests`` bounds what waits for the LLM replicas (429 with
     ``Retry-After`` when the installed Ray takes ``backpressure_config``, else Ray's 503), and
     ``graceful_shutdown_timeout_s`` lets a stopping replica finish a generation.
@@ -58,6 +60,9 @@ def deployment_config(blueprint: Blueprint, options: dict[str, Any], *, backpres
         config["num_replicas"] = int(options["num_replicas"])
     else:
         config["autoscaling_config"] = autoscaling_config(blueprint)
+    router = request_router_config(blueprint)  # serving.request_router (routing.py)
+    if router is not None:
+        config["request_router_config"] = router
     return config
 
 

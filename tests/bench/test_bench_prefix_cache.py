@@ -203,3 +203,29 @@ def test_a_sweep_reports_each_levels_hit_rate(fake: Any, tmp_path: Path) -> None
         round(4 * 64 / queried[0], 4),
         round(6 * 64 / queried[1], 4),
     ]
+
+
+# Ray's export of the same counters behind Ray Serve LLM, two replicas (vLLM's Ray stat logger adds
+# ReplicaId; the names are the ones the 2026-11-28 H200 run listed from Ray's metrics port:
+# benchmarks/results/gpu-runs/2026-11-28-h200x2.jsonl, kind metric_names)
+RAY_PAGE = """\
+# HELP ray_vllm_prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE ray_vllm_prefix_cache_queries_total counter
+ray_vllm_prefix_cache_queries_total{Component="core_worker",ReplicaId="a1",WorkerId="w1",engine="0",model_name="tiny"} 1200.0
+ray_vllm_prefix_cache_queries_total{Component="core_worker",ReplicaId="b2",WorkerId="w2",engine="0",model_name="tiny"} 800.0
+# TYPE ray_vllm_prefix_cache_hits_total counter
+ray_vllm_prefix_cache_hits_total{Component="core_worker",ReplicaId="a1",WorkerId="w1",engine="0",model_name="tiny"} 900.0
+ray_vllm_prefix_cache_hits_total{Component="core_worker",ReplicaId="b2",WorkerId="w2",engine="0",model_name="tiny"} 100.0
+ray_vllm_prompt_tokens_cached_total{Component="core_worker",ReplicaId="a1",WorkerId="w1",engine="0",model_name="tiny"} 5.0
+"""
+
+
+def test_rays_exported_counters_are_read_summed_over_replicas() -> None:
+    assert read_counters(RAY_PAGE) == {QUERIES: 2000.0, HITS: 1000.0}
+    figures = level_hit_rate({QUERIES: 0.0, HITS: 0.0}, read_counters(RAY_PAGE), ["http://h:8090/metrics"])
+    assert figures["hit_rate"] == 0.5 and figures["available"] is True
+
+
+def test_a_page_with_both_families_is_read_once_under_vllms_own() -> None:
+    both = RECORDED.read_text() + RAY_PAGE
+    assert read_counters(both) == {QUERIES: 549273.0, HITS: 47024.0}

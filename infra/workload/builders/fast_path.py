@@ -23,6 +23,9 @@ Every name below is read by Ray 2.58.0 (its wheel, `ray/serve/_private/constants
   can declare them; a released port stays out of the pool for 150 s
   (``RAY_SERVE_PORT_QUARANTINE_S``), which the spare ports cover. gRPC direct ingress (40000+) is
   bound only when Serve's gRPC options name servicers, which llmctl's config does not;
+- ``RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY=1`` with ``serving.request_router: prefix_aware``
+  only: HAProxy then sends the request body to ``LLMRouter``'s ``/internal/route`` (default: an
+  empty body, on which a prefix router can only load-balance; ``ingress_request_router.lua.tmpl``);
 - HAProxy's own listeners: the Serve port (8000, ``http_options.port``) on every pod that runs a
   proxy (head and workers), its stats page (``RAY_SERVE_HAPROXY_STATS_PORT`` 8404) and its
   Prometheus exporter (``RAY_SERVE_HAPROXY_METRICS_PORT`` 9101).
@@ -56,6 +59,8 @@ DIRECT_INGRESS_FIRST = 30000
 DIRECT_INGRESS_COUNT = 8
 DIRECT_INGRESS_PORTS = tuple(range(DIRECT_INGRESS_FIRST, DIRECT_INGRESS_FIRST + DIRECT_INGRESS_COUNT))
 OPEN_FILES_ENV = "RAY_START_ULIMIT_OPEN_FILES"
+#: HAProxy hands the ingress request router the request body (serving/serve_llm/routing.py)
+FORWARD_BODY_ENV = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"
 
 
 def admitted_streams(blueprint: Blueprint) -> int:
@@ -98,6 +103,8 @@ def env(blueprint: Blueprint) -> list[Obj]:
         "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(DIRECT_INGRESS_PORTS[-1] + 1),  # exclusive
         OPEN_FILES_ENV: str(open_files(blueprint)),
     }
+    if blueprint.serving.request_router == "prefix_aware":  # the prefix router reads the prompt
+        values[FORWARD_BODY_ENV] = "1"
     return [{"name": name, "value": value} for name, value in values.items()]
 
 
