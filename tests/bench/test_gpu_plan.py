@@ -268,27 +268,6 @@ def test_bench_route_alternates_the_clusters_and_reads_each_window_after_ray_exp
     assert events[-2:] == [("lines", "rayrd"), ("lines", "rayrp")]
 
 
-def test_the_driver_forces_the_replicas_and_the_router_it_is_given() -> None:
-    driver = load("ray_driver")
-    app_args: dict[str, Any] = {
-        "blueprint": {"compute": {"tensor_parallel": 4}, "serving": {"gpu_memory_utilization": 0.9}},
-        "num_replicas": 1,
-    }
-    args = argparse.Namespace(tp=1, model="/root/w/tiny", util=0.9, replicas=2, router="prefix_aware")
-    changes = driver.force(args, app_args)
-    assert (
-        app_args["num_replicas"] == 2 and app_args["blueprint"]["serving"]["request_router"] == "prefix_aware"
-    )
-    assert changes["args.num_replicas"] == [1, 2] and changes["serving.request_router"] == [
-        None,
-        "prefix_aware",
-    ]
-    as_rendered: dict[str, Any] = {"blueprint": {"compute": {"tensor_parallel": 4}, "serving": {"x": 1}}}
-    as_rendered["blueprint"]["serving"]["gpu_memory_utilization"] = 0.9
-    driver.force(argparse.Namespace(tp=1, model="m", util=0.9, replicas=1, router=None), as_rendered)
-    assert "request_router" not in as_rendered["blueprint"]["serving"]
-
-
 def documented_calls() -> dict[str, list[str]]:
     """docs/gpu-runs.md's call table for this plan: each call's device.py arguments, as written."""
     page = (Path(__file__).resolve().parents[2] / "docs" / "gpu-runs.md").read_text()
