@@ -64,7 +64,9 @@ def start_route(args: argparse.Namespace) -> None:
     driver, _ = engine_flags(args)
     chosen = routers(args)
     for name, router in chosen.items():
-        servers.ray_vllm(name, tp=1, gpus_total=2, driver=("--replicas", "2", "--router", router, *driver))
+        servers.ray_vllm(
+            name, tp=1, gpus_total=2, driver=("--replicas", "2", "--router", router, *driver), router=router
+        )
     started("start_route", args, list(chosen), routers=chosen, replicas=2, tensor_parallel=1)
 
 

@@ -99,8 +99,10 @@ def ray_vllm(
     gpus: str | None = None,
     driver: tuple[str, ...] = (),
     cache: str | None = None,
+    router: str | None = None,
 ) -> None:
-    """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py)."""
+    """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py);
+    ``router``: the blueprint's request router, whose render's fast-path variables Ray starts with."""
     port, default_gpus = SERVERS[name]
     gpus = gpus or default_gpus
     gcs = RAY_PORTS[name]
@@ -119,7 +121,11 @@ def ray_vllm(
     environ = env(gpus, **extra)
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
     if FAST_PATH:  # the rendered pods' fast-path variables (prepare.py fast_path_env), for Ray and the driver
-        rendered = json.loads((CARRY / "fast_path_env.json").read_text())
+        # a cluster of the prefix-aware router starts with that render's variables (prepare.router_env)
+        routed = CARRY / f"fast_path_env_{router}.json"
+        rendered = json.loads(
+            (routed if router and routed.exists() else CARRY / "fast_path_env.json").read_text()
+        )
         environ.update(rendered)
         environ.update(fast_ports(offset, rendered))  # HAProxy's and the replicas' ports, one set per cluster
     files = open_files(environ.get(OPEN_FILES_ENV))

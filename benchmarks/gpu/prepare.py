@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -100,23 +102,40 @@ def llmctl_wheel() -> Path:
     return next(target.glob("llmctl_eks-*.whl"))
 
 
-def serve_config(carry: Path) -> None:
-    rendered = BUILD / "render-70b"
+def rendered_service(blueprint: str, rendered: Path) -> dict[str, Any]:
+    """The RayService ``llmctl render -b BLUEPRINT`` writes (a catalog name or a blueprint file)."""
     shutil.rmtree(rendered, ignore_errors=True)
     llmctl = Path(sys.executable).parent / "llmctl"
-    subprocess.run([str(llmctl), "render", "-b", "llama2-70b-vllm-gpu", "-o", str(rendered)], check=True)
+    subprocess.run([str(llmctl), "render", "-b", blueprint, "-o", str(rendered)], check=True)
     service = next(
         path
         for path in rendered.glob("*.yaml")
         if yaml.safe_load(path.read_text()).get("kind") == "RayService"
     )
-    rendered_service = yaml.safe_load(service.read_text())
-    spec = rendered_service["spec"]
-    carry.mkdir(exist_ok=True)
-    import json
+    found: dict[str, Any] = yaml.safe_load(service.read_text())
+    return found
 
-    (carry / "serve_config.json").write_text(json.dumps(yaml.safe_load(spec["serveConfigV2"]), indent=1))
-    (carry / "fast_path_env.json").write_text(json.dumps(fast_path_env(rendered_service), indent=1))
+
+def router_env(carry: Path) -> None:
+    """The head container's variables when the 70B blueprint names the prefix-aware router
+    (``fast_path_env_prefix_aware.json``: the fast path's and ``RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY``,
+    which Ray reads at ``ray start``), for the routing cluster that runs it (device_plan.start_route)."""
+    blueprint = yaml.safe_load((REPO / "blueprints" / "catalog" / "llama2-70b-vllm-gpu.yaml").read_text())
+    blueprint["serving"]["request_router"] = "prefix_aware"
+    path = BUILD / "llama2-70b-vllm-gpu-prefix-aware.yaml"
+    path.write_text(yaml.safe_dump(blueprint, sort_keys=False))
+    service = rendered_service(str(path), BUILD / "render-70b-prefix-aware")
+    (carry / "fast_path_env_prefix_aware.json").write_text(json.dumps(fast_path_env(service), indent=1))
+
+
+def serve_config(carry: Path) -> None:
+    service = rendered_service("llama2-70b-vllm-gpu", BUILD / "render-70b")
+    carry.mkdir(exist_ok=True)
+    (carry / "serve_config.json").write_text(
+        json.dumps(yaml.safe_load(service["spec"]["serveConfigV2"]), indent=1)
+    )
+    (carry / "fast_path_env.json").write_text(json.dumps(fast_path_env(service), indent=1))
+    router_env(carry)
 
 
 def fast_path_env(service: dict[str, object]) -> dict[str, str]:

@@ -78,12 +78,22 @@ def test_phase_b_gives_each_cluster_two_replicas_and_the_router_named_for_it(
         (
             "ray",
             "rayrd",
-            {"tp": 1, "gpus_total": 2, "driver": ("--replicas", "2", "--router", "pow2", *eager)},
+            {
+                "tp": 1,
+                "gpus_total": 2,
+                "driver": ("--replicas", "2", "--router", "pow2", *eager),
+                "router": "pow2",
+            },
         ),
         (
             "ray",
             "rayrp",
-            {"tp": 1, "gpus_total": 2, "driver": ("--replicas", "2", "--router", "cache_first", *eager)},
+            {
+                "tp": 1,
+                "gpus_total": 2,
+                "driver": ("--replicas", "2", "--router", "cache_first", *eager),
+                "router": "cache_first",
+            },
         ),
     ]
     assert not (device.base.RES / "ray2fe.pid").exists() and (device.base.RES / "ray2fe.stopped").exists()
