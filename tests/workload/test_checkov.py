@@ -135,7 +135,9 @@ def test_the_counts(scan: dict[str, Any]) -> None:
     not_fixed = Counter(f[0] for f in scan["findings"] if any(matches(e, f) for e in exceptions("not_fixed")))
     assert not scan["skipped"]
     assert len(accepted) == 84
-    assert not_fixed == {"CKV_K8S_22": 13, "CKV_K8S_23": 7}
+    # the Ray containers' read-only roots (issue 53: 13 before builders/writable.py, now the three
+    # Deployments' servers alone)
+    assert not_fixed == {"CKV_K8S_22": 3, "CKV_K8S_23": 7}
     assert len(scan["passed"]) > 2500
 
 

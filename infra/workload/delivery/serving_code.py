@@ -184,9 +184,11 @@ def outside_lock_args(spec: LockSpec) -> list[str]:
     return args
 
 
-def pip_install(args: list[str]) -> str:
-    """One `python3 -m pip install` shell command (the interpreter first on PATH: the venv's when made)."""
-    return "python3 -m pip install --no-cache-dir -q " + " ".join(shlex.quote(a) for a in args)
+def pip_install(args: list[str], *, user: bool = False) -> str:
+    """One `python3 -m pip install` shell command (the interpreter first on PATH: the venv's when made;
+    `user`: into the user site under `$PYTHONUSERBASE`, :func:`user_site_step`)."""
+    options = ["--no-cache-dir", "-q", *(["--user"] if user else [])]
+    return "python3 -m pip install " + " ".join(shlex.quote(a) for a in [*options, *args])
 
 
 def venv_in(folder: str) -> str:
@@ -204,6 +206,29 @@ def venv_step() -> str:
     a venv that sees the image's packages and put it first on PATH (:func:`venv_in`)."""
     stdlib = "$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))')"
     return f'if [ -f "{stdlib}/EXTERNALLY-MANAGED" ]; then {venv_in(VENV_DIR)}; fi'
+
+
+#: the variable naming the user site's base folder (Python's `site.USER_BASE`: `$PYTHONUSERBASE`, else
+#: `~/.local`; CPython Lib/site.py `_getuserbase`)
+USER_BASE_ENV = "PYTHONUSERBASE"
+
+
+def user_site_step() -> str:
+    """Shell, for a container on a read-only root filesystem (the Ray containers, `builders/writable.py`):
+    refuse to go on without `$PYTHONUSERBASE` (a folder on a volume, set in the container's env so every
+    process of the pod, Ray's workers and exec hooks included, sees what was installed), and put the user
+    site's scripts first on PATH (`ray` itself when the lock carries Ray).
+
+    pip's `--user` installs there instead of the image's own Python (site-packages stay as the image
+    has them), and Python puts the user site on sys.path ahead of site-packages (CPython Lib/site.py
+    `main`: `addusersitepackages` before `addsitepackages`) for an interpreter outside a venv, which the
+    Ray images' conda Python and the Neuron DLCs' /opt/conda are (ray-project/ray docker/base-deps/
+    Dockerfile; aws-neuron/deep-learning-containers docker/pytorch/inference/2.7.0/Dockerfile.neuronx).
+    A pinned version that differs from the image's goes into the user site and the image's copy is left
+    alone (pip 23.2.1 src/pip/_internal/req/req_install.py `check_if_exists`: outside a venv a `--user`
+    install never uninstalls from site-packages)."""
+    missing = f"llmctl: {USER_BASE_ENV} is not set: the pod has no user site to install into"
+    return f': "${{{USER_BASE_ENV}:?{missing}}}" && export PATH="${USER_BASE_ENV}/bin:$PATH"'
 
 
 #: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
@@ -258,7 +283,9 @@ def index_options(args: list[str]) -> list[str]:
     return options
 
 
-def outside_from_index_steps(requirements: str | None, outside: list[str]) -> list[str]:
+def outside_from_index_steps(
+    requirements: str | None, outside: list[str], *, user: bool = False
+) -> list[str]:
     """Shell steps (configmap mode) installing what the lock leaves out from its index, each wheel pinned
     by the sha256 the stack recorded (`outside_wheels.pinned_requirements`): `--require-hashes`, and
     `--no-deps` (every wheel the lock and the image do not provide is in the file; the lock's own come
@@ -272,16 +299,20 @@ def outside_from_index_steps(requirements: str | None, outside: list[str]) -> li
         return [f"{{ echo {shlex.quote(refusal)} >&2; exit 1; }}"]
     write = "python3 -c " + " ".join(shlex.quote(a) for a in [_WRITE, CONFIGMAP_OUTSIDE, requirements])
     pinned = ["--require-hashes", "--no-deps", *index_options(outside), "-r", CONFIGMAP_OUTSIDE]
-    return [write, pip_install(pinned)]
+    return [write, pip_install(pinned, user=user)]
 
 
-def install_script(config: WorkloadConfig, image: str, extra: list[str] | None = None) -> str:
+def install_script(
+    config: WorkloadConfig, image: str, extra: list[str] | None = None, *, user_site: bool = False
+) -> str:
     """Shell that installs the runtime's lock, then the app without dependencies, with no index
     (wheel mode: from the wheelhouse the init container copied); configmap mode takes the lock out of
     the mounted wheel and installs it from the index, hash-checked (the wheelhouse does not fit a
     ConfigMap).
 
     `extra` must be empty: a package outside the lock cannot be installed without an index.
+    `user_site`: install into the user site under `$PYTHONUSERBASE` (:func:`user_site_step`) rather than
+    into the image's Python or a venv beside it, so the root filesystem can stay read-only.
     """
 
     if extra:
@@ -292,7 +323,8 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
     delivery = delivery_of(config)
     spec = runtime_lock(config, image)
     app = f"{APP_DIR}/{delivery.wheel_file or wheel_file()}"
-    steps = [venv_step()]
+    steps = [user_site_step() if user_site else venv_step()]
+    pip = functools.partial(pip_install, user=user_site)
     outside = outside_lock_args(spec)
     if delivery.mode == "wheel":
         # the lock names every wheel by hash, and its own digest names the wheelhouse: checked first, with
@@ -310,14 +342,14 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
             (["--find-links", OUTSIDE_DIR], ["-r", f"{OUTSIDE_DIR}/{LOCK_FILE}"]) if outside else ([], [])
         )
         where = ["--no-index", "--find-links", WHEELHOUSE_DIR, *links]
-        steps.append(pip_install([*where, "--require-hashes", *more, "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
+        steps.append(pip([*where, "--require-hashes", *more, "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
     else:
         # the lock comes out of the mounted wheel, which carries it: the ConfigMap holds the wheel alone
         steps.append(lock_from_wheel_step(app, spec))
         if outside:  # an existing cluster: from the index (a wheelhouse does not fit a ConfigMap), by hash
-            steps.extend(outside_from_index_steps(delivery.outside_requirements, outside))
-        steps.append(pip_install(["--require-hashes", "-r", CONFIGMAP_LOCK]))
-    steps.append(pip_install(["--no-index", "--no-deps", app]))
+            steps.extend(outside_from_index_steps(delivery.outside_requirements, outside, user=user_site))
+        steps.append(pip(["--require-hashes", "-r", CONFIGMAP_LOCK]))
+    steps.append(pip(["--no-index", "--no-deps", app]))
     return " && ".join(steps)
 
 
