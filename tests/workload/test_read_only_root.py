@@ -102,7 +102,11 @@ def _image_python(tmp_path: Path) -> Path:
     Python and the Neuron DLCs' /opt/conda are), with pip."""
     base = Path(getattr(sys, "_base_executable", sys.executable))
     probe = subprocess.run(
-        [str(base), "-c", "import sys, site, pip; print(sys.prefix == sys.base_prefix, site.ENABLE_USER_SITE)"],
+        [
+            str(base),
+            "-c",
+            "import sys, site, pip; print(sys.prefix == sys.base_prefix, site.ENABLE_USER_SITE)",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -149,7 +153,9 @@ def test_pip_install_user_is_seen_by_every_process_ahead_of_site_packages(tmp_pa
     # the image's own Python is untouched: without the variable (and another home, whose ~/.local would
     # be the default user base) the module is not there
     bare = {k: v for k, v in env.items() if k != "PYTHONUSERBASE"} | {"HOME": str(tmp_path / "other")}
-    missing = subprocess.run(["python3", "-c", "import llmctl_probe"], env=bare, capture_output=True, timeout=60)
+    missing = subprocess.run(
+        ["python3", "-c", "import llmctl_probe"], env=bare, capture_output=True, timeout=60
+    )
     assert missing.returncode != 0
 
 
