@@ -1,4 +1,5 @@
-"""Issue 53, finding 8: the Ray containers run on a read-only root filesystem (`builders/writable.py`).
+"""Issue 53, finding 8: the serving containers (Ray, Triton, TorchServe) run on a read-only root filesystem
+(`builders/writable.py`).
 
 Base-image mode installs the runtime's lock and the app with `pip install --user` into `$PYTHONUSERBASE`
 on a volume, not into the image's Python; Ray's session folder, the temporary files and the caches go
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workload_helpers import CATALOG, config_for, find, manifests_for
+from workload_helpers import CATALOG, config_for
 
 from llmctl.infra.workload.builders import writable
 from llmctl.infra.workload.builders.stopping import DRAIN_FILE
@@ -29,37 +30,57 @@ from llmctl.infra.workload.delivery.serving_code import (
     user_site_step,
 )
 from llmctl.infra.workload.manifests import build_manifests
+from llmctl.infra.workload.scheduling.pods import pod_templates
 from llmctl.serving.model_mirror import DEFAULT_MODEL_CACHE
 from llmctl.serving.neuronx.settings import DEFAULT_CACHE_ROOT
 from llmctl.serving.ray_vllm.neuron_cache import DEFAULT_ROOT, GPU_ROOT
+from llmctl.serving.torchserve_neuronx import start as torchserve_start
+from llmctl.serving.torchserve_neuronx.config import MODEL_STORE
+from llmctl.serving.triton_vllm import queue_metrics
+from llmctl.serving.triton_vllm import start as triton_start
 
 Obj = dict[str, Any]
-RAY_BLUEPRINTS = [n for n in CATALOG if any(o["kind"] == "RayService" for o in manifests_for(n))]
-#: the places llmctl's own serving code writes in a Ray pod (caches, the drain marker, the lock
-#: configmap mode takes out of the wheel)
-LLMCTL_WRITES = [DEFAULT_MODEL_CACHE, DEFAULT_CACHE_ROOT, DEFAULT_ROOT, GPU_ROOT, DRAIN_FILE, CONFIGMAP_LOCK]
+#: the containers that run a runtime, by the kind of object their pod is in
+SERVING = {"RayService": ("ray-head", "ray-worker"), "Deployment": ("triton", "torchserve")}
+#: the places llmctl's own serving code writes in every serving pod (caches, the lock configmap mode takes
+#: out of the wheel), and in a runtime's (the drain marker, Triton's repository and queue gauges,
+#: TorchServe's work folder and model store)
+LLMCTL_WRITES = [DEFAULT_MODEL_CACHE, DEFAULT_CACHE_ROOT, DEFAULT_ROOT, GPU_ROOT, CONFIGMAP_LOCK]
+RUNTIME_WRITES = {
+    "ray-head": [DRAIN_FILE],
+    "ray-worker": [DRAIN_FILE],
+    "triton": [triton_start.DEFAULT_REPOSITORY, queue_metrics.DEFAULT_DIRECTORY],
+    "torchserve": [torchserve_start.DEFAULT_WORKDIR, MODEL_STORE],
+}
 
 
-def _ray_containers(objects: list[Obj]) -> list[tuple[Obj, Obj]]:
-    """(pod spec, Ray container) of the head and every worker group."""
-    cluster = find(objects, "RayService")["spec"]["rayClusterConfig"]
-    specs = [cluster["headGroupSpec"]["template"]["spec"]]
-    specs += [group["template"]["spec"] for group in cluster["workerGroupSpecs"]]
-    return [(spec, spec["containers"][0]) for spec in specs]
+def serving_containers(objects: list[Obj]) -> list[tuple[Obj, Obj]]:
+    """(pod spec, container) of every container that runs a runtime."""
+    found = []
+    for obj in objects:
+        for template in pod_templates(obj):
+            found += [
+                (template.spec, c)
+                for c in template.spec["containers"]
+                if c["name"] in SERVING.get(obj["kind"], ())
+            ]
+    return found
 
 
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-@pytest.mark.parametrize("name", RAY_BLUEPRINTS)
+@pytest.mark.parametrize("name", CATALOG)
 @pytest.mark.parametrize("baked", [False, True], ids=["base-image", "built-image"])
-def test_ray_containers_write_only_to_their_volumes(name: str, baked: bool) -> None:
+def test_serving_containers_write_only_to_their_volumes(name: str, baked: bool) -> None:
     """Fails on the old code (no readOnlyRootFilesystem, the install into the image's Python or a venv
-    under /opt/llmctl)."""
+    under /opt/llmctl). Every catalog blueprint's runtime containers: Ray, Triton, TorchServe."""
     config = config_for(name, image="registry.example/llmctl:1") if baked else config_for(name)
     objects = build_manifests(config, hf_token=None)
-    for spec, container in _ray_containers(objects):
+    found = serving_containers(objects)
+    assert found
+    for spec, container in found:
         assert container["securityContext"]["readOnlyRootFilesystem"] is True, container["name"]
         volumes = {v["name"]: v for v in spec["volumes"]}
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
@@ -68,19 +89,21 @@ def test_ray_containers_write_only_to_their_volumes(name: str, baked: bool) -> N
             # on the node's disk (the model cache under /tmp can be tens of GB), not in memory
             assert volumes[mounts[folder]]["emptyDir"] == {}, folder
         env = {e["name"]: e.get("value") for e in container["env"]}
-        assert env["HOME"] == writable.HOME_DIR and env["TMPDIR"] == "/tmp"
+        assert env["HOME"] == writable.HOME_DIR and env["TMPDIR"] == env["TEMP"] == "/tmp"
         assert _under(env["PYTHONUSERBASE"], writable.HOME_DIR)
-        for path in LLMCTL_WRITES:
-            assert any(_under(path, folder) for folder in writable_paths), path
-        script = " ".join(container.get("args", []))
+        for path in [*LLMCTL_WRITES, *RUNTIME_WRITES[container["name"]]]:
+            assert any(_under(path, folder) for folder in writable_paths), (container["name"], path)
+        # the install: after KubeRay's `bash -lc --` (the Ray containers' args) or in `bash -c` (a start
+        # module's command)
+        script = " ".join([*container.get("command", []), *container.get("args", [])])
         assert VENV_DIR not in script
         if not baked:
             assert "pip install --no-cache-dir -q --user " in script
             assert script.count("pip install") == script.count("pip install --no-cache-dir -q --user ")
             # the fetched wheel stays read-only; what is written goes elsewhere
             assert {"mountPath": APP_DIR, "name": "llmctl-app", "readOnly": True} in container["volumeMounts"]
-        else:
-            assert "args" not in container  # a built image installs nothing at start
+        else:  # a built image installs nothing at start
+            assert "pip install" not in script
 
 
 def _wheel(folder: Path) -> Path:

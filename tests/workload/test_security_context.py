@@ -273,3 +273,22 @@ def test_the_restricted_rules_catch_what_the_profile_refuses() -> None:
         "pod hostNetwork",
         "volume h: type",
     ]
+
+
+def test_triton_runs_as_its_images_non_root_user_and_its_namespace_is_restricted() -> None:
+    """Fails on the old code (Triton as root, the namespace `baseline`): the NGC image's `triton-server`
+    user (uid and gid 1000, versions.yaml) runs the pod, its init container included, on a read-only
+    root; every pod of the namespace qualifies, so it enforces `restricted`."""
+    objects = manifests_for("llama2-triton-vllm-gpu")
+    spec = find(objects, "Deployment", "llama2-triton-vllm-gpu-triton")["spec"]["template"]["spec"]
+    assert spec["securityContext"] | {"seccompProfile": None} == {
+        "seccompProfile": None,
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+    }
+    for container in [*spec["initContainers"], *spec["containers"]]:
+        assert container["securityContext"]["runAsUser"] == 1000, container["name"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, container["name"]
+    assert objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"

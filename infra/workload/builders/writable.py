@@ -1,19 +1,29 @@
-"""A read-only root filesystem for the Ray containers: every place they write is an emptyDir (issue 53,
-finding 8).
+"""A read-only root filesystem for the serving containers (Ray, Triton, TorchServe): every place they
+write is an emptyDir (issue 53, finding 8).
 
-What a Ray container writes, and where it goes instead of the image:
+What a serving container writes, and where it goes instead of the image:
 
 - base-image mode's install (the runtime's lock and the app): into the user site under
   `$PYTHONUSERBASE` (`delivery.serving_code.user_site_step`), on the home volume; every process of the
   pod sees it, since the variable is in the container's env: `ray start`, the raylet and the workers it
   spawns (they inherit its environment), KubeRay's `wait-gcs-ready` init container (KubeRay v1.7.0
   controllers/ray/common/pod.go copies the Ray container's env, volume mounts and securityContext to
-  it) and the preStop hook;
+  it), TorchServe's Python workers (its frontend runs them with the start's interpreter and
+  environment: pytorch/serve ts/model_server.py `--python sys.executable`), Triton's Python backend
+  stub, and the preStop hook. The locks hold only what the image lacks (serving/locks/locks.yaml: the
+  image's packages are constraints, never emitted), so the user site adds packages and shadows none.
+  The Triton image's Python is Ubuntu's, externally managed, and the image sets
+  `PIP_BREAK_SYSTEM_PACKAGES=1` (triton-inference-server/server v2.70.0, the 26.06 release, build.py
+  `create_dockerfile_linux`), which lets pip's `--user` install go on;
 - Ray's session folder `/tmp/ray` (logs, sockets, runtime envs), the temporary files of pip and
   Python's `tempfile`, llmctl's model and compile caches (`/tmp/llmctl-models`, `/tmp/llmctl-neuron`,
   `/tmp/llmctl-compile`) and the drain marker: `/tmp`. TMPDIR names it, first in `tempfile`'s list
   (CPython Lib/tempfile.py `_candidate_tempdir_list`), ahead of the Neuron DLCs' `TEMP` (a folder of
   the image: aws-neuron/deep-learning-containers docker/pytorch/inference/2.7.0/Dockerfile.neuronx);
+- TEMP, which the Neuron DLCs set to a folder of the image and TorchServe hands Java as
+  `java.io.tmpdir` (pytorch/serve ts/model_server.py): `/tmp` too; TorchServe's pid file goes to
+  Python's temporary folder (the same file), its logs under its working directory (`logs/`:
+  frontend/server/src/main/resources/log4j2.xml), which is llmctl's work volume (`extra` below);
 - `/var/tmp`: the Neuron persistent cache's default folder (`/var/tmp/neuron-compile-cache`:
   awsdocs-neuron about-neuron/arch/neuron-features/neuron-caching.rst, v2.29.1);
 - HOME: the engines' and libraries' caches (Hugging Face, vLLM, Triton, FlashInfer, CUDA's compute
@@ -22,6 +32,7 @@ What a Ray container writes, and where it goes instead of the image:
   of the start command then reads no ~/.profile: the image's sets nothing but PATH, which the images
   also set as ENV (base-deps Dockerfile), and `conda init`.
 
+A runtime adds the folders of its own (`extra`): Triton's model repository, TorchServe's work folder.
 The volumes are on the node's disk (no `medium: Memory`, no size limit), as the container's writable
 layer was: the model cache under /tmp can be tens of GB. `/dev/shm` stays the workers' own volume.
 """
@@ -46,13 +57,16 @@ def writable_env() -> list[Obj]:
         {"name": "HOME", "value": HOME_DIR},
         {"name": USER_BASE_ENV, "value": USER_BASE},
         {"name": "TMPDIR", "value": TMP_DIR},
+        {"name": "TEMP", "value": TMP_DIR},
     ]
 
 
-def read_only_root(spec: Obj, container: str) -> Obj:
-    """The pod spec with `container` on a read-only root filesystem: an emptyDir at each place it writes,
-    the env that points there, and `readOnlyRootFilesystem` (which `security.harden_pod` keeps)."""
-    mounts = [{"name": name, "mountPath": path} for name, path in WRITABLE.items()]
+def read_only_root(spec: Obj, container: str, extra: dict[str, str] | None = None) -> Obj:
+    """The pod spec with `container` on a read-only root filesystem: an emptyDir at each place it writes
+    (`extra`: volume name -> path, the runtime's own folders), the env that points there, and
+    `readOnlyRootFilesystem` (which `security.harden_pod` keeps)."""
+    folders = {**WRITABLE, **(extra or {})}
+    mounts = [{"name": name, "mountPath": path} for name, path in folders.items()]
     containers = []
     for each in spec["containers"]:
         if each["name"] == container:
@@ -63,5 +77,5 @@ def read_only_root(spec: Obj, container: str) -> Obj:
                 "securityContext": {**(each.get("securityContext") or {}), "readOnlyRootFilesystem": True},
             }
         containers.append(each)
-    volumes = [{"name": name, "emptyDir": {}} for name in WRITABLE]
+    volumes = [{"name": name, "emptyDir": {}} for name in folders]
     return {**spec, "containers": containers, "volumes": [*spec.get("volumes", []), *volumes]}
