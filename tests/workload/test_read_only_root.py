@@ -10,7 +10,6 @@ a real `pip install --user` of a wheel built on the spot.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import zipfile
@@ -96,14 +95,14 @@ def test_serving_containers_write_only_to_their_volumes(name: str, baked: bool) 
         # the install: after KubeRay's `bash -lc --` (the Ray containers' args) or in `bash -c` (a start
         # module's command)
         script = " ".join([*container.get("command", []), *container.get("args", [])])
-        assert VENV_DIR not in script
         if not baked:
-            assert "pip install --no-cache-dir -q --user " in script
-            assert script.count("pip install") == script.count("pip install --no-cache-dir -q --user ")
+            # the user site (or on an externally managed Python the venv, on its volume) before any pip
+            assert script.index(user_site_step()) < script.index("pip install")
+            assert volumes[mounts[VENV_DIR]] == {"name": writable.VENV_VOLUME, "emptyDir": {}}
             # the fetched wheel stays read-only; what is written goes elsewhere
             assert {"mountPath": APP_DIR, "name": "llmctl-app", "readOnly": True} in container["volumeMounts"]
-        else:  # a built image installs nothing at start
-            assert "pip install" not in script
+        else:  # a built image installs nothing at start, and keeps its own venv (no volume over it)
+            assert "pip install" not in script and VENV_DIR not in mounts
 
 
 def _wheel(folder: Path) -> Path:
@@ -142,7 +141,8 @@ def _image_python(tmp_path: Path) -> Path:
 
 
 def test_pip_install_user_is_seen_by_every_process_ahead_of_site_packages(tmp_path: Path) -> None:
-    """The pod's own install step (`user_site_step` and `pip_install(user=True)`) on a real interpreter:
+    """The pod's own install steps (`user_site_step`: PIP_USER, pip's `--user`; `pip_install`) on a real
+    interpreter:
     the wheel lands under PYTHONUSERBASE, not in the interpreter's site-packages, and a process started
     with that variable (Ray's `ray start`), and a process it starts in turn (a Ray worker), import it
     from the user site, which sys.path puts ahead of site-packages."""
@@ -156,7 +156,7 @@ def test_pip_install_user_is_seen_by_every_process_ahead_of_site_packages(tmp_pa
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
     wheel = _wheel(tmp_path)
-    install = f"{user_site_step()} && {pip_install(['--no-index', '--no-deps', str(wheel)], user=True)}"
+    install = f"{user_site_step()} && {pip_install(['--no-index', '--no-deps', str(wheel)])}"
     done = subprocess.run(["/bin/bash", "-c", install], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert list(user_base.glob("lib/python3.*/site-packages/llmctl_probe/__init__.py"))
@@ -184,7 +184,7 @@ def test_pip_install_user_is_seen_by_every_process_ahead_of_site_packages(tmp_pa
 
 def test_the_install_refuses_to_run_without_a_user_site(tmp_path: Path) -> None:
     """Without PYTHONUSERBASE, `pip --user` would write to ~/.local: the step stops before pip runs."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    env = {"PATH": f"{_image_python(tmp_path)}:/usr/bin:/bin", "HOME": str(tmp_path)}
     done = subprocess.run(
         ["/bin/bash", "-c", f"{user_site_step()} && echo installed"],
         env=env,
@@ -194,3 +194,29 @@ def test_the_install_refuses_to_run_without_a_user_site(tmp_path: Path) -> None:
     )
     assert done.returncode != 0 and "installed" not in done.stdout
     assert "PYTHONUSERBASE is not set" in done.stderr
+
+
+def test_on_an_externally_managed_python_the_install_goes_to_the_venv_on_its_volume(tmp_path: Path) -> None:
+    """Debian's python3 is externally managed (PEP 668): pip refuses `--user` there too, so the step makes
+    the venv at VENV_DIR (a volume in the pod; here under tmp) and leaves PIP_USER unset."""
+    debian = Path("/usr/bin/python3")
+    stdlib = subprocess.run(
+        [str(debian), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert (Path(stdlib) / "EXTERNALLY-MANAGED").is_file()
+    venv = tmp_path / "venv"
+    step = user_site_step().replace(VENV_DIR, str(venv))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONUSERBASE": str(tmp_path / "user")}
+    done = subprocess.run(
+        ["/bin/bash", "-c", f'{step} && echo "pip_user=${{PIP_USER:-}}" && command -v python3'],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["pip_user=", str(venv / "bin" / "python3")]
+    assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()

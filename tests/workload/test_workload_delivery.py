@@ -45,6 +45,7 @@ from llmctl.infra.workload.delivery.serving_code import (
     configmap_name,
     planned_delivery,
     runtime_lock,
+    user_site_step,
     wheel_file,
 )
 from llmctl.infra.workload.delivery.wheelhouse import lock_digest, wheelhouse_key
@@ -178,15 +179,16 @@ def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
             if container["name"] == "autoscaler":
                 continue
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
-            # into the user site (a read-only root: builders/writable.py)
             script = " ".join([*container.get("command", []), *container.get("args", [])])
-            assert f"pip install --no-cache-dir -q --user --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
+            # into the user site, or a venv, on volumes (a read-only root: builders/writable.py)
+            assert user_site_step() in script
+            assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
             more = (f"--find-links {OUTSIDE_DIR} ", f"-r {OUTSIDE_DIR}/{LOCK_FILE} ") if outside else ("", "")
             lock = (
                 f"--no-index --find-links {WHEELHOUSE_DIR} {more[0]}--require-hashes {more[1]}"
                 f"-r {WHEELHOUSE_DIR}/{LOCK_FILE}"
             )
-            assert f"pip install --no-cache-dir -q --user {lock}" in script
+            assert f"pip install --no-cache-dir -q {lock}" in script
         # the ones with a Pod Identity: the Ray head's own, the workers' and other serving pods'
         assert spec["serviceAccountName"] in ("llmctl-serving", "llmctl-ray-head")
 
@@ -213,11 +215,12 @@ def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_whee
                 continue
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
             script = " ".join([*container.get("command", []), *container.get("args", [])])
-            assert f"pip install --no-cache-dir -q --user --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
+            assert user_site_step() in script  # on volumes: a read-only root
+            assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
             # the lock taken out of the mounted wheel, hash-checked, from the index: a wheelhouse does not fit
             member = f"llmctl/serving/locks/{runtime_lock(config, delivery.image).name}.txt"
             assert f"{APP_DIR}/{wheel_file()} {member} {CONFIGMAP_LOCK}" in script
-            assert f"pip install --no-cache-dir -q --user --require-hashes -r {CONFIGMAP_LOCK}" in script
+            assert f"pip install --no-cache-dir -q --require-hashes -r {CONFIGMAP_LOCK}" in script
 
 
 @pytest.mark.parametrize("target", ["eks", "kubeconfig"])

@@ -246,7 +246,9 @@ def rayservice(
     }
     for template, container in ((head_template, "ray-head"), (worker_template, "ray-worker")):
         # the delivered wheel, fetched before start; every place Ray writes on a volume (`writable.py`)
-        template["spec"] = writable.read_only_root(with_app(config, template["spec"]), container)
+        template["spec"] = writable.read_only_root(
+            with_app(config, template["spec"]), container, installs=not baked
+        )
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
     cluster: Obj = {
         "rayVersion": pins[0],

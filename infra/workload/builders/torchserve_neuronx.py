@@ -83,7 +83,10 @@ def build(config: WorkloadConfig) -> list[Obj]:
     # a read-only root: the start's work folder (the rendered config, TorchServe's key file and logs) on a
     # volume of its own, with the install, the caches and /tmp (`writable.py`)
     pod_spec = writable.read_only_root(
-        with_app(config, pod_spec), "torchserve", {"llmctl-ts-work": start.DEFAULT_WORKDIR}
+        with_app(config, pod_spec),
+        "torchserve",
+        {"llmctl-ts-work": start.DEFAULT_WORKDIR},
+        installs=not baked,
     )
     admin_name = f"{name(config)}-admin"
     deployment, *hpa = common.scaled_serving_deployment(

@@ -99,7 +99,10 @@ def build(config: WorkloadConfig) -> list[Obj]:
     # a read-only root: the model repository the start module writes on a volume of its own, with the
     # install, the caches and /tmp (`writable.py`)
     pod_spec = writable.read_only_root(
-        with_app(config, pod_spec), "triton", {"llmctl-model-repository": start.DEFAULT_REPOSITORY}
+        with_app(config, pod_spec),
+        "triton",
+        {"llmctl-model-repository": start.DEFAULT_REPOSITORY},
+        installs=not baked,
     )
     deployment, *hpa = common.scaled_serving_deployment(
         config,

@@ -4,17 +4,16 @@ write is an emptyDir (issue 53, finding 8).
 What a serving container writes, and where it goes instead of the image:
 
 - base-image mode's install (the runtime's lock and the app): into the user site under
-  `$PYTHONUSERBASE` (`delivery.serving_code.user_site_step`), on the home volume; every process of the
+  `$PYTHONUSERBASE` (`delivery.serving_code.user_site_step`), on the home volume, or on an externally
+  managed Python (PEP 668: Triton's, Ubuntu's) into the venv at `VENV_DIR`, on a volume of its own
+  (a built image keeps its own venv there: no volume over it); every process of the
   pod sees it, since the variable is in the container's env: `ray start`, the raylet and the workers it
   spawns (they inherit its environment), KubeRay's `wait-gcs-ready` init container (KubeRay v1.7.0
   controllers/ray/common/pod.go copies the Ray container's env, volume mounts and securityContext to
   it), TorchServe's Python workers (its frontend runs them with the start's interpreter and
   environment: pytorch/serve ts/model_server.py `--python sys.executable`), Triton's Python backend
   stub, and the preStop hook. The locks hold only what the image lacks (serving/locks/locks.yaml: the
-  image's packages are constraints, never emitted), so the user site adds packages and shadows none.
-  The Triton image's Python is Ubuntu's, externally managed, and the image sets
-  `PIP_BREAK_SYSTEM_PACKAGES=1` (triton-inference-server/server v2.70.0, the 26.06 release, build.py
-  `create_dockerfile_linux`), which lets pip's `--user` install go on;
+  image's packages are constraints, never emitted), so the user site adds packages and shadows none;
 - Ray's session folder `/tmp/ray` (logs, sockets, runtime envs), the temporary files of pip and
   Python's `tempfile`, llmctl's model and compile caches (`/tmp/llmctl-models`, `/tmp/llmctl-neuron`,
   `/tmp/llmctl-compile`) and the drain marker: `/tmp`. TMPDIR names it, first in `tempfile`'s list
@@ -40,7 +39,7 @@ layer was: the model cache under /tmp can be tens of GB. `/dev/shm` stays the wo
 from __future__ import annotations
 
 from llmctl.infra.workload.builders.common import Obj
-from llmctl.infra.workload.delivery.serving_code import USER_BASE_ENV
+from llmctl.infra.workload.delivery.serving_code import USER_BASE_ENV, VENV_DIR
 
 #: the containers' home, on a volume of its own (not /home/<user>: the image's Python lives there)
 HOME_DIR = "/opt/llmctl/home"
@@ -61,11 +60,16 @@ def writable_env() -> list[Obj]:
     ]
 
 
-def read_only_root(spec: Obj, container: str, extra: dict[str, str] | None = None) -> Obj:
+#: the volume of the venv an externally managed image's install makes (base-image mode only)
+VENV_VOLUME = "llmctl-venv"
+
+
+def read_only_root(spec: Obj, container: str, extra: dict[str, str] | None = None, *, installs: bool) -> Obj:
     """The pod spec with `container` on a read-only root filesystem: an emptyDir at each place it writes
-    (`extra`: volume name -> path, the runtime's own folders), the env that points there, and
+    (`extra`: volume name -> path, the runtime's own folders; `installs`: the start installs the app,
+    base-image mode, which may make a venv at `VENV_DIR`), the env that points there, and
     `readOnlyRootFilesystem` (which `security.harden_pod` keeps)."""
-    folders = {**WRITABLE, **(extra or {})}
+    folders = {**WRITABLE, **({VENV_VOLUME: VENV_DIR} if installs else {}), **(extra or {})}
     mounts = [{"name": name, "mountPath": path} for name, path in folders.items()]
     containers = []
     for each in spec["containers"]:

@@ -184,11 +184,10 @@ def outside_lock_args(spec: LockSpec) -> list[str]:
     return args
 
 
-def pip_install(args: list[str], *, user: bool = False) -> str:
+def pip_install(args: list[str]) -> str:
     """One `python3 -m pip install` shell command (the interpreter first on PATH: the venv's when made;
-    `user`: into the user site under `$PYTHONUSERBASE`, :func:`user_site_step`)."""
-    options = ["--no-cache-dir", "-q", *(["--user"] if user else [])]
-    return "python3 -m pip install " + " ".join(shlex.quote(a) for a in [*options, *args])
+    into the user site where :func:`user_site_step` exported `PIP_USER`)."""
+    return "python3 -m pip install --no-cache-dir -q " + " ".join(shlex.quote(a) for a in args)
 
 
 def venv_in(folder: str) -> str:
@@ -200,12 +199,16 @@ def venv_in(folder: str) -> str:
     )
 
 
+_MANAGED = (
+    '[ -f "$(python3 -c \'import sysconfig; print(sysconfig.get_path("stdlib"))\')/EXTERNALLY-MANAGED" ]'
+)
+
+
 def venv_step() -> str:
     """Shell: on an externally managed interpreter (PEP 668: an EXTERNALLY-MANAGED file in its stdlib
     folder, where pip looks: pypa/pip src/pip/_internal/utils/misc.py `check_externally_managed`), make
     a venv that sees the image's packages and put it first on PATH (:func:`venv_in`)."""
-    stdlib = "$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))')"
-    return f'if [ -f "{stdlib}/EXTERNALLY-MANAGED" ]; then {venv_in(VENV_DIR)}; fi'
+    return f"if {_MANAGED}; then {venv_in(VENV_DIR)}; fi"
 
 
 #: the variable naming the user site's base folder (Python's `site.USER_BASE`: `$PYTHONUSERBASE`, else
@@ -214,21 +217,26 @@ USER_BASE_ENV = "PYTHONUSERBASE"
 
 
 def user_site_step() -> str:
-    """Shell, for a container on a read-only root filesystem (the Ray containers, `builders/writable.py`):
-    refuse to go on without `$PYTHONUSERBASE` (a folder on a volume, set in the container's env so every
-    process of the pod, Ray's workers and exec hooks included, sees what was installed), and put the user
-    site's scripts first on PATH (`ray` itself when the lock carries Ray).
+    """Shell, for a container on a read-only root filesystem (the runtimes' containers,
+    `builders/writable.py`): the install goes to a volume, never into the image.
 
-    pip's `--user` installs there instead of the image's own Python (site-packages stay as the image
-    has them), and Python puts the user site on sys.path ahead of site-packages (CPython Lib/site.py
-    `main`: `addusersitepackages` before `addsitepackages`) for an interpreter outside a venv, which the
-    Ray images' conda Python and the Neuron DLCs' /opt/conda are (ray-project/ray docker/base-deps/
-    Dockerfile; aws-neuron/deep-learning-containers docker/pytorch/inference/2.7.0/Dockerfile.neuronx).
+    On an interpreter outside a venv that is not externally managed (the Ray images' conda Python and
+    the Neuron PyTorch DLC's /opt/conda: ray-project/ray docker/base-deps/Dockerfile,
+    aws-neuron/deep-learning-containers docker/pytorch/inference/2.7.0/Dockerfile.neuronx), into the user
+    site under `$PYTHONUSERBASE`: `PIP_USER=1` is pip's `--user` (pip reads an option from `PIP_<NAME>`),
+    and the user site's scripts go first on PATH (`ray` itself when the lock carries Ray). The variable
+    is set in the container's env (the step refuses to go on without it), so every process of the pod,
+    Ray's workers and exec hooks included, sees what was installed; Python puts the user site on sys.path
+    ahead of site-packages (CPython Lib/site.py `main`: `addusersitepackages` before `addsitepackages`).
     A pinned version that differs from the image's goes into the user site and the image's copy is left
     alone (pip 23.2.1 src/pip/_internal/req/req_install.py `check_if_exists`: outside a venv a `--user`
-    install never uninstalls from site-packages)."""
+    install never uninstalls from site-packages).
+
+    On an externally managed interpreter (PEP 668), where pip refuses a `--user` install too, the venv
+    of :func:`venv_step`, which must then be on a volume (`VENV_DIR`: the container mounts one there)."""
     missing = f"llmctl: {USER_BASE_ENV} is not set: the pod has no user site to install into"
-    return f': "${{{USER_BASE_ENV}:?{missing}}}" && export PATH="${USER_BASE_ENV}/bin:$PATH"'
+    user = f': "${{{USER_BASE_ENV}:?{missing}}}" && export PIP_USER=1 PATH="${USER_BASE_ENV}/bin:$PATH"'
+    return f"if {_MANAGED}; then {venv_in(VENV_DIR)}; else {user}; fi"
 
 
 #: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
@@ -283,9 +291,7 @@ def index_options(args: list[str]) -> list[str]:
     return options
 
 
-def outside_from_index_steps(
-    requirements: str | None, outside: list[str], *, user: bool = False
-) -> list[str]:
+def outside_from_index_steps(requirements: str | None, outside: list[str]) -> list[str]:
     """Shell steps (configmap mode) installing what the lock leaves out from its index, each wheel pinned
     by the sha256 the stack recorded (`outside_wheels.pinned_requirements`): `--require-hashes`, and
     `--no-deps` (every wheel the lock and the image do not provide is in the file; the lock's own come
@@ -299,7 +305,7 @@ def outside_from_index_steps(
         return [f"{{ echo {shlex.quote(refusal)} >&2; exit 1; }}"]
     write = "python3 -c " + " ".join(shlex.quote(a) for a in [_WRITE, CONFIGMAP_OUTSIDE, requirements])
     pinned = ["--require-hashes", "--no-deps", *index_options(outside), "-r", CONFIGMAP_OUTSIDE]
-    return [write, pip_install(pinned, user=user)]
+    return [write, pip_install(pinned)]
 
 
 def install_script(
@@ -311,8 +317,9 @@ def install_script(
     ConfigMap).
 
     `extra` must be empty: a package outside the lock cannot be installed without an index.
-    `user_site`: install into the user site under `$PYTHONUSERBASE` (:func:`user_site_step`) rather than
-    into the image's Python or a venv beside it, so the root filesystem can stay read-only.
+    `user_site`: install into the user site under `$PYTHONUSERBASE`, or on an externally managed image
+    into a venv at `VENV_DIR` (:func:`user_site_step`), both on volumes, so the root filesystem can stay
+    read-only.
     """
 
     if extra:
@@ -324,7 +331,6 @@ def install_script(
     spec = runtime_lock(config, image)
     app = f"{APP_DIR}/{delivery.wheel_file or wheel_file()}"
     steps = [user_site_step() if user_site else venv_step()]
-    pip = functools.partial(pip_install, user=user_site)
     outside = outside_lock_args(spec)
     if delivery.mode == "wheel":
         # the lock names every wheel by hash, and its own digest names the wheelhouse: checked first, with
@@ -342,14 +348,14 @@ def install_script(
             (["--find-links", OUTSIDE_DIR], ["-r", f"{OUTSIDE_DIR}/{LOCK_FILE}"]) if outside else ([], [])
         )
         where = ["--no-index", "--find-links", WHEELHOUSE_DIR, *links]
-        steps.append(pip([*where, "--require-hashes", *more, "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
+        steps.append(pip_install([*where, "--require-hashes", *more, "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
     else:
         # the lock comes out of the mounted wheel, which carries it: the ConfigMap holds the wheel alone
         steps.append(lock_from_wheel_step(app, spec))
         if outside:  # an existing cluster: from the index (a wheelhouse does not fit a ConfigMap), by hash
-            steps.extend(outside_from_index_steps(delivery.outside_requirements, outside, user=user_site))
-        steps.append(pip(["--require-hashes", "-r", CONFIGMAP_LOCK]))
-    steps.append(pip(["--no-index", "--no-deps", app]))
+            steps.extend(outside_from_index_steps(delivery.outside_requirements, outside))
+        steps.append(pip_install(["--require-hashes", "-r", CONFIGMAP_LOCK]))
+    steps.append(pip_install(["--no-index", "--no-deps", app]))
     return " && ".join(steps)
 
 
