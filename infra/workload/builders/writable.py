@@ -4,16 +4,17 @@ write is an emptyDir (issue 53, finding 8).
 What a serving container writes, and where it goes instead of the image:
 
 - base-image mode's install (the runtime's lock and the app): into the user site under
-  `$PYTHONUSERBASE` (`delivery.serving_code.user_site_step`), on the home volume, or on an externally
-  managed Python (PEP 668: Triton's, Ubuntu's) into the venv at `VENV_DIR`, on a volume of its own
-  (a built image keeps its own venv there: no volume over it); every process of the
+  `$PYTHONUSERBASE` (`delivery.serving_code.user_site_step`), on the home volume; every process of the
   pod sees it, since the variable is in the container's env: `ray start`, the raylet and the workers it
   spawns (they inherit its environment), KubeRay's `wait-gcs-ready` init container (KubeRay v1.7.0
   controllers/ray/common/pod.go copies the Ray container's env, volume mounts and securityContext to
   it), TorchServe's Python workers (its frontend runs them with the start's interpreter and
-  environment: pytorch/serve ts/model_server.py `--python sys.executable`), Triton's Python backend
-  stub, and the preStop hook. The locks hold only what the image lacks (serving/locks/locks.yaml: the
-  image's packages are constraints, never emitted), so the user site adds packages and shadows none;
+  environment: pytorch/serve ts/model_server.py `--python sys.executable`) and the preStop hook. The
+  locks hold only what the image lacks (serving/locks/locks.yaml: the image's packages are
+  constraints, never emitted), so the user site adds packages and shadows none. On an externally
+  managed Python (PEP 668: Triton's, Ubuntu's), where pip refuses `--user` too, into the venv at
+  `VENV_DIR`, as before, now on a volume of its own (a built image keeps its own venv there: no
+  volume over it);
 - Ray's session folder `/tmp/ray` (logs, sockets, runtime envs), the temporary files of pip and
   Python's `tempfile`, llmctl's model and compile caches (`/tmp/llmctl-models`, `/tmp/llmctl-neuron`,
   `/tmp/llmctl-compile`) and the drain marker: `/tmp`. TMPDIR names it, first in `tempfile`'s list
