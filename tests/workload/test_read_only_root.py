@@ -140,6 +140,10 @@ def _image_python(tmp_path: Path) -> Path:
     return bindir
 
 
+def _bash(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+
+
 def test_pip_install_user_is_seen_by_every_process_ahead_of_site_packages(tmp_path: Path) -> None:
     """The pod's own install steps (`user_site_step`: PIP_USER, pip's `--user`; `pip_install`) on a real
     interpreter:
@@ -157,7 +161,7 @@ def test_pip_install_user_is_seen_by_every_process_ahead_of_site_packages(tmp_pa
     }
     wheel = _wheel(tmp_path)
     install = f"{user_site_step()} && {pip_install(['--no-index', '--no-deps', str(wheel)])}"
-    done = subprocess.run(["/bin/bash", "-c", install], env=env, capture_output=True, text=True, timeout=120)
+    done = _bash(install, env)
     assert done.returncode == 0, done.stderr
     assert list(user_base.glob("lib/python3.*/site-packages/llmctl_probe/__init__.py"))
     child = (
@@ -185,13 +189,7 @@ def test_pip_install_user_is_seen_by_every_process_ahead_of_site_packages(tmp_pa
 def test_the_install_refuses_to_run_without_a_user_site(tmp_path: Path) -> None:
     """Without PYTHONUSERBASE, `pip --user` would write to ~/.local: the step stops before pip runs."""
     env = {"PATH": f"{_image_python(tmp_path)}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run(
-        ["/bin/bash", "-c", f"{user_site_step()} && echo installed"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    done = _bash(f"{user_site_step()} && echo installed", env)
     assert done.returncode != 0 and "installed" not in done.stdout
     assert "PYTHONUSERBASE is not set" in done.stderr
 
@@ -210,13 +208,7 @@ def test_on_an_externally_managed_python_the_install_goes_to_the_venv_on_its_vol
     venv = tmp_path / "venv"
     step = user_site_step().replace(VENV_DIR, str(venv))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONUSERBASE": str(tmp_path / "user")}
-    done = subprocess.run(
-        ["/bin/bash", "-c", f'{step} && echo "pip_user=${{PIP_USER:-}}" && command -v python3'],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _bash(f'{step} && echo "pip_user=${{PIP_USER:-}}" && command -v python3', env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["pip_user=", str(venv / "bin" / "python3")]
     assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
