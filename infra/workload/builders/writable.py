@@ -35,6 +35,9 @@ What a serving container writes, and where it goes instead of the image:
 A runtime adds the folders of its own (`extra`): Triton's model repository, TorchServe's work folder.
 The volumes are on the node's disk (no `medium: Memory`, no size limit), as the container's writable
 layer was: the model cache under /tmp can be tens of GB. `/dev/shm` stays the workers' own volume.
+KubeRay adds its own emptyDir at /tmp/ray to an autoscaling head (shared with the autoscaler sidecar:
+KubeRay v1.7.0 controllers/ray/common/pod.go `addEmptyDir`, which skips only a mount at that very path),
+nested in /tmp.
 """
 
 from __future__ import annotations
