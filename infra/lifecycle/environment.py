@@ -111,6 +111,15 @@ def refuse_namespace_clash(record: WorkloadRecord, recorded: Iterable[WorkloadRe
             )
 
 
+def record_by_name(project: str, stack: str) -> WorkloadRecord:
+    """The record a workload stack's names alone give (`llmctl-<blueprint>` / `<env>[.<workload>]`): its
+    namespace, no pools (those need the stack's record or the blueprint)."""
+    blueprint, workload = project[len(_PREFIX) :], split_stack(stack)[1]
+    return WorkloadRecord(
+        blueprint=blueprint, workload=workload, namespace=namespace(blueprint, workload) or blueprint
+    )
+
+
 class Environment:
     """The workloads recorded in one environment and the platform they need together."""
 
@@ -164,9 +173,7 @@ class Environment:
             return WorkloadRecord.for_blueprint(load_blueprint(blueprint), workload)
         except LlmctlError:
             self.note(f"{project}/{stack} has no record and no catalog blueprint: its pools are not kept")
-            return WorkloadRecord(
-                blueprint=blueprint, workload=workload, namespace=namespace(blueprint, workload) or blueprint
-            )
+            return record_by_name(project, stack)
 
     def pinned_az_ids(self) -> list[str]:
         """The AZ IDs the platform's subnets are in (empty before the first `up`)."""

@@ -4,7 +4,7 @@
 + workload `42` both make `tiny-cpu-pr-42`, and the namespace keys the compile-cache prefix and the
 Pod Identity trust of the workload's roles. The attack, through the stand-in engine: a second `up`
 that would land in the first one's namespace is refused before anything is pinned or changed, naming
-both workloads; `preview` refuses it too.
+both workloads; `preview` and `plan` refuse it too.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def test_up_and_preview_refuse_a_workload_landing_in_anothers_namespace(
     )
     assert code == 0, err
     ops = list(engine.ops())
-    for command in ("up", "preview"):
+    # `plan` (against the deployed stacks) refuses it too: it would otherwise say ok for a workload `up` refuses
+    for command in ("up", "preview", "plan"):
         flags = ["--yes", "--no-wait"] if command == "up" else []
         code, out, err = run(command, "-b", str(other), "--stack", "ci", "--workload", "42", *flags, "--json")
         assert code == 2, err

@@ -107,7 +107,7 @@ def test_the_wheelhouse_is_uploaded_once_at_its_content_address(
     assert again == (prefix, False) and not (house310 / "unused").exists()  # nothing downloaded again
 
 
-def _pod(tmp: Path, house: Path, wheel: Path) -> tuple[str, Path]:
+def _pod(tmp: Path, house: Path, wheel: Path, *, user_site: bool = False) -> tuple[str, Path]:
     """The serving container's install script with the pod's folders under `tmp` (the init container's
     copies: the llmctl wheel and the wheelhouse into the app folder), for the wheel `up` uploaded (its
     sha256 in the pod spec, as `up` decides it)."""
@@ -116,7 +116,9 @@ def _pod(tmp: Path, house: Path, wheel: Path) -> tuple[str, Path]:
     uploaded = planned_delivery(config).model_copy(
         update={"wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "decided": True}
     )
-    script = install_script(config.model_copy(update={"delivery": uploaded}), bp.image.base)
+    script = install_script(
+        config.model_copy(update={"delivery": uploaded}), bp.image.base, user_site=user_site
+    )
     app = tmp / "app"
     shutil.copytree(house, app / "wheelhouse")
     shutil.copyfile(wheel, app / wheel_file())
@@ -144,6 +146,32 @@ def test_a_pod_start_on_python_3_10_installs_the_lock_and_the_app_with_no_index(
     pinned = parse_lock(SPEC.path.read_text())
     assert Path(prefix) == image and not (tmp_path / "venv").exists()  # not externally managed: no venv
     assert pydantic == pinned["pydantic"][0] and boto3_version == pinned["boto3"][0]
+
+
+def test_a_ray_pods_start_installs_into_the_user_site_and_leaves_the_image_alone(
+    house310: Path, app_wheel: Path, tmp_path: Path
+) -> None:
+    """The Ray containers' install (`user_site=True`: their root filesystem is read-only,
+    builders/writable.py) on Python 3.10 outside a venv, as the DLC's conda Python is: the lock and the
+    app land under PYTHONUSERBASE, import from there, and the interpreter's own site-packages is as
+    before."""
+    site_packages = PY310.parent.parent / "lib" / "python3.10" / "site-packages"
+    before = sorted(p.name for p in site_packages.iterdir())
+    script, _ = _pod(tmp_path, house310, app_wheel, user_site=True)
+    user_base = tmp_path / "volume" / ".local"
+    check = (
+        "python3 -c 'import sys, pydantic, boto3, llmctl; "
+        "print(pydantic.__file__, llmctl.__file__, pydantic.VERSION, boto3.__version__)'"
+    )
+    done = run_as_image(f"export PYTHONUSERBASE={user_base} && {script}", PY310, tmp_path, check)
+    assert done.returncode == 0, done.stderr
+    pydantic_file, llmctl_file, pydantic, boto3_version = done.stdout.split()
+    user_site = user_base / "lib" / "python3.10" / "site-packages"
+    assert Path(pydantic_file).is_relative_to(user_site) and Path(llmctl_file).is_relative_to(user_site)
+    pinned = parse_lock(SPEC.path.read_text())
+    assert pydantic == pinned["pydantic"][0] and boto3_version == pinned["boto3"][0]
+    assert sorted(p.name for p in site_packages.iterdir()) == before
+    assert not (tmp_path / "venv").exists()
 
 
 def test_a_pod_start_on_an_externally_managed_python_uses_a_venv_that_sees_the_image(

@@ -18,14 +18,34 @@ from llmctl.infra.workload.scheduling.pods import pod_templates
 Obj = dict[str, Any]
 
 
+#: the volume types the restricted profile admits (kubernetes/kubernetes 13a1804a
+#: staging/src/k8s.io/pod-security-admission/policy/check_restrictedVolumes.go)
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"
+}  # fmt: skip
+
+
 def _restricted_problems(spec: Obj, extra: list[Obj]) -> list[str]:
+    """What the `restricted` profile refuses in a pod (the same folder's check_*.go: restrictedVolumes,
+    hostNamespaces, hostPorts, privileged, allowPrivilegeEscalation, capabilities_restricted,
+    runAsNonRoot, runAsUser, seccompProfile_restricted)."""
     problems = []
     pod = spec.get("securityContext") or {}
     if (pod.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
         problems.append("pod seccompProfile")
+    for volume in spec.get("volumes", []):
+        if not set(volume) - {"name"} <= RESTRICTED_VOLUMES:
+            problems.append(f"volume {volume['name']}: type")
+    problems += [f"pod {field}" for field in ("hostNetwork", "hostPID", "hostIPC") if spec.get(field)]
     for container in [*spec.get("initContainers", []), *spec["containers"], *extra]:
         ctx = container.get("securityContext") or {}
         name = container.get("name", "autoscaler")
+        if ctx.get("privileged"):
+            problems.append(f"{name}: privileged")
+        if any(p.get("hostPort") for p in container.get("ports", [])):
+            problems.append(f"{name}: hostPort")
+        if set((ctx.get("capabilities") or {}).get("add", [])) - {"NET_BIND_SERVICE"}:
+            problems.append(f"{name}: capabilities.add")
         if ctx.get("allowPrivilegeEscalation") is not False:
             problems.append(f"{name}: allowPrivilegeEscalation")
         if "ALL" not in (ctx.get("capabilities") or {}).get("drop", []):
@@ -224,4 +244,51 @@ def test_a_cpu_ray_workload_with_the_gradio_ui_enforces_restricted() -> None:
     bp = blueprint("tiny-cpu").model_copy(update={"ui": "gradio"})
     objects = build_manifests(config_for("tiny-cpu").model_copy(update={"blueprint": bp}), hf_token=None)
     assert find(objects, "Deployment", "tiny-cpu-gradio")
+    assert objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_the_restricted_rules_catch_what_the_profile_refuses() -> None:
+    """The check above is not vacuous: a hostPath volume, a host namespace, a hostPort, an added
+    capability and a root user are each found."""
+    spec = {
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True},
+        "hostNetwork": True,
+        "volumes": [{"name": "v", "emptyDir": {}}, {"name": "h", "hostPath": {"path": "/"}}],
+        "containers": [
+            {
+                "name": "c",
+                "ports": [{"containerPort": 80, "hostPort": 80}],
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
+                    "runAsUser": 0,
+                },
+            }
+        ],
+    }
+    assert sorted(_restricted_problems(spec, [])) == [
+        "c: capabilities.add",
+        "c: hostPort",
+        "c: runAsUser 0",
+        "pod hostNetwork",
+        "volume h: type",
+    ]
+
+
+def test_triton_runs_as_its_images_non_root_user_and_its_namespace_is_restricted() -> None:
+    """Fails on the old code (Triton as root, the namespace `baseline`): the NGC image's `triton-server`
+    user (uid and gid 1000, versions.yaml) runs the pod, its init container included, on a read-only
+    root; every pod of the namespace qualifies, so it enforces `restricted`."""
+    objects = manifests_for("llama2-triton-vllm-gpu")
+    spec = find(objects, "Deployment", "llama2-triton-vllm-gpu-triton")["spec"]["template"]["spec"]
+    assert spec["securityContext"] | {"seccompProfile": None} == {
+        "seccompProfile": None,
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+    }
+    for container in [*spec["initContainers"], *spec["containers"]]:
+        assert container["securityContext"]["runAsUser"] == 1000, container["name"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, container["name"]
     assert objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"

@@ -45,6 +45,7 @@ from llmctl.infra.workload.delivery.serving_code import (
     configmap_name,
     planned_delivery,
     runtime_lock,
+    user_site_step,
     wheel_file,
 )
 from llmctl.infra.workload.delivery.wheelhouse import lock_digest, wheelhouse_key
@@ -179,6 +180,8 @@ def test_every_pod_fetches_and_installs_the_delivered_wheel(name: str) -> None:
                 continue
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
             script = " ".join([*container.get("command", []), *container.get("args", [])])
+            # into the user site, or a venv, on volumes (a read-only root: builders/writable.py)
+            assert user_site_step() in script
             assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
             more = (f"--find-links {OUTSIDE_DIR} ", f"-r {OUTSIDE_DIR}/{LOCK_FILE} ") if outside else ("", "")
             lock = (
@@ -212,6 +215,7 @@ def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_whee
                 continue
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
             script = " ".join([*container.get("command", []), *container.get("args", [])])
+            assert user_site_step() in script  # on volumes: a read-only root
             assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
             # the lock taken out of the mounted wheel, hash-checked, from the index: a wheelhouse does not fit
             member = f"llmctl/serving/locks/{runtime_lock(config, delivery.image).name}.txt"

@@ -41,7 +41,9 @@ def _run_start(tmp_path: Path, group: dict[str, object], pip_exit: int) -> subpr
     )
     python3.chmod(python3.stat().st_mode | stat.S_IEXEC)
     show_args = f"{sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"
+    # the container's own env (HOME, PYTHONUSERBASE and TMPDIR on its volumes: builders/writable.py)
     env = {
+        **{e["name"]: e["value"] for e in container["env"] if "value" in e},
         "PATH": f"{bindir}:{os.environ['PATH']}",
         "KUBERAY_GEN_RAY_START_CMD": _kuberay_start_cmd(group, show_args),
     }

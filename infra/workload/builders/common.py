@@ -124,15 +124,16 @@ def serving_image(config: WorkloadConfig) -> tuple[str, bool]:
 def start_module_command(config: WorkloadConfig, module: str, *, python: str, baked: bool) -> list[str]:
     """Container command running a serving start module (`python -m <module>`).
 
-    Without a built image the app is installed first (`delivery.install_script`); the container's
-    `args` still reach the module (bash passes them on as "$@").
+    Without a built image the app is installed first (`delivery.install_script`), into the user site
+    on a volume: the container's root filesystem is read-only (`writable.py`); the container's `args`
+    still reach the module (bash passes them on as "$@").
     """
 
     run = [python, "-m", module]
     if baked:
         return run
     image, _ = serving_image(config)
-    script = f'{install_script(config, image)} && exec {shlex.join(run)} "$@"'
+    script = f'{install_script(config, image, user_site=True)} && exec {shlex.join(run)} "$@"'
     return ["/bin/bash", "-c", script, "--"]
 
 

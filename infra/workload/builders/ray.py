@@ -8,7 +8,8 @@ blueprint as its only argument.
 Image modes (see :func:`common.serving_image` and `delivery.py`): a built llmctl image already
 carries Ray and the app. With the upstream base image, an init container fetches the delivered
 wheel and the pods install the runtime's pinned requirements (and Ray, when the base lacks it) and
-that wheel at start: KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`, copied
+that wheel at start (into the user site on a volume: the root filesystem is read-only, `writable.py`):
+KubeRay is told not to write the container command (`ray.io/overwrite-container-cmd`, copied
 from the RayService to its RayCluster) and the container runs `pip install ...` and then KubeRay's
 generated command through `bash -c "$KUBERAY_GEN_RAY_START_CMD"`: the command carries shell quoting
 (`--resources="{\"neuron_cores\": 24}"`) that a bare `$KUBERAY_GEN_RAY_START_CMD` would pass on
@@ -35,7 +36,7 @@ from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.serving_limits import drain_grace_s
 from llmctl.blueprints.versions import versions
 from llmctl.infra.workload import meta
-from llmctl.infra.workload.builders import common, fast_path, placement, stopping
+from llmctl.infra.workload.builders import common, fast_path, placement, stopping, writable
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
@@ -131,7 +132,7 @@ def _start_command(config: WorkloadConfig, image: str, pins: RayPins) -> Obj:
 
     has_ray = "ray" in locked_names(config, image)
     extra = [] if has_ray or image.startswith(("rayproject/", "docker.io/rayproject/")) else pins[1]
-    install = install_script(config, image, extra)
+    install = install_script(config, image, extra, user_site=True)  # the root filesystem is read-only
     # as KubeRay's own command does: raise the open-file limit; then run its command in a shell that
     # honours the quoting inside it (only when the install succeeded)
     start = 'exec /bin/bash -c "$KUBERAY_GEN_RAY_START_CMD"'
@@ -243,8 +244,11 @@ def rayservice(
             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
         },
     }
-    for template in (head_template, worker_template):  # the delivered wheel, fetched before start
-        template["spec"] = with_app(config, template["spec"])
+    for template, container in ((head_template, "ray-head"), (worker_template, "ray-worker")):
+        # the delivered wheel, fetched before start; every place Ray writes on a volume (`writable.py`)
+        template["spec"] = writable.read_only_root(
+            with_app(config, template["spec"]), container, installs=not baked
+        )
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
     cluster: Obj = {
         "rayVersion": pins[0],

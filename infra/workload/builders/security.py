@@ -9,11 +9,12 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
 - every pod: the runtime's default seccomp profile;
 - a pod whose builder chose a non-root user (the model-mirror Job's, on python:slim) runs as it; else
   a pod whose containers run on an image with a known non-root user (versions.yaml `user`: the Ray
-  images' `ray`, uid 1000, gid 100) runs as that user; either way init containers included, with
-  `fsGroup` so its volumes and projected tokens (EKS Pod Identity's) are readable (the gradio UI and
-  the model-mirror Job choose llmctl's non-root user, `delivery.NON_ROOT_USER`). Pods on images
-  without a recorded user (the Neuron and Triton images, Open WebUI) run as their own user, root,
-  but for a container whose builder chose a non-root user of its own (the AWS CLI init container);
+  images' `ray`, uid 1000, gid 100; the Triton image's `triton-server`, uid and gid 1000) runs as that
+  user; either way init containers included, with `fsGroup` so its volumes and projected tokens (EKS
+  Pod Identity's) are readable (the gradio UI and the model-mirror Job choose llmctl's non-root user,
+  `delivery.NON_ROOT_USER`). Pods on images without a recorded user (the Neuron images, Open WebUI)
+  run as their own user, root, but for a container whose builder chose a non-root user of its own
+  (the AWS CLI init container);
 - no service-account token automounted in any pod (EKS Pod Identity mounts its own token, so S3
   access does not need it); the Ray head of an autoscaling RayService gets one mounted into KubeRay's
   autoscaler sidecar alone (`autoscalerOptions.volumeMounts`), the only container that calls the
@@ -23,8 +24,9 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
 
 A container runs on a read-only root filesystem where its builder asks for it (`readOnlyRootFilesystem`
 in the container's securityContext), having mounted a volume at each place it writes: the AWS CLI init
-containers, the model-mirror Job and the gradio UI. The runtimes still write into their image at start
-(the pip install of base-image mode, Ray's session folder under /tmp, the compilers' caches).
+containers, the model-mirror Job, the gradio UI and the runtimes' containers (Ray, Triton, TorchServe:
+`writable.py`, base-image mode installing into the user site on a volume). Open WebUI still writes
+into its image at start.
 
 No `checkov.io/skip` annotation is set: checkov's accepted findings are listed, container by container,
 in the test suite (tests/workload/checkov_accepted.yaml; docs/security.md).

@@ -15,7 +15,7 @@ out the drain grace (the pod has left the Service's endpoints) within
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import common, placement, stopping
+from llmctl.infra.workload.builders import common, placement, stopping, writable
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -80,7 +80,14 @@ def build(config: WorkloadConfig) -> list[Obj]:
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         ],
     }
-    pod_spec = with_app(config, pod_spec)
+    # a read-only root: the start's work folder (the rendered config, TorchServe's key file and logs) on a
+    # volume of its own, with the install, the caches and /tmp (`writable.py`)
+    pod_spec = writable.read_only_root(
+        with_app(config, pod_spec),
+        "torchserve",
+        {"llmctl-ts-work": start.DEFAULT_WORKDIR},
+        installs=not baked,
+    )
     admin_name = f"{name(config)}-admin"
     deployment, *hpa = common.scaled_serving_deployment(
         config, name(config), pod_spec, metrics, metrics_service=admin_name

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from llmctl.blueprints import serving_limits
 from llmctl.blueprints.schema import Blueprint
-from llmctl.infra.workload.builders import common, placement, stopping
+from llmctl.infra.workload.builders import common, placement, stopping, writable
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
@@ -96,7 +96,14 @@ def build(config: WorkloadConfig) -> list[Obj]:
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
-    pod_spec = with_app(config, pod_spec)
+    # a read-only root: the model repository the start module writes on a volume of its own, with the
+    # install, the caches and /tmp (`writable.py`)
+    pod_spec = writable.read_only_root(
+        with_app(config, pod_spec),
+        "triton",
+        {"llmctl-model-repository": start.DEFAULT_REPOSITORY},
+        installs=not baked,
+    )
     deployment, *hpa = common.scaled_serving_deployment(
         config,
         name(config),

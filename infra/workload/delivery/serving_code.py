@@ -185,7 +185,8 @@ def outside_lock_args(spec: LockSpec) -> list[str]:
 
 
 def pip_install(args: list[str]) -> str:
-    """One `python3 -m pip install` shell command (the interpreter first on PATH: the venv's when made)."""
+    """One `python3 -m pip install` shell command (the interpreter first on PATH: the venv's when made;
+    into the user site where :func:`user_site_step` exported `PIP_USER`)."""
     return "python3 -m pip install --no-cache-dir -q " + " ".join(shlex.quote(a) for a in args)
 
 
@@ -198,12 +199,44 @@ def venv_in(folder: str) -> str:
     )
 
 
+_MANAGED = (
+    '[ -f "$(python3 -c \'import sysconfig; print(sysconfig.get_path("stdlib"))\')/EXTERNALLY-MANAGED" ]'
+)
+
+
 def venv_step() -> str:
     """Shell: on an externally managed interpreter (PEP 668: an EXTERNALLY-MANAGED file in its stdlib
     folder, where pip looks: pypa/pip src/pip/_internal/utils/misc.py `check_externally_managed`), make
     a venv that sees the image's packages and put it first on PATH (:func:`venv_in`)."""
-    stdlib = "$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))')"
-    return f'if [ -f "{stdlib}/EXTERNALLY-MANAGED" ]; then {venv_in(VENV_DIR)}; fi'
+    return f"if {_MANAGED}; then {venv_in(VENV_DIR)}; fi"
+
+
+#: the variable naming the user site's base folder (Python's `site.USER_BASE`: `$PYTHONUSERBASE`, else
+#: `~/.local`; CPython Lib/site.py `_getuserbase`)
+USER_BASE_ENV = "PYTHONUSERBASE"
+
+
+def user_site_step() -> str:
+    """Shell, for a container on a read-only root filesystem (the runtimes' containers,
+    `builders/writable.py`): the install goes to a volume, never into the image.
+
+    On an interpreter outside a venv that is not externally managed (the Ray images' conda Python and
+    the Neuron PyTorch DLC's /opt/conda: ray-project/ray docker/base-deps/Dockerfile,
+    aws-neuron/deep-learning-containers docker/pytorch/inference/2.7.0/Dockerfile.neuronx), into the user
+    site under `$PYTHONUSERBASE`: `PIP_USER=1` is pip's `--user` (pip reads an option from `PIP_<NAME>`),
+    and the user site's scripts go first on PATH (`ray` itself when the lock carries Ray). The variable
+    is set in the container's env (the step refuses to go on without it), so every process of the pod,
+    Ray's workers and exec hooks included, sees what was installed; Python puts the user site on sys.path
+    ahead of site-packages (CPython Lib/site.py `main`: `addusersitepackages` before `addsitepackages`).
+    A pinned version that differs from the image's goes into the user site and the image's copy is left
+    alone (pip 23.2.1 src/pip/_internal/req/req_install.py `check_if_exists`: outside a venv a `--user`
+    install never uninstalls from site-packages).
+
+    On an externally managed interpreter (PEP 668), where pip refuses a `--user` install too, the venv
+    of :func:`venv_step`, which must then be on a volume (`VENV_DIR`: the container mounts one there)."""
+    missing = f"llmctl: {USER_BASE_ENV} is not set: the pod has no user site to install into"
+    user = f': "${{{USER_BASE_ENV}:?{missing}}}" && export PIP_USER=1 PATH="${USER_BASE_ENV}/bin:$PATH"'
+    return f"if {_MANAGED}; then {venv_in(VENV_DIR)}; else {user}; fi"
 
 
 #: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
@@ -275,13 +308,18 @@ def outside_from_index_steps(requirements: str | None, outside: list[str]) -> li
     return [write, pip_install(pinned)]
 
 
-def install_script(config: WorkloadConfig, image: str, extra: list[str] | None = None) -> str:
+def install_script(
+    config: WorkloadConfig, image: str, extra: list[str] | None = None, *, user_site: bool = False
+) -> str:
     """Shell that installs the runtime's lock, then the app without dependencies, with no index
     (wheel mode: from the wheelhouse the init container copied); configmap mode takes the lock out of
     the mounted wheel and installs it from the index, hash-checked (the wheelhouse does not fit a
     ConfigMap).
 
     `extra` must be empty: a package outside the lock cannot be installed without an index.
+    `user_site`: install into the user site under `$PYTHONUSERBASE`, or on an externally managed image
+    into a venv at `VENV_DIR` (:func:`user_site_step`), both on volumes, so the root filesystem can stay
+    read-only.
     """
 
     if extra:
@@ -292,7 +330,7 @@ def install_script(config: WorkloadConfig, image: str, extra: list[str] | None =
     delivery = delivery_of(config)
     spec = runtime_lock(config, image)
     app = f"{APP_DIR}/{delivery.wheel_file or wheel_file()}"
-    steps = [venv_step()]
+    steps = [user_site_step() if user_site else venv_step()]
     outside = outside_lock_args(spec)
     if delivery.mode == "wheel":
         # the lock names every wheel by hash, and its own digest names the wheelhouse: checked first, with
