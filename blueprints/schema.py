@@ -109,6 +109,13 @@ class ComputeSpec(_Strict):
         le=64,
         description="Tensor-parallel degree: NeuronCores (Neuron) or GPUs (NVIDIA) per replica.",
     )
+    pipeline_parallel: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Pipeline-parallel degree = nodes per replica on NVIDIA: the model's layers split into "
+        "this many stages, each running `tensor_parallel` GPUs on its own node, over EFA (docs/multi-node.md).",
+    )
     cpus_per_replica: float | None = Field(
         None,
         gt=0,
@@ -501,6 +508,11 @@ class Blueprint(_Strict):
         """The blueprint as the serving pods receive it (Ray's app args, `LLMCTL_BLUEPRINT`): every field
         but `upgrade`, which is llmctl's and not the pods' (changing it then redeploys nothing)."""
         return self.model_dump(mode="json", exclude={"upgrade"})
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one serving replica spans: its pipeline-parallel degree (1 for a single-node replica)."""
+        return self.compute.pipeline_parallel
 
     @property
     def is_neuron(self) -> bool:
