@@ -53,7 +53,9 @@ class Instance(_Row):
         "no EFA). A multi-node replica's pods request this many `vpc.amazonaws.com/efa` each.",
     )
     network_gbps: float | None = Field(
-        None, gt=0, description="Network bandwidth of the instance, Gbit/s (what EFA can carry between nodes)."
+        None,
+        gt=0,
+        description="Network bandwidth of the instance, Gbit/s (what EFA can carry between nodes).",
     )
     on_demand_usd: float = Field(ge=0, description="On-demand price, USD per hour.")
     reserved_3y_usd: float | None = Field(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -506,8 +506,13 @@ class Blueprint(_Strict):
 
     def pod_view(self) -> dict[str, object]:
         """The blueprint as the serving pods receive it (Ray's app args, `LLMCTL_BLUEPRINT`): every field
-        but `upgrade`, which is llmctl's and not the pods' (changing it then redeploys nothing)."""
-        return self.model_dump(mode="json", exclude={"upgrade"})
+        but `upgrade`, which is llmctl's and not the pods' (changing it then redeploys nothing), and a
+        single-node replica's `pipeline_parallel` of 1 (the default the pods read back), so that the
+        field's arrival changed no deployed blueprint's pods."""
+        exclude: dict[str, Any] = {"upgrade": True}
+        if self.compute.pipeline_parallel == 1:
+            exclude["compute"] = {"pipeline_parallel"}
+        return self.model_dump(mode="json", exclude=exclude)
 
     @property
     def nodes_per_replica(self) -> int:

@@ -61,12 +61,18 @@ def print_size_report(report: SizeReport) -> None:
         )
 
 
+def _per_node(report: CostReport) -> str:
+    if report.nodes_per_replica > 1:
+        return f"{report.nodes_per_replica} nodes per replica"
+    return f"{report.replicas_per_node} per node"
+
+
 def print_cost_report(report: CostReport, zero: dict[str, Any] | None = None) -> None:
     """The `llmctl cost` summary (and, for a blueprint that scales to zero, the saving there and
     the cold start it costs)."""
     console.print(
         f"[bold]{report.blueprint}[/]: {report.nodes} x {report.instance_type} "
-        f"({report.replicas} replica(s), {report.replicas_per_node} per node) at ${report.node_hourly_usd:.3f}/h "
+        f"({report.replicas} replica(s), {_per_node(report)}) at ${report.node_hourly_usd:.3f}/h "
         f"[dim]({report.price_source})[/]"
     )
     console.print(
