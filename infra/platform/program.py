@@ -24,6 +24,7 @@ from llmctl.infra.platform.manifests import pool_capacity_types, taint_dicts
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.neuron import SCHEDULER_NAME, Neuron
 from llmctl.infra.platform.nodepools import NodePools
+from llmctl.infra.platform.efa import EfaDevicePlugin
 from llmctl.infra.platform.nvidia import NvidiaDevicePlugin
 from llmctl.infra.platform.observability import CLOUDWATCH_NAMESPACE, Observability
 from llmctl.infra.platform.system_policies import KUBE_SYSTEM, allow_namespace
@@ -88,6 +89,10 @@ def build_platform(config: PlatformConfig) -> None:
         Neuron("neuron", kubernetes_version=config.kubernetes_version, after=after_lbc, opts=on_k8s)
     if "nvidia_device_plugin" in installs:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
+    if "aws_efa_device_plugin" in installs:
+        EfaDevicePlugin(
+            "efa", cluster_security_group_id=cluster.cluster_security_group_id, after=after_lbc, opts=on_both
+        )
     # strict NetworkPolicy mode: each platform namespace's allow-all policy before its pods
     # (kube-system's comes with the cluster, before the nodes: system_policies.py)
     policies = {
