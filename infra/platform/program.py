@@ -14,6 +14,7 @@ from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.cache import Cache
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.efa import EfaDevicePlugin
 from llmctl.infra.platform.ingress import Ingress
 from llmctl.infra.platform.karpenter import Karpenter
 from llmctl.infra.platform.keda import NAMESPACE as KEDA_NAMESPACE
@@ -24,7 +25,6 @@ from llmctl.infra.platform.manifests import pool_capacity_types, taint_dicts
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.neuron import SCHEDULER_NAME, Neuron
 from llmctl.infra.platform.nodepools import NodePools
-from llmctl.infra.platform.efa import EfaDevicePlugin
 from llmctl.infra.platform.nvidia import NvidiaDevicePlugin
 from llmctl.infra.platform.observability import CLOUDWATCH_NAMESPACE, Observability
 from llmctl.infra.platform.system_policies import KUBE_SYSTEM, allow_namespace
