@@ -51,6 +51,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
         name: str,
         *,
         cluster_security_group_id: pulumi.Input[str],
+        tags: dict[str, str],
         after: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -61,6 +62,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
             referenced_security_group_id=cluster_security_group_id,
             ip_protocol="-1",  # every protocol and port
             description=EGRESS_DESCRIPTION,
+            tags=tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.release = release(

@@ -91,7 +91,11 @@ def build_platform(config: PlatformConfig) -> None:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
     if "aws_efa_device_plugin" in installs:
         EfaDevicePlugin(
-            "efa", cluster_security_group_id=cluster.cluster_security_group_id, after=after_lbc, opts=on_both
+            "efa",
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            tags=tags_for(config),
+            after=after_lbc,
+            opts=on_both,
         )
     # strict NetworkPolicy mode: each platform namespace's allow-all policy before its pods
     # (kube-system's comes with the cluster, before the nodes: system_policies.py)
