@@ -134,8 +134,8 @@ def test_the_counts(scan: dict[str, Any]) -> None:
     accepted = [f for f in scan["findings"] if any(matches(e, f) for e in exceptions("accepted"))]
     not_fixed = Counter(f[0] for f in scan["findings"] if any(matches(e, f) for e in exceptions("not_fixed")))
     assert not scan["skipped"]
-    assert len(accepted) == 84
-    assert not_fixed == {"CKV_K8S_22": 13, "CKV_K8S_23": 7}
+    assert len(accepted) == 101  # 84 before llama31-405b-vllm-gpu: 14 on its Ray pods, 3 on its mirror Job
+    assert not_fixed == {"CKV_K8S_22": 15, "CKV_K8S_23": 7}  # its ray-head and ray-worker: 13 before
     assert len(scan["passed"]) > 2500
 
 
