@@ -38,3 +38,22 @@ def test_a_platform_without_gpu_pools_gets_neither() -> None:
     graph = graph_for(PlatformConfig.for_blueprints([load_blueprint("llama2-inf2")]))
     assert not [r for r in graph if r.type == EGRESS]
     assert not [r for r in graph if r.type == RELEASE and "efa" in str(r.inputs.get("chart"))]
+
+
+def test_plan_prices_the_405b_blueprint_per_replica_of_two_nodes() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from llmctl.cli.app import app
+
+    runner = CliRunner()
+    args = ["plan", "-b", "llama31-405b-vllm-gpu", "--offline", "--stack", "ci"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)["cost"]["workloads"][0]
+    assert (row["nodes"], row["nodes_per_replica"]) == (2, 2)
+    assert row["serving_hourly_usd"] == row["replica_hourly_usd"] == 110.08
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0, text.output
+    assert "2 x p5.48xlarge, 2 nodes per replica at $110.08/h a replica" in text.stdout
