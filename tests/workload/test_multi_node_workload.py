@@ -98,3 +98,12 @@ def test_the_serve_application_receives_the_pipeline_degree() -> None:
 
     serve = yaml.safe_load(find(manifests_for(BIG), "RayService")["spec"]["serveConfigV2"])
     assert serve["applications"][0]["args"]["blueprint"]["compute"]["pipeline_parallel"] == 2
+
+
+def test_validate_says_its_sizing_line_is_per_pod_of_a_replica() -> None:
+    from llmctl.infra.workload.api import validate_blueprint
+
+    report = validate_blueprint(BIG)
+    assert report["ok"] and report["serving_what"].startswith("each of a replica's 2 pods")
+    assert report["serving"]["requests"]["memory_gib"] == 461.0
+    assert validate_blueprint(SINGLE)["serving_what"] == "serving replica"
