@@ -59,3 +59,41 @@ def test_nothing_is_said_when_the_group_is_whole_or_not_started_or_single_node()
     assert not [f for f in _found(_worker_pods([True, True]), 2) if f.kind == "group"]
     assert not [f for f in _found(_worker_pods([False, False]), 2) if f.kind == "group"]
     assert not [f for f in _found(_worker_pods([True, False]), 1) if f.kind == "group"]
+
+
+def test_status_counts_a_replica_once_all_its_worker_pods_are_there(monkeypatch: Any) -> None:
+    """The RayCluster KubeRay makes from the rendered RayService (its annotations copied: ray-project/kuberay
+    v1.7.0 rayservice_controller.go 1511-1512), with the recorded KubeRay status
+    (tests/lifecycle/data/recorded/raycluster_status.json) at the worker counts of a two-node replica."""
+    import json
+    from pathlib import Path
+
+    from llmctl.infra.lifecycle import replicas
+
+    bp = load_blueprint(BIG)
+    manifests = build_manifests(
+        WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp)), hf_token=None
+    )
+    rayservice = next(m for m in manifests if m["kind"] == "RayService")
+    recorded = json.loads(
+        (Path(__file__).parent / "data" / "recorded" / "raycluster_status.json").read_text()
+    )
+    group = rayservice["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
+    status = {**recorded["status"], "desiredWorkerReplicas": group["replicas"]}
+    annotations = dict(rayservice["metadata"]["annotations"])
+    assert annotations["llmctl.dev/nodes-per-replica"] == "2"
+    for available, serving in ((1, 0), (2, 1)):
+        cluster = {
+            "kind": "RayCluster",
+            "metadata": {"name": "rc", "annotations": annotations},
+            "status": {**status, "availableWorkerReplicas": available, "readyWorkerReplicas": available},
+        }
+
+        def kubectl_json(
+            kubeconfig: Any, *args: str, cluster: dict[str, Any] = cluster, **_: Any
+        ) -> dict[str, Any]:
+            return {"items": [cluster] if args[1] == "rayclusters" else []}
+
+        monkeypatch.setattr(replicas, "kubectl_json", kubectl_json)
+        [row] = replicas.workload_replicas(None, BIG)
+        assert (row["current"], row["desired"]) == (serving, 1)

@@ -28,6 +28,10 @@ from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.scheduling.capacity import EFA_DEVICE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+#: on the RayService (KubeRay v1.7.0 copies a RayService's annotations to the RayClusters it makes:
+#: ray-operator/controllers/ray/rayservice_controller.go 1511-1512): worker pods per serving replica,
+#: which `llmctl status` and `llmctl bench` divide the worker counts by (infra/lifecycle/replicas.py)
+NODES_PER_REPLICA = "llmctl.dev/nodes-per-replica"
 # Instance families whose EFA does RDMA read and write to GPU memory (GPUDirect RDMA). The setting
 # is harmless but unneeded with libfabric >= 1.18 and aws-ofi-nccl >= 1.7, and needed below that
 # (aws-samples/awsome-distributed-training 0610db0638db 1.architectures/efa-cheatsheet.md, "Settings
@@ -38,6 +42,11 @@ RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en")
 def multi_node(config: WorkloadConfig) -> bool:
     """Whether the blueprint's replica spans several nodes."""
     return config.blueprint.nodes_per_replica > 1
+
+
+def annotations(config: WorkloadConfig) -> dict[str, str]:
+    """The RayService's annotation of worker pods per replica (none for a single-node replica)."""
+    return {NODES_PER_REPLICA: str(config.blueprint.nodes_per_replica)} if multi_node(config) else {}
 
 
 def efa_resources(config: WorkloadConfig, instance: Instance) -> dict[str, int]:
