@@ -44,7 +44,7 @@ def multi_node(config: WorkloadConfig) -> bool:
     return config.blueprint.nodes_per_replica > 1
 
 
-def annotations(config: WorkloadConfig) -> dict[str, str]:
+def replica_annotations(config: WorkloadConfig) -> dict[str, str]:
     """The RayService's annotation of worker pods per replica (none for a single-node replica)."""
     return {NODES_PER_REPLICA: str(config.blueprint.nodes_per_replica)} if multi_node(config) else {}
 

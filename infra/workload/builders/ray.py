@@ -273,7 +273,7 @@ def rayservice(
     }
     if autoscale:
         cluster["autoscalerOptions"] = {"idleTimeoutSeconds": 600, "resources": AUTOSCALER_RESOURCES}
-    annotations = {**common.readiness(config, READY), **efa.annotations(config)}
+    annotations = {**common.readiness(config, READY), **efa.replica_annotations(config)}
     if not baked:
         annotations[OVERWRITE_CMD] = "true"
     ports = [port("serve", SERVE_PORT)]
