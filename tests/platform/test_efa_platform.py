@@ -57,3 +57,19 @@ def test_plan_prices_the_405b_blueprint_per_replica_of_two_nodes() -> None:
     text = runner.invoke(app, args)
     assert text.exit_code == 0, text.output
     assert "2 x p5.48xlarge, 2 nodes per replica at $110.08/h a replica" in text.stdout
+
+
+def test_every_node_of_the_405b_replica_gets_a_root_volume_that_holds_the_whole_model() -> None:
+    """Ray Serve LLM downloads the model on each node of a replica (ray 2.58.0 node_initialization_utils.py
+    `initialize_node`): 811.7 GB = 756 GiB + 150 GiB for the image and caches, rounded up to 1000 GiB."""
+    from llmctl.blueprints.catalog import catalog_names
+
+    platform = PlatformConfig.for_blueprints([load_blueprint("llama31-405b-vllm-gpu")])
+    assert platform.root_volume_gib == {"gpu-nvidia": 1000}
+    graph = graph_for(platform)
+    gpu_class = next(r for r in graph if r.name == "nodepools-gpu-nvidia-nodeclass")
+    [mapping] = gpu_class.inputs["spec"]["blockDeviceMappings"]
+    assert mapping["ebs"]["volumeSize"] == "1000Gi"
+    # every other catalog model fits its pool's default: their EC2NodeClasses do not change
+    others = [load_blueprint(name) for name in catalog_names() if name != "llama31-405b-vllm-gpu"]
+    assert PlatformConfig.for_blueprints(others).root_volume_gib == {}
