@@ -55,6 +55,7 @@ def describe(ref: str) -> dict[str, Any]:
             "engine": engine_of(bp),
             "gated_model": is_gated(bp),
             "replicas_per_node": plan.replicas_per_node,
+            **({"nodes_per_replica": plan.nodes_per_replica} if plan.nodes_per_replica > 1 else {}),
             "nodes": plan.nodes,
             "nodes_max": plan.nodes_max,
             "serving_hourly_usd": round(cost.serving_hourly_usd, 4),

@@ -46,6 +46,17 @@ class Instance(_Row):
     ipv4_per_eni: int | None = Field(
         None, ge=1, description="IPv4 addresses per ENI (Karpenter's ENI-limited max pods)."
     )
+    efa_interfaces: int = Field(
+        0,
+        ge=0,
+        description="EFA interfaces the instance takes (DescribeInstanceTypes EfaInfo.MaximumEfaInterfaces; 0: "
+        "no EFA). A multi-node replica's pods request this many `vpc.amazonaws.com/efa` each.",
+    )
+    network_gbps: float | None = Field(
+        None,
+        gt=0,
+        description="Network bandwidth of the instance, Gbit/s (what EFA can carry between nodes).",
+    )
     on_demand_usd: float = Field(ge=0, description="On-demand price, USD per hour.")
     reserved_3y_usd: float | None = Field(
         None, ge=0, description="Effective 3-year reserved price, USD per hour."

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
+from llmctl.blueprints.models import lookup_model
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import CatalogError
 
@@ -178,3 +179,30 @@ def pools_for(
     for blueprint in blueprints:
         wanted.add(pool_for_instance(catalog.instance(blueprint.compute.instance_type)).name)
     return [spec for spec in POOLS if spec.name in wanted]
+
+
+# A serving node's disk besides the model: the serving image pulled and unpacked (the ray-llm image is
+# tens of GB), the engine's compile caches, logs. llmctl's estimate.
+NODE_DISK_MARGIN_GIB = 150
+
+
+def root_volumes_by_pool(blueprints: Iterable[Blueprint], catalog: HardwareCatalog) -> dict[str, int]:
+    """Root volumes (GiB) above a pool's default, where a blueprint's model does not fit it: every
+    serving node holds the whole model on its disk, a replica over several nodes too (Ray Serve LLM
+    downloads the model files on each node of a replica's placement group: ray 2.58.0
+    python/ray/llm/_internal/serve/utils/node_initialization_utils.py `initialize_node`, one download
+    task per node of `bundles_to_node_id`, and vLLM's pipeline stages read their layers from the full
+    set of files). The weights plus `NODE_DISK_MARGIN_GIB`, rounded up to 100 GiB; pools whose default
+    holds every blueprint's model are left out (their EC2NodeClass stays as it was)."""
+    sizes: dict[str, int] = {}
+    for bp in blueprints:
+        try:
+            arch = lookup_model(bp.model.architecture or bp.model.id, allow_hub=False)
+            spec = pool_for_instance(catalog.instance(bp.compute.instance_type))
+        except CatalogError:
+            continue
+        need = arch.weights_gb(bp.model.dtype) * 1e9 / 1024**3 + NODE_DISK_MARGIN_GIB
+        size = -(-int(need) // 100) * 100
+        if size > max(spec.root_volume_gib, sizes.get(spec.name, 0)):
+            sizes[spec.name] = size
+    return sizes

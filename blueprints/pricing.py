@@ -12,16 +12,21 @@ from llmctl.errors import CatalogError
 
 @dataclass(frozen=True)
 class NodePlan:
-    """How many serving nodes a blueprint needs."""
+    """How many serving nodes a blueprint needs (a replica spans `nodes_per_replica` of them when its
+    pipeline stages run on several nodes; then `replicas_per_node` is 1)."""
 
     instance: Instance
     replicas_per_node: int
     nodes: int
     nodes_max: int
+    nodes_per_replica: int = 1
 
 
 def replicas_per_node(blueprint: Blueprint, instance: Instance) -> int:
-    """How many replicas share one node: by accelerators, or by vCPUs on CPU nodes."""
+    """How many replicas share one node: by accelerators, or by vCPUs on CPU nodes; 1 for a replica
+    over several nodes (each of its pipeline stages takes a whole node)."""
+    if blueprint.nodes_per_replica > 1:
+        return 1
     if blueprint.compute.accelerator == "cpu":
         cpus = blueprint.compute.cpus_per_replica
         return max(1, int(instance.vcpu // cpus)) if cpus else 1
@@ -29,12 +34,13 @@ def replicas_per_node(blueprint: Blueprint, instance: Instance) -> int:
 
 
 def node_plan(blueprint: Blueprint, catalog: HardwareCatalog) -> NodePlan:
-    """Serving nodes at the initial replica count and at the autoscaling maximum."""
+    """Serving nodes at the initial replica count and at the autoscaling maximum: whole replicas of
+    `nodes_per_replica` nodes each."""
     instance = catalog.instance(blueprint.compute.instance_type)
     per_node = replicas_per_node(blueprint, instance)
-    scaling = blueprint.scaling
-    nodes = ceil_div(scaling.replicas, per_node) if scaling.replicas else 0
-    return NodePlan(instance, per_node, nodes, ceil_div(scaling.max_replicas, per_node))
+    scaling, span = blueprint.scaling, blueprint.nodes_per_replica
+    nodes = ceil_div(scaling.replicas, per_node) * span if scaling.replicas else 0
+    return NodePlan(instance, per_node, nodes, ceil_div(scaling.max_replicas, per_node) * span, span)
 
 
 @dataclass(frozen=True)
@@ -64,13 +70,17 @@ class CostReport:
     platform_hourly_usd: float
     total_hourly_usd: float
     per_1k_tokens: list[TokenCost] = field(default_factory=list)
-    # What scaling to zero saves per hour: the serving node of the last replica (one replica always
-    # fits one node), None when the blueprint's min_replicas keeps a replica up.
+    # What scaling to zero saves per hour: the serving nodes of the last replica (`nodes_per_replica`
+    # of them), None when the blueprint's min_replicas keeps a replica up.
     zero_saving_hourly_usd: float | None = None
+    nodes_per_replica: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        """Stable JSON keys, money rounded to 1/10,000 of a dollar."""
+        """Stable JSON keys, money rounded to 1/10,000 of a dollar (`nodes_per_replica` only for a
+        replica over several nodes)."""
         data = asdict(self)
+        if data["nodes_per_replica"] == 1:
+            del data["nodes_per_replica"]
         for key, value in data.items():
             if key.endswith("_usd") and isinstance(value, float):
                 data[key] = round(value, 4)
@@ -136,5 +146,8 @@ def blueprint_cost(
         platform_hourly_usd=platform,
         total_hourly_usd=serving + platform,
         per_1k_tokens=per_1k,
-        zero_saving_hourly_usd=price if blueprint.scaling.min_replicas == 0 else None,
+        zero_saving_hourly_usd=price * plan.nodes_per_replica
+        if blueprint.scaling.min_replicas == 0
+        else None,
+        nodes_per_replica=plan.nodes_per_replica,
     )

@@ -16,7 +16,7 @@ from llmctl.blueprints.hub_names import is_path_id
 from llmctl.blueprints.models import ModelArch, lookup_model
 from llmctl.blueprints.runtimes import runtime, runtimes, runtimes_with
 from llmctl.blueprints.schema import Blueprint
-from llmctl.blueprints.sizing import allowed_tp, check_fit
+from llmctl.blueprints.sizing import allowed_tp, check_fit, size_model
 from llmctl.errors import CatalogError
 
 Problem = tuple[str, str]
@@ -203,16 +203,93 @@ def _fit(ctx: Context) -> list[Problem]:
         context=bp.model.max_context,
         batch=bp.model.batch_size,
         gpu_memory_utilization=bp.serving.gpu_memory_utilization,
+        pp=bp.compute.pipeline_parallel,
     )
     if not result.fits:
+        layout = f"tp {bp.compute.tensor_parallel}" + (
+            f" x pipeline_parallel {bp.nodes_per_replica}" if bp.nodes_per_replica > 1 else ""
+        )
         problems.append(
             (
                 "compute",
                 f"{arch.key} ({bp.model.dtype}, context {bp.model.max_context}, batch {bp.model.batch_size}) "
-                f"does not fit {instance.name} at tp {bp.compute.tensor_parallel}: {result.reason}; "
-                f"run `llmctl size {arch.key} --accelerator {bp.compute.accelerator}` for options",
+                f"does not fit {instance.name} at {layout}: {result.reason}; " + _size_hint(ctx, arch),
             )
         )
+    return problems
+
+
+def _size_hint(ctx: Context, arch: ModelArch) -> str:
+    """What `llmctl size` recommends for the blueprint's model (a multi-node layout when no single
+    node holds it), with the command that shows every option."""
+    bp = ctx.blueprint
+    command = f"run `llmctl size {arch.key} --accelerator {bp.compute.accelerator}` for options"
+    report = size_model(
+        arch,
+        ctx.catalog,
+        accelerator=bp.compute.accelerator,
+        dtype=bp.model.dtype,
+        context=bp.model.max_context,
+        batch=bp.model.batch_size,
+        gpu_memory_utilization=bp.serving.gpu_memory_utilization,
+    )
+    rec = report.recommended
+    if rec is None or rec.pipeline_parallel == 1:
+        return command
+    return (
+        f"no single {bp.compute.accelerator} node holds it: set compute.instance_type {rec.instance_type}, "
+        f"tensor_parallel {rec.tp_degree} and pipeline_parallel {rec.pipeline_parallel} ({rec.pipeline_parallel} "
+        f"nodes per replica over EFA, ${rec.hourly_usd:.2f}/h), or {command}"
+    )
+
+
+def _pipeline(ctx: Context) -> list[Problem]:
+    """A replica over several nodes (pipeline_parallel > 1) runs only where it can work: vLLM's
+    pipeline stages under Ray Serve LLM on NVIDIA GPUs, one whole node per stage, over EFA."""
+    bp, instance = ctx.blueprint, ctx.instance
+    pp = bp.compute.pipeline_parallel
+    if pp == 1:
+        return []
+    field = "compute.pipeline_parallel"
+    if bp.compute.accelerator != "nvidia":
+        return [
+            (
+                field,
+                f"pipeline_parallel {pp} spans nodes on NVIDIA GPUs only; {bp.compute.accelerator} serves one "
+                "replica per node: set it to 1 (or pick an nvidia instance type)",
+            )
+        ]
+    if not runtime(bp.runtime).pipeline_parallel:
+        able = ", ".join(runtimes_with(pipeline_parallel=True))
+        return [
+            (
+                field,
+                f"{bp.runtime} cannot run one replica across nodes; runtimes that can: {able}; or set "
+                "pipeline_parallel to 1",
+            )
+        ]
+    if instance is None or instance.accelerator != bp.compute.accelerator:
+        return []  # reported by the instance rule
+    problems: list[Problem] = []
+    if not instance.efa_interfaces:
+        efa = sorted(row.name for row in ctx.catalog.of_accelerator("nvidia") if row.efa_interfaces)
+        problems.append(
+            (
+                field,
+                f"{instance.name} has no EFA, so the pipeline stages would talk over the pod network (TCP); "
+                f"pick an EFA instance type ({', '.join(efa)}) or set pipeline_parallel to 1",
+            )
+        )
+    if bp.compute.tensor_parallel != instance.accelerator_count:
+        problems.append(
+            (
+                "compute.tensor_parallel",
+                f"each pipeline stage takes a whole node: tensor_parallel must be the {instance.accelerator_count} "
+                f"GPUs of {instance.name}, not {bp.compute.tensor_parallel}",
+            )
+        )
+    if ctx.arch is not None and pp > ctx.arch.layers:
+        problems.append((field, f"{ctx.arch.key} has {ctx.arch.layers} layers, fewer than {pp} stages"))
     return problems
 
 
@@ -350,6 +427,7 @@ RULES: tuple[Callable[[Context], list[Problem]], ...] = (
     _software,
     _sdk_in_tag,
     _parallelism,
+    _pipeline,
     _fit,
     _resources,
     _features,

@@ -68,6 +68,12 @@ class RuntimeSpec(BaseModel):
         description="Its app is Ray Serve LLM's OpenAI app (serving/serve_llm/), so Ray's fast path "
         "(HAProxy and direct streaming, blueprints/fast_path.py) can apply to it.",
     )
+    pipeline_parallel: bool = Field(
+        False,
+        description="It can run one replica across several nodes (compute.pipeline_parallel > 1): its engine "
+        "splits the model's layers into stages, one node each, on NVIDIA GPUs (Ray Serve LLM's vLLM with its "
+        "Ray executor).",
+    )
     versions_key: str = Field(description="Key of its pinned base image under `images:` in versions.yaml.")
     package: str = Field(
         description="Its serving package (`serving/<package>/`, with the Dockerfile) and builder module "

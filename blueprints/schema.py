@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -108,6 +108,13 @@ class ComputeSpec(_Strict):
         ge=1,
         le=64,
         description="Tensor-parallel degree: NeuronCores (Neuron) or GPUs (NVIDIA) per replica.",
+    )
+    pipeline_parallel: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Pipeline-parallel degree = nodes per replica on NVIDIA: the model's layers split into "
+        "this many stages, each running `tensor_parallel` GPUs on its own node, over EFA (docs/multi-node.md).",
     )
     cpus_per_replica: float | None = Field(
         None,
@@ -505,8 +512,18 @@ class Blueprint(_Strict):
 
     def pod_view(self) -> dict[str, object]:
         """The blueprint as the serving pods receive it (Ray's app args, `LLMCTL_BLUEPRINT`): every field
-        but `upgrade`, which is llmctl's and not the pods' (changing it then redeploys nothing)."""
-        return self.model_dump(mode="json", exclude={"upgrade"})
+        but `upgrade`, which is llmctl's and not the pods' (changing it then redeploys nothing), and a
+        single-node replica's `pipeline_parallel` of 1 (the default the pods read back), so that the
+        field's arrival changed no deployed blueprint's pods."""
+        exclude: dict[str, Any] = {"upgrade": True}
+        if self.compute.pipeline_parallel == 1:
+            exclude["compute"] = {"pipeline_parallel"}
+        return self.model_dump(mode="json", exclude=exclude)
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one serving replica spans: its pipeline-parallel degree (1 for a single-node replica)."""
+        return self.compute.pipeline_parallel
 
     @property
     def is_neuron(self) -> bool:

@@ -6,6 +6,9 @@ Rules (numbers in GB of 1e9 bytes):
 - Neuron: each NeuronCore holds ``memory_per_core_gb`` (16 GB on Inferentia2/Trainium); the
   minimum cores is ceil(need / 16) and the minimum devices ceil(cores / cores per device);
 - NVIDIA: each GPU holds its memory x ``gpu_memory_utilization``; attention heads must divide by tp;
+- a model no single node holds (NVIDIA): pipeline_parallel stages of one whole node each (tp = the
+  node's GPUs), over EFA; the memory of `pp` nodes holds the weights and the KV cache, and each
+  node's pod loads only its stage's share of the weights;
 - every option also needs host memory (`host_memory`: the weights while they load, the runtime, the
   KV cache on CPU, plus a margin) within what Karpenter lets one pod request on the instance
   (`blueprints.allocatable`: VM overhead, kube-reserved, eviction threshold, the platform's
@@ -58,15 +61,18 @@ class HostMemory:
         return self.need_gib + self.margin_gib
 
 
-def host_memory(arch: ModelArch, accelerator: str, *, dtype: Dtype, context: int, batch: int) -> HostMemory:
-    """Host memory of one replica: the KV cache is in host memory only on CPU engines."""
+def host_memory(
+    arch: ModelArch, accelerator: str, *, dtype: Dtype, context: int, batch: int, stages: int = 1
+) -> HostMemory:
+    """Host memory of one replica's pod: the KV cache is in host memory only on CPU engines; with
+    `stages` pipeline stages (one pod per node) each pod loads its share of the weights."""
     kind = (
         "neuron"
         if accelerator in ("inferentia2", "trainium", "trainium2")
         else ("gpu" if accelerator == "nvidia" else "cpu")
     )
     kv = arch.kv_cache_gb(dtype, context, batch) / GIB if kind == "cpu" else 0.0
-    return HostMemory(WEIGHT_COPIES[kind] * arch.weights_gb(dtype) / GIB, kv, RUNTIME_GIB[kind])
+    return HostMemory(WEIGHT_COPIES[kind] * arch.weights_gb(dtype) / GIB / stages, kv, RUNTIME_GIB[kind])
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,8 @@ class FitResult:
 
 @dataclass(frozen=True)
 class SizeOption:
-    """One instance type with the smallest tp degree that fits (or the largest tried)."""
+    """One instance type with the smallest tp degree that fits (or the largest tried); a multi-node
+    option spans `pipeline_parallel` nodes and `hourly_usd` is the price of all of them."""
 
     instance_type: str
     tp_degree: int
@@ -90,6 +97,7 @@ class SizeOption:
     needed_gb: float
     available_gb: float
     reason: str = ""
+    pipeline_parallel: int = 1
 
 
 @dataclass(frozen=True)
@@ -118,11 +126,16 @@ class SizeReport:
         for option in data["options"]:
             option["needed_gb"] = round(option["needed_gb"], 3)
             option["available_gb"] = round(option["available_gb"], 3)
+            if option["pipeline_parallel"] == 1:  # single-node options keep their keys
+                del option["pipeline_parallel"]
         if self.recommended is not None:
             data["recommended"] = {
                 "instance_type": self.recommended.instance_type,
                 "tp_degree": self.recommended.tp_degree,
             }
+            if self.recommended.pipeline_parallel > 1:
+                data["recommended"]["pipeline_parallel"] = self.recommended.pipeline_parallel
+                data["recommended"]["nodes"] = self.recommended.pipeline_parallel
         return data
 
 
@@ -143,12 +156,15 @@ def check_fit(
     context: int,
     batch: int,
     gpu_memory_utilization: float = 0.9,
+    pp: int = 1,
 ) -> FitResult:
-    """Whether one replica of the model at tp fits on the instance."""
+    """Whether one replica of the model at tp fits on the instance (on `pp` of them, one pipeline
+    stage each, when pp > 1)."""
     weights = arch.weights_gb(dtype)
     # what Karpenter lets one pod request on the node, GB
     host_gb = node_allocatable(instance).pod_memory_mib * 1024**2 / 1e9
-    host_need = host_memory(arch, info.name, dtype=dtype, context=context, batch=batch).request_gib * GIB
+    host = host_memory(arch, info.name, dtype=dtype, context=context, batch=batch, stages=pp)
+    host_need = host.request_gib * GIB
     if info.kind == "cpu":
         if host_need > host_gb:
             return FitResult(
@@ -168,17 +184,18 @@ def check_fit(
         per_core = info.memory_per_core_gb or 16.0
         available = tp * per_core
     else:
-        available = tp * instance.accelerator_memory_gib * GIB * gpu_memory_utilization
+        available = pp * tp * instance.accelerator_memory_gib * GIB * gpu_memory_utilization
         if arch.heads % tp:
             return FitResult(False, need, available, f"{arch.heads} attention heads do not divide by tp {tp}")
     if need > available:
-        return FitResult(False, need, available, f"needs {need:.1f} GB, tp {tp} gives {available:.1f} GB")
+        layout = f"tp {tp}" + (f" x pp {pp}" if pp > 1 else "")
+        return FitResult(False, need, available, f"needs {need:.1f} GB, {layout} gives {available:.1f} GB")
     if host_need > host_gb:
         return FitResult(
             False,
             need,
             available,
-            f"loading {weights:.1f} GB needs {host_need:.1f} GB of host memory; {instance.name} lets a pod "
+            f"loading {weights / pp:.1f} GB needs {host_need:.1f} GB of host memory; {instance.name} lets a pod "
             f"request {host_gb:.1f} GB (Karpenter's allocatable less DaemonSets)",
         )
     return FitResult(True, need, available)
@@ -243,7 +260,22 @@ def size_model(
             )
         )
     fitting = [o for o in options if o.fits]
-    recommended = min(fitting, key=lambda o: (o.hourly_usd, o.tp_degree)) if fitting else None
+    if not fitting and info.kind == "gpu":
+        options += multi_node_options(
+            arch,
+            catalog,
+            info,
+            dtype=dtype,
+            context=context,
+            batch=batch,
+            gpu_memory_utilization=gpu_memory_utilization,
+        )
+        fitting = [o for o in options if o.fits]
+    # the cheapest; across nodes the fewest first (each stage adds a hop over the network and its share
+    # of the pipeline's bubbles), then the cheapest
+    recommended = (
+        min(fitting, key=lambda o: (o.pipeline_parallel, o.hourly_usd, o.tp_degree)) if fitting else None
+    )
     return SizeReport(
         model=arch.key,
         accelerator=accelerator,
@@ -259,3 +291,52 @@ def size_model(
         options=options,
         recommended=recommended,
     )
+
+
+#: the most nodes one replica may span (ComputeSpec.pipeline_parallel's bound)
+MAX_PIPELINE_STAGES = 16
+
+
+def multi_node_options(
+    arch: ModelArch,
+    catalog: HardwareCatalog,
+    info: AcceleratorInfo,
+    *,
+    dtype: Dtype,
+    context: int,
+    batch: int,
+    gpu_memory_utilization: float = 0.9,
+) -> list[SizeOption]:
+    """For a model no single GPU node holds: on every EFA instance whose GPUs make an allowed tp degree,
+    the fewest pipeline stages (whole nodes) that hold it, priced for all its nodes."""
+    found: list[SizeOption] = []
+    for row in catalog.of_accelerator(info.name):
+        tp = row.accelerator_count
+        if not row.efa_interfaces or tp not in info.tp_degrees:
+            continue
+        for pp in range(2, MAX_PIPELINE_STAGES + 1):
+            result = check_fit(
+                arch,
+                row,
+                info,
+                dtype=dtype,
+                tp=tp,
+                context=context,
+                batch=batch,
+                gpu_memory_utilization=gpu_memory_utilization,
+                pp=pp,
+            )
+            if result.fits:
+                found.append(
+                    SizeOption(
+                        row.name,
+                        tp,
+                        True,
+                        row.on_demand_usd * pp,
+                        result.needed_gb,
+                        result.available_gb,
+                        pipeline_parallel=pp,
+                    )
+                )
+                break
+    return found

@@ -122,6 +122,12 @@ def _print(result: object) -> None:
             markup=False,
         )
         for row in result.cost["workloads"]:
+            if row.get("nodes_per_replica"):  # a replica over several nodes: what one replica costs
+                output.console.print(
+                    f"  {row['blueprint']}: {row['nodes']} x {row['instance_type']}, "
+                    f"{row['nodes_per_replica']} nodes per replica at ${row['replica_hourly_usd']:,.2f}/h a replica",
+                    markup=False,
+                )
             if row.get("at_zero"):  # a blueprint that scales to zero: the saving and the cold start
                 from llmctl.infra.lifecycle.cold_start import render_at_zero  # off the start-up path
 

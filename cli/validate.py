@@ -33,7 +33,9 @@ def validate(
         if report.get("serving_line"):
             from rich.markup import escape
 
-            output.console.print(f"  serving replica: {escape(report['serving_line'])}", soft_wrap=True)
+            output.console.print(
+                f"  {report['serving_what']}: {escape(report['serving_line'])}", soft_wrap=True
+            )
     else:
         output.err_console.print(
             f"[bold red]error:[/] {report['blueprint']}: {len(report['problems'])} pod problem(s) would leave pods Pending"

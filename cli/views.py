@@ -40,7 +40,7 @@ def print_size_report(report: SizeReport) -> None:
         mark = "[green]yes[/]" if option.fits else "[red]no[/]"
         table.add_row(
             option.instance_type,
-            str(option.tp_degree),
+            str(option.tp_degree) + (f" x{option.pipeline_parallel}" if option.pipeline_parallel > 1 else ""),
             mark,
             f"{option.needed_gb:.1f}",
             f"{option.available_gb:.1f}",
@@ -50,8 +50,10 @@ def print_size_report(report: SizeReport) -> None:
     console.print(table)
     if report.recommended:
         rec = report.recommended
+        nodes = rec.pipeline_parallel
+        across = f" x pipeline_parallel {nodes} ({nodes} nodes, over EFA)" if nodes > 1 else ""
         console.print(
-            f"recommended: [bold]{rec.instance_type}[/] at tp {rec.tp_degree} (${rec.hourly_usd:.3f}/h)"
+            f"recommended: [bold]{rec.instance_type}[/] at tp {rec.tp_degree}{across} (${rec.hourly_usd:.3f}/h)"
         )
     else:
         console.print(
@@ -59,12 +61,18 @@ def print_size_report(report: SizeReport) -> None:
         )
 
 
+def _per_node(report: CostReport) -> str:
+    if report.nodes_per_replica > 1:
+        return f"{report.nodes_per_replica} nodes per replica"
+    return f"{report.replicas_per_node} per node"
+
+
 def print_cost_report(report: CostReport, zero: dict[str, Any] | None = None) -> None:
     """The `llmctl cost` summary (and, for a blueprint that scales to zero, the saving there and
     the cold start it costs)."""
     console.print(
         f"[bold]{report.blueprint}[/]: {report.nodes} x {report.instance_type} "
-        f"({report.replicas} replica(s), {report.replicas_per_node} per node) at ${report.node_hourly_usd:.3f}/h "
+        f"({report.replicas} replica(s), {_per_node(report)}) at ${report.node_hourly_usd:.3f}/h "
         f"[dim]({report.price_source})[/]"
     )
     console.print(

@@ -220,6 +220,7 @@ def launch_findings(
     instance_type: str,
     blueprint: str = "",
     joins: JoinWatch | None = None,
+    nodes_per_replica: int = 1,
 ) -> list[Any]:
     """What Karpenter says about the namespace's pods and the cluster's NodeClaims
     (:mod:`llmctl.infra.lifecycle.launches`; `joins`, a
@@ -234,7 +235,14 @@ def launch_findings(
     except ServingError:
         return []
     return findings(
-        claims, events, pods, region=region, instance_type=instance_type, blueprint=blueprint, joins=joins
+        claims,
+        events,
+        pods,
+        region=region,
+        instance_type=instance_type,
+        blueprint=blueprint,
+        joins=joins,
+        nodes_per_replica=nodes_per_replica,
     )
 
 

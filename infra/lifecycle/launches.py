@@ -37,7 +37,9 @@ class Finding:
     text: str
     final: bool
     hint: str = ""
-    kind: str = ""  # quota, permission, offering, resources, requirements, capacity, launch, registration
+    kind: str = (
+        ""  # quota, permission, offering, resources, requirements, capacity, launch, registration, group
+    )
     instance_type: str = ""  # the type EC2 refused (capacity, quota), for the offering rule
 
 
@@ -279,6 +281,42 @@ def launched_condition(cond: dict[str, Any], instance_type: str, ctx: Context) -
     )
 
 
+def incomplete_group(
+    pods: list[dict[str, Any]], instance_type: str, nodes_per_replica: int
+) -> Finding | None:
+    """A replica over several nodes whose nodes came only in part: Karpenter launches one node per
+    pending pod, not the group at once, so some stage pods may run (and their nodes bill) while the
+    others wait; nothing serves until all have come. Names the waiting pods and what runs meanwhile."""
+    if nodes_per_replica < 2:
+        return None
+    workers = [
+        pod
+        for pod in pods
+        if ((pod.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component")
+        == "ray-worker"
+        and _instance_type(pod) == instance_type
+    ]
+    placed = [pod for pod in workers if (pod.get("spec") or {}).get("nodeName")]
+    waiting = sorted(str((pod.get("metadata") or {}).get("name")) for pod in workers if pod not in placed)
+    if not placed or not waiting:
+        return None
+    try:
+        hourly = hardware().instance(instance_type).on_demand_usd * len(placed)
+    except LlmctlError:
+        hourly = 0.0
+    return Finding(
+        f"group:{len(placed)}/{len(workers)}",
+        f"{len(placed)} of the {len(workers)} {instance_type} nodes of {len(workers) // nodes_per_replica} "
+        f"replica(s) of {nodes_per_replica} nodes run (about ${hourly:.2f}/h on demand) while "
+        f"{', '.join(waiting)} wait(s) for a node; a replica serves only once all {nodes_per_replica} of its "
+        "nodes run",
+        final=False,
+        hint="reserve the whole group in one zone (capacity.reservations: an ODCR or a Capacity Block for ML)",
+        kind="group",
+        instance_type=instance_type,
+    )
+
+
 def findings(
     nodeclaims: list[dict[str, Any]],
     events: list[dict[str, Any]],
@@ -288,11 +326,13 @@ def findings(
     instance_type: str,
     blueprint: str = "",
     joins: JoinWatch | None = None,
+    nodes_per_replica: int = 1,
 ) -> list[Finding]:
     """Everything Karpenter says about the workload's pods and the NodeClaims of their pools, oldest
     first (`instance_type`: the serving nodes', for claims whose type is not known: a NodeClaim
     whose launch EC2 refused is deleted at once). `joins` follows the NodeClaims past `Launched`
-    across polls (registration, the liveness check's deletions and relaunches)."""
+    across polls (registration, the liveness check's deletions and relaunches); `nodes_per_replica`
+    above 1 adds a replica whose nodes came only in part (:func:`incomplete_group`)."""
     ctx = Context(region, instance_type, blueprint)
     by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     pools = {pool for pod in pods if (pool := _pool(pod))}
@@ -341,6 +381,9 @@ def findings(
         hit = unsatisfiable(event, pod, ctx, refused)
         if hit:
             found.append(hit)
+    group = incomplete_group(pods, instance_type, nodes_per_replica)
+    if group is not None:
+        found.append(group)
     unique: dict[str, Finding] = {}
     for item in found:
         unique.setdefault(item.key, item)

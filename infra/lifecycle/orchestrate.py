@@ -686,6 +686,7 @@ def _launch_poll(
         instance_type=bp.compute.instance_type,
         blueprint=bp.name,
         joins=joins,
+        nodes_per_replica=bp.nodes_per_replica,
     )
 
 

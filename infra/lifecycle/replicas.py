@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from llmctl.infra.lifecycle.kube import kubeconfig_path, kubectl_json
+from llmctl.infra.workload.builders.efa import NODES_PER_REPLICA
 from llmctl.serving.client.bench.replicas import ReplicaSource, endpoint_source
 from llmctl.state import load_endpoint
 
@@ -51,12 +52,14 @@ def workload_replicas(kubeconfig: Path | str | None, namespace: str) -> list[dic
     rows: list[dict[str, Any]] = []
     for cluster in kubectl_json(kubeconfig, "get", "rayclusters", "-n", namespace, "-o", "json")["items"]:
         status = cluster.get("status") or {}
+        # a replica over several nodes is that many worker pods; it counts once all of them are there
+        span = int(((cluster["metadata"].get("annotations") or {}).get(NODES_PER_REPLICA)) or 1)
         rows.append(
             {
                 "kind": "RayCluster",
                 "name": cluster["metadata"]["name"],
-                "current": int(status.get("availableWorkerReplicas") or 0),
-                "desired": int(status.get("desiredWorkerReplicas") or 0),
+                "current": int(status.get("availableWorkerReplicas") or 0) // span,
+                "desired": int(status.get("desiredWorkerReplicas") or 0) // span,
                 "signal": None,
             }
         )

@@ -151,6 +151,9 @@ def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
                 "price_source": report.price_source,
             }
         )
+        if report.nodes_per_replica > 1:  # a replica over several nodes is priced whole
+            rows[-1]["nodes_per_replica"] = report.nodes_per_replica
+            rows[-1]["replica_hourly_usd"] = round(report.node_hourly_usd * report.nodes_per_replica, 4)
         zero = at_zero(bp, report)
         if zero is not None:  # a blueprint that scales to zero: the saving and the cold start it costs
             rows[-1]["at_zero"] = zero

@@ -20,6 +20,7 @@ from llmctl.blueprints.pools import (
     pool,
     pool_for_instance,
     pools_for,
+    root_volumes_by_pool,
 )
 from llmctl.blueprints.rules import queue_scaled
 from llmctl.blueprints.schema import Blueprint, CapacitySpec
@@ -275,6 +276,11 @@ class PlatformConfig(_Strict):
         "EC2NodeClass selects them and its NodePool allows the `reserved` capacity type besides its own "
         "(a blueprint's `fallback: none` binds only its own pods, through their nodeSelector).",
     )
+    root_volume_gib: dict[str, int] = Field(
+        default_factory=dict,
+        description="Root volume (GiB) per node pool where the blueprints' models do not fit the pool's default "
+        "(from the blueprints: `pools.root_volumes_by_pool`); other pools keep theirs.",
+    )
 
     @field_validator("cluster_name")
     @classmethod
@@ -308,10 +314,11 @@ class PlatformConfig(_Strict):
 
     @model_validator(mode="after")
     def _reserved_pools(self) -> PlatformConfig:
-        for name in self.capacity_reservations:
+        for name in [*self.capacity_reservations, *self.root_volume_gib]:
             if name not in self.pools or pool(name).managed_by != "karpenter":
                 raise ValueError(
-                    f"capacity_reservations names pool {name!r}, which is not a Karpenter pool of this platform "
+                    f"capacity_reservations or root_volume_gib names pool {name!r}, which is not a Karpenter pool "
+                    "of this platform "
                     f"(pools: {', '.join(self.pools)})"
                 )
         return self
@@ -380,6 +387,7 @@ class PlatformConfig(_Strict):
             "pools": pools,
             "instance_types": instance_types,
             "capacity_reservations": reservations_by_pool(chosen),
+            "root_volume_gib": root_volumes_by_pool(chosen, hardware()),
             # all_pools: a platform ready for any blueprint, KEDA included
             "queue_scaling": all_pools or any(queue_scaled(bp) for bp in chosen),
         }

@@ -118,9 +118,12 @@ def ec2nodeclass_manifest(
     ami_alias: str,
     tags: Mapping[str, str] | None = None,
     reservations: CapacitySpec | None = None,
+    root_volume_gib: int | None = None,
 ) -> dict[str, Any]:
-    """The EC2NodeClass of a Karpenter-managed pool: pinned AL2023 alias, IMDSv2, large root volume,
-    and the capacity reservations its nodes may launch into (`capacityReservationSelectorTerms`)."""
+    """The EC2NodeClass of a Karpenter-managed pool: pinned AL2023 alias, IMDSv2, large root volume
+    (`root_volume_gib` where the platform's models need more than the pool's default), and the capacity
+    reservations its nodes may launch into (`capacityReservationSelectorTerms`)."""
+    volume = root_volume_gib or pool.root_volume_gib
     if pool.managed_by != "karpenter":
         raise ValueError(f"pool {pool.name} is not managed by Karpenter")
     discovery = {"tags": {DISCOVERY_TAG: cluster_name}}
@@ -146,10 +149,10 @@ def ec2nodeclass_manifest(
                 {
                     "deviceName": "/dev/xvda",
                     "ebs": {
-                        "volumeSize": f"{pool.root_volume_gib}Gi",
+                        "volumeSize": f"{volume}Gi",
                         "volumeType": "gp3",
-                        "iops": 3000 if pool.root_volume_gib < 500 else 6000,
-                        "throughput": 125 if pool.root_volume_gib < 500 else 500,
+                        "iops": 3000 if volume < 500 else 6000,
+                        "throughput": 125 if volume < 500 else 500,
                         "encrypted": True,
                         "deleteOnTermination": True,
                     },

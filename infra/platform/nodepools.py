@@ -42,6 +42,7 @@ class NodePools(pulumi.ComponentResource):
                 ami_alias=ami_alias,
                 tags=tags_for(config),
                 reservations=config.capacity_reservations.get(spec.name),
+                root_volume_gib=config.root_volume_gib.get(spec.name),
             )
             node_class_resource = CustomResource(
                 f"{name}-{spec.name}-nodeclass",

@@ -14,6 +14,7 @@ from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.cache import Cache
 from llmctl.infra.platform.cluster import Cluster
 from llmctl.infra.platform.config import PlatformConfig
+from llmctl.infra.platform.efa import EfaDevicePlugin
 from llmctl.infra.platform.ingress import Ingress
 from llmctl.infra.platform.karpenter import Karpenter
 from llmctl.infra.platform.keda import NAMESPACE as KEDA_NAMESPACE
@@ -88,6 +89,14 @@ def build_platform(config: PlatformConfig) -> None:
         Neuron("neuron", kubernetes_version=config.kubernetes_version, after=after_lbc, opts=on_k8s)
     if "nvidia_device_plugin" in installs:
         NvidiaDevicePlugin("nvidia", after=after_lbc, opts=on_k8s)
+    if "aws_efa_device_plugin" in installs:
+        EfaDevicePlugin(
+            "efa",
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            tags=tags_for(config),
+            after=after_lbc,
+            opts=on_both,
+        )
     # strict NetworkPolicy mode: each platform namespace's allow-all policy before its pods
     # (kube-system's comes with the cluster, before the nodes: system_policies.py)
     policies = {

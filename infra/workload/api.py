@@ -92,6 +92,10 @@ def validate_blueprint(
         # one serving replica: what it requests, its need and margin, what one node offers a pod
         "serving": sizing,
         "serving_line": sizing_line,
+        # what that line describes: a replica, or each pod (pipeline stage, node) of a multi-node one
+        "serving_what": "serving replica"
+        if blueprint.nodes_per_replica == 1
+        else f"each of a replica's {blueprint.nodes_per_replica} pods (one pipeline stage, one node)",
     }
 
 

@@ -48,6 +48,10 @@ def llm_config(
     env = {"HF_HUB_DISABLE_TELEMETRY": "1", ENGINE_CLS_ENV: ENGINE_CLS}
     if blueprint.compute.accelerator == "nvidia":
         engine["gpu_memory_utilization"] = blueprint.serving.gpu_memory_utilization
+        if blueprint.nodes_per_replica > 1:
+            # one stage per node; the worker pods carry the NCCL/EFA environment, which the engine's Ray
+            # workers inherit from their raylet (infra/workload/builders/efa.py)
+            engine["pipeline_parallel_size"] = blueprint.nodes_per_replica
         # vLLM's compile caches in one folder per key, restored from and published to the S3 compile
         # cache by the replica hooks (neuron_cache.py; the folder stays local without a bucket)
         from llmctl.serving.ray_vllm.neuron_cache import gpu_cache_env, gpu_model, vllm_compile_key
@@ -92,7 +96,14 @@ def llm_config(
         # replica over nodes whose free GPUs add up, which runs vLLM's all-reduce between pods over
         # the pod network. STRICT_PACK waits for (and makes the autoscaler add) one node that holds
         # the whole replica; at tensor_parallel 1 the two are the same.
-        config["placement_group_config"] = {"bundle_per_worker": {"GPU": 1}, "strategy": "STRICT_PACK"}
+        #
+        # Over several nodes (pipeline_parallel > 1) STRICT_PACK could never be placed (tp x pp GPUs on one
+        # node); PACK places the tp x pp one-GPU bundles on as few nodes as possible, so with worker pods of
+        # exactly tensor_parallel GPUs each, every node holds tp bundles, and vLLM's Ray executor, which
+        # orders its workers by node, makes each node one pipeline stage of tp ranks (docs/multi-node.md).
+        # SPREAD would scatter one stage's ranks over the nodes and run tensor parallelism over EFA.
+        strategy = "PACK" if blueprint.nodes_per_replica > 1 else "STRICT_PACK"
+        config["placement_group_config"] = {"bundle_per_worker": {"GPU": 1}, "strategy": strategy}
     return config
 
 

@@ -21,6 +21,8 @@ SEED_BLUEPRINTS = {
     "llama2-7b-cpu": ("ray-cpu", "m7i.8xlarge", 1, "meta-llama/Llama-2-7b-chat-hf"),
     "llama2-triton-vllm-gpu": ("triton-vllm", "g5.2xlarge", 1, "meta-llama/Llama-2-7b-chat-hf"),
     "tiny-cpu": ("ray-cpu", "m5.xlarge", 1, "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    # not a seed's: the first model beyond one node (issue 55), tp 8 on each of two nodes
+    "llama31-405b-vllm-gpu": ("ray-vllm", "p5.48xlarge", 8, "meta-llama/Llama-3.1-405B-Instruct"),
 }
 
 

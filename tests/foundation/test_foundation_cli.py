@@ -56,7 +56,7 @@ def test_blueprints_show() -> None:
 
 def test_validate_catalog_passes() -> None:
     code, out, _ = invoke("blueprints", "validate")
-    assert code == 0 and out.count("✓") == 7
+    assert code == 0 and out.count("✓") == 8
 
 
 def test_validate_broken_file_fails(write_blueprint: Callable[..., Path]) -> None:

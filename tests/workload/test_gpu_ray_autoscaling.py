@@ -46,8 +46,11 @@ def test_a_new_gpu_replica_fits_a_new_worker_as_the_autoscaler_sees_the_group(na
     assert bundles == GPUAccelerator().default_bundles(
         num_devices=devices, accelerator_type_str=config.get("accelerator_type")
     ), "the bundles are Ray Serve LLM's own; only the strategy is ours"
-    # STRICT_PACK: every bundle of the replica on one node, so the sum must fit one new worker
-    assert placement.strategy == "STRICT_PACK"
+    # STRICT_PACK: every bundle of the replica on one node, so the sum must fit one new worker. Over
+    # several nodes (pipeline_parallel > 1) PACK: one stage's tp bundles on each of pp new workers
+    stages = bp.nodes_per_replica
+    assert placement.strategy == ("PACK" if stages > 1 else "STRICT_PACK")
+    bundles = bundles[: devices // stages]
     offered = _get_ray_resources_from_group_spec(worker(manifests_for(name)), is_head=False)
     for key in sorted({key for bundle in bundles for key in bundle}):
         asked = sum(bundle.get(key, 0) for bundle in bundles)

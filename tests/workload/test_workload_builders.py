@@ -66,6 +66,7 @@ RAY_SERVICE_BLUEPRINTS = {
     "llama2-7b-cpu",
     "llama2-inf2",
     "llama3-vllm-inf2",
+    "llama31-405b-vllm-gpu",
     "tiny-cpu",
 }
 
@@ -401,6 +402,7 @@ SERVING_POOL_PODS = {
     "llama2-torchserve-inf2": [("Deployment", "pod")],
     "llama2-triton-vllm-gpu": [("Deployment", "pod")],
     "llama3-vllm-inf2": [("RayService", "worker group inf2")],
+    "llama31-405b-vllm-gpu": [("RayService", "worker group p5")],
     "tiny-cpu": [("RayService", "worker group cpu")],
 }
 

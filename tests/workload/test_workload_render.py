@@ -16,6 +16,7 @@ HF_TOKEN_SECRET_BLUEPRINTS = {
     "llama2-7b-cpu",
     "llama2-torchserve-inf2",
     "llama2-triton-vllm-gpu",
+    "llama31-405b-vllm-gpu",  # gated, like Llama 2 (the model catalog)
 }
 
 

@@ -23,6 +23,7 @@ from llmctl.blueprints.pools import (
 from llmctl.blueprints.pools import pool as pool_spec
 from llmctl.blueprints.sizing import host_memory
 from llmctl.errors import CatalogError, LlmctlError
+from llmctl.infra.workload.builders.efa import efa_resources
 from llmctl.infra.workload.config import WorkloadConfig
 from llmctl.infra.workload.scheduling.capacity import (
     NEURON_DEVICE,
@@ -169,7 +170,8 @@ def accelerators(config: WorkloadConfig) -> dict[str, int]:
     if bp.is_neuron:
         return {NEURON_DEVICE: neuron_devices(config)}
     if bp.compute.accelerator == "nvidia":
-        return {NVIDIA_GPU: bp.compute.tensor_parallel}
+        # a replica over several nodes: each worker pod is one stage and also takes its node's EFA devices
+        return {NVIDIA_GPU: bp.compute.tensor_parallel, **efa_resources(config, _instance(config))}
     return {}
 
 
@@ -287,6 +289,7 @@ def replica_sizing(config: WorkloadConfig) -> ReplicaSizing:
             dtype=bp.model.dtype,
             context=bp.model.max_context,
             batch=bp.model.batch_size,
+            stages=bp.nodes_per_replica,
         )
     # no model facts: the share of the node, as before
     request = node_share if host is None else host.request_gib

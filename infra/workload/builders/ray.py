@@ -1,7 +1,8 @@
 """The RayService shape the Ray runtimes share (those whose registry endpoint shape is `ray-serve`).
 
 A CPU head (no replicas on it: `num-cpus: 0`) on the head pool, one worker group on the serving
-pool with one serving replica per worker pod, Serve on 8000 and the dashboard on 8265, and a
+pool with one serving replica per worker pod (or, for a replica over several nodes, one pod per
+pipeline stage: `nodes_per_replica` pods per replica, kept in one zone with their EFA devices, `efa.py`), Serve on 8000 and the dashboard on 8265, and a
 `serveConfigV2` that imports the app from `llmctl.serving.<runtime>.app:app_builder` with the whole
 blueprint as its only argument.
 
@@ -36,7 +37,7 @@ from llmctl.blueprints.runtimes import runtime, runtimes_with
 from llmctl.blueprints.serving_limits import drain_grace_s
 from llmctl.blueprints.versions import versions
 from llmctl.infra.workload import meta
-from llmctl.infra.workload.builders import common, fast_path, placement, stopping, writable
+from llmctl.infra.workload.builders import common, efa, fast_path, placement, stopping, writable
 from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
@@ -226,6 +227,7 @@ def rayservice(
             "serviceAccountName": common.SERVICE_ACCOUNT,
             **placement.scheduler_name(config),
             **placement.serving_scheduling(config),
+            **efa.same_zone(config),
             **stopping.termination_grace(config),
             "containers": [
                 _container(
@@ -250,6 +252,7 @@ def rayservice(
             with_app(config, template["spec"]), container, installs=not baked
         )
     autoscale = bp.scaling.max_replicas > bp.scaling.min_replicas
+    span = bp.nodes_per_replica  # worker pods per serving replica: one per pipeline stage (node)
     cluster: Obj = {
         "rayVersion": pins[0],
         # Ray's token auth (Ray >= 2.52) on the GCS, dashboard and Jobs API: KubeRay makes a Secret
@@ -264,9 +267,9 @@ def rayservice(
         "workerGroupSpecs": [
             {
                 "groupName": group,
-                "replicas": bp.scaling.replicas,
-                "minReplicas": bp.scaling.min_replicas,
-                "maxReplicas": bp.scaling.max_replicas,
+                "replicas": bp.scaling.replicas * span,
+                "minReplicas": bp.scaling.min_replicas * span,
+                "maxReplicas": bp.scaling.max_replicas * span,
                 "rayStartParams": _ray_resources(ray_resources or {}),
                 "template": worker_template,
             }
@@ -274,7 +277,7 @@ def rayservice(
     }
     if autoscale:
         cluster["autoscalerOptions"] = {"idleTimeoutSeconds": 600, "resources": AUTOSCALER_RESOURCES}
-    annotations = common.readiness(config, READY)
+    annotations = {**common.readiness(config, READY), **efa.replica_annotations(config)}
     if not baked:
         annotations[OVERWRITE_CMD] = "true"
     ports = [port("serve", SERVE_PORT)]

@@ -7,7 +7,8 @@ from the blueprint the app receives; the worker group's bounds follow `scaling`.
 
 from __future__ import annotations
 
-from llmctl.infra.workload.builders import placement, ray
+from llmctl.blueprints.hardware import hardware
+from llmctl.infra.workload.builders import efa, placement, ray
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.ray import RayPins, rayservice
 from llmctl.infra.workload.builders.registry import register
@@ -31,11 +32,15 @@ def ray_pins(config: WorkloadConfig) -> RayPins:
 def build(config: WorkloadConfig) -> list[Obj]:
     """The RayService of a ray-vllm blueprint."""
     bp = config.blueprint
-    env: list[Obj] = [*placement.neuron_env(config)]
+    env: list[Obj] = [
+        *placement.neuron_env(config),
+        *efa.nccl_env(config, hardware().instance(bp.compute.instance_type)),
+    ]
     custom: dict[str, int] = {}
     if bp.is_neuron:
         custom["neuron_cores"] = bp.compute.tensor_parallel
     return [
+        *efa.preflight_hook(config),  # the fabric preflight of a replica over several nodes (efa.py)
         rayservice(
             config,
             import_path=IMPORT_PATH,
@@ -43,7 +48,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
             worker_env=env,
             ray_resources=custom,
             pins=ray_pins(config),
-        )
+        ),
     ]
 
 

@@ -19,7 +19,10 @@ from llmctl.blueprints.hardware import HardwareCatalog, Instance
 NEURON_DEVICE = "aws.amazon.com/neuron"
 NEURON_CORE = "aws.amazon.com/neuroncore"
 NVIDIA_GPU = "nvidia.com/gpu"
-CHECKED_RESOURCES = ("cpu", "memory", NEURON_DEVICE, NEURON_CORE, NVIDIA_GPU)
+# The EFA device plugin's resource (aws/eks-charts stable/aws-efa-k8s-device-plugin): one per EFA
+# interface Karpenter attaches (it attaches the instance type's maximum when a pod requests any)
+EFA_DEVICE = "vpc.amazonaws.com/efa"
+CHECKED_RESOURCES = ("cpu", "memory", NEURON_DEVICE, NEURON_CORE, NVIDIA_GPU, EFA_DEVICE)
 GIB = 1024**3
 
 
@@ -33,6 +36,7 @@ class Allocatable:
     neuron_devices: int
     neuron_cores: int
     gpus: int
+    efa: int = 0
 
     def of(self, resource: str) -> float:
         """Allocatable amount of a checked resource (memory in bytes)."""
@@ -42,6 +46,7 @@ class Allocatable:
             NEURON_DEVICE: float(self.neuron_devices),
             NEURON_CORE: float(self.neuron_cores),
             NVIDIA_GPU: float(self.gpus),
+            EFA_DEVICE: float(self.efa),
         }[resource]
 
 
@@ -56,6 +61,7 @@ def allocatable(instance: Instance) -> Allocatable:
         neuron_devices=instance.accelerator_count if neuron else 0,
         neuron_cores=instance.neuron_cores,
         gpus=instance.accelerator_count if instance.accelerator == "nvidia" else 0,
+        efa=instance.efa_interfaces,
     )
 
 

@@ -1,0 +1,109 @@
+"""The RayService of a replica over two nodes (llama31-405b-vllm-gpu): one worker pod per pipeline stage
+holding a whole p5.48xlarge with its EFA devices, all in one zone, with the NCCL/EFA environment, and
+the Serve LLM config that places tp x pp GPUs over them; single-node blueprints render none of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workload_helpers import blueprint, config_for, find, manifests_for, worker
+
+from llmctl.blueprints.hardware import hardware
+from llmctl.infra.workload.builders.efa import ZONE_LABEL
+from llmctl.infra.workload.schedulability import check_schedulable
+from llmctl.infra.workload.scheduling.capacity import EFA_DEVICE, NVIDIA_GPU
+from llmctl.infra.workload.scheduling.rollout import desired_workers
+from llmctl.serving.ray_vllm.app import llm_config
+
+BIG = "llama31-405b-vllm-gpu"
+SINGLE = "llama2-70b-vllm-gpu"
+
+
+def _worker_spec(name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = worker(manifests_for(name))["template"]["spec"]
+    return spec
+
+
+def _env(spec: dict[str, Any]) -> dict[str, str]:
+    return {item["name"]: item.get("value", "") for item in spec["containers"][0]["env"]}
+
+
+def test_one_replica_is_two_worker_pods_of_a_whole_node_each() -> None:
+    group = worker(manifests_for(BIG))
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 2)
+    assert desired_workers(group) == 2
+    resources = group["template"]["spec"]["containers"][0]["resources"]
+    p5 = hardware().instance("p5.48xlarge")
+    for side in ("requests", "limits"):
+        assert resources[side][NVIDIA_GPU] == "8"
+        assert resources[side][EFA_DEVICE] == str(p5.efa_interfaces) == "32"
+    # each pod loads its stage's half of the weights: 811.7 GB / 2 = 378 GiB + 6 GiB runtime + 20 %
+    assert resources["requests"]["memory"] == "461Gi"
+
+
+def test_the_worker_pods_share_one_zone() -> None:
+    spec = _worker_spec(BIG)
+    terms = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [term["topologyKey"] for term in terms] == [ZONE_LABEL]
+    labels = worker(manifests_for(BIG))["template"]["metadata"]["labels"]
+    selector = terms[0]["labelSelector"]["matchLabels"]
+    assert selector.items() <= labels.items()  # the pods select each other
+    assert labels["app.kubernetes.io/component"] == "ray-worker"
+
+
+def test_the_nccl_environment_is_set_for_efa_and_leaves_nvlink_multicast_alone() -> None:
+    env = _env(_worker_spec(BIG))
+    assert env["FI_PROVIDER"] == "efa"
+    assert env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert env["FI_EFA_USE_HUGE_PAGE"] == "0"
+    assert env["NCCL_DEBUG"] == "INFO" and "NET" in env["NCCL_DEBUG_SUBSYS"]
+    assert not [name for name in env if name.startswith("NCCL_NVLS")]
+
+
+def test_a_single_node_blueprint_renders_no_efa_zone_or_nccl_settings() -> None:
+    spec = _worker_spec(SINGLE)
+    assert "affinity" not in spec
+    resources = spec["containers"][0]["resources"]
+    assert EFA_DEVICE not in resources["requests"] and EFA_DEVICE not in resources["limits"]
+    assert not [name for name in _env(spec) if name.startswith(("FI_", "NCCL_"))]
+    assert worker(manifests_for(SINGLE))["replicas"] == blueprint(SINGLE).scaling.replicas
+
+
+def test_serve_llm_places_tp_x_pp_gpus_packed_node_by_node() -> None:
+    from ray.llm._internal.common.placement import PlacementGroupConfig
+
+    config = llm_config(blueprint(BIG))
+    assert config["engine_kwargs"]["tensor_parallel_size"] == 8
+    assert config["engine_kwargs"]["pipeline_parallel_size"] == 2
+    placement = PlacementGroupConfig(**config["placement_group_config"])  # Ray's own validation
+    # STRICT_PACK would need 16 GPUs on one node; PACK fills each 8-GPU worker with one stage
+    assert placement.strategy == "PACK"
+    single = llm_config(blueprint(SINGLE))
+    assert "pipeline_parallel_size" not in single["engine_kwargs"]
+    assert single["placement_group_config"]["strategy"] == "STRICT_PACK"
+
+
+def test_the_rayservice_schedules_and_an_efa_request_beyond_the_node_does_not() -> None:
+    pools = config_for(BIG).platform.pools
+    manifests = manifests_for(BIG)
+    assert check_schedulable(manifests, pools, hardware()) == []
+    resources = worker(manifests)["template"]["spec"]["containers"][0]["resources"]
+    resources["requests"][EFA_DEVICE] = resources["limits"][EFA_DEVICE] = "33"
+    problems = check_schedulable(manifests, pools, hardware())
+    assert any(f"{EFA_DEVICE} 33 > 32" in p.message for p in problems)
+
+
+def test_the_serve_application_receives_the_pipeline_degree() -> None:
+    import yaml
+
+    serve = yaml.safe_load(find(manifests_for(BIG), "RayService")["spec"]["serveConfigV2"])
+    assert serve["applications"][0]["args"]["blueprint"]["compute"]["pipeline_parallel"] == 2
+
+
+def test_validate_says_its_sizing_line_is_per_pod_of_a_replica() -> None:
+    from llmctl.infra.workload.api import validate_blueprint
+
+    report = validate_blueprint(BIG)
+    assert report["ok"] and report["serving_what"].startswith("each of a replica's 2 pods")
+    assert report["serving"]["requests"]["memory_gib"] == 461.0
+    assert validate_blueprint(SINGLE)["serving_what"] == "serving replica"
