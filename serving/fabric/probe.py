@@ -1,0 +1,280 @@
+"""The fabric probe: an all-reduce across a replica's nodes, measured as nccl-tests measures it.
+
+Runs in the serving image (torch and NCCL are there) as the preflight Job's program; standard library
+and torch only (torch imported where it is used), so the Job ships this one file in a ConfigMap and
+this module also imports without torch on the user's machine (the parser uses its formulas).
+
+One launcher per node (the Indexed Job's pod, node rank = ``JOB_COMPLETION_INDEX``) starts one worker
+process per GPU; the workers meet at node 0 (``--master``, the pod hostname of index 0 under the
+Job's headless Service) through ``torch.distributed``'s TCP rendezvous, then, for every size from
+``-b`` to ``-e`` (doubling, float32, sum), run ``-w`` warm-up and ``-n`` timed in-place all_reduce
+calls and one checked call. As nccl-tests does (NVIDIA/nccl-tests src/common.cu, a0b82b2,
+``deltaSec`` averaged over the ranks; src/all_reduce.cu ``AllReduceGetBw``; doc/PERFORMANCE.md):
+
+    algbw = size / time / 1e9 (GB/s)        busbw = algbw * 2 (n - 1) / n   (n = ranks)
+
+Rank 0 prints nccl-tests' header and rows: `torch.distributed.all_reduce` is in-place only, so the
+out-of-place columns are left blank as nccl-tests does for rows it measures in place only
+(src/util.cu ``writeBenchMarkLineNullBody``). Then NCCL's transport lines (NCCL_DEBUG=INFO, subsystems
+INIT and NET, written by NCCL to ``--work-dir``) and one line ``LLMCTL-FABRIC {json}``.
+
+The same program runs on CPU with the gloo backend (the tests run it so on localhost): only the
+backend and the device differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+SUMMARY_PREFIX = "LLMCTL-FABRIC "
+TOOL = "llmctl-fabric-probe"
+FLOAT_BYTES = 4  # float32, nccl-tests' default type "float"
+MIB = 1024 * 1024
+#: NCCL's lines that say which transport carried the data (NVIDIA/nccl 5067397 src/init.cc "Using network
+#: %s", src/transport/net.cc "... via NET/%s/%d...", p2p.cc "via P2P/...", shm.cc "via SHM/direct",
+#: net_socket.cc "NET/Socket : Using"; aws/aws-ofi-nccl 2daf7d3 src/nccl_ofi_net.cpp "NET/OFI Selected
+#: provider is %s", older releases "Selected Provider is")
+TRANSPORT_LINE = re.compile(r"NCCL INFO (Using network |NET/OFI Selected [Pp]rovider|NET/Socket : Using|.* via )")
+_NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")
+_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([^,\s]+)")
+_VIA = re.compile(r" via (NET/[^/]+|P2P|SHM|NVLS|CollNet)")
+#: aws-ofi-nccl's plugin names (src/nccl_ofi_interface_nvidia.cpp: "Libfabric", or "AWS Libfabric"
+#: when NCCL_NET asks for it; the Neuron interface's "AWS Libfabric")
+OFI_NETWORKS = ("Libfabric", "AWS Libfabric")
+#: libfabric providers that are TCP underneath (FI_PROVIDER=tcp or sockets): no EFA
+TCP_PROVIDERS = ("tcp", "sockets")
+
+
+def bandwidths(size: int, seconds: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s of an all-reduce of `size` bytes over `ranks` ranks in `seconds`."""
+    algbw = size / 1.0e9 / seconds
+    return algbw, algbw * (2 * (ranks - 1) / ranks)
+
+
+def float_str(value: float, width: int) -> str:
+    """A number as nccl-tests prints it in a column of `width` (src/util.cu ``getFloatStr``)."""
+    for text in (f"{value:{width}.2f}", f"{value:{width}.1f}", f"{value:{width}.0f}"):
+        if len(text) <= width:
+            return text
+    return f"{value:{width}.1e}" if width >= 7 else f"{value:{width}.0e}"
+
+
+def row_line(size: int, seconds: float, ranks: int, wrong: int) -> str:
+    """One in-place row in nccl-tests' columns (src/util.cu ``writeBenchmarkLinePreamble``/``Body``)."""
+    algbw, busbw = bandwidths(size, seconds, ranks)
+    preamble = f"{size:12d}  {size // FLOAT_BYTES:12d}  {'float':>8s}  {'sum':>6s}  {-1:6d}"
+    body = f"  {float_str(seconds * 1e6, 7):>7s}  {float_str(algbw, 6):>6s}  {float_str(busbw, 6):>6s}  {wrong:6g}"
+    return preamble + " " * 32 + body
+
+
+def header_lines(args: argparse.Namespace, ranks: int) -> list[str]:
+    """nccl-tests' header (src/util.cu), for `ranks` ranks."""
+    return [
+        f"# {TOOL}: torch.distributed all_reduce, backend {args.backend}, {ranks} ranks on {args.nodes} nodes"
+        " (in-place only)",
+        f"# nThread 1 nGpus 1 minBytes {args.min_bytes} maxBytes {args.max_bytes} step: 2(factor) warmup iters:"
+        f" {args.warmup} iters: {args.iters} agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          " % ("", "", "", "", ""),
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s"
+        % ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"),
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s"
+        % ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""),
+    ]
+
+
+def sizes(min_bytes: int, max_bytes: int) -> list[int]:
+    """The sizes measured: `min_bytes` doubling up to `max_bytes`, whole float32 elements."""
+    result, size = [], max(FLOAT_BYTES, min_bytes - min_bytes % FLOAT_BYTES)
+    while size <= max_bytes:
+        result.append(size)
+        size *= 2
+    return result
+
+
+def transport_summary(lines: Iterable[str]) -> dict[str, Any]:
+    """Which transport NCCL used, from its INFO lines: `kind` is "efa" (aws-ofi-nccl's Libfabric
+    network with the efa provider), "tcp" (NCCL's Socket network, or Libfabric over its tcp/sockets
+    provider), "ib", "intra-node" (no network channel: P2P/SHM only), or "unknown" (no lines)."""
+    network = provider = None
+    channels: Counter[str] = Counter()
+    for line in lines:
+        if found := _NETWORK.search(line):
+            network = found.group(1)
+        if found := _PROVIDER.search(line):
+            provider = found.group(1).rstrip(",")
+        if found := _VIA.search(line):
+            channels[found.group(1)] += 1
+    net_channels = sum(count for name, count in channels.items() if name.startswith("NET/"))
+    if network == "Socket" or (provider or "").split(";")[0] in TCP_PROVIDERS:
+        kind = "tcp"
+    elif network in OFI_NETWORKS:
+        kind = "efa" if provider in (None, "efa") else "unknown"
+    elif network == "IB":
+        kind = "ib"
+    elif channels and not net_channels:
+        kind = "intra-node"
+    else:
+        kind = "unknown"
+    return {"kind": kind, "network": network, "provider": provider, "channels": dict(sorted(channels.items()))}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="all_reduce across nodes, measured as nccl-tests does")
+    parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument("--gpus-per-node", type=int, required=True, help="worker processes per node")
+    parser.add_argument("--master", required=True, help="the node-0 pod's address (rendezvous)")
+    parser.add_argument("--port", type=int, default=29500)
+    parser.add_argument("--node-rank", type=int, default=int(os.environ.get("JOB_COMPLETION_INDEX", "0")))
+    parser.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    parser.add_argument("-b", "--min-bytes", type=int, default=8 * MIB)
+    parser.add_argument("-e", "--max-bytes", type=int, default=2048 * MIB)
+    parser.add_argument("-w", "--warmup", type=int, default=5)
+    parser.add_argument("-n", "--iters", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=600, help="seconds for the rendezvous and each call")
+    parser.add_argument("--work-dir", default="/tmp/llmctl-fabric", help="NCCL's debug files go here")
+    parser.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # a worker
+    return parser.parse_args(argv)
+
+
+def wait_for_master(host: str, timeout: float) -> None:
+    """Wait until node 0's hostname resolves (its pod's DNS record appears once the pod exists)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except socket.gaierror:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def launch(args: argparse.Namespace, argv: list[str]) -> int:
+    """Start one worker per GPU of this node and wait for them; the first failure is the exit code."""
+    os.makedirs(args.work_dir, exist_ok=True)
+    env = dict(os.environ)
+    if args.backend == "nccl":  # NCCL's transport lines, into a file per process that the worker reads back
+        env.setdefault("NCCL_DEBUG", "INFO")
+        env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
+        env.setdefault("NCCL_DEBUG_FILE", os.path.join(args.work_dir, "nccl.%h.%p.log"))
+    wait_for_master(args.master, args.timeout)
+    workers = [
+        subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv, "--local-rank", str(local)], env=env)
+        for local in range(args.gpus_per_node)
+    ]
+    codes = [worker.wait() for worker in workers]
+    return next((code for code in codes if code), 0)
+
+
+def _nccl_lines(work_dir: str) -> list[str]:
+    """This process's NCCL debug lines about transports (NCCL names the file after the pid)."""
+    lines: list[str] = []
+    for path in glob.glob(os.path.join(work_dir, f"nccl.*.{os.getpid()}.log")):
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines.extend(line.rstrip("\n") for line in handle if TRANSPORT_LINE.search(line))
+    return lines
+
+
+def work(args: argparse.Namespace) -> int:
+    """One rank: the measurements, and on rank 0 the report."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    local = int(args.local_rank)
+    rank, ranks = args.node_rank * args.gpus_per_node + local, args.nodes * args.gpus_per_node
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    dist.init_process_group(
+        args.backend,
+        init_method=f"tcp://{args.master}:{args.port}",
+        rank=rank,
+        world_size=ranks,
+        timeout=timedelta(seconds=args.timeout),
+    )
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    def say(line: str) -> None:
+        if rank == 0:
+            print(line, flush=True)
+
+    for line in header_lines(args, ranks):
+        say(line)
+    rows, total_busbw, wrong_total = [], 0.0, 0
+    for size in sizes(args.min_bytes, args.max_bytes):
+        data = torch.zeros(size // FLOAT_BYTES, dtype=torch.float32, device=device)
+        for _ in range(args.warmup):
+            dist.all_reduce(data)
+        sync()
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(args.iters):
+            dist.all_reduce(data)
+        sync()
+        seconds = torch.tensor([(time.perf_counter() - start) / args.iters], dtype=torch.float64, device=device)
+        dist.all_reduce(seconds)  # nccl-tests averages the time over the ranks
+        mean = float(seconds.item()) / ranks
+        data.fill_(rank + 1)  # checked: every element must be 1 + 2 + ... + ranks
+        dist.all_reduce(data)
+        wrong = torch.tensor([int((data != ranks * (ranks + 1) / 2).sum().item())], device=device)
+        dist.all_reduce(wrong)
+        algbw, busbw = bandwidths(size, mean, ranks)
+        rows.append({"size": size, "count": size // FLOAT_BYTES, "time_us": mean * 1e6, "algbw": algbw,
+                     "busbw": busbw, "wrong": int(wrong.item())})  # fmt: skip
+        total_busbw += busbw
+        wrong_total += int(wrong.item())
+        say(row_line(size, mean, ranks, int(wrong.item())))
+        del data
+    seen: list[Any] = [None] * ranks
+    dist.all_gather_object(seen, _nccl_lines(args.work_dir) if args.backend == "nccl" else [])
+    dist.destroy_process_group()
+    if rank != 0:
+        return 0
+    lines = list(dict.fromkeys(line for worker in seen for line in worker))  # once each, in order
+    average = total_busbw / len(rows) if rows else 0.0
+    say(f"# Out of bounds values : {wrong_total} {'FAILED' if wrong_total else 'OK'}")
+    say(f"# Avg bus bandwidth    : {average:g} ")
+    say("#")
+    for line in lines:
+        say(line)
+    summary = {
+        "tool": TOOL,
+        "backend": args.backend,
+        "nodes": args.nodes,
+        "gpus_per_node": args.gpus_per_node,
+        "ranks": ranks,
+        "rows": rows,
+        "avg_busbw": average,
+        "wrong": wrong_total,
+        "transport": transport_summary(lines),
+    }
+    say(SUMMARY_PREFIX + json.dumps(summary, sort_keys=True))
+    return 1 if wrong_total else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    return work(args) if args.local_rank is not None else launch(args, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
