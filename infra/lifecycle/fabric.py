@@ -162,7 +162,9 @@ def check_preflight(logs: str, spec: FabricSpec, *, strict: bool = False) -> Fab
             f"{spec.nodes} x {spec.instance_type}",
             "a node's GPUs or network corrupt data: replace the nodes (delete them; Karpenter launches new ones)",
         )
-    verdict = judge(result, expected_gbps=spec.expected_gbps, instance_type=spec.instance_type, nodes=spec.nodes)
+    verdict = judge(
+        result, expected_gbps=spec.expected_gbps, instance_type=spec.instance_type, nodes=spec.nodes
+    )
     if verdict.verdict == "fallback" or (strict and verdict.verdict == "degraded"):
         raise FabricError(verdict.line(), verdict.hint())
     return verdict

@@ -45,7 +45,9 @@ MIB = 1024 * 1024
 #: %s", src/transport/net.cc "... via NET/%s/%d...", p2p.cc "via P2P/...", shm.cc "via SHM/direct",
 #: net_socket.cc "NET/Socket : Using"; aws/aws-ofi-nccl 2daf7d3 src/nccl_ofi_net.cpp "NET/OFI Selected
 #: provider is %s", older releases "Selected Provider is")
-TRANSPORT_LINE = re.compile(r"NCCL INFO (Using network |NET/OFI Selected [Pp]rovider|NET/Socket : Using|.* via )")
+TRANSPORT_LINE = re.compile(
+    r"NCCL INFO (Using network |NET/OFI Selected [Pp]rovider|NET/Socket : Using|.* via )"
+)
 _NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")
 _PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([^,\s]+)")
 _VIA = re.compile(r" via (NET/[^/]+|P2P|SHM|NVLS|CollNet)")
@@ -78,19 +80,27 @@ def row_line(size: int, seconds: float, ranks: int, wrong: int) -> str:
     return preamble + " " * 32 + body
 
 
+#: the widths of nccl-tests' header columns (src/util.cu: "# %10s  %12s  %8s  %6s  %6s  %7s  %6s ...")
+_WIDTHS = (10, 12, 8, 6, 6, 7, 6, 6, 6, 7, 6, 6, 6)
+
+
+def _header(*cells: str) -> str:
+    return "# " + "  ".join(f"{cell:>{width}}" for cell, width in zip(cells, _WIDTHS, strict=False))
+
+
 def header_lines(args: argparse.Namespace, ranks: int) -> list[str]:
     """nccl-tests' header (src/util.cu), for `ranks` ranks."""
+    measured = ("time", "algbw", "busbw", "#wrong")
+    units = ("(us)", "(GB/s)", "(GB/s)", "")
     return [
         f"# {TOOL}: torch.distributed all_reduce, backend {args.backend}, {ranks} ranks on {args.nodes} nodes"
         " (in-place only)",
         f"# nThread 1 nGpus 1 minBytes {args.min_bytes} maxBytes {args.max_bytes} step: 2(factor) warmup iters:"
         f" {args.warmup} iters: {args.iters} agg iters: 1 validation: 1 graph: 0",
         "#",
-        "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          " % ("", "", "", "", ""),
-        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s"
-        % ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"),
-        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s"
-        % ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""),
+        _header("", "", "", "", "") + "           out-of-place                       in-place",
+        _header("size", "count", "type", "redop", "root", *measured, *measured),
+        _header("(B)", "(elements)", "", "", "", *units, *units),
     ]
 
 
@@ -106,7 +116,11 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
 def transport_summary(lines: Iterable[str]) -> dict[str, Any]:
     """Which transport NCCL used, from its INFO lines: `kind` is "efa" (aws-ofi-nccl's Libfabric
     network with the efa provider), "tcp" (NCCL's Socket network, or Libfabric over its tcp/sockets
-    provider), "ib", "intra-node" (no network channel: P2P/SHM only), or "unknown" (no lines)."""
+    provider), "ib", "intra-node" (channels, none over a network: P2P/SHM only), or "unknown".
+
+    The channel lines ("... via NET/<network>/...") say what carried data; "Using network X" only what
+    NCCL loaded (it names Socket on one node whose GPUs talk over NVLink alone: the recorded H200 run),
+    so it decides only where the log holds no channel line (nccl-tests samples often keep just it)."""
     network = provider = None
     channels: Counter[str] = Counter()
     for line in lines:
@@ -116,18 +130,23 @@ def transport_summary(lines: Iterable[str]) -> dict[str, Any]:
             provider = found.group(1).rstrip(",")
         if found := _VIA.search(line):
             channels[found.group(1)] += 1
-    net_channels = sum(count for name, count in channels.items() if name.startswith("NET/"))
-    if network == "Socket" or (provider or "").split(";")[0] in TCP_PROVIDERS:
-        kind = "tcp"
-    elif network in OFI_NETWORKS:
-        kind = "efa" if provider in (None, "efa") else "unknown"
-    elif network == "IB":
-        kind = "ib"
-    elif channels and not net_channels:
+    used = {name.removeprefix("NET/") for name in channels if name.startswith("NET/")}
+    if channels and not used:
         kind = "intra-node"
+    elif (used or {network}) & {"Socket"} or (provider or "").split(";")[0] in TCP_PROVIDERS:
+        kind = "tcp"
+    elif (used or {network}) & set(OFI_NETWORKS):
+        kind = "efa" if provider in (None, "efa") else "unknown"
+    elif (used or {network}) & {"IB"}:
+        kind = "ib"
     else:
         kind = "unknown"
-    return {"kind": kind, "network": network, "provider": provider, "channels": dict(sorted(channels.items()))}
+    return {
+        "kind": kind,
+        "network": network,
+        "provider": provider,
+        "channels": dict(sorted(channels.items())),
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -171,11 +190,21 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
         env.setdefault("NCCL_DEBUG_FILE", os.path.join(args.work_dir, "nccl.%h.%p.log"))
     wait_for_master(args.master, args.timeout)
     workers = [
-        subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv, "--local-rank", str(local)], env=env)
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), *argv, "--local-rank", str(local)], env=env
+        )
         for local in range(args.gpus_per_node)
     ]
-    codes = [worker.wait() for worker in workers]
-    return next((code for code in codes if code), 0)
+    codes: dict[int, int] = {}
+    while len(codes) < len(workers):  # a worker that fails ends the others (they would wait for it)
+        for index, worker in enumerate(workers):
+            if index not in codes and (code := worker.poll()) is not None:
+                codes[index] = code
+                for other in workers if code else ():
+                    if other.poll() is None:
+                        other.terminate()
+        time.sleep(0.2)
+    return next((code for _, code in sorted(codes.items()) if code), 0)
 
 
 def _nccl_lines(work_dir: str) -> list[str]:
@@ -198,6 +227,12 @@ def work(args: argparse.Namespace) -> int:
     rank, ranks = args.node_rank * args.gpus_per_node + local, args.nodes * args.gpus_per_node
     device = torch.device("cpu")
     if args.backend == "nccl":
+        if torch.cuda.device_count() <= local:
+            print(
+                f"{TOOL}: worker {local} has no GPU (this pod sees {torch.cuda.device_count()})",
+                file=sys.stderr,
+            )
+            return 2
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
     dist.init_process_group(
@@ -206,6 +241,7 @@ def work(args: argparse.Namespace) -> int:
         rank=rank,
         world_size=ranks,
         timeout=timedelta(seconds=args.timeout),
+        device_id=device if device.type == "cuda" else None,  # NCCL's communicator bound to this GPU
     )
 
     def sync() -> None:
@@ -229,7 +265,9 @@ def work(args: argparse.Namespace) -> int:
         for _ in range(args.iters):
             dist.all_reduce(data)
         sync()
-        seconds = torch.tensor([(time.perf_counter() - start) / args.iters], dtype=torch.float64, device=device)
+        seconds = torch.tensor(
+            [(time.perf_counter() - start) / args.iters], dtype=torch.float64, device=device
+        )
         dist.all_reduce(seconds)  # nccl-tests averages the time over the ranks
         mean = float(seconds.item()) / ranks
         data.fill_(rank + 1)  # checked: every element must be 1 + 2 + ... + ranks

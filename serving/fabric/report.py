@@ -126,7 +126,14 @@ def parse(text: str) -> AllReduceResult:
     summary = _summary(text)
     if summary is not None:
         rows = [
-            Row(r["size"], r["count"], "float", "sum", None, Measurement(r["time_us"], r["algbw"], r["busbw"], r["wrong"]))
+            Row(
+                r["size"],
+                r["count"],
+                "float",
+                "sum",
+                None,
+                Measurement(r["time_us"], r["algbw"], r["busbw"], r["wrong"]),
+            )
             for r in summary["rows"]
         ]
         if not rows:
@@ -136,7 +143,9 @@ def parse(text: str) -> AllReduceResult:
             rows=tuple(rows),
             avg_busbw=summary["avg_busbw"],
             ranks=summary["ranks"],
-            transport=summary["transport"] if summary["transport"]["kind"] != "unknown" else transport,
+            # the lines printed above the summary, classified by this version's rule; the summary's
+            # own classification where the text kept none of them
+            transport=transport if transport["kind"] != "unknown" else summary["transport"],
             wrong=float(summary["wrong"]),
         )
     rows = _rows(text)

@@ -102,7 +102,9 @@ def test_pods_run_non_root_on_a_read_only_root_with_their_own_tmp_and_shm() -> N
     pod = _objects(spec)["Job"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert spec.user is not None  # the Ray image's recorded user
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == spec.user[0]
+    assert (
+        pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == spec.user[0]
+    )
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     volumes = {v["name"]: v for v in pod["volumes"]}

@@ -59,25 +59,47 @@ class FabricSpec(BaseModel):
 
     name: str = Field(description="The workload's name (the blueprint's), for the objects' labels.")
     namespace: str = Field(description="The workload's namespace: the Job runs beside the serving pods.")
-    labels: dict[str, str] = Field(description="Labels of the Job's objects and pods (the workload's, component preflight).")
+    labels: dict[str, str] = Field(
+        description="Labels of the Job's objects and pods (the workload's, component preflight)."
+    )
     nodes: int = Field(ge=2, description="Nodes of one replica: the Job's completions and parallelism.")
-    gpus_per_node: int = Field(ge=1, description="GPUs of each node: a pod asks for all of them, one probe worker each.")
+    gpus_per_node: int = Field(
+        ge=1, description="GPUs of each node: a pod asks for all of them, one probe worker each."
+    )
     instance_type: str = Field(description="The nodes' instance type (the message names it).")
-    efa_interfaces: int = Field(ge=0, description="EFA interfaces of the instance type: a pod asks for all of them.")
-    expected_gbps: float = Field(gt=0, description="The instance type's network bandwidth in Gbps (its EFA), per node.")
+    efa_interfaces: int = Field(
+        ge=0, description="EFA interfaces of the instance type: a pod asks for all of them."
+    )
+    expected_gbps: float = Field(
+        gt=0, description="The instance type's network bandwidth in Gbps (its EFA), per node."
+    )
     image: str = Field(description="The serving image (torch and NCCL, with aws-ofi-nccl for EFA).")
     python: str = Field("python", description="The image's Python (the Ray images': `python`).")
     user: tuple[int, int] | None = Field(None, description="The image's non-root (uid, gid), when known.")
-    node_selector: dict[str, str] = Field(description="The serving pods' nodeSelector (pool, instance type, capacity type).")
-    tolerations: list[dict[str, str]] = Field(default_factory=list, description="The serving pods' tolerations.")
-    zone: str | None = Field(None, description="The one availability zone of the replica's nodes, when chosen.")
-    env: dict[str, str] = Field(default_factory=dict, description="NCCL/libfabric environment of the serving pods (FI_PROVIDER, ...).")
+    node_selector: dict[str, str] = Field(
+        description="The serving pods' nodeSelector (pool, instance type, capacity type)."
+    )
+    tolerations: list[dict[str, str]] = Field(
+        default_factory=list, description="The serving pods' tolerations."
+    )
+    zone: str | None = Field(
+        None, description="The one availability zone of the replica's nodes, when chosen."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="NCCL/libfabric environment of the serving pods (FI_PROVIDER, ...)."
+    )
     min_bytes: int = Field(8 * 1024**2, ge=4, description="Smallest all-reduce size (bytes).")
-    max_bytes: int = Field(2 * GIB, ge=4, description="Largest size: the one compared with the fabric (bytes).")
+    max_bytes: int = Field(
+        2 * GIB, ge=4, description="Largest size: the one compared with the fabric (bytes)."
+    )
     warmup: int = Field(5, ge=0, description="Warm-up calls per size.")
     iters: int = Field(20, ge=1, description="Timed calls per size.")
-    deadline_seconds: int = Field(1200, ge=60, description="The Job's activeDeadlineSeconds (image pull included).")
-    ttl_seconds: int = Field(3600, ge=0, description="ttlSecondsAfterFinished: the finished Job and its logs stay this long.")
+    deadline_seconds: int = Field(
+        1200, ge=60, description="The Job's activeDeadlineSeconds (image pull included)."
+    )
+    ttl_seconds: int = Field(
+        3600, ge=0, description="ttlSecondsAfterFinished: the finished Job and its logs stay this long."
+    )
 
 
 @functools.cache
@@ -98,7 +120,16 @@ def probe_command(spec: FabricSpec) -> list[str]:
         f"{PROBE_DIR}/{PROBE_FILE}",
         *("--nodes", str(spec.nodes), "--gpus-per-node", str(spec.gpus_per_node)),
         *("--master", master_host(spec), "--port", str(RENDEZVOUS_PORT), "--backend", "nccl"),
-        *("-b", str(spec.min_bytes), "-e", str(spec.max_bytes), "-w", str(spec.warmup), "-n", str(spec.iters)),
+        *(
+            "-b",
+            str(spec.min_bytes),
+            "-e",
+            str(spec.max_bytes),
+            "-w",
+            str(spec.warmup),
+            "-n",
+            str(spec.iters),
+        ),
         *("--work-dir", "/tmp/llmctl-fabric"),
     ]
 
@@ -140,7 +171,8 @@ def _pod_spec(spec: FabricSpec) -> Obj:
                 "name": "probe",
                 "image": spec.image,
                 "command": probe_command(spec),
-                "env": [{"name": "HOME", "value": "/tmp"}] + [{"name": k, "value": v} for k, v in sorted(spec.env.items())],
+                "env": [{"name": "HOME", "value": "/tmp"}]
+                + [{"name": k, "value": v} for k, v in sorted(spec.env.items())],
                 "ports": [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}],
                 "resources": _resources(spec),
                 "securityContext": container_context(spec.user, read_only=True),
