@@ -204,7 +204,7 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
                     if other.poll() is None:
                         other.terminate()
         time.sleep(0.2)
-    return next((code for _, code in sorted(codes.items()) if code), 0)
+    return next((code for code in codes.values() if code), 0)  # the first to fail, not the ones it ended
 
 
 def _nccl_lines(work_dir: str) -> list[str]:

@@ -71,10 +71,10 @@ def test_recorded_tcp_run_stops_up_with_the_figure_the_expectation_and_the_trans
 
 def test_the_probe_s_own_tcp_run_stops_up() -> None:
     """The probe's recorded NCCL run over its Socket network (two H200 ranks on the device machine), as
-    the logs of a p5.48xlarge replica's preflight: TCP, and 0.9 % of the 400 GB/s of the nodes' EFA."""
+    the logs of a p5.48xlarge replica's preflight: TCP, and 1 % of the 400 GB/s of the nodes' EFA."""
     with pytest.raises(FabricError) as caught:
         check_preflight(_text("h200-socket-2ranks.txt"), _spec("p5.48xlarge", P5, efa=32))
-    assert "3.57 GB/s at 1 GiB" in caught.value.message and "2 ranks" in caught.value.message
+    assert "3.83 GB/s at 1 GiB" in caught.value.message and "2 ranks" in caught.value.message
     assert "transport tcp (Socket): fallback" in caught.value.message
 
 
