@@ -8,8 +8,10 @@ once per ring, so over N nodes busbw is bounded by one node's network bandwidth;
 trees send only half the data across the network, so busbw can reach up to 2x the network bandwidth
 there (sjeaugey, NVIDIA/nccl#209, and NVIDIA/nccl-tests#22).
 
-Thresholds, as shares of the node's network bandwidth (their grounds, the recorded runs in
-tests/lifecycle/data/fabric/, are in docs/fabric.md):
+Thresholds, as shares of the node's network bandwidth, and the rule are the probe's
+(`llmctl.serving.fabric.probe.verdict_of`: the pod judges with it and fails its Job, this module
+judges the same logs with it for the message); their grounds, the recorded runs in
+tests/lifecycle/data/fabric/, are in docs/fabric.md:
 
 - ``ok``: at least :data:`OK_SHARE` (0.5). Recorded EFA runs at their largest size: 2 x p4de.24xlarge
   78.33 GB/s of 50 (1.57), 2 x p5.48xlarge 487.26 GB/s of 400 (1.22); both stay above 1.0 from 1 GiB on.
@@ -19,28 +21,29 @@ tests/lifecycle/data/fabric/, are in docs/fabric.md):
 - ``fallback``: below :data:`FALLBACK_SHARE` (0.1), or NCCL said it used TCP (its Socket network, or
   libfabric's tcp/sockets provider) whatever the figure: on a small NIC TCP can come close to the
   share (recorded on g4dn.8xlarge: TCP 2.00 GB/s, EFA without GPUDirect 2.83 GB/s, of 6.25), so the
-  transport line decides there; on p4d/p5 TCP gives a few GB/s of 50-400. `up` stops here.
+  transport line decides there; NCCL's Socket network between two H200 GPUs gave the probe 3.83 GB/s
+  (recorded on the device machine), 1 % of a p5.48xlarge's 400. `up` stops here.
 
-`check_preflight` is the hook `up` calls with the Job's pod logs (infra/lifecycle/orchestrate.py, after
-the workload's objects are applied and before it waits for the serving pods; docs/fabric.md).
+`check_preflight` is the hook `up` calls with node 0's log once the workload update has run the Job
+(it failed the update when the probe judged a fallback, before the model's objects were applied):
+it turns the log into the verdict `up` prints, or into the FabricError `up` stops with instead of
+Pulumi's "Job failed" (docs/fabric.md, "Wiring").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from llmctl.errors import FabricError
 from llmctl.infra.workload.builders.preflight import FabricSpec
+from llmctl.serving.fabric.probe import FALLBACK_SHARE, OK_SHARE, Verdict, verdict_of
 from llmctl.serving.fabric.report import AllReduceResult, parse
 
-OK_SHARE = 0.5
-FALLBACK_SHARE = 0.1
+__all__ = ["FALLBACK_SHARE", "OK_SHARE", "FabricVerdict", "check_preflight", "judge"]
 #: below this size the all-reduce is latency-bound and its busbw says little about the fabric
 #: (2 x p5.48xlarge reach 0.52 of their 400 GB/s at 64 MiB, 1.09 at 1 GiB: the recorded run)
 SATURATING_BYTES = 1024**3
-
-Verdict = Literal["ok", "degraded", "fallback"]
 
 #: what to check, per what went wrong (the EFA path end to end)
 CHECK_TCP = (
@@ -126,14 +129,8 @@ def judge(result: AllReduceResult, *, expected_gbps: float, instance_type: str, 
     largest = result.largest
     expected = expected_gbps / 8
     kind = str(result.transport.get("kind", "unknown"))
-    share = largest.busbw / expected
-    verdict: Verdict = "ok"
-    if kind == "tcp" or share < FALLBACK_SHARE:
-        verdict = "fallback"
-    elif share < OK_SHARE:
-        verdict = "degraded"
     return FabricVerdict(
-        verdict=verdict,
+        verdict=verdict_of(largest.busbw, expected, kind),
         busbw=largest.busbw,
         size=largest.size,
         expected_gbs=expected,
@@ -145,9 +142,10 @@ def judge(result: AllReduceResult, *, expected_gbps: float, instance_type: str, 
     )
 
 
-def check_preflight(logs: str, spec: FabricSpec, *, strict: bool = False) -> FabricVerdict:
+def check_preflight(logs: str, spec: FabricSpec) -> FabricVerdict:
     """The verdict on the preflight Job's logs (node 0's pod prints the report); raises FabricError when
-    the probe printed no result, found wrong elements, or the fabric fell back (or, `strict`, degraded)."""
+    the probe printed no result, found wrong elements, or the fabric fell back (or degraded, with
+    `spec.strict`): the same verdict the probe gave its exit code from."""
     try:
         result = parse(logs)
     except ValueError as exc:
@@ -165,6 +163,6 @@ def check_preflight(logs: str, spec: FabricSpec, *, strict: bool = False) -> Fab
     verdict = judge(
         result, expected_gbps=spec.expected_gbps, instance_type=spec.instance_type, nodes=spec.nodes
     )
-    if verdict.verdict == "fallback" or (strict and verdict.verdict == "degraded"):
+    if verdict.verdict == "fallback" or (spec.strict and verdict.verdict == "degraded"):
         raise FabricError(verdict.line(), verdict.hint())
     return verdict

@@ -35,7 +35,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 SUMMARY_PREFIX = "LLMCTL-FABRIC "
 TOOL = "llmctl-fabric-probe"
@@ -56,12 +56,29 @@ _VIA = re.compile(r" via (NET/[^/]+|P2P|SHM|NVLS|CollNet)")
 OFI_NETWORKS = ("Libfabric", "AWS Libfabric")
 #: libfabric providers that are TCP underneath (FI_PROVIDER=tcp or sockets): no EFA
 TCP_PROVIDERS = ("tcp", "sockets")
+#: the verdict's thresholds, as shares of one node's network bandwidth (their grounds: docs/fabric.md and
+#: llmctl.infra.lifecycle.fabric, which reads the verdict from here)
+OK_SHARE = 0.5
+FALLBACK_SHARE = 0.1
+#: the probe's exit code when it judged the fabric fallen back (or degraded, with --strict): its Job
+#: fails, so the objects that depend on it (the model's) are not applied
+FAR_BELOW = 3
+Verdict = Literal["ok", "degraded", "fallback"]
 
 
 def bandwidths(size: int, seconds: float, ranks: int) -> tuple[float, float]:
     """(algbw, busbw) in GB/s of an all-reduce of `size` bytes over `ranks` ranks in `seconds`."""
     algbw = size / 1.0e9 / seconds
     return algbw, algbw * (2 * (ranks - 1) / ranks)
+
+
+def verdict_of(busbw: float, expected_gbs: float, transport: str) -> Verdict:
+    """ok, degraded or fallback: the bus bandwidth at the largest size (GB/s) against one node's network
+    bandwidth (GB/s), and the transport NCCL reported (TCP is a fallback whatever the figure)."""
+    share = busbw / expected_gbs
+    if transport == "tcp" or share < FALLBACK_SHARE:
+        return "fallback"
+    return "degraded" if share < OK_SHARE else "ok"
 
 
 def float_str(value: float, width: int) -> str:
@@ -162,6 +179,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("-w", "--warmup", type=int, default=5)
     parser.add_argument("-n", "--iters", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=600, help="seconds for the rendezvous and each call")
+    parser.add_argument(
+        "--expect-gbps", type=float, default=0, help="one node's network bandwidth (Gbps); 0: no verdict"
+    )
+    parser.add_argument("--strict", action="store_true", help="a degraded fabric fails too")
     parser.add_argument("--work-dir", default="/tmp/llmctl-fabric", help="NCCL's debug files go here")
     parser.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # a worker
     return parser.parse_args(argv)
@@ -304,8 +325,14 @@ def work(args: argparse.Namespace) -> int:
         "wrong": wrong_total,
         "transport": transport_summary(lines),
     }
+    if args.expect_gbps and rows:
+        summary["expected_gbps"] = args.expect_gbps
+        summary["verdict"] = verdict_of(rows[-1]["busbw"], args.expect_gbps / 8, summary["transport"]["kind"])
     say(SUMMARY_PREFIX + json.dumps(summary, sort_keys=True))
-    return 1 if wrong_total else 0
+    if wrong_total:
+        return 1
+    far_below = ("fallback", "degraded") if args.strict else ("fallback",)
+    return FAR_BELOW if summary.get("verdict") in far_below else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -90,7 +90,7 @@ def test_the_transport_line_decides_where_the_figure_cannot() -> None:
     assert FALLBACK_SHARE < efa_run.share < OK_SHARE and efa_run.verdict == "degraded"
     assert "all the node's EFA interfaces" in (efa_run.hint() or "")
     with pytest.raises(FabricError, match="degraded"):
-        check_preflight(_text("g4dn-efa-2ranks.txt"), spec, strict=True)
+        check_preflight(_text("g4dn-efa-2ranks.txt"), spec.model_copy(update={"strict": True}))
 
 
 def test_far_below_the_instance_fabric_is_a_fallback_whatever_the_transport() -> None:

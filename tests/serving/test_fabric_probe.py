@@ -4,6 +4,7 @@ reads recorded nccl-tests output and the probe's own into one result."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -35,6 +36,7 @@ def test_probe_runs_across_two_nodes_on_gloo(tmp_path: Path) -> None:
         *("--nodes", "2", "--gpus-per-node", "1", "--master", "127.0.0.1", "--port", str(_free_port())),
         *("--backend", "gloo", "-b", "1024", "-e", "16384", "-w", "1", "-n", "2", "--timeout", "120"),
         *("--work-dir", str(tmp_path / "work")),
+        *("--expect-gbps", "3200"),  # a p5.48xlarge's EFA: gloo on localhost is far below it
     ]
     env = {**os.environ, "JOB_COMPLETION_INDEX": "0"}  # as Kubernetes sets it in an Indexed Job's pod
     launchers = [
@@ -48,7 +50,8 @@ def test_probe_runs_across_two_nodes_on_gloo(tmp_path: Path) -> None:
         for node in (0, 1)
     ]
     outputs = [launcher.communicate(timeout=180) for launcher in launchers]
-    assert [launcher.returncode for launcher in launchers] == [0, 0], outputs
+    # node 0 judged the fabric fallen back and fails its pod (so the Job, so `up`); node 1 reports nothing
+    assert [launcher.returncode for launcher in launchers] == [probe.FAR_BELOW, 0], outputs
     node0, node1 = outputs[0][0], outputs[1][0]
     assert node1 == ""  # rank 0 alone reports, as nccl-tests does
     result = parse(node0)
@@ -64,6 +67,8 @@ def test_probe_runs_across_two_nodes_on_gloo(tmp_path: Path) -> None:
         # 2 ranks: busbw = algbw * 2 (2 - 1) / 2
         assert summary_row.in_place.busbw == pytest.approx(summary_row.in_place.algbw)
     assert "# Avg bus bandwidth" in node0 and result.transport["kind"] == "unknown"  # gloo: no NCCL lines
+    summary = json.loads(node0.splitlines()[-1].removeprefix(probe.SUMMARY_PREFIX))
+    assert (summary["verdict"], summary["expected_gbps"]) == ("fallback", 3200)
 
 
 @pytest.mark.slow

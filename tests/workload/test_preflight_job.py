@@ -38,7 +38,7 @@ def _objects(spec: FabricSpec) -> dict[str, dict[str, Any]]:
 
 def test_objects_validate_against_the_kubernetes_schema() -> None:
     objects = preflight_objects(_spec(zone="us-east-1a"))
-    assert [o["kind"] for o in objects] == ["ConfigMap", "Service", "Job"]
+    assert [o["kind"] for o in objects] == ["NetworkPolicy", "ConfigMap", "Service", "Job"]
     for obj in objects:
         kubernetes_validate.validate(obj, SCHEMA, strict=True)
 
@@ -70,6 +70,21 @@ def test_pods_meet_at_node_zero_through_the_headless_service() -> None:
     assert args.master == f"{PREFLIGHT_JOB}-0.{PREFLIGHT_SERVICE}.{spec.namespace}.svc"
     assert (args.nodes, args.gpus_per_node, args.backend) == (2, spec.gpus_per_node, "nccl")
     assert args.max_bytes == 2 * 1024**3 and args.port == service["spec"]["ports"][0]["port"]
+    # the probe judges against the instance's bandwidth, and fails its pod on a fallback only
+    assert (args.expect_gbps, args.strict) == (spec.expected_gbps, False)
+    strict = _objects(spec.model_copy(update={"strict": True}))["Job"]["spec"]["template"]["spec"]
+    assert probe.parse_args(strict["containers"][0]["command"][2:]).strict is True
+
+
+def test_the_pods_admit_each_other_and_no_one_else() -> None:
+    objects = _objects(_spec())
+    policy, pod_labels = (
+        objects["NetworkPolicy"]["spec"],
+        objects["Job"]["spec"]["template"]["metadata"]["labels"],
+    )
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["ingress"] == [{"from": [{"podSelector": policy["podSelector"]}]}]
+    assert policy["policyTypes"] == ["Ingress"]  # egress: the namespace's own allow-egress (its pods, DNS)
 
 
 def test_script_is_the_probe_and_the_command_runs_it() -> None:

@@ -2,6 +2,10 @@
 
 Objects (pure dicts, like every builder), from a :class:`FabricSpec`:
 
+- a NetworkPolicy ``allow-preflight``: the Job's pods accept connections from each other on every port
+  (the rendezvous, NCCL's bootstrap and, without EFA, its sockets pick ports of their own), where the
+  workload namespace denies everything else (`network_policy.py`); EFA's own traffic bypasses the
+  kernel's network stack, which such policies filter;
 - a ConfigMap with the probe program (`llmctl.serving.fabric.probe`: standard library and torch, so
   the serving image runs it as a file, whether llmctl is in the image or not);
 - a headless Service: each pod of the Job gets the DNS name ``<job>-<index>.<service>`` (the pod's
@@ -12,7 +16,10 @@ Objects (pure dicts, like every builder), from a :class:`FabricSpec`:
   the completion index (Kubernetes sets ``JOB_COMPLETION_INDEX`` in each container of an Indexed
   Job's pod), the serving pods' nodeSelector and tolerations plus their one zone, ``restartPolicy:
   Never`` and ``backoffLimit: 0`` (a measurement is not retried: a failed pod is the verdict), a
-  deadline and a TTL so nothing lingers.
+  deadline and a TTL so nothing lingers. The probe is given the instance's network bandwidth
+  (``--expect-gbps``) and exits 3 when the fabric fell back: the Job fails, and since the Workload
+  component makes every later object depend on the Jobs before it (`component.PREREQUISITE_KINDS`) and
+  Pulumi waits for a Job to complete, the model's objects are not applied.
 
 The pods run as the image's non-root user where one is known, on a read-only root filesystem: they write
 only /tmp (NCCL's debug files, HOME) and /dev/shm (NCCL's shared memory: a container's default 64 MiB
@@ -39,6 +46,7 @@ from llmctl.infra.workload.scheduling.capacity import NVIDIA_GPU
 from llmctl.serving.fabric import probe
 
 PREFLIGHT_JOB = "fabric-preflight"
+PREFLIGHT_POLICY = "allow-preflight"
 PREFLIGHT_SERVICE = "fabric-preflight"
 PROBE_SCRIPT = "fabric-probe-script"
 PROBE_DIR = "/opt/llmctl/fabric"
@@ -94,6 +102,9 @@ class FabricSpec(BaseModel):
     )
     warmup: int = Field(5, ge=0, description="Warm-up calls per size.")
     iters: int = Field(20, ge=1, description="Timed calls per size.")
+    strict: bool = Field(
+        False, description="A degraded fabric (EFA, but below half its bandwidth) fails the preflight too."
+    )
     deadline_seconds: int = Field(
         1200, ge=60, description="The Job's activeDeadlineSeconds (image pull included)."
     )
@@ -130,6 +141,7 @@ def probe_command(spec: FabricSpec) -> list[str]:
             "-n",
             str(spec.iters),
         ),
+        *("--expect-gbps", f"{spec.expected_gbps:g}", *(["--strict"] if spec.strict else [])),
         *("--work-dir", "/tmp/llmctl-fabric"),
     ]
 
@@ -200,7 +212,19 @@ def _pod_spec(spec: FabricSpec) -> Obj:
 
 
 def preflight_objects(spec: FabricSpec) -> list[Obj]:
-    """The probe's ConfigMap, the headless Service and the Indexed Job, in apply order."""
+    """The pods' NetworkPolicy, the probe's ConfigMap, the headless Service and the Indexed Job, in
+    apply order."""
+    pods = {"matchLabels": dict(spec.labels)}
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(spec, PREFLIGHT_POLICY),
+        "spec": {
+            "podSelector": pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": pods}]}],
+        },
+    }
     script = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -232,7 +256,7 @@ def preflight_objects(spec: FabricSpec) -> list[Obj]:
             "template": {"metadata": {"labels": dict(spec.labels)}, "spec": _pod_spec(spec)},
         },
     }
-    return [script, service, job]
+    return [policy, script, service, job]
 
 
 def fabric_spec(
