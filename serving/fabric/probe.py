@@ -138,7 +138,8 @@ def transport_summary(lines: Iterable[str]) -> dict[str, Any]:
     The channel lines ("... via NET/<network>/...") say what carried data; "Using network X" only what
     NCCL loaded (it names Socket on one node whose GPUs talk over NVLink alone: the recorded H200 run),
     so it decides only where the log holds no channel line (nccl-tests samples often keep just it)."""
-    network = provider = None
+    network: str | None = None
+    provider: str | None = None
     channels: Counter[str] = Counter()
     for line in lines:
         if found := _NETWORK.search(line):
@@ -148,13 +149,14 @@ def transport_summary(lines: Iterable[str]) -> dict[str, Any]:
         if found := _VIA.search(line):
             channels[found.group(1)] += 1
     used = {name.removeprefix("NET/") for name in channels if name.startswith("NET/")}
+    carried = used or {network or ""}  # the networks that carried data, else the one NCCL loaded
     if channels and not used:
         kind = "intra-node"
-    elif (used or {network}) & {"Socket"} or (provider or "").split(";")[0] in TCP_PROVIDERS:
+    elif "Socket" in carried or (provider or "").split(";")[0] in TCP_PROVIDERS:
         kind = "tcp"
-    elif (used or {network}) & set(OFI_NETWORKS):
+    elif carried & set(OFI_NETWORKS):
         kind = "efa" if provider in (None, "efa") else "unknown"
-    elif (used or {network}) & {"IB"}:
+    elif "IB" in carried:
         kind = "ib"
     else:
         kind = "unknown"
