@@ -3,10 +3,13 @@ serving pods are, asking for the node's GPUs and EFA interfaces; its command is 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
+from test_checkov import REVIEWED, run_checkov
 from test_workload_builders import SCHEMA
 from workload_helpers import config_for
 
@@ -144,3 +147,14 @@ def test_spec_refuses_a_single_node_and_unknown_fields() -> None:
         _spec(nodes=1)
     with pytest.raises(ValueError):
         FabricSpec.model_validate({**_spec().model_dump(), "gpus": 8})
+
+
+@pytest.mark.slow
+def test_checkov_finds_only_what_its_reviewer_accepted(tmp_path: Path) -> None:
+    """checkov's Kubernetes checks over the objects, the image by digest as `up` pins it: only the
+    findings issue 53's reviewer accepted for every pod (CPU limits, a UID below 10000) remain."""
+    pinned = _spec().model_copy(update={"image": "rayproject/ray-llm@sha256:" + "0" * 64})
+    (tmp_path / "preflight.yaml").write_text(yaml.safe_dump_all(preflight_objects(pinned)))
+    report = run_checkov(tmp_path)
+    failed = {check for check, *_ in report["failed"]}
+    assert failed <= REVIEWED and report["passed"], failed
