@@ -33,14 +33,30 @@ Pulumi's "Job failed" (docs/fabric.md, "Wiring").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from llmctl.errors import FabricError
-from llmctl.infra.workload.builders.preflight import FabricSpec
+from llmctl.infra.lifecycle.kube import kubectl_json, kubectl_text
+from llmctl.infra.workload.builders.preflight import PREFLIGHT_JOB, FabricSpec
 from llmctl.serving.fabric.probe import FALLBACK_SHARE, OK_SHARE, Verdict, verdict_of
 from llmctl.serving.fabric.report import AllReduceResult, parse
 
-__all__ = ["FALLBACK_SHARE", "OK_SHARE", "FabricVerdict", "check_preflight", "judge"]
+__all__ = [
+    "FALLBACK_SHARE",
+    "OK_SHARE",
+    "FabricVerdict",
+    "check_preflight",
+    "judge",
+    "node0_log",
+    "preflight_verdict",
+]
+
+#: what the Job controller puts on each pod of an Indexed Job: the `job-name` label, and the completion
+#: index as this annotation (kubernetes/kubernetes pkg/controller/job/indexed_job_utils.go,
+#: getCompletionIndex; also a label where the PodIndexLabel feature is on, 1.28 and later)
+JOB_NAME_LABEL = "job-name"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 #: below this size the all-reduce is latency-bound and its busbw says little about the fabric
 #: (2 x p5.48xlarge reach 0.52 of their 400 GB/s at 64 MiB, 1.09 at 1 GiB: the recorded run)
 SATURATING_BYTES = 1024**3
@@ -151,8 +167,9 @@ def check_preflight(logs: str, spec: FabricSpec) -> FabricVerdict:
     except ValueError as exc:
         raise FabricError(
             f"the fabric preflight printed no all-reduce result ({exc})",
-            f"read node 0's log: `kubectl -n {spec.namespace} logs -l job-name=fabric-preflight,batch.kubernetes.io/job-completion-index=0`; a pod that never "
-            "started (Pending) means the nodes or their EFA interfaces are not there",
+            f"read node 0's log: `kubectl -n {spec.namespace} logs -l {JOB_NAME_LABEL}={PREFLIGHT_JOB},"
+            f"{INDEX_ANNOTATION}=0 --tail=-1`; a pod that never started (Pending) means the nodes or their "
+            "EFA interfaces are not there",
         ) from exc
     if result.wrong:
         raise FabricError(
@@ -166,3 +183,30 @@ def check_preflight(logs: str, spec: FabricSpec) -> FabricVerdict:
     if verdict.verdict == "fallback" or (spec.strict and verdict.verdict == "degraded"):
         raise FabricError(verdict.line(), verdict.hint())
     return verdict
+
+
+def node0_log(kubeconfig: Path | str | None, namespace: str) -> str:
+    """The log of the preflight's node-0 pod (the one that prints the report; the newest, if the Job
+    ran more than once); FabricError when there is none."""
+    pods = kubectl_json(
+        kubeconfig, "get", "pods", "-n", namespace, "-l", f"{JOB_NAME_LABEL}={PREFLIGHT_JOB}", "-o", "json"
+    )
+    node0 = [
+        pod
+        for pod in pods.get("items") or []
+        if (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION) == "0"
+    ]
+    if not node0:
+        raise FabricError(
+            f"the fabric preflight has no pod for node 0 in namespace {namespace}",
+            f"`kubectl -n {namespace} describe job {PREFLIGHT_JOB}` says why (never created, or deleted "
+            "by its TTL an hour after it finished: run `llmctl up` again to measure again)",
+        )
+    newest = max(node0, key=lambda pod: str(pod["metadata"].get("creationTimestamp", "")))
+    return kubectl_text(kubeconfig, "logs", "-n", namespace, newest["metadata"]["name"])
+
+
+def preflight_verdict(kubeconfig: Path | str | None, spec: FabricSpec) -> FabricVerdict:
+    """The call `up` makes once the workload's update ran the Job: node 0's log, judged (raises
+    FabricError on a fallback)."""
+    return check_preflight(node0_log(kubeconfig, spec.namespace), spec)

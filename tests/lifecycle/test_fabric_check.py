@@ -4,12 +4,22 @@ stops `up` with the figure, the expectation, the transport and what to check."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from standin_support import StandinEngine
 
 from llmctl.errors import EXIT_CODES, FabricError
-from llmctl.infra.lifecycle.fabric import FALLBACK_SHARE, OK_SHARE, check_preflight, judge
-from llmctl.infra.workload.builders.preflight import FabricSpec
+from llmctl.infra.lifecycle.fabric import (
+    FALLBACK_SHARE,
+    INDEX_ANNOTATION,
+    JOB_NAME_LABEL,
+    OK_SHARE,
+    check_preflight,
+    judge,
+    preflight_verdict,
+)
+from llmctl.infra.workload.builders.preflight import PREFLIGHT_JOB, FabricSpec, preflight_objects
 from llmctl.serving.fabric.report import parse
 
 DATA = Path(__file__).resolve().parent / "data" / "fabric"
@@ -107,3 +117,59 @@ def test_a_preflight_without_a_result_is_an_error_that_says_where_to_look() -> N
     with pytest.raises(FabricError, match="no all-reduce result") as caught:
         check_preflight(header_only, _spec("p5.48xlarge", P5))
     assert "job-completion-index=0" in (caught.value.hint or "")
+
+
+def _pod(spec: FabricSpec, index: int, name: str, created: str) -> dict[str, Any]:
+    """A pod of the preflight Job as the Job controller makes it: the Job's template, with the
+    `job-name` label and the completion-index annotation (and label) it adds
+    (kubernetes/kubernetes pkg/controller/job/indexed_job_utils.go)."""
+    template = next(obj for obj in preflight_objects(spec) if obj["kind"] == "Job")["spec"]["template"]
+    index_meta = {INDEX_ANNOTATION: str(index)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": spec.namespace,
+            "creationTimestamp": created,
+            "labels": {**template["metadata"]["labels"], JOB_NAME_LABEL: PREFLIGHT_JOB, **index_meta},
+            "annotations": index_meta,
+        },
+        "spec": template["spec"],
+    }
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
+    return path
+
+
+def test_up_judges_the_newest_node_zero_pod_s_log(engine: StandinEngine, tmp_path: Path) -> None:
+    """Two runs of the Job left pods: the verdict comes from node 0 of the newest run (node 1 prints no
+    report), and its TCP stops `up`."""
+    spec = _spec("p5.48xlarge", P5, efa=32)
+    engine.kube(
+        _pod(spec, 0, "fabric-preflight-0-aaaaa", "2026-11-28T20:00:00Z"),
+        _pod(spec, 1, "fabric-preflight-1-bbbbb", "2026-11-28T21:00:00Z"),
+        _pod(spec, 0, "fabric-preflight-0-ccccc", "2026-11-28T21:00:00Z"),
+    )
+    engine.kube_log(spec.namespace, "fabric-preflight-0-aaaaa", _text("p5-efa-2nodes.txt"))
+    engine.kube_log(spec.namespace, "fabric-preflight-0-ccccc", _text("h200-socket-2ranks.txt"))
+    with pytest.raises(FabricError, match=r"3\.83 GB/s at 1 GiB"):
+        preflight_verdict(_kubeconfig(tmp_path), spec)
+    assert ["logs", "-n", spec.namespace, "fabric-preflight-0-ccccc"] in [
+        call[-4:] for call in engine.kubectl_calls()
+    ]
+    # the newest run's pods gone (the stand-in's deletion overlay): the older run's EFA figure passes
+    gone = {"name": "fabric-preflight-0-ccccc", "namespace": spec.namespace, "deleted": True}
+    engine.kube({"apiVersion": "v1", "kind": "Pod", "metadata": gone})
+    assert preflight_verdict(_kubeconfig(tmp_path), spec).verdict == "ok"
+
+
+def test_no_node_zero_pod_says_what_to_look_at(engine: StandinEngine, tmp_path: Path) -> None:
+    spec = _spec("p5.48xlarge", P5, efa=32)
+    engine.kube(_pod(spec, 1, "fabric-preflight-1-bbbbb", "2026-11-28T21:00:00Z"))
+    with pytest.raises(FabricError, match="no pod for node 0") as caught:
+        preflight_verdict(_kubeconfig(tmp_path), spec)
+    assert f"describe job {PREFLIGHT_JOB}" in (caught.value.hint or "")
