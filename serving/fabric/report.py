@@ -32,6 +32,9 @@ _ROW = re.compile(
 )
 #: what launchers put before each line: srun's "0: ", mpirun --tag-output's "[1,0]<stdout>:"
 _PREFIX = re.compile(r"^(?:\s*\d+:\s?|\[\d+,\d+\]<\w+>:)")
+#: the header of nccl-tests releases whose last column is the largest error of a row, not a count of
+#: wrong elements (aws/aws-ofi-nccl#33's run prints "busbw  error")
+_ERROR_COLUMN = re.compile(r"busbw\s+error\b")
 _AVG = re.compile(r"# Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 _RANK = re.compile(r"#\s+Rank\s+\d+")
 
@@ -43,7 +46,7 @@ class Measurement:
     time_us: float
     algbw: float
     busbw: float
-    wrong: float | None  # None: not checked (N/A); nccl-tests before #wrong printed the max error
+    wrong: float | None  # None: not counted (N/A, or a release that printed the largest error instead)
 
 
 @dataclass(frozen=True)
@@ -84,21 +87,22 @@ def _number(text: str | None) -> float | None:
     return None if text is None or text.upper() == "N/A" else float(text)
 
 
-def _measurement(values: tuple[str | None, ...]) -> Measurement | None:
+def _measurement(values: tuple[str | None, ...], *, counts: bool) -> Measurement | None:
     if values[0] is None:
         return None
     time_us, algbw, busbw = (float(v) for v in values[:3] if v is not None)
-    return Measurement(time_us, algbw, busbw, _number(values[3]))
+    return Measurement(time_us, algbw, busbw, _number(values[3]) if counts else None)
 
 
 def _rows(text: str) -> list[Row]:
+    counts = _ERROR_COLUMN.search(text) is None  # else the column is an error, not a count
     rows: list[Row] = []
     for line in text.splitlines():
         found = _ROW.search(_PREFIX.sub("", line, count=1))
         if found is None:
             continue
         groups = found.groups()
-        first, second = _measurement(groups[5:9]), _measurement(groups[9:13])
+        first, second = _measurement(groups[5:9], counts=counts), _measurement(groups[9:13], counts=counts)
         # two measurements: out of place then in place; one alone: in place (nccl-tests leaves the
         # out-of-place columns blank for rows it measures in place only)
         out_of_place, in_place = (first, second) if second is not None else (None, first)
