@@ -207,10 +207,11 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
     """Start one worker per GPU of this node and wait for them; the first failure is the exit code."""
     os.makedirs(args.work_dir, exist_ok=True)
     env = dict(os.environ)
-    if args.backend == "nccl":  # NCCL's transport lines, into a file per process that the worker reads back
-        env.setdefault("NCCL_DEBUG", "INFO")
-        env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
-        env.setdefault("NCCL_DEBUG_FILE", os.path.join(args.work_dir, "nccl.%h.%p.log"))
+    if args.backend == "nccl":  # NCCL's transport lines, into a file per process that the worker reads
+        # back: set whatever the pod's environment says (a serving env's NCCL_DEBUG=WARN would hide them)
+        env["NCCL_DEBUG"] = "INFO"
+        env["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
+        env["NCCL_DEBUG_FILE"] = os.path.join(args.work_dir, "nccl.%h.%p.log")
     wait_for_master(args.master, args.timeout)
     workers = [
         subprocess.Popen(
