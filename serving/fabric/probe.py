@@ -35,6 +35,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any, Literal
 
 SUMMARY_PREFIX = "LLMCTL-FABRIC "
@@ -190,16 +191,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def wait_for_master(host: str, timeout: float) -> None:
+def wait_for_master(host: str, timeout: float) -> bool:
     """Wait until node 0's hostname resolves (its pod's DNS record appears once the pod exists)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             socket.getaddrinfo(host, None)
-            return
+            return True
         except socket.gaierror:
             if time.monotonic() > deadline:
-                raise
+                return False
             time.sleep(2)
 
 
@@ -212,7 +213,9 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
         env["NCCL_DEBUG"] = "INFO"
         env["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
         env["NCCL_DEBUG_FILE"] = os.path.join(args.work_dir, "nccl.%h.%p.log")
-    wait_for_master(args.master, args.timeout)
+    if not wait_for_master(args.master, args.timeout):
+        print(f"{TOOL}: node 0 ({args.master}) did not resolve within {args.timeout:g} s", file=sys.stderr)
+        return 2
     workers = [
         subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), *argv, "--local-rank", str(local)], env=env
@@ -242,8 +245,6 @@ def _nccl_lines(work_dir: str) -> list[str]:
 
 def work(args: argparse.Namespace) -> int:
     """One rank: the measurements, and on rank 0 the report."""
-    from datetime import timedelta
-
     import torch
     import torch.distributed as dist
 

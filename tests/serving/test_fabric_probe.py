@@ -97,6 +97,26 @@ def test_a_worker_without_its_gpu_fails_the_pod_with_the_reason(tmp_path: Path) 
     assert "Traceback" not in done.stderr
 
 
+def test_a_node_zero_that_never_resolves_fails_the_pod_with_the_reason(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, probe.__file__, "--nodes", "2", "--gpus-per-node", "1"),
+            *(
+                "--master",
+                "fabric-preflight-0.nowhere.invalid",
+                "--timeout",
+                "1",
+                "--work-dir",
+                str(tmp_path),
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "did not resolve within 1 s" in done.stderr
+
+
 # ranks of the recorded runs: 2 nodes x 8 GPUs (awsome-distributed-training's sbatch and MPIJob run 8
 # tasks per node), and 2 ranks for the g4dn runs (busbw = algbw there)
 RECORDED = {
