@@ -15,6 +15,7 @@ Hierarchy::
     ├── ServingError            a serving app or the local target failed
     ├── EndpointError           an OpenAI-compatible endpoint could not be reached or answered badly
     ├── BadInput                a flag, value or name given on the command line is wrong
+    ├── FabricError             the fabric preflight measured the nodes' interconnect far below its EFA
     ├── NotDeployed             nothing is recorded as deployed for what was asked
     └── UserAbort               the user pressed Ctrl-C
         └── Declined            the user answered "no" at a confirmation (not an error: exit 0)
@@ -32,7 +33,7 @@ from collections.abc import Iterable
 # code -> meaning: one code per meaning, for every command. `llmctl --help` prints this table.
 EXIT_CODES: dict[int, str] = {
     0: "success, or a declined confirmation (nothing was changed)",
-    1: "a failed verdict: policy violations, `plan diff` found changes",
+    1: "a failed verdict: policy violations, `plan diff` found changes, the fabric preflight",
     2: "bad input: unknown flag or value, misspelled name or region, bad file",
     3: "missing prerequisite: a tool, credentials, a package, a quota",
     4: "AWS refused or failed a call, or resources are left after down",
@@ -134,6 +135,13 @@ class BadInput(LlmctlError):
     """A flag, value or name given on the command line is wrong (the same code as a usage error)."""
 
     exit_code = 2
+
+
+class FabricError(LlmctlError):
+    """The fabric preflight (an all-reduce across a replica's nodes before the model loads) measured a bus
+    bandwidth far below what the instance type's EFA gives, or NCCL fell back to TCP: a failed verdict."""
+
+    exit_code = 1
 
 
 class NotDeployed(LlmctlError):

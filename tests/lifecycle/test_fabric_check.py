@@ -1,0 +1,175 @@
+"""The fabric preflight's verdict on recorded nccl-tests output: EFA runs on p4de and p5 pass, a TCP run
+stops `up` with the figure, the expectation, the transport and what to check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standin_support import StandinEngine
+
+from llmctl.errors import EXIT_CODES, FabricError
+from llmctl.infra.lifecycle.fabric import (
+    FALLBACK_SHARE,
+    INDEX_ANNOTATION,
+    JOB_NAME_LABEL,
+    OK_SHARE,
+    check_preflight,
+    judge,
+    preflight_verdict,
+)
+from llmctl.infra.workload.builders.preflight import PREFLIGHT_JOB, FabricSpec, preflight_objects
+from llmctl.serving.fabric.report import parse
+
+DATA = Path(__file__).resolve().parent / "data" / "fabric"
+
+# Network bandwidth per node (Gbps) of the recorded runs' instance types, as the multinode blueprint's
+# instance data carries them (DescribeInstanceTypes NetworkInfo; EC2 accelerated-computing specifications):
+# p4de.24xlarge 400, p5.48xlarge 3200, g4dn.8xlarge 50.
+P4DE, P5, G4DN = 400.0, 3200.0, 50.0
+
+
+def _text(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def _spec(instance_type: str, gbps: float, *, gpus: int = 8, efa: int = 4) -> FabricSpec:
+    return FabricSpec(
+        name="multinode",
+        namespace="multinode",
+        labels={"app.kubernetes.io/component": "preflight"},
+        nodes=2,
+        gpus_per_node=gpus,
+        instance_type=instance_type,
+        efa_interfaces=efa,
+        expected_gbps=gbps,
+        image="rayproject/ray-llm",
+        node_selector={},
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "instance", "gbps", "share"),
+    [("p4de-efa-2nodes.txt", "p4de.24xlarge", P4DE, 1.567), ("p5-efa-2nodes.txt", "p5.48xlarge", P5, 1.218)],
+)
+def test_recorded_efa_runs_pass(name: str, instance: str, gbps: float, share: float) -> None:
+    verdict = check_preflight(_text(name), _spec(instance, gbps))
+    assert verdict.verdict == "ok" and verdict.share == pytest.approx(share, abs=0.001)
+    assert verdict.hint() is None
+    # two nodes: NCCL's trees let busbw pass one node's network bandwidth (NVIDIA/nccl#209), never
+    # by more than 2x
+    assert 1 < verdict.share < 2
+
+
+def test_recorded_tcp_run_stops_up_with_the_figure_the_expectation_and_the_transport() -> None:
+    with pytest.raises(FabricError) as caught:
+        check_preflight(_text("g4dn-socket-2ranks.txt"), _spec("g4dn.8xlarge", G4DN, gpus=1, efa=1))
+    error = caught.value
+    assert error.exit_code == 1 and "fabric preflight" in EXIT_CODES[1]
+    assert "2.00 GB/s at 1 GiB" in error.message and "6.25 GB/s (50 Gbps)" in error.message
+    assert "transport tcp (Socket): fallback" in error.message
+    for check in (
+        "EFA device plugin",
+        "vpc.amazonaws.com/efa",
+        "security group",
+        "aws-ofi-nccl",
+        "FI_PROVIDER",
+    ):
+        assert check in (error.hint or "")
+
+
+def test_the_probe_s_own_tcp_run_stops_up() -> None:
+    """The probe's recorded NCCL run over its Socket network (two H200 ranks on the device machine), as
+    the logs of a p5.48xlarge replica's preflight: TCP, and 1 % of the 400 GB/s of the nodes' EFA."""
+    with pytest.raises(FabricError) as caught:
+        check_preflight(_text("h200-socket-2ranks.txt"), _spec("p5.48xlarge", P5, efa=32))
+    assert "3.83 GB/s at 1 GiB" in caught.value.message and "2 ranks" in caught.value.message
+    assert "transport tcp (Socket): fallback" in caught.value.message
+
+
+def test_the_transport_line_decides_where_the_figure_cannot() -> None:
+    """On a 50 Gbps g4dn, TCP (2.00 GB/s) and EFA without GPUDirect (2.83 GB/s) are both between the
+    thresholds: TCP falls back because NCCL said Socket, EFA is degraded (printed, not fatal)."""
+    socket_run = judge(
+        parse(_text("g4dn-socket-2ranks.txt")), expected_gbps=G4DN, instance_type="g4dn.8xlarge", nodes=2
+    )
+    assert FALLBACK_SHARE < socket_run.share < OK_SHARE and socket_run.verdict == "fallback"
+    spec = _spec("g4dn.8xlarge", G4DN, gpus=1, efa=1)
+    efa_run = check_preflight(_text("g4dn-efa-2ranks.txt"), spec)
+    assert FALLBACK_SHARE < efa_run.share < OK_SHARE and efa_run.verdict == "degraded"
+    assert "all the node's EFA interfaces" in (efa_run.hint() or "")
+    with pytest.raises(FabricError, match="degraded"):
+        check_preflight(_text("g4dn-efa-2ranks.txt"), spec.model_copy(update={"strict": True}))
+
+
+def test_far_below_the_instance_fabric_is_a_fallback_whatever_the_transport() -> None:
+    """The recorded g4dn EFA figure measured between two p5.48xlarge would be 0.7 % of their fabric."""
+    verdict = judge(
+        parse(_text("g4dn-efa-2ranks.txt")), expected_gbps=P5, instance_type="p5.48xlarge", nodes=2
+    )
+    assert verdict.transport == "efa" and verdict.share < FALLBACK_SHARE and verdict.verdict == "fallback"
+    assert verdict.as_dict()["expected_gbs"] == 400.0
+
+
+def test_a_preflight_without_a_result_is_an_error_that_says_where_to_look() -> None:
+    header_only = "\n".join(_text("g4dn-socket-2ranks.txt").splitlines()[:11])
+    with pytest.raises(FabricError, match="no all-reduce result") as caught:
+        check_preflight(header_only, _spec("p5.48xlarge", P5))
+    assert "job-completion-index=0" in (caught.value.hint or "")
+
+
+def _pod(spec: FabricSpec, index: int, name: str, created: str) -> dict[str, Any]:
+    """A pod of the preflight Job as the Job controller makes it: the Job's template, with the
+    `job-name` label and the completion-index annotation (and label) it adds
+    (kubernetes/kubernetes pkg/controller/job/indexed_job_utils.go)."""
+    template = next(obj for obj in preflight_objects(spec) if obj["kind"] == "Job")["spec"]["template"]
+    index_meta = {INDEX_ANNOTATION: str(index)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": spec.namespace,
+            "creationTimestamp": created,
+            "labels": {**template["metadata"]["labels"], JOB_NAME_LABEL: PREFLIGHT_JOB, **index_meta},
+            "annotations": index_meta,
+        },
+        "spec": template["spec"],
+    }
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text("clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:6443'}\n")
+    return path
+
+
+def test_up_judges_the_newest_node_zero_pod_s_log(engine: StandinEngine, tmp_path: Path) -> None:
+    """Two runs of the Job left pods: the verdict comes from node 0 of the newest run (node 1 prints no
+    report), and its TCP stops `up`."""
+    spec = _spec("p5.48xlarge", P5, efa=32)
+    engine.kube(
+        _pod(spec, 0, "fabric-preflight-0-aaaaa", "2026-11-28T20:00:00Z"),
+        _pod(spec, 1, "fabric-preflight-1-bbbbb", "2026-11-28T21:00:00Z"),
+        _pod(spec, 0, "fabric-preflight-0-ccccc", "2026-11-28T21:00:00Z"),
+    )
+    engine.kube_log(spec.namespace, "fabric-preflight-0-aaaaa", _text("p5-efa-2nodes.txt"))
+    engine.kube_log(spec.namespace, "fabric-preflight-0-ccccc", _text("h200-socket-2ranks.txt"))
+    with pytest.raises(FabricError, match=r"3\.83 GB/s at 1 GiB"):
+        preflight_verdict(_kubeconfig(tmp_path), spec)
+    assert ["logs", "-n", spec.namespace, "fabric-preflight-0-ccccc"] in [
+        call[-4:] for call in engine.kubectl_calls()
+    ]
+    # the newest run's pods gone (the stand-in's deletion overlay): the older run's EFA figure passes
+    gone = {"name": "fabric-preflight-0-ccccc", "namespace": spec.namespace, "deleted": True}
+    engine.kube({"apiVersion": "v1", "kind": "Pod", "metadata": gone})
+    assert preflight_verdict(_kubeconfig(tmp_path), spec).verdict == "ok"
+
+
+def test_no_node_zero_pod_says_what_to_look_at(engine: StandinEngine, tmp_path: Path) -> None:
+    spec = _spec("p5.48xlarge", P5, efa=32)
+    engine.kube(_pod(spec, 1, "fabric-preflight-1-bbbbb", "2026-11-28T21:00:00Z"))
+    with pytest.raises(FabricError, match="no pod for node 0") as caught:
+        preflight_verdict(_kubeconfig(tmp_path), spec)
+    assert f"describe job {PREFLIGHT_JOB}" in (caught.value.hint or "")
