@@ -327,10 +327,26 @@ GOALS = (
 )
 
 
-def fast_row(summary: dict[str, Any], client: Any, window: dict[str, Any] | None) -> dict[str, Any]:
+# Ray 2.58.0 exports a histogram's sum as bucket midpoints times bucket counts, not the observed values
+# (ray/_private/telemetry/open_telemetry_metric_recorder.py, record_histogram_aggregated_batch: "the
+# histogram sum value will be an approximation since we use bucket midpoints"): an engine mean read
+# through Ray's metrics export is that estimate (vLLM 0.26's TTFT buckets around 100 ms are 0.08, 0.1,
+# 0.25 s; its queue and prefill buckets start at 0.3 s, so those means read 150 ms whatever happened).
+# The bucket counts are exact, so the p50 interpolated within them is the same estimate on both sides.
+RAY_MEANS = (
+    "bucket-midpoint estimate (Ray 2.58.0's metrics export sums a histogram at its buckets' midpoints); "
+    "compare engines by the bucket-interpolated p50, read the same way on both sides"
+)
+
+
+def fast_row(
+    summary: dict[str, Any], client: Any, window: dict[str, Any] | None, *, through_ray: bool = False
+) -> dict[str, Any]:
     """One load's client figures, and the engine's own TTFT over the same window (vLLM's histogram:
     plain vLLM's /metrics, our app's engine through Ray's metrics export; the window holds the bench's
-    8 warm-up requests too). The TTFT outside the engine is the client's mean less the engine's."""
+    8 warm-up requests too). The TTFT outside the engine is the client's p50 less the engine's
+    (bucket-interpolated on both sides), and for plain vLLM also the client's mean less the engine's
+    (an engine mean through Ray is a bucket-midpoint estimate, ``RAY_MEANS``: not subtracted)."""
     row = llmctl_row(summary, client)
     row["ttft_mean_ms"] = ms(summary["metrics"]["ttft_s"]["mean"])
     if window:
@@ -340,9 +356,13 @@ def fast_row(summary: dict[str, Any], client: Any, window: dict[str, Any] | None
             ("prefill_mean_ms", "request_prefill_time_seconds"),
         ):
             if name in window:  # read from the tp 2/4 plan on (device_bench.HISTOGRAMS)
-                engine[key] = window[name]["mean_ms"]
+                engine[key] = None if through_ray else window[name]["mean_ms"]
+        if through_ray:
+            engine["means"] = RAY_MEANS
         row["engine"] = engine
-        if engine["ttft_mean_ms"] is not None and row["ttft_mean_ms"] is not None:
+        if engine["ttft_p50_ms"] is not None and row["ttft_p50_ms"] is not None:
+            row["ttft_p50_ms_outside_engine"] = round(row["ttft_p50_ms"] - engine["ttft_p50_ms"], 2)
+        if not through_ray and engine["ttft_mean_ms"] is not None and row["ttft_mean_ms"] is not None:
             row["ttft_mean_ms_outside_engine"] = round(row["ttft_mean_ms"] - engine["ttft_mean_ms"], 2)
     return row
 
@@ -375,7 +395,12 @@ def serving_path_fast(
     levels: dict[str, Any] = {}
     for label, record in loads.items():
         server_name, level, round_ = label.rsplit("-", 2)
-        row = fast_row(record["summary"], clients.get(f"llmctl-{label}"), windows.get(label))
+        row = fast_row(
+            record["summary"],
+            clients.get(f"llmctl-{label}"),
+            windows.get(label),
+            through_ray=paths[server_name] != "plain",
+        )
         levels.setdefault(level, {"rounds": {}})["rounds"].setdefault(round_, {})[paths[server_name]] = row
     for entry in levels.values():
         for path in ("ours_fast", "ours_default"):
@@ -433,27 +458,31 @@ def goals(levels: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def where_time_goes(paths: dict[str, Any]) -> dict[str, Any] | None:
-    """A missed goal's worst round, ours against plain vLLM, from the engine histograms (mean ms of
-    the same window): the client's TTFT, the engine's, its queue and prefill parts, and what is
-    outside the engine. None where the windows lack the queue histogram (runs before it was read)."""
-    parts = {}
+    """A missed goal's worst round, ours against plain vLLM, over the same windows: the client's TTFT
+    p50 and TPOT, the engine's TTFT p50 (bucket-interpolated the same way on both sides), what of the
+    p50 is outside the engine, and plain vLLM's exact queue and prefill means (ours are bucket-midpoint
+    estimates through Ray's export, ``RAY_MEANS``: left out). None where the windows lack the queue
+    histogram (runs before it was read)."""
+    parts: dict[str, Any] = {}
     for path in ("ours_fast", "plain"):
         row = paths.get(path)
         if not row or "engine" not in row or "queue_mean_ms" not in row["engine"]:
             return None
         engine = row["engine"]
         parts[path] = {
-            "client_ttft_mean_ms": row["ttft_mean_ms"],
-            "engine_ttft_mean_ms": engine["ttft_mean_ms"],
+            "client_ttft_p50_ms": row["ttft_p50_ms"],
+            "client_tpot_mean_ms": row["tpot_mean_ms"],
+            "engine_ttft_p50_ms": engine["ttft_p50_ms"],
+            "outside_engine_p50_ms": row.get("ttft_p50_ms_outside_engine"),
             "engine_queue_mean_ms": engine["queue_mean_ms"],
             "engine_prefill_mean_ms": engine["prefill_mean_ms"],
-            "outside_engine_mean_ms": row.get("ttft_mean_ms_outside_engine"),
         }
     ours, plain = parts["ours_fast"], parts["plain"]
     parts["ours_over_plain_ms"] = {
         key: None if ours[key] is None or plain[key] is None else round(ours[key] - plain[key], 2)
         for key in ours
     }
+    parts["engine_means"] = RAY_MEANS
     return parts
 
 

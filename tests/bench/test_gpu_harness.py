@@ -462,28 +462,45 @@ def test_the_fast_path_goals_are_checked_in_every_round() -> None:
         assert checked[f"{level} output tok/s within 5 % of plain vLLM (or above)"]["met"]
 
 
-def test_the_c64_gap_is_inside_the_engine_not_the_path() -> None:
-    """TTFT outside the engine (client mean less the engine histogram's mean, same window): the fast
-    path no more than plain vLLM's own server; the default path hundreds of ms. Every window counted
-    the loads and their 8 warm-up requests."""
+def test_the_c64_split_reads_the_engines_p50s_not_rays_midpoint_means() -> None:
+    """Ray 2.58.0 exports a histogram's sum at its buckets' midpoints, so our engine's TTFT mean through
+    Ray's export is an estimate (146.7 ms in r1 where the buckets put the p50 at 142.0) and is not
+    subtracted from the client's; the p50 outside the engine is read the same way on both sides: the
+    fast path's ~35-39 ms against plain vLLM's ~12-14 ms at c64, the default path's 552 ms. Plain vLLM
+    keeps its exact means. Every window counted the loads and their 8 warm-up requests."""
     fast = fast_path_measured()["serving_path_fast"]
     assert isinstance(fast, dict)
     rounds = fast["levels"]["c64"]["rounds"]
     outside = {
-        (r, path): row["ttft_mean_ms_outside_engine"]
+        (r, path): row["ttft_p50_ms_outside_engine"]
         for r, paths in rounds.items()
         for path, row in paths.items()
     }
     assert outside == {
-        ("r1", "ours_fast"): 32.7,
+        ("r1", "ours_fast"): 38.8,
+        ("r1", "plain"): 11.57,
+        ("r2", "ours_fast"): 35.25,
+        ("r2", "plain"): 14.05,
+        ("r3", "plain"): 14.28,
+        ("r3", "ours_default"): 552.04,
+    }
+    means = {
+        (r, path): row.get("ttft_mean_ms_outside_engine")
+        for r, paths in rounds.items()
+        for path, row in paths.items()
+    }
+    assert means == {
+        ("r1", "ours_fast"): None,
         ("r1", "plain"): 36.63,
-        ("r2", "ours_fast"): 25.32,
+        ("r2", "ours_fast"): None,
         ("r2", "plain"): 29.56,
         ("r3", "plain"): 34.8,
-        ("r3", "ours_default"): 533.36,
+        ("r3", "ours_default"): None,
     }
-    assert [rounds[r]["ours_fast"]["engine"]["ttft_mean_ms"] for r in ("r1", "r2")] == [146.74, 143.39]
-    assert [rounds[r]["plain"]["engine"]["ttft_mean_ms"] for r in ("r1", "r2")] == [104.85, 106.48]
+    assert all(
+        "midpoint" in rounds[r][p]["engine"]["means"]
+        for r, p in (("r1", "ours_fast"), ("r3", "ours_default"))
+    )
     assert {row["engine"]["requests"] for paths in rounds.values() for row in paths.values()} == {520.0}
 
 
@@ -576,3 +593,44 @@ def test_bench_f_alternates_the_servers_at_every_level(
         ("scrape", "http://127.0.0.1:8090/metrics"),
     ]
     assert calls[-1] == ("lines", "ray1")
+
+
+ROUTE_RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-28-h200x4-fastpath-route.jsonl"
+
+
+def test_the_four_gpu_run_holds_tp2_on_the_fast_path_and_the_routers_comparison() -> None:
+    """2026-11-28, four H200s: tp 2 (eager) on the fast path met c1 (+2.07 ms) and both c64 goals and
+    missed c16's tok/s by 27 points, the time per output token (5.81 against 3.97 ms); the
+    prefix-aware router's TTFT p90 was higher than the default router's in every paired load, both
+    routers splitting the requests evenly, 0 failed everywhere."""
+    collect = load("collect")
+    records = [json.loads(line) for line in ROUTE_RUN.read_text().splitlines() if line.strip()]
+    measured = collect.collect(records)
+    tp2 = measured["serving_path_fast_tensor_parallel"]["2"]
+    checked = {goal["goal"]: (goal["met"], goal["rounds"]["r1"]) for goal in tp2["goals"]}
+    assert checked == {
+        "c1 TTFT p50 within 5 ms of plain vLLM": (True, 2.07),
+        "c64 TTFT p50 within 10 % of plain vLLM": (True, -12.3),
+        "c16 output tok/s within 5 % of plain vLLM (or above)": (False, 32.0),
+        "c64 output tok/s within 5 % of plain vLLM (or above)": (True, -9.7),
+    }
+    c16 = next(goal for goal in tp2["goals"] if goal["goal"].startswith("c16"))
+    assert c16["where_time_goes"]["ours_over_plain_ms"]["client_tpot_mean_ms"] == 1.84
+    assert tp2["failed"] == 0
+    routing = measured["request_routing"]
+    assert routing["failed"] == 0 and measured["not_ready"] == ["rayrp"]
+    assert not routing["goal"]["met"]
+    assert {load: rounds["r2"] for load, rounds in routing["goal"]["by_load"].items()} == {
+        "prefix-c16": 13.72,
+        "prefix-c64": 27.14,
+        "turns-c16": 3.07,
+        "turns-c64": 29.39,
+    }
+    splits = [
+        sorted(row["requests_by_engine"].values())
+        for levels in routing["workloads"].values()
+        for entry in levels.values()
+        for paths in entry["rounds"].values()
+        for row in paths.values()
+    ]
+    assert all(high - low <= 2 for low, high in splits)
