@@ -28,7 +28,7 @@ is too small for NCCL across 8 GPUs), both emptyDirs.
 `fabric_spec` fills the spec from a workload's config (pool, image, user, labels) and its arguments;
 `replica_spec` gives it a multi-node blueprint's node count, its instance type's EFA interfaces and
 network bandwidth (the instance catalog) and the serving pods' NCCL environment (`efa.nccl_env`).
-`preflight_hook` is where the ray-vllm builder renders the objects, ahead of the RayService; `up`
+`preflight_hook` is where a Ray runtime's builder renders the objects, ahead of the RayService; `up`
 reads the same spec to judge the run (docs/fabric.md, "Wiring").
 """
 
