@@ -52,6 +52,10 @@ def test_indexed_job_one_pod_per_node_never_retried() -> None:
     assert job["completionMode"] == "Indexed"
     assert job["completions"] == job["parallelism"] == 3
     assert job["backoffLimit"] == 0 and job["ttlSecondsAfterFinished"] == spec.ttl_seconds
+    # Pulumi awaits the Job past its deadline (its default for a Job is 10 minutes), so the Job's own
+    # outcome, not Pulumi's timeout, ends the update
+    timeout = int(_objects(spec)["Job"]["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
+    assert timeout > job["activeDeadlineSeconds"] == spec.deadline_seconds > 600
     pod = job["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
     # one pod per node: each asks for every GPU of the node, and the anti-affinity says so

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmctl.blueprints.hardware import hardware
 from llmctl.errors import CatalogError
 from llmctl.infra.workload.builders import efa
-from llmctl.infra.workload.builders.common import Obj, serving_image
+from llmctl.infra.workload.builders.common import TIMEOUT, Obj, serving_image
 from llmctl.infra.workload.builders.placement import serving_scheduling
 from llmctl.infra.workload.builders.security import container_context, image_user
 from llmctl.infra.workload.config import WorkloadConfig
@@ -62,6 +62,8 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 RENDEZVOUS_PORT = 29500
 GIB = 1024**3
+#: how much longer than the Job's deadline Pulumi awaits it (its failure, not Pulumi's timeout, ends it)
+AWAIT_MARGIN_S = 120
 
 
 class FabricSpec(BaseModel):
@@ -260,7 +262,12 @@ def preflight_objects(spec: FabricSpec) -> list[Obj]:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _meta(spec, PREFLIGHT_JOB),
+        # Pulumi awaits a Job 10 minutes unless told (pulumi/pulumi-kubernetes provider/pkg/await/job.go,
+        # DefaultJobTimeoutMins, v4 at 4c15d1d6): longer than the Job's own deadline, which then decides
+        "metadata": {
+            **_meta(spec, PREFLIGHT_JOB),
+            "annotations": {TIMEOUT: str(spec.deadline_seconds + AWAIT_MARGIN_S)},
+        },
         "spec": {
             "completionMode": "Indexed",
             "completions": spec.nodes,
