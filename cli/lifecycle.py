@@ -97,6 +97,7 @@ def _print_up(result: Any, json_output: bool) -> None:
                 "plan": result.plan.to_dict() if result.plan else None,
                 "timeline": timeline.to_dict(),
                 "starts": [start.to_dict() for start in (result.starts if result else [])],
+                "fabric": result.fabric,
                 "next": commands,
             }
         )

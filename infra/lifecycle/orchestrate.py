@@ -34,6 +34,7 @@ from llmctl.infra.lifecycle.environment import (
     refuse_namespace_clash,
     workload_program,
 )
+from llmctl.infra.lifecycle.fabric_step import fabric_step
 from llmctl.infra.lifecycle.finalizers import retry_platform_destroy
 from llmctl.infra.lifecycle.inventory import ensure_cluster_parts
 from llmctl.infra.lifecycle.kube import (
@@ -267,10 +268,12 @@ class Lifecycle:
                 day_two, w_config.ns, workload, functools.partial(read_upgrades, kube, w_config.ns)
             )
             explain = stop.error if stop is not None else None
+            update = functools.partial(
+                self._workload_up, spec, kube, w_config.ns, region, bp, cost, workload, joins, explain=explain
+            )
+            fabric = fabric_step(w_config, kube)  # a replica over several nodes: its preflight judged
             with self.progress.phase(f"workload {record.label()}"):
-                w_out = self._workload_up(
-                    spec, kube, w_config.ns, region, bp, cost, workload, joins, explain=explain
-                )
+                w_out, verdict = fabric.run(update, self.progress.note) if fabric else (update(), None)
             if day_two is not None and day_two.replaces_cluster and kube is not None:
                 replace_clusters(
                     self.progress, kube, w_config.ns, day_two, wait=wait, timeout_s=wait_timeout_s
@@ -325,7 +328,9 @@ class Lifecycle:
         endpoint = self._endpoint(bp, target, w_out, facts, kube, workload)
 
         save_endpoint(endpoint)
-        return UpResult(endpoint, plan, self.progress.timeline, starts)
+        return UpResult(
+            endpoint, plan, self.progress.timeline, starts, fabric=verdict.as_dict() if verdict else None
+        )
 
     def day_two(
         self, bp: Any, *, region: str, workload: str | None = None, replace: bool = False

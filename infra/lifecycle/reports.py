@@ -69,6 +69,7 @@ class UpResult:
     timeline: Timeline
     starts: list[Any] = field(default_factory=list)  # timeline.StartTimeline of each serving pod
     via_connect: bool = False  # the endpoint answers on localhost once `llmctl connect` runs
+    fabric: dict[str, Any] | None = None  # the fabric preflight's verdict (FabricVerdict.as_dict)
 
 
 def next_commands(endpoint: Endpoint) -> list[str]:

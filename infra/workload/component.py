@@ -36,6 +36,15 @@ PREREQUISITE_KINDS = (
 )
 
 
+def prerequisite(obj: Obj) -> bool:
+    """Whether the objects after `obj` wait for it: the kinds above, and a headless Service (the DNS
+    names a Job's pods find each other by: the fabric preflight's), which Pulumi awaits only until it
+    exists, not until it has endpoints (pulumi/pulumi-kubernetes provider/pkg/await/service.go,
+    `shouldWaitForPods`, 0012b9d2), so nothing waits on pods that come later."""
+    headless = obj["kind"] == "Service" and obj.get("spec", {}).get("clusterIP") == "None"
+    return obj["kind"] in PREREQUISITE_KINDS or headless
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -140,7 +149,7 @@ class Workload(pulumi.ComponentResource):
             generated = obj["kind"] == "Secret" and obj["metadata"]["name"] in generated_names
             resource = apply_object(obj, child_opts, ignore_secret_changes=generated)
             self.resources.append(resource)
-            if obj["kind"] in PREREQUISITE_KINDS:
+            if prerequisite(obj):
                 prerequisites.append(resource)
         info = endpoint_info(config)
         url = info.url

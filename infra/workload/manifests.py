@@ -114,6 +114,9 @@ def build_manifests(
     objects.extend(ui.build(config, endpoint.url))
     # the namespace's NetworkPolicies before any pod: a pod never runs unconfined
     policies = network_policies(config, objects, endpoint.port)
+    # a runtime's own policies (the fabric preflight's) join them, ahead of every pod too
+    policies += [o for o in objects if o["kind"] == "NetworkPolicy"]
+    objects = [o for o in objects if o["kind"] != "NetworkPolicy"]
     # plain trees (no shared sub-objects), then one hardening pass over every pod they hold
     head, policies, objects = (
         [json.loads(json.dumps(o)) for o in group] for group in (head, policies, objects)

@@ -173,3 +173,122 @@ def test_no_node_zero_pod_says_what_to_look_at(engine: StandinEngine, tmp_path: 
     with pytest.raises(FabricError, match="no pod for node 0") as caught:
         preflight_verdict(_kubeconfig(tmp_path), spec)
     assert f"describe job {PREFLIGHT_JOB}" in (caught.value.hint or "")
+
+
+# ---- the call site: `up` of the 405B blueprint through the stand-in engine and kubectl ---------------
+BIG = "llama31-405b-vllm-gpu"
+
+
+def _big_spec() -> FabricSpec:
+    """The preflight `up` renders for the 405B blueprint (its Job's pods are the stand-in's)."""
+    from llmctl.blueprints.catalog import load_blueprint
+    from llmctl.infra.workload.builders.preflight import replica_spec
+    from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+
+    bp = load_blueprint(BIG)
+    spec = replica_spec(WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp)))
+    assert spec is not None and (spec.nodes, spec.expected_gbps) == (2, P5)
+    return spec
+
+
+def _ran(engine: StandinEngine, log: str) -> FabricSpec:
+    """The Job's two pods, node 0's printing the recorded run."""
+    spec = _big_spec()
+    engine.kube(
+        _pod(spec, 0, "fabric-preflight-0-x7k2p", "2026-11-28T21:00:00Z"),
+        _pod(spec, 1, "fabric-preflight-1-q9m4t", "2026-11-28T21:00:00Z"),
+    )
+    engine.kube_log(spec.namespace, "fabric-preflight-0-x7k2p", _text(log))
+    return spec
+
+
+def test_up_stops_with_the_fabric_error_not_pulumi_s_job_failure(
+    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe judged TCP and failed its Job, so the workload update failed there (the stand-in fails
+    the Job's step as Pulumi's Job await does): `up` reads node 0's log and stops with the figure, the
+    expectation, the transport and what to check (and what still runs), before the model was applied."""
+    import io
+
+    from lifecycle_support import lifecycle
+
+    from llmctl.errors import EngineError
+    from llmctl.infra.lifecycle.fabric import CHECK_TCP
+    from llmctl.infra.lifecycle.progress import Progress
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    spec = _ran(engine, "h200-socket-2ranks.txt")
+    engine.control(fail={f"{spec.namespace}/{PREFLIGHT_JOB}": "Job has reached the specified backoff limit"})
+    with pytest.raises(FabricError) as caught:
+        lifecycle(Progress("plain", io.StringIO())).up(BIG, region="us-west-2", wait=False)
+    error = caught.value
+    assert error.message.startswith(
+        "fabric preflight: all-reduce bus bandwidth 3.83 GB/s at 1 GiB across 2 x p5.48xlarge"
+    )
+    assert "of the 400 GB/s (3200 Gbps) of one node's EFA; transport tcp" in error.message
+    assert error.hint is not None and error.hint.startswith(CHECK_TCP) and "llmctl down" in error.hint
+    assert isinstance(error.__cause__, EngineError)  # Pulumi's failure, kept as the cause
+    assert error.exit_code == 1  # a failed verdict, not the engine's 5
+    kinds = {res["type"].rsplit(":", 1)[-1] for res in engine.resources(f"llmctl-{BIG}", "dev").values()}
+    assert "Job" in kinds and "RayService" not in kinds  # the model's objects were never applied
+
+
+def test_up_reports_the_figure_and_carries_it_in_json(
+    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Job passed (the recorded 2 x p5.48xlarge EFA run): `up` prints the verdict's line and its
+    result carries the figure `--json` prints."""
+    import io
+
+    from lifecycle_support import lifecycle
+
+    from llmctl.infra.lifecycle.progress import Progress
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    _ran(engine, "p5-efa-2nodes.txt")
+    said = io.StringIO()
+    result = lifecycle(Progress("plain", said)).up(BIG, region="us-west-2", wait=False)
+    assert result.fabric is not None
+    # the published run kept nccl-tests' table only, no NCCL transport lines: the figure decides
+    assert (result.fabric["verdict"], result.fabric["busbw_gbs"], result.fabric["transport"]) == (
+        "ok",
+        487.26,
+        "unknown",
+    )
+    assert (result.fabric["nodes"], result.fabric["expected_gbs"]) == (2, 400.0)
+    assert (
+        "fabric preflight: all-reduce bus bandwidth 487.26 GB/s at 16 GiB across 2 x p5.48xlarge"
+        in said.getvalue()
+    )
+
+
+def test_a_failure_after_a_passed_preflight_is_the_update_s_own(
+    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Job passed and the RayService failed: `up` stops with the engine's error, not a FabricError,
+    having said the figure; a later `up` whose Job's pods are gone says it did not measure."""
+    import io
+
+    from lifecycle_support import lifecycle
+
+    from llmctl.errors import EngineError
+    from llmctl.infra.lifecycle.progress import Progress
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    spec = _ran(engine, "p5-efa-2nodes.txt")
+    engine.control(fail={f"{spec.namespace}/{BIG}": "the RayService did not become Ready"})
+    said = io.StringIO()
+    with pytest.raises(EngineError, match="did not become Ready"):
+        lifecycle(Progress("plain", said)).up(BIG, region="us-west-2", wait=False)
+    assert "487.26 GB/s at 16 GiB across 2 x p5.48xlarge" in said.getvalue()
+    engine.control(fail={})
+    for name in ("fabric-preflight-0-x7k2p", "fabric-preflight-1-q9m4t"):  # the Job's TTL deleted them
+        gone = {"name": name, "namespace": spec.namespace, "deleted": True}
+        engine.kube({"apiVersion": "v1", "kind": "Pod", "metadata": gone})
+    said = io.StringIO()
+    result = lifecycle(Progress("plain", said)).up(BIG, region="us-west-2", wait=False)
+    assert result.fabric is None
+    assert (
+        "fabric preflight: not measured this time (the fabric preflight has no pod for node 0"
+        in said.getvalue()
+    )

@@ -107,3 +107,79 @@ def test_validate_says_its_sizing_line_is_per_pod_of_a_replica() -> None:
     assert report["ok"] and report["serving_what"].startswith("each of a replica's 2 pods")
     assert report["serving"]["requests"]["memory_gib"] == 461.0
     assert validate_blueprint(SINGLE)["serving_what"] == "serving replica"
+
+
+def test_the_render_runs_the_fabric_preflight_across_a_replica_s_nodes_before_the_rayservice() -> None:
+    """Fails on the old code (preflight_hook returned nothing): the 405B render holds the preflight's
+    NetworkPolicy, probe ConfigMap, headless Service and Indexed Job, ahead of the RayService, one pod
+    per node of a replica with the node's GPUs and EFA interfaces, kept in one zone, judged against the
+    p5.48xlarge's network bandwidth, in the serving pods' NCCL environment."""
+    from llmctl.infra.workload.builders.preflight import (
+        PREFLIGHT_JOB,
+        PREFLIGHT_POLICY,
+        PREFLIGHT_SERVICE,
+        PROBE_SCRIPT,
+    )
+    from llmctl.infra.workload.component import prerequisite
+    from llmctl.serving.fabric import probe
+
+    manifests = manifests_for(BIG)
+    keys = [(o["kind"], o["metadata"]["name"]) for o in manifests]
+    preflight = [
+        ("NetworkPolicy", PREFLIGHT_POLICY),
+        ("ConfigMap", PROBE_SCRIPT),
+        ("Service", PREFLIGHT_SERVICE),
+        ("Job", PREFLIGHT_JOB),
+    ]
+    rayservice = keys.index(("RayService", BIG))
+    assert all(keys.index(key) < rayservice for key in preflight)
+    # every one of them is a prerequisite: the RayService waits for the Job to complete
+    assert all(prerequisite(find(manifests, kind, name)) for kind, name in preflight)
+    job = find(manifests, "Job", PREFLIGHT_JOB)["spec"]
+    nodes = blueprint(BIG).nodes_per_replica
+    assert job["completions"] == job["parallelism"] == nodes == 2
+    pod = job["template"]["spec"]
+    p5 = hardware().instance("p5.48xlarge")
+    resources = pod["containers"][0]["resources"]
+    assert resources["limits"][EFA_DEVICE] == resources["requests"][EFA_DEVICE] == str(p5.efa_interfaces)
+    assert resources["limits"][NVIDIA_GPU] == "8"
+    # one zone: every pod of the Job in the first one's (EFA does not cross zones), one pod per node
+    [zone] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    [host] = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    labels = job["template"]["metadata"]["labels"]
+    assert zone["topologyKey"] == ZONE_LABEL and host["topologyKey"] == "kubernetes.io/hostname"
+    assert zone["labelSelector"]["matchLabels"] == host["labelSelector"]["matchLabels"] == labels
+    args = probe.parse_args(pod["containers"][0]["command"][2:])
+    assert (args.nodes, args.gpus_per_node, args.expect_gbps) == (2, 8, p5.network_gbps) == (2, 8, 3200)
+    serving = _env(_worker_spec(BIG))
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    nccl = {k: v for k, v in serving.items() if k.startswith(("FI_", "NCCL_"))}
+    assert nccl and nccl.items() <= env.items()
+    # its pods are admitted to each other like every other pod's: the policy is among the namespace's
+    policies = [i for i, (kind, _) in enumerate(keys) if kind == "NetworkPolicy"]
+    assert max(policies) < min(keys.index(("Job", PREFLIGHT_JOB)), rayservice)
+
+
+def test_a_single_node_blueprint_renders_no_preflight() -> None:
+    from llmctl.infra.workload.builders.preflight import COMPONENT
+
+    components = {o["metadata"]["labels"].get("app.kubernetes.io/component") for o in manifests_for(SINGLE)}
+    assert COMPONENT not in components
+
+
+def test_the_preflight_job_schedules_and_an_efa_request_beyond_the_node_does_not() -> None:
+    """check_schedulable counts vpc.amazonaws.com/efa for the preflight's pods as for the workers."""
+    from llmctl.infra.workload.builders.preflight import PREFLIGHT_JOB
+
+    pools = config_for(BIG).platform.pools
+    manifests = manifests_for(BIG)
+    assert check_schedulable(manifests, pools, hardware()) == []
+    job = find(manifests, "Job", PREFLIGHT_JOB)
+    resources = job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    resources["requests"][EFA_DEVICE] = resources["limits"][EFA_DEVICE] = "33"
+    problems = check_schedulable(manifests, pools, hardware())
+    assert [
+        p
+        for p in problems
+        if str(p).startswith(f"Job/{PREFLIGHT_JOB} ") and f"{EFA_DEVICE} 33 > 32" in str(p)
+    ]

@@ -52,6 +52,10 @@ def test_indexed_job_one_pod_per_node_never_retried() -> None:
     assert job["completionMode"] == "Indexed"
     assert job["completions"] == job["parallelism"] == 3
     assert job["backoffLimit"] == 0 and job["ttlSecondsAfterFinished"] == spec.ttl_seconds
+    # Pulumi awaits the Job past its deadline (its default for a Job is 10 minutes), so the Job's own
+    # outcome, not Pulumi's timeout, ends the update
+    timeout = int(_objects(spec)["Job"]["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
+    assert timeout > job["activeDeadlineSeconds"] == spec.deadline_seconds > 600
     pod = job["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
     # one pod per node: each asks for every GPU of the node, and the anti-affinity says so
@@ -110,6 +114,11 @@ def test_pods_ask_for_the_node_gpus_and_efa_and_land_where_serving_pods_do() -> 
     serving = serving_scheduling(config)
     assert pod["nodeSelector"] == {**serving["nodeSelector"], ZONE_LABEL: "us-east-1a"}
     assert pod["tolerations"] == serving.get("tolerations", [])
+    # a zone given is a nodeSelector; without one the pods keep to the first one's zone
+    assert "podAffinity" not in pod["affinity"]
+    unpinned = _objects(spec.model_copy(update={"zone": None}))["Job"]["spec"]["template"]["spec"]
+    [term] = unpinned["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == ZONE_LABEL and ZONE_LABEL not in unpinned["nodeSelector"]
     # no EFA interfaces (an instance without EFA): no request for them
     plain = _objects(spec.model_copy(update={"efa_interfaces": 0}))["Job"]["spec"]["template"]["spec"]
     assert EFA_RESOURCE not in plain["containers"][0]["resources"]["limits"]

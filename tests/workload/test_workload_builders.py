@@ -402,7 +402,8 @@ SERVING_POOL_PODS = {
     "llama2-torchserve-inf2": [("Deployment", "pod")],
     "llama2-triton-vllm-gpu": [("Deployment", "pod")],
     "llama3-vllm-inf2": [("RayService", "worker group inf2")],
-    "llama31-405b-vllm-gpu": [("RayService", "worker group p5")],
+    # the fabric preflight's Job (one pod per node of a replica) ahead of the RayService
+    "llama31-405b-vllm-gpu": [("Job", "pod"), ("RayService", "worker group p5")],
     "tiny-cpu": [("RayService", "worker group cpu")],
 }
 

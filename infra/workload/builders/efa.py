@@ -90,13 +90,3 @@ def same_zone(config: WorkloadConfig) -> Obj:
     selector = {"matchLabels": meta.labels(config, "ray-worker")}
     term = {"labelSelector": selector, "topologyKey": ZONE_LABEL}
     return {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
-
-
-def preflight_hook(config: WorkloadConfig) -> list[Obj]:
-    """Where the fabric preflight joins the workload: the objects (an NCCL all-reduce Job across the
-    replica's nodes) rendered before the RayService. Empty here: the preflight helper's builder
-    (infra/workload/builders/preflight*.py) supplies them; the coordinator wires it in this one place.
-    """
-    if not multi_node(config):
-        return []
-    return []  # TODO(coordinator): return preflight.build(config) once the preflight builder is merged

@@ -25,9 +25,11 @@ The pods run as the image's non-root user where one is known, on a read-only roo
 only /tmp (NCCL's debug files, HOME) and /dev/shm (NCCL's shared memory: a container's default 64 MiB
 is too small for NCCL across 8 GPUs), both emptyDirs.
 
-`fabric_spec` fills the spec from a workload's config for what exists today (pool, image, user,
-labels); the replica's node count, EFA interfaces and the instance's network bandwidth are its
-arguments until the blueprint carries them (docs/fabric.md, "Wiring").
+`fabric_spec` fills the spec from a workload's config (pool, image, user, labels) and its arguments;
+`replica_spec` gives it a multi-node blueprint's node count, its instance type's EFA interfaces and
+network bandwidth (the instance catalog) and the serving pods' NCCL environment (`efa.nccl_env`).
+`preflight_hook` is where a Ray runtime's builder renders the objects, ahead of the RayService; `up`
+reads the same spec to judge the run (docs/fabric.md, "Wiring").
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmctl.infra.workload.builders.common import Obj, serving_image
+from llmctl.blueprints.hardware import hardware
+from llmctl.errors import CatalogError
+from llmctl.infra.workload.builders import efa
+from llmctl.infra.workload.builders.common import TIMEOUT, Obj, serving_image
 from llmctl.infra.workload.builders.placement import serving_scheduling
 from llmctl.infra.workload.builders.security import container_context, image_user
 from llmctl.infra.workload.config import WorkloadConfig
@@ -57,6 +62,8 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 RENDEZVOUS_PORT = 29500
 GIB = 1024**3
+#: how much longer than the Job's deadline Pulumi awaits it (its failure, not Pulumi's timeout, ends it)
+AWAIT_MARGIN_S = 120
 
 
 class FabricSpec(BaseModel):
@@ -162,6 +169,21 @@ def _resources(spec: FabricSpec) -> Obj:
     }
 
 
+def _affinity(spec: FabricSpec) -> Obj:
+    """One pod per node (anti-affinity on the hostname) and, without a zone given, every pod in the
+    first one's zone (the serving pods' rule, `efa.same_zone`): EFA does not cross zones."""
+    pods = {"labelSelector": {"matchLabels": dict(spec.labels)}}
+    affinity: Obj = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{**pods, "topologyKey": HOSTNAME_LABEL}]
+        }
+    }
+    if not spec.zone:
+        term = {**pods, "topologyKey": ZONE_LABEL}
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    return affinity
+
+
 def _pod_spec(spec: FabricSpec) -> Obj:
     selector = dict(spec.node_selector)
     if spec.zone:
@@ -171,13 +193,7 @@ def _pod_spec(spec: FabricSpec) -> Obj:
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "nodeSelector": selector,
-        "affinity": {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": dict(spec.labels)}, "topologyKey": HOSTNAME_LABEL}
-                ]
-            }
-        },
+        "affinity": _affinity(spec),
         "containers": [
             {
                 "name": "probe",
@@ -236,6 +252,7 @@ def preflight_objects(spec: FabricSpec) -> list[Obj]:
         "kind": "Service",
         "metadata": _meta(spec, PREFLIGHT_SERVICE),
         "spec": {
+            "type": "ClusterIP",
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": dict(spec.labels),
@@ -245,7 +262,12 @@ def preflight_objects(spec: FabricSpec) -> list[Obj]:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _meta(spec, PREFLIGHT_JOB),
+        # Pulumi awaits a Job 10 minutes unless told (pulumi/pulumi-kubernetes provider/pkg/await/job.go,
+        # DefaultJobTimeoutMins, v4 at 4c15d1d6): longer than the Job's own deadline, which then decides
+        "metadata": {
+            **_meta(spec, PREFLIGHT_JOB),
+            "annotations": {TIMEOUT: str(spec.deadline_seconds + AWAIT_MARGIN_S)},
+        },
         "spec": {
             "completionMode": "Indexed",
             "completions": spec.nodes,
@@ -289,3 +311,34 @@ def fabric_spec(
         zone=zone,
         env=env or {},
     )
+
+
+def replica_spec(config: WorkloadConfig) -> FabricSpec | None:
+    """The preflight of a blueprint whose replica spans nodes (None for one node): its nodes, the
+    instance type's EFA interfaces and network bandwidth, the serving pods' NCCL/libfabric env. No
+    zone: the pods keep to the first one's (`_affinity`), as the serving pods do."""
+    if not efa.multi_node(config):
+        return None
+    instance = hardware().instance(config.blueprint.compute.instance_type)
+    if not instance.network_gbps:
+        raise CatalogError(
+            f"the instance catalog gives no network bandwidth for {instance.name}, which the fabric "
+            "preflight compares the replica's all-reduce with",
+            f"add network_gbps for {instance.name} to blueprints/data/instances.yaml (DescribeInstanceTypes "
+            "NetworkInfo)",
+        )
+    env = {item["name"]: str(item["value"]) for item in efa.nccl_env(config, instance)}
+    return fabric_spec(
+        config,
+        nodes=config.blueprint.nodes_per_replica,
+        efa_interfaces=instance.efa_interfaces,
+        expected_gbps=instance.network_gbps,
+        env=env,
+    )
+
+
+def preflight_hook(config: WorkloadConfig) -> list[Obj]:
+    """The preflight's objects, rendered before the RayService (the Workload component makes them its
+    prerequisites), for a replica over several nodes; none otherwise."""
+    spec = replica_spec(config)
+    return [] if spec is None else preflight_objects(spec)

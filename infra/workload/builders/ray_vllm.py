@@ -8,7 +8,7 @@ from the blueprint the app receives; the worker group's bounds follow `scaling`.
 from __future__ import annotations
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.infra.workload.builders import efa, placement, ray
+from llmctl.infra.workload.builders import efa, placement, preflight, ray
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.ray import RayPins, rayservice
 from llmctl.infra.workload.builders.registry import register
@@ -40,7 +40,7 @@ def build(config: WorkloadConfig) -> list[Obj]:
     if bp.is_neuron:
         custom["neuron_cores"] = bp.compute.tensor_parallel
     return [
-        *efa.preflight_hook(config),  # the fabric preflight of a replica over several nodes (efa.py)
+        *preflight.preflight_hook(config),  # the fabric preflight of a replica over several nodes
         rayservice(
             config,
             import_path=IMPORT_PATH,
