@@ -22,13 +22,19 @@ from llmctl.errors import PrerequisiteError
 from llmctl.infra.workload.scheduling.pods import pod_templates
 
 PartName = Literal[
-    "kuberay", "neuron-device-plugin", "neuron-scheduler", "nvidia-device-plugin", "load-balancer"
+    "kuberay",
+    "neuron-device-plugin",
+    "neuron-scheduler",
+    "nvidia-device-plugin",
+    "efa-device-plugin",
+    "load-balancer",
 ]
 Obj = dict[str, Any]
 
 RAYSERVICE_CRD = "rayservices.ray.io"
 NEURON_RESOURCES = ("aws.amazon.com/neuron", "aws.amazon.com/neuroncore")
 GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # a multi-node replica's pods (builders/efa.py)
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,8 @@ def required_parts(manifests: list[Obj]) -> list[Need]:
                 needs.setdefault("neuron-device-plugin", where)
             if GPU_RESOURCE in resources:
                 needs.setdefault("nvidia-device-plugin", where)
+            if EFA_RESOURCE in resources:
+                needs.setdefault("efa-device-plugin", where)
             if template.spec.get("schedulerName") == NEURON_SCHEDULER:
                 needs.setdefault("neuron-scheduler", where)
     return [Need(part, reason) for part, reason in needs.items()]
@@ -173,6 +181,8 @@ DETECT: dict[PartName, Callable[[Inventory], bool]] = {
     "nvidia-device-plugin": lambda inv: any(
         d.mentions("nvidia-device-plugin", "k8s-device-plugin") for d in inv.daemonsets
     ),
+    # aws/eks-charts' aws-efa-k8s-device-plugin: the DaemonSet and its image carry the name
+    "efa-device-plugin": lambda inv: any(d.mentions("efa-k8s-device-plugin") for d in inv.daemonsets),
     "load-balancer": _has_load_balancer,
 }
 
@@ -181,6 +191,7 @@ TITLES: dict[PartName, str] = {
     "neuron-device-plugin": "Neuron device plugin (DaemonSet)",
     "neuron-scheduler": f"Neuron scheduler `{NEURON_SCHEDULER}` (Deployment)",
     "nvidia-device-plugin": "NVIDIA device plugin (DaemonSet)",
+    "efa-device-plugin": "EFA device plugin (DaemonSet, vpc.amazonaws.com/efa)",
     "load-balancer": "a LoadBalancer implementation (AWS Load Balancer Controller, MetalLB, k3s servicelb)",
 }
 
@@ -216,6 +227,8 @@ def install_hint(part: PartName) -> str:
         )
     if part == "nvidia-device-plugin":
         return helm_install("nvidia_device_plugin", "nvidia-device-plugin", "kube-system")
+    if part == "efa-device-plugin":
+        return helm_install("aws_efa_device_plugin", "aws-efa-k8s-device-plugin", "kube-system")
     return (
         f"on EKS: {helm_install('aws_load_balancer_controller', 'aws-load-balancer-controller', 'kube-system', 'clusterName=<cluster>')}"
         " (plus its IAM role); elsewhere MetalLB or k3s servicelb; or set exposure.mode: port-forward; "

@@ -183,3 +183,24 @@ def test_the_preflight_job_schedules_and_an_efa_request_beyond_the_node_does_not
         for p in problems
         if str(p).startswith(f"Job/{PREFLIGHT_JOB} ") and f"{EFA_DEVICE} 33 > 32" in str(p)
     ]
+
+
+def test_an_existing_cluster_needs_the_efa_device_plugin_for_a_multi_node_replica() -> None:
+    """The parts check (`--target kubeconfig`) names the EFA device plugin, with the pinned chart,
+    for the pods that request vpc.amazonaws.com/efa, and counts a cluster that runs it."""
+    from llmctl.blueprints.versions import versions
+    from llmctl.infra.workload.parts import Controller, Inventory, missing_parts, required_parts
+
+    needs = required_parts(manifests_for("llama31-405b-vllm-gpu"))
+    parts = {need.part: need.reason for need in needs}
+    assert "efa-device-plugin" in parts and "nvidia-device-plugin" in parts
+    assert "efa-device-plugin" not in {n.part for n in required_parts(manifests_for("llama2-70b-vllm-gpu"))}
+    (missing,) = [m for m in missing_parts(needs, Inventory()) if m.part == "efa-device-plugin"]
+    chart = versions().charts["aws_efa_device_plugin"]
+    assert f"{chart.chart} --repo {chart.repository} --version {chart.version}" in missing.install
+    plugin = Controller(
+        "kube-system",
+        "aws-efa-k8s-device-plugin-daemonset",
+        ("602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20",),
+    )
+    assert "efa-device-plugin" not in {m.part for m in missing_parts(needs, Inventory(daemonsets=(plugin,)))}
