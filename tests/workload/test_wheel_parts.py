@@ -146,7 +146,7 @@ def test_a_wheel_over_one_configmap_goes_in_parts_and_over_the_cap_is_refused_in
         deploy_delivery.decide(config)
     assert "\n" not in error.value.message
     assert error.value.message == (
-        "the llmctl wheel is 3600 KiB, over the 3600 KiB llmctl delivers in ConfigMaps (4 parts of 900 KiB, "
+        "the llmctl wheel is 3601 KiB, over the 3600 KiB llmctl delivers in ConfigMaps (4 parts of 900 KiB, "
         "each under the 1024 KiB the API server accepts)"
     )
     assert error.value.hint and "llmctl images build --push -b llama2-inf2" in error.value.hint

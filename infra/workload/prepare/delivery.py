@@ -267,7 +267,7 @@ def configmap_wheel(
     size = wheel.stat().st_size
     if part_count(size) > MAX_PARTS:
         raise LlmctlError(
-            f"the llmctl wheel is {size // 1024} KiB, over the {MAX_PARTS * PART_BYTES // 1024} KiB llmctl "
+            f"the llmctl wheel is {-(-size // 1024)} KiB, over the {MAX_PARTS * PART_BYTES // 1024} KiB llmctl "
             f"delivers in ConfigMaps ({MAX_PARTS} parts of {PART_BYTES // 1024} KiB, each under the "
             f"{CONFIGMAP_LIMIT // 1024} KiB the API server accepts)",
             f"push an image (llmctl images build --push -b {config.blueprint.name} "
