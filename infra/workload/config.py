@@ -170,7 +170,7 @@ class Delivery(_Strict):
 
     mode: DeliveryMode = Field(
         description="image: the app is baked into `image`; wheel: the pods fetch `wheel_uri` from S3 with "
-        "their Pod Identity and install it; configmap: the wheel at `wheel_path` goes into a ConfigMap "
+        "their Pod Identity and install it; configmap: the wheel at `wheel_path` goes into ConfigMaps "
         "mounted into the pods, which install it (existing clusters)."
     )
     image: str = Field(description="The image the serving containers run.")
@@ -179,12 +179,14 @@ class Delivery(_Strict):
         None, description="configmap mode: the local wheel file `up` built (None in an offline plan)."
     )
     wheel_digest: str | None = Field(
-        None, description="configmap mode: sha256 of the wheel's contents (names the ConfigMap)."
+        None,
+        description="configmap mode: sha256 of the wheel's contents (names the ConfigMaps of its parts).",
     )
     wheel_sha256: str | None = Field(
         None,
-        description="wheel mode: sha256 of the wheel file `up` uploaded; each pod checks the file it fetched "
-        "against it before installing (None in an offline plan, where no wheel was built).",
+        description="wheel and configmap modes: sha256 of the wheel file `up` uploaded or split into "
+        "ConfigMaps; each pod checks the file it fetched or joined against it before installing (None in an "
+        "offline plan, where no wheel was built).",
     )
     outside_uri: str | None = Field(
         None,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -23,6 +24,7 @@ from llmctl.infra.lifecycle.engine import Engine
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
 from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.workload.delivery.serving_code import wheel_file
+from llmctl.infra.workload.delivery.wheel_parts import part_count
 from llmctl.infra.workload.parts import MissingPartsError
 from llmctl.infra.workload.prepare.delivery import content_digest
 from llmctl.state import list_endpoints, load_endpoint
@@ -160,24 +162,36 @@ def test_up_with_every_part_deploys_only_the_workload(
     assert_the_wheel_went_in_a_configmap(engine)
 
 
+def app_parts(engine: StandinEngine) -> dict[str, dict[str, Any]]:
+    """The workload stack's ConfigMaps holding the wheel's parts, by URN."""
+    return {
+        urn: res
+        for urn, res in engine.resources(WL, "dev").items()
+        if res["type"] == "kubernetes:core/v1:ConfigMap"
+        and res["inputs"]["metadata"]["name"].startswith("llmctl-app-")
+    }
+
+
 def assert_the_wheel_went_in_a_configmap(engine: StandinEngine) -> None:
-    """The serving code reached the pods in a ConfigMap of the wheel `up` built: no image, no index."""
+    """The serving code reached the pods in ConfigMaps holding the parts of the wheel `up` built (it is
+    over the 1 MiB one ConfigMap holds): no image, no index."""
     objects = kube_objects(engine.resources(WL, "dev"))
-    [app] = [
-        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("llmctl-app-")
-    ]
-    [(file, data)] = app["binaryData"].items()
-    wheel = next(Path(os.environ["LLMCTL_STATE_DIR"], "wheels").glob(f"*/{file}"))
-    assert base64.b64decode(data) == wheel.read_bytes() and file == wheel_file()
+    parts = sorted((res["inputs"] for res in app_parts(engine).values()), key=lambda o: o["metadata"]["name"])
+    [wheel] = Path(os.environ["LLMCTL_STATE_DIR"], "wheels").glob(f"*/{wheel_file()}")
     digest = content_digest(wheel)
-    assert app["metadata"]["name"] == f"llmctl-app-{digest[:12]}" and wheel.parent.name == digest
-    assert app["metadata"]["namespace"] == BP and app["immutable"] is True
+    names = [f"llmctl-app-{digest[:12]}-{i}" for i in range(1, len(parts) + 1)]
+    assert [p["metadata"]["name"] for p in parts] == names and wheel.parent.name == digest
+    joined = b"".join(base64.b64decode(p["binaryData"][f"part-{i}"]) for i, p in enumerate(parts, 1))
+    assert joined == wheel.read_bytes() and len(parts) == part_count(wheel.stat().st_size)
+    assert all(p["metadata"]["namespace"] == BP and p["immutable"] is True for p in parts)
     outputs = engine.outputs(WL, "dev")
     assert outputs["delivery"]["mode"] == "configmap" and outputs["delivery"]["wheel_digest"] == digest
+    assert outputs["delivery"]["wheel_sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     [service] = [o for o in objects if o["kind"] == "RayService"]
     text = json.dumps(service)
-    assert text.count(f'"configMap": {{"name": "{app["metadata"]["name"]}"}}') >= 2  # head and workers
-    assert f"--no-deps /opt/llmctl/app/{file}" in text and f"{DISTRIBUTION}==" not in text
+    sources = json.dumps({"sources": [{"configMap": {"name": name}} for name in names]})
+    assert text.count(f'"projected": {sources}') >= 2  # head and workers
+    assert f"--no-deps /tmp/llmctl-wheel/{wheel.name}" in text and f"{DISTRIBUTION}==" not in text
 
 
 def test_the_named_pools_decide_schedulability_before_kubectl_or_pulumi(
@@ -233,10 +247,17 @@ def test_down_on_an_existing_cluster_destroys_only_workloads(
         pools=pools,
         confirm=lambda p: True,
     )
+    parts = app_parts(engine)
+    assert len(parts) >= 2  # the wheel (1029 KiB when the parts came in) in parts
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)  # no AWS needed to tear down a workload on an existing cluster
     result = CliRunner().invoke(app, ["down", "--target", "kubeconfig", "--yes", "--progress", "plain"])
     assert result.exit_code == 0, result.output
     destroyed = [op for op in pulumi_ops(engine) if op[0] == "destroy"]
     assert destroyed == [("destroy", WL, "dev")]  # the workload only: no platform stack, no sweep
+    # every part of the wheel deleted with the stack
+    deleted = {
+        urn for run in engine.deletes() if run["kind"] == "destroy" for wave in run["waves"] for urn in wave
+    }
+    assert set(parts) <= deleted and app_parts(engine) == {}
     assert list_endpoints("dev") == []

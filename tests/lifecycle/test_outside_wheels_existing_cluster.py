@@ -13,6 +13,7 @@ other bytes under the recorded name, and the pod refuses them.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import shutil
 import subprocess
@@ -32,8 +33,10 @@ from llmctl.infra.workload.delivery.serving_code import (
     CONFIGMAP_LOCK,
     CONFIGMAP_OUTSIDE,
     VENV_DIR,
+    app_objects,
     install_script,
 )
+from llmctl.infra.workload.delivery.wheel_parts import ASSEMBLED_DIR
 from llmctl.serving import lockfiles
 from llmctl.serving.lockfiles import locks, parse_lock
 from llmctl.state import load_pins
@@ -97,7 +100,13 @@ def _pod_script(requirements: str | None, tmp_path: Path, index: Path, lock_whee
         outside_requirements=requirements,
         reason="r",
     )
-    script = install_script(config.model_copy(update={"delivery": delivery}), delivery.image)
+    delivered = config.model_copy(update={"delivery": delivery})
+    mount = tmp_path / "mount"  # the ConfigMaps' parts as the pod's projected volume shows them
+    mount.mkdir(exist_ok=True)
+    for part in app_objects(delivered):
+        for key, value in part["binaryData"].items():
+            (mount / key).write_bytes(base64.b64decode(value))
+    script = install_script(delivered, delivery.image)
     steps = script.split(" && ")[:-1]  # without the llmctl wheel's own install
     # every package install is pinned by hash: the lock's and what it leaves out (was: torch unpinned)
     assert all("--require-hashes" in s for s in steps if "pip install" in s)
@@ -107,7 +116,8 @@ def _pod_script(requirements: str | None, tmp_path: Path, index: Path, lock_whee
     )
     for path in (CONFIGMAP_LOCK, CONFIGMAP_OUTSIDE):
         script = script.replace(path, str(tmp_path / "pod" / Path(path).name))
-    return script.replace(APP_DIR, str(tmp_path)).replace(VENV_DIR, str(tmp_path / "venv"))
+    script = script.replace(APP_DIR, str(mount)).replace(ASSEMBLED_DIR, str(tmp_path / "joined"))
+    return script.replace(VENV_DIR, str(tmp_path / "venv"))
 
 
 @pytest.fixture

@@ -43,6 +43,7 @@ from llmctl.infra.workload.delivery.serving_code import (
     wheelhouse_uri,
     with_app,
 )
+from llmctl.infra.workload.delivery.wheel_parts import ASSEMBLED_DIR, join_step
 from llmctl.infra.workload.delivery.wheelhouse import lock_digest, wheelhouse_key
 
 DIGEST = "0123456789abcdef" * 4
@@ -94,7 +95,7 @@ def test_the_plan_off_eks_is_the_configmap_and_on_eks_the_wheel_in_the_cache_buc
         None,
         None,
     )
-    assert off.reason.endswith("from the ConfigMap llmctl-app-planned")
+    assert off.reason.endswith("from the ConfigMaps llmctl-app-planned-*")
     named = config.model_copy(update={"platform": config.platform.model_copy(update={"cache_bucket": "b-1"})})
     wheel = planned_delivery(named)
     assert (wheel.mode, wheel.image, wheel.decided) == ("wheel", config.blueprint.image.base, False)
@@ -113,7 +114,7 @@ def test_what_up_decided_replaces_the_plan(tmp_path: Path) -> None:
     wheel.write_bytes(b"wheel")
     decided = configmap_delivery(config, wheel, DIGEST)
     assert (decided.wheel_path, decided.wheel_digest, decided.decided) == (str(wheel), DIGEST, True)
-    assert decided.reason.endswith("from the ConfigMap llmctl-app-0123456789ab")
+    assert decided.reason.endswith("from the ConfigMaps llmctl-app-0123456789ab-*")
     with_delivery = config.model_copy(update={"delivery": decided})
     assert delivery_of(with_delivery) is decided
     assert delivery_of(config) == planned_delivery(config)
@@ -194,18 +195,28 @@ def test_install_steps_of_each_mode_and_the_refusal_of_a_package_outside_the_loc
     off = _off_eks(config)
     configmap_steps = install_script(off, image).split(" && ")
     spec = runtime_lock(off, image)
-    assert configmap_steps[-4:] == [
-        lock_from_wheel_step(app, spec),
+    joined = f"{ASSEMBLED_DIR}/{wheel_file()}"  # the ConfigMaps' parts, joined on the container's /tmp
+    assert configmap_steps[-5:] == [
+        join_step(APP_DIR, 1, joined),  # a plan: one (empty) part, and no sha256 to check yet
+        lock_from_wheel_step(joined, spec),
         # ray-cpu's CPU torch: nothing recorded in a plan, so the pod refuses (see above)
         *outside_from_index_steps(None, outside_lock_args(spec)),
         pip_install(["--require-hashes", "-r", CONFIGMAP_LOCK]),
-        pip_install(["--no-index", "--no-deps", app]),
+        pip_install(["--no-index", "--no-deps", joined]),
     ]
     wheel = tmp_path / "named_by_up-1-py3-none-any.whl"
-    decided = off.model_copy(update={"delivery": configmap_delivery(off, wheel, DIGEST)})
-    assert install_script(decided, image).endswith(
-        pip_install(["--no-index", "--no-deps", f"{APP_DIR}/{wheel.name}"])
-    )
+    wheel.write_bytes(b"w" * (900 * 1024 + 1))  # one byte over a part: two ConfigMaps
+    delivered = configmap_delivery(off, wheel, DIGEST).model_copy(update={"wheel_sha256": "ef" * 32})
+    decided_steps = install_script(off.model_copy(update={"delivery": delivered}), image).split(" && ")
+    joined = f"{ASSEMBLED_DIR}/{wheel.name}"
+    at = decided_steps.index(join_step(APP_DIR, 2, joined))
+    # joined, then the whole wheel's sha256 checked before anything reads it
+    assert decided_steps[at + 1 : at + 3] == [
+        verify_step({joined: "ef" * 32}),
+        lock_from_wheel_step(joined, spec),
+    ]
+    assert f"{APP_DIR}/part-1 {APP_DIR}/part-2" in decided_steps[at]
+    assert decided_steps[-1] == pip_install(["--no-index", "--no-deps", joined])
     assert install_script(config, image, []) == install_script(config, image)
     with pytest.raises(LlmctlError) as error:
         install_script(config, image, ["gradio", "x"])
@@ -227,9 +238,10 @@ def test_each_mode_adds_its_pod_pieces(tmp_path: Path) -> None:
     off = _off_eks(config)
     mounted = with_app(off, spec)
     assert mounted["containers"][0]["volumeMounts"] == [{"name": "v", "mountPath": "/v"}, mount]
+    # one projected volume combining the parts' ConfigMaps (one in a plan)
     assert mounted["volumes"] == [
         {"name": "v"},
-        {"name": APP_VOLUME, "configMap": {"name": "llmctl-app-planned"}},
+        {"name": APP_VOLUME, "projected": {"sources": [{"configMap": {"name": "llmctl-app-planned-1"}}]}},
     ]
     assert "initContainers" not in mounted
     fetched = with_app(config, {"containers": [{"name": "c"}], "initContainers": [{"name": "first"}]})
@@ -266,9 +278,12 @@ def test_only_the_configmap_mode_has_an_app_object(tmp_path: Path) -> None:
     assert app_objects(config) == []
     off = _off_eks(config)
     [planned] = app_objects(off)
-    assert planned["metadata"]["name"] == "llmctl-app-planned" and planned["binaryData"] == {wheel_file(): ""}
+    assert planned["metadata"]["name"] == "llmctl-app-planned-1" and planned["binaryData"] == {"part-1": ""}
     assert planned["immutable"] is True
-    assert planned["metadata"]["annotations"]["llmctl.dev/wheel-sha256"] == "planned"
+    assert planned["metadata"]["annotations"] == {
+        "llmctl.dev/wheel-sha256": "planned",
+        "llmctl.dev/wheel-part": "1 of 1",
+    }
 
 
 def test_the_wheel_mode_checks_the_lock_the_wheel_and_a_recorded_outside_prefix_by_their_sha256() -> None:

@@ -28,6 +28,7 @@ from llmctl.infra.workload.delivery.serving_code import (
     pip_install,
     user_site_step,
 )
+from llmctl.infra.workload.delivery.wheel_parts import ASSEMBLED_DIR
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.scheduling.pods import pod_templates
 from llmctl.serving.model_mirror import DEFAULT_MODEL_CACHE
@@ -41,10 +42,17 @@ from llmctl.serving.triton_vllm import start as triton_start
 Obj = dict[str, Any]
 #: the containers that run a runtime, by the kind of object their pod is in
 SERVING = {"RayService": ("ray-head", "ray-worker"), "Deployment": ("triton", "torchserve")}
-#: the places llmctl's own serving code writes in every serving pod (caches, the lock configmap mode takes
-#: out of the wheel), and in a runtime's (the drain marker, Triton's repository and queue gauges,
+#: the places llmctl's own serving code writes in every serving pod (caches, the wheel configmap mode joins
+#: from its parts and the lock it takes out of it), and in a runtime's (the drain marker, Triton's repository and queue gauges,
 #: TorchServe's work folder and model store)
-LLMCTL_WRITES = [DEFAULT_MODEL_CACHE, DEFAULT_CACHE_ROOT, DEFAULT_ROOT, GPU_ROOT, CONFIGMAP_LOCK]
+LLMCTL_WRITES = [
+    DEFAULT_MODEL_CACHE,
+    DEFAULT_CACHE_ROOT,
+    DEFAULT_ROOT,
+    GPU_ROOT,
+    CONFIGMAP_LOCK,
+    ASSEMBLED_DIR,
+]
 RUNTIME_WRITES = {
     "ray-head": [DRAIN_FILE],
     "ray-worker": [DRAIN_FILE],

@@ -22,7 +22,6 @@ from workload_helpers import CATALOG, blueprint, config_for
 from llmctl import DISTRIBUTION, __version__
 from llmctl.blueprints.runtimes import runtime_names
 from llmctl.blueprints.versions import versions
-from llmctl.errors import LlmctlError
 from llmctl.infra.plan.offline import run_offline
 from llmctl.infra.workload.builders.cache import (
     MIRROR_JOB,
@@ -35,7 +34,6 @@ from llmctl.infra.workload.config import Delivery, PlatformFacts, WorkloadConfig
 from llmctl.infra.workload.delivery.serving_code import (
     APP_DIR,
     APP_VOLUME,
-    CONFIGMAP_LIMIT,
     CONFIGMAP_LOCK,
     FETCH_CONTAINER,
     LOCK_FILE,
@@ -48,6 +46,7 @@ from llmctl.infra.workload.delivery.serving_code import (
     user_site_step,
     wheel_file,
 )
+from llmctl.infra.workload.delivery.wheel_parts import ASSEMBLED_DIR, MAX_PARTS, part_count, parts_volume
 from llmctl.infra.workload.delivery.wheelhouse import lock_digest, wheelhouse_key
 from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.program import build_workload
@@ -203,23 +202,26 @@ def test_every_pod_on_an_existing_cluster_mounts_and_installs_the_configmap_whee
         m for m in manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"].startswith("llmctl-app-")
     ]
     assert app["metadata"]["namespace"] == config.ns and app["immutable"] is True
-    assert list(app["binaryData"]) == [wheel_file()]
+    assert list(app["binaryData"]) == ["part-1"]  # a plan: one part (the wheel is not built yet)
     assert "data" not in app  # the wheel alone: the pods take the runtime's lock out of it
     specs = serving_specs(manifests)
     assert specs, name
+    joined = f"{ASSEMBLED_DIR}/{wheel_file()}"
     for spec in specs:
         assert not [c for c in spec.get("initContainers", []) if c["name"] == FETCH_CONTAINER]
-        assert {"name": APP_VOLUME, "configMap": {"name": app["metadata"]["name"]}} in spec["volumes"]
+        assert parts_volume(APP_VOLUME, [app["metadata"]["name"]]) in spec["volumes"]
         for container in spec["containers"]:
             if container["name"] == "autoscaler":
                 continue
             assert {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True} in container["volumeMounts"]
             script = " ".join([*container.get("command", []), *container.get("args", [])])
             assert user_site_step() in script  # on volumes: a read-only root
-            assert f"pip install --no-cache-dir -q --no-index --no-deps {APP_DIR}/{wheel_file()}" in script
-            # the lock taken out of the mounted wheel, hash-checked, from the index: a wheelhouse does not fit
+            # the wheel joined from the mounted parts on the container's /tmp, then installed
+            assert f"{joined} {APP_DIR}/part-1" in script
+            assert f"pip install --no-cache-dir -q --no-index --no-deps {joined}" in script
+            # the lock taken out of the joined wheel, hash-checked, from the index: a wheelhouse does not fit
             member = f"llmctl/serving/locks/{runtime_lock(config, delivery.image).name}.txt"
-            assert f"{APP_DIR}/{wheel_file()} {member} {CONFIGMAP_LOCK}" in script
+            assert f"{joined} {member} {CONFIGMAP_LOCK}" in script
             assert f"pip install --no-cache-dir -q --require-hashes -r {CONFIGMAP_LOCK}" in script
 
 
@@ -238,8 +240,9 @@ def test_no_pip_install_of_the_app_by_an_index_name_in_any_rendered_manifest(nam
     assert installs, "the base image gets the app installed at start"
     for args in installs:
         for requirement in installed_from_an_index(args):
-            if requirement.startswith("/"):
-                assert requirement == f"{APP_DIR}/{wheel_file()}" and "--no-deps" in args
+            if requirement.startswith("/"):  # the fetched wheel, or the one joined from the ConfigMaps
+                folder = APP_DIR if target == "eks" else ASSEMBLED_DIR
+                assert requirement == f"{folder}/{wheel_file()}" and "--no-deps" in args
                 continue
             project = re.split(r"[\[=<>!~ ]", requirement, maxsplit=1)[0].lower()
             assert project not in APP_NAMES, f"{name}: pip install {requirement}"
@@ -261,7 +264,8 @@ def test_every_runtime_installs_its_dockerfile_requirements_before_the_wheel(
     name = next(n for n in CATALOG if blueprint(n).runtime == runtime)
     config = config_for(name) if target == "eks" else on_existing_cluster(config_for(name))
     installs = pip_installs(build_manifests(config, hf_token=None))
-    app = [i for i, args in enumerate(installs) if f"{APP_DIR}/{wheel_file()}" in args]
+    folder = APP_DIR if target == "eks" else ASSEMBLED_DIR
+    app = [i for i, args in enumerate(installs) if f"{folder}/{wheel_file()}" in args]
     assert app and all(i > 0 and "--no-deps" in installs[i] for i in app)
     lock = installs[app[0] - 1]
     assert "--require-hashes" in lock and lock[-2:][0] == "-r"  # the runtime's lock, as its image has
@@ -368,40 +372,15 @@ def test_the_configmap_carries_the_built_wheel_and_is_named_by_its_digest(tmp_pa
         [app] = [
             m
             for m in manifests
-            if m["kind"] == "ConfigMap" and m["metadata"]["name"] == configmap_name(digest)
+            if m["kind"] == "ConfigMap" and m["metadata"]["name"].startswith(configmap_name(digest))
         ]
-        assert app["metadata"]["name"] == f"llmctl-app-{digest[:12]}"
-        assert base64.b64decode(app["binaryData"][wheel.name]) == wheel.read_bytes()
+        assert app["metadata"]["name"] == f"llmctl-app-{digest[:12]}-1"
+        assert base64.b64decode(app["binaryData"]["part-1"]) == wheel.read_bytes()
         assert app["metadata"]["annotations"]["llmctl.dev/wheel-sha256"] == digest
         spec = serving_specs(manifests)[0]
-        assert {"name": APP_VOLUME, "configMap": {"name": app["metadata"]["name"]}} in spec["volumes"]
+        assert parts_volume(APP_VOLUME, [app["metadata"]["name"]]) in spec["volumes"]
         names.append(app["metadata"]["name"])
     assert names[0] != names[1]
-
-
-def test_a_wheel_too_large_for_a_configmap_is_refused_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from llmctl.infra.workload.prepare import delivery as deploy_delivery
-
-    config = on_existing_cluster(config_for("llama2-inf2"))
-    big = tmp_path / wheel_file()
-    # the wheel alone counts (the pods take the ray-neuronx lock, about 195 KiB, out of it): 850 KiB,
-    # refused while a second copy of the lock rode beside it, is delivered now
-    big.write_bytes(b"x" * (850 * 1024))
-    monkeypatch.setattr(deploy_delivery, "kept_wheel", lambda: (big, "ef" * 32))
-    assert deploy_delivery.decide(config).mode == "configmap"
-    big.write_bytes(b"x" * (CONFIGMAP_LIMIT + 1))  # one byte over the API server's limit: refused
-    with pytest.raises(LlmctlError) as error:
-        deploy_delivery.decide(config)
-    assert "\n" not in error.value.message
-    assert (
-        "1024 KiB of ConfigMap data" in error.value.message
-        and "1024 KiB the API server" in error.value.message
-    )
-    assert error.value.hint and "llmctl images build --push -b llama2-inf2" in error.value.hint
-    big.write_bytes(b"x" * CONFIGMAP_LIMIT)  # exactly the limit: delivered
-    assert deploy_delivery.decide(config).mode == "configmap"
 
 
 def test_the_pod_takes_the_runtimes_lock_out_of_the_wheel_as_up_built_it(tmp_path: Path) -> None:
@@ -422,23 +401,6 @@ def test_the_pod_takes_the_runtimes_lock_out_of_the_wheel_as_up_built_it(tmp_pat
     assert target.read_bytes() == spec.path.read_bytes()
 
 
-def test_the_configmap_size_is_what_the_api_server_counts(tmp_path: Path) -> None:
-    """ValidateConfigMap sums every data value and every decoded binaryData value: the wheel's own
-    bytes plus the lock, not the base64 text or the metadata."""
-    import base64
-
-    from llmctl.infra.workload.delivery.serving_code import app_objects, configmap_delivery, configmap_size
-
-    config = on_existing_cluster(config_for("tiny-cpu"))
-    wheel = tmp_path / wheel_file()
-    wheel.write_bytes(bytes(range(256)) * 3000)  # 768000 bytes: 1024000 in base64
-    size = configmap_size(config, wheel, "ab" * 32)
-    [obj] = app_objects(config.model_copy(update={"delivery": configmap_delivery(config, wheel, "ab" * 32)}))
-    [encoded] = obj["binaryData"].values()
-    assert base64.b64decode(encoded) == wheel.read_bytes()
-    assert size == 768000 and "data" not in obj  # the wheel alone (it carries the lock)
-
-
 def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -453,8 +415,9 @@ def test_up_on_an_existing_cluster_builds_and_keeps_the_real_wheel(
     assert delivery.mode == "configmap" and delivery.decided and delivery.wheel_path
     assert f"torch==2.13.0+cpu \\\n    --hash=sha256:{'ab' * 32}" in str(delivery.outside_requirements)
     wheel = Path(delivery.wheel_path)
-    assert wheel.name == wheel_file() and wheel.stat().st_size < CONFIGMAP_LIMIT
+    assert wheel.name == wheel_file() and part_count(wheel.stat().st_size) <= MAX_PARTS
     assert delivery.wheel_digest == content_digest(wheel)
+    assert delivery.wheel_sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()  # what the pods check
     assert wheel.parent == tmp_path / "state" / "wheels" / content_digest(wheel)
 
 

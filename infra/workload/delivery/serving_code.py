@@ -14,10 +14,11 @@ Three deliveries (:class:`~llmctl.infra.workload.config.Delivery`):
   `--no-index --require-hashes`, and the local wheel with `--no-deps`, and starts. Only the CLI may
   write those prefixes (`bucket_grants.py`).
 - **configmap** (an existing cluster, `--target kubeconfig`, no image): `up` builds the same wheel
-  and the workload stack puts it in a ConfigMap (`binaryData`, named after the wheel's content digest
-  so new code rolls the pods), mounted read-only into each serving pod; the container takes the
-  runtime's lock out of the wheel (which carries it), installs it from the package index
-  (hash-checked: a wheelhouse does not fit a ConfigMap) and the mounted wheel with `--no-deps`.
+  and the workload stack puts it in ConfigMaps, in parts under the API server's 1 MiB (`wheel_parts.py`:
+  named after the wheel's content digest so new code rolls the pods), combined by one projected volume
+  mounted read-only into each serving pod; the container joins the parts, checks the wheel's sha256
+  against its spec, takes the runtime's lock out of the wheel (which carries it), installs it from the
+  package index (hash-checked: a wheelhouse does not fit a ConfigMap) and the wheel with `--no-deps`.
 
 On an externally managed image (PEP 668) the installs go into a `--system-site-packages` venv that
 is put first on PATH (:func:`venv_step`).
@@ -37,8 +38,16 @@ from typing import Any
 from llmctl import DISTRIBUTION, __version__
 from llmctl.errors import LlmctlError
 from llmctl.infra.workload.config import Delivery, WorkloadConfig
+from llmctl.infra.workload.delivery.wheel_parts import (
+    ASSEMBLED_DIR,
+    join_step,
+    part_configmaps,
+    part_count,
+    part_names,
+    parts_volume,
+    wheel_size,
+)
 from llmctl.infra.workload.delivery.wheelhouse import WHEELHOUSE_PREFIX, lock_digest, wheelhouse_key
-from llmctl.infra.workload.meta import metadata
 from llmctl.serving.lockfiles import LockSpec, lock_for, parse_lock
 
 Obj = dict[str, Any]
@@ -51,14 +60,7 @@ PLANNED_DIGEST = "planned"
 APP_DIR = "/opt/llmctl/app"
 APP_VOLUME = "llmctl-app"
 FETCH_CONTAINER = "fetch-llmctl"
-#: ConfigMap delivery: the API server refuses a ConfigMap whose values add up to more than 1 MiB
-#: (kubernetes/kubernetes pkg/apis/core/validation/validation.go, ValidateConfigMap: the lengths of
-#: every `data` string and every *decoded* `binaryData` value, against core.MaxSecretSize). That sum
-#: is what `configmap_size` counts: the wheel's bytes (the pods take the runtime's lock out of the
-#: wheel). base64 and the
-#: metadata count only on the wire (JSON), where the request limit is 3 MiB, and in etcd the object is
-#: stored in protobuf, binary as decoded.
-CONFIGMAP_LIMIT = 1024 * 1024
+#: ConfigMap delivery: the parts' names start with it (`wheel_parts.py`)
 CONFIGMAP_PREFIX = "llmctl-app"
 #: `up`'s choice: auto (default), image (the ECR image must exist) or wheel (skip the ECR check)
 DELIVERY_ENV = "LLMCTL_DELIVERY"
@@ -98,8 +100,14 @@ def fixed_image(config: WorkloadConfig) -> Delivery | None:
 
 
 def configmap_name(digest: str | None) -> str:
-    """The ConfigMap holding the wheel: named after its content digest (new code, new name, new pods)."""
+    """The base name of the ConfigMaps holding the wheel's parts (`<base>-1` ...): named after its content
+    digest (new code, new names, new pods)."""
     return f"{CONFIGMAP_PREFIX}-{(digest or PLANNED_DIGEST)[:12]}"
+
+
+def configmap_names(delivery: Delivery) -> list[str]:
+    """The ConfigMaps holding the delivered wheel's parts, in the order the pod joins them."""
+    return part_names(configmap_name(delivery.wheel_digest), part_count(wheel_size(delivery.wheel_path)))
 
 
 def configmap_delivery(
@@ -111,8 +119,8 @@ def configmap_delivery(
         image=config.blueprint.image.base,
         wheel_path=str(wheel) if wheel else None,
         wheel_digest=digest,
-        reason=f"no image on this cluster: the pods install this llmctl's wheel from the ConfigMap "
-        f"{configmap_name(digest)}",
+        reason=f"no image on this cluster: the pods install this llmctl's wheel from the ConfigMaps "
+        f"{configmap_name(digest)}-*",
         decided=wheel is not None,
     )
 
@@ -329,7 +337,9 @@ def install_script(
         )
     delivery = delivery_of(config)
     spec = runtime_lock(config, image)
-    app = f"{APP_DIR}/{delivery.wheel_file or wheel_file()}"
+    # the wheel the init container fetched, or the one joined from the ConfigMaps' parts
+    folder = ASSEMBLED_DIR if delivery.mode == "configmap" else APP_DIR
+    app = f"{folder}/{delivery.wheel_file or wheel_file()}"
     steps = [user_site_step() if user_site else venv_step()]
     outside = outside_lock_args(spec)
     if delivery.mode == "wheel":
@@ -350,7 +360,11 @@ def install_script(
         where = ["--no-index", "--find-links", WHEELHOUSE_DIR, *links]
         steps.append(pip_install([*where, "--require-hashes", *more, "-r", f"{WHEELHOUSE_DIR}/{LOCK_FILE}"]))
     else:
-        # the lock comes out of the mounted wheel, which carries it: the ConfigMap holds the wheel alone
+        # the parts joined on the container's /tmp, the whole wheel checked against the sha256 `up` wrote
+        steps.append(join_step(APP_DIR, part_count(wheel_size(delivery.wheel_path)), app))
+        if delivery.wheel_sha256:
+            steps.append(verify_step({app: delivery.wheel_sha256}))
+        # the lock comes out of the wheel, which carries it: the ConfigMaps hold the wheel alone
         steps.append(lock_from_wheel_step(app, spec))
         if outside:  # an existing cluster: from the index (a wheelhouse does not fit a ConfigMap), by hash
             steps.extend(outside_from_index_steps(delivery.outside_requirements, outside))
@@ -431,15 +445,15 @@ def fetch_container(config: WorkloadConfig) -> Obj:
 
 
 def with_app(config: WorkloadConfig, pod_spec: Obj) -> Obj:
-    """The pod spec with the wheel at APP_DIR: fetched by an init container (wheel mode) or
-    mounted from the ConfigMap (configmap mode); unchanged for an image."""
+    """The pod spec with the wheel at APP_DIR: fetched by an init container (wheel mode) or its parts
+    mounted from the ConfigMaps by one projected volume (configmap mode); unchanged for an image."""
     delivery = delivery_of(config)
     if delivery.mode == "image":
         return pod_spec
     mount = {"name": APP_VOLUME, "mountPath": APP_DIR, "readOnly": True}
     containers = [{**c, "volumeMounts": [*c.get("volumeMounts", []), mount]} for c in pod_spec["containers"]]
     if delivery.mode == "configmap":
-        volume = {"name": APP_VOLUME, "configMap": {"name": configmap_name(delivery.wheel_digest)}}
+        volume = parts_volume(APP_VOLUME, configmap_names(delivery))
         return {**pod_spec, "containers": containers, "volumes": [*pod_spec.get("volumes", []), volume]}
     return {
         **pod_spec,
@@ -450,41 +464,18 @@ def with_app(config: WorkloadConfig, pod_spec: Obj) -> Obj:
 
 
 def app_objects(config: WorkloadConfig) -> list[Obj]:
-    """The ConfigMap carrying the wheel (configmap mode; none otherwise).
+    """The ConfigMaps carrying the wheel's parts (configmap mode; none otherwise).
 
-    Immutable, `binaryData` under the wheel's file name. An offline plan (no wheel built yet)
-    renders it with an empty value; `up` fills it with the wheel it built.
+    Immutable, `binaryData` (`wheel_parts.part_configmaps`). An offline plan (no wheel built yet)
+    renders one part with an empty value; `up` fills them with the wheel it built. The wheel alone: it
+    carries the runtime's lock, which the pod takes out of it (install_script).
     """
-    import base64
-
     delivery = delivery_of(config)
     if delivery.mode != "configmap":
         return []
-    data = base64.b64encode(Path(delivery.wheel_path).read_bytes()).decode() if delivery.wheel_path else ""
+    data = Path(delivery.wheel_path).read_bytes() if delivery.wheel_path else b""
     digest = delivery.wheel_digest or PLANNED_DIGEST
-    meta = metadata(config, configmap_name(digest), "app", {"llmctl.dev/wheel-sha256": digest})
-    # the wheel alone: it carries the runtime's lock, which the pod takes out of it (install_script);
-    # a second copy of a Neuron runtime's lock (about 200 KB) beside it would not fit the 1 MiB
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta,
-            "immutable": True,
-            "binaryData": {delivery.wheel_file or wheel_file(): data},
-        }
-    ]
-
-
-def configmap_size(config: WorkloadConfig, wheel: Path, digest: str) -> int:
-    """Bytes of the ConfigMap carrying `wheel` as the API server counts them (compared with
-    `CONFIGMAP_LIMIT`): every `data` value's length plus every `binaryData` value decoded."""
-    import base64
-
-    with_wheel = config.model_copy(update={"delivery": configmap_delivery(config, wheel, digest)})
-    [obj] = app_objects(with_wheel)
-    data = sum(len(value.encode()) for value in obj.get("data", {}).values())
-    return data + sum(len(base64.b64decode(value)) for value in obj.get("binaryData", {}).values())
+    return part_configmaps(config, configmap_name(digest), data, digest)
 
 
 def needs_bucket_access(config: WorkloadConfig) -> bool:

@@ -14,7 +14,8 @@ workload stack runs (see `delivery/serving_code.py` for the three deliveries and
    wheelhouse of the runtime's lock (`wheelhouse.py`, uploaded once per lock under
    `llmctl/wheelhouse/<sha256 of the lock>/`): the pods install with no package index. On an existing
 cluster (`--target kubeconfig`) the same wheel, kept under the state folder by its digest, goes into
-a ConfigMap instead (refused, before any change, when it is over `CONFIGMAP_LIMIT`).
+ConfigMaps instead, in parts under the API server's limit (`wheel_parts.py`; refused, before any
+change, when it needs more than `MAX_PARTS`), its file's sha256 in the pods' spec.
 
 `LLMCTL_DELIVERY=image` requires the ECR image (a one-line error with the push command when it is
 missing); `LLMCTL_DELIVERY=wheel` skips the ECR check; `LLMCTL_DELIVERY=build` builds and pushes the
@@ -48,16 +49,15 @@ from llmctl.infra.workload.delivery.outside_wheels import (
     recorded_outside,
 )
 from llmctl.infra.workload.delivery.serving_code import (
-    CONFIGMAP_LIMIT,
     DELIVERY_ENV,
     configmap_delivery,
-    configmap_size,
     fixed_image,
     image_tag,
     wheel_key,
 )
 from llmctl.infra.workload.delivery.ui_packages import from_bucket, ui_lock
 from llmctl.infra.workload.delivery.wheel_cache import cached_build
+from llmctl.infra.workload.delivery.wheel_parts import CONFIGMAP_LIMIT, MAX_PARTS, PART_BYTES, part_count
 from llmctl.infra.workload.delivery.wheelhouse import upload_wheelhouse, wheelhouse_key
 from llmctl.serving.lock_compile import PYPI
 from llmctl.serving.lockfiles import LockSpec, lock_for
@@ -260,21 +260,23 @@ def kept_wheel() -> tuple[Path, str]:
 def configmap_wheel(
     config: WorkloadConfig, note: Callable[[str], None] = lambda _text: None, *, upload: bool = True
 ) -> Delivery:
-    """An existing cluster without an image: the wheel for a ConfigMap, refused when too large; what the
+    """An existing cluster without an image: the wheel for the ConfigMaps (in parts), refused when it needs
+    more than `MAX_PARTS`, with its file's sha256 (each pod checks the joined parts against it); what the
     runtime's lock leaves out pinned by the sha256 the stack recorded (downloaded at the first `up`)."""
     wheel, digest = kept_wheel()
-    size = configmap_size(config, wheel, digest)
-    if size > CONFIGMAP_LIMIT:
+    size = wheel.stat().st_size
+    if part_count(size) > MAX_PARTS:
         raise LlmctlError(
-            f"the llmctl wheel is {wheel.stat().st_size // 1024} KiB, {size // 1024} KiB of ConfigMap data "
-            f"with the runtime's lock, over the {CONFIGMAP_LIMIT // 1024} KiB the API server accepts",
+            f"the llmctl wheel is {-(-size // 1024)} KiB, over the {MAX_PARTS * PART_BYTES // 1024} KiB llmctl "
+            f"delivers in ConfigMaps ({MAX_PARTS} parts of {PART_BYTES // 1024} KiB, each under the "
+            f"{CONFIGMAP_LIMIT // 1024} KiB the API server accepts)",
             f"push an image (llmctl images build --push -b {config.blueprint.name} "
             f"{_stack_flags(config.stack)} --region REGION) and set it as the blueprint's image.serving_image",
         )
     delivery = configmap_delivery(config, wheel, digest)
     spec = lock_for(config.blueprint.runtime, delivery.image)
     pinned = pinned_requirements(config, spec, note, fetch=upload)
-    return delivery.model_copy(update={"outside_requirements": pinned})
+    return delivery.model_copy(update={"outside_requirements": pinned, "wheel_sha256": file_sha256(wheel)})
 
 
 def build_image(
