@@ -1,6 +1,6 @@
 """Run the pinned Open WebUI the way llmctl's pod runs it: non-root, read-only root filesystem, an emptyDir
 at each place the render mounts one (issue 53, finding 8). `make verify-open-webui` (root on Linux, about
-6 GB of disk for the package and its dependencies); not part of `make test`.
+8 GB of disk for the package and its dependencies); not part of `make test`.
 
 What it builds, and why it stands for the image (ghcr.io/open-webui/open-webui:<pinned tag>, which this
 machine cannot pull):
