@@ -13,7 +13,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.llmctl-installed
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: install upstream registry checkov docs test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare
+.PHONY: install upstream registry checkov docs test lint typecheck imports pkg-tree bench clean neuron-chart locks check-locks gpu-prepare verify-open-webui
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -129,6 +129,14 @@ check-locks: install
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+
+# The pinned Open WebUI run as its pod runs it: non-root, on a read-only view of the image's layout, an
+# empty folder at each volume of the render, then once without each volume (benchmarks/verify_open_webui.py;
+# the release from PyPI into its own venv, /tmp/owui). Needs root on Linux; not part of `make test`.
+# Writes benchmarks/results/open-webui-nonroot.json, which tests/workload/test_open_webui_pod.py checks.
+OPEN_WEBUI_VOLUMES := static llmctl-home llmctl-tmp llmctl-var-tmp data
+verify-open-webui: install
+	$(BIN)/python benchmarks/verify_open_webui.py $(addprefix --without ,$(OPEN_WEBUI_VOLUMES))
 
 # The GPU run (docs/testing.md, "Runs on a GPU"; never part of `make test`: CI has no GPU): downloads
 # the vLLM/Ray wheels of benchmarks/gpu/carry-*.txt for the device's Python, builds this llmctl's

@@ -12,9 +12,9 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
   images' `ray`, uid 1000, gid 100; the Triton image's `triton-server`, uid and gid 1000) runs as that
   user; either way init containers included, with `fsGroup` so its volumes and projected tokens (EKS
   Pod Identity's) are readable (the gradio UI and the model-mirror Job choose llmctl's non-root user,
-  `delivery.NON_ROOT_USER`). Pods on images without a recorded user (the Neuron images, Open WebUI)
-  run as their own user, root, but for a container whose builder chose a non-root user of its own
-  (the AWS CLI init container);
+  `delivery.NON_ROOT_USER`, and so does Open WebUI, whose image has only root). Pods on the images
+  without a recorded user (the Neuron images) run as their own user, root, but for a container whose
+  builder chose a non-root user of its own (the AWS CLI init container);
 - no service-account token automounted in any pod (EKS Pod Identity mounts its own token, so S3
   access does not need it); the Ray head of an autoscaling RayService gets one mounted into KubeRay's
   autoscaler sidecar alone (`autoscalerOptions.volumeMounts`), the only container that calls the
@@ -24,9 +24,9 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
 
 A container runs on a read-only root filesystem where its builder asks for it (`readOnlyRootFilesystem`
 in the container's securityContext), having mounted a volume at each place it writes: the AWS CLI init
-containers, the model-mirror Job, the gradio UI and the runtimes' containers (Ray, Triton, TorchServe:
-`writable.py`, base-image mode installing into the user site on a volume). Open WebUI still writes
-into its image at start.
+containers, the model-mirror Job, both UIs and the runtimes' containers (Ray, Triton, TorchServe:
+`writable.py`, base-image mode installing into the user site on a volume; Open WebUI: `ui.py`, its
+static folder on a volume, checked with the pinned release by benchmarks/verify_open_webui.py).
 
 No `checkov.io/skip` annotation is set: checkov's accepted findings are listed, container by container,
 in the test suite (tests/workload/checkov_accepted.yaml; docs/security.md).

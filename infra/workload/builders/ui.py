@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from llmctl.blueprints.versions import by_digest, versions
 from llmctl.errors import LlmctlError
-from llmctl.infra.workload.builders import common, placement
+from llmctl.infra.workload.builders import common, placement, writable
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, service
 from llmctl.infra.workload.config import WorkloadConfig
@@ -21,6 +21,21 @@ UI_PORT = 80
 WEBUI_SECRET = "open-webui-secret"
 WEBUI_SECRET_KEY = "WEBUI_SECRET_KEY"
 OPEN_WEBUI_PORT = 8080
+#: Open WebUI's data folder in its image (DATA_DIR: open-webui v0.9.1 backend/open_webui/env.py, BACKEND_DIR
+#: / "data"; the image's WORKDIR is /app/backend): accounts, chats, uploads, the vector store, model caches
+OPEN_WEBUI_DATA = "/app/backend/data"
+#: the static folder in the image (env.py STATIC_DIR, OPEN_WEBUI_DIR / "static"), and where it lives on a
+#: volume instead: at every start the backend deletes its files and copies the frontend build's static
+#: files over them (config.py, "Static DIR"), so it must be writable
+OPEN_WEBUI_IMAGE_STATIC = "/app/backend/open_webui/static"
+OPEN_WEBUI_STATIC = "/opt/llmctl/open-webui-static"
+#: copies the image's static folder to the volume before the start refills it (the folders the frontend
+#: build lacks: assets/pdf-style.css for chat PDFs, swagger-ui); fonts stay in the image, where FONTS_DIR
+#: reads them (env.py: OPEN_WEBUI_DIR / "static" / "fonts", independent of STATIC_DIR)
+_SEED_STATIC = (
+    f'cd {OPEN_WEBUI_IMAGE_STATIC} && for entry in *; do [ "$entry" = fonts ] || cp -R "$entry" '
+    f"{OPEN_WEBUI_STATIC}/; done"
+)
 GRADIO_PORT = 7860
 
 _GRADIO_APP = '''\
@@ -72,7 +87,17 @@ def _ui_pod(config: WorkloadConfig, container: Obj, volumes: list[Obj]) -> Obj:
 
 
 def open_webui(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
-    """Open WebUI pointed at the endpoint's OpenAI API (`<endpoint_url>/v1`)."""
+    """Open WebUI pointed at the endpoint's OpenAI API (`<endpoint_url>/v1`), as llmctl's non-root user on
+    a read-only root filesystem (checked with the pinned release: benchmarks/verify_open_webui.py).
+
+    The image is built as root (its Dockerfile's `ARG UID=0`: /app and /root belong to root, /root mode
+    700), so another user reads the app but writes nothing of the image: every place it writes is an
+    emptyDir. Its data folder (the database, uploads, the vector store, the model caches the image's ENV
+    puts under it); its static folder (`STATIC_DIR`, seeded from the image's by an init container;
+    without it the start's refill fails file by file with a read-only error); HOME, /tmp and /var/tmp
+    (`writable.read_only_root`: the image's HOME, /root, is root's alone; chromadb keeps its telemetry id
+    in ~/.cache, torch makes its inductor folder in the temporary folder). start.sh writes
+    `.webui_secret_key` into /app/backend only without WEBUI_SECRET_KEY, which the pod always has."""
     key_env = common.api_key_env(config)
     env: list[Obj] = [
         {"name": "OPENAI_API_BASE_URL", "value": endpoint_url + "/v1"},
@@ -85,17 +110,34 @@ def open_webui(config: WorkloadConfig, endpoint_url: str) -> list[Obj]:
             if key_env
             else [{"name": "OPENAI_API_KEY", "value": "none"}]
         ),
+        {"name": "STATIC_DIR", "value": OPEN_WEBUI_STATIC},
     ]
+    image = by_digest(versions().images["open_webui"].image)
     container: Obj = {
         "name": "open-webui",
-        "image": by_digest(versions().images["open_webui"].image),
+        "image": image,
         "ports": [{"name": "http", "containerPort": OPEN_WEBUI_PORT}],
         "env": env,
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "2Gi"}},
         **common.http_probes("/health", "http", startup_seconds=600),
-        "volumeMounts": [{"name": "data", "mountPath": "/app/backend/data"}],
+        "volumeMounts": [
+            {"name": "data", "mountPath": OPEN_WEBUI_DATA},
+            {"name": "static", "mountPath": OPEN_WEBUI_STATIC},
+        ],
     }
-    pod = _ui_pod(config, container, [{"name": "data", "emptyDir": {}}])
+    seed: Obj = {
+        "name": "seed-static",
+        "image": image,
+        "command": ["/bin/sh", "-c", _SEED_STATIC],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": [{"name": "static", "mountPath": OPEN_WEBUI_STATIC}],
+        "securityContext": {"readOnlyRootFilesystem": True},
+    }
+    pod = _ui_pod(config, container, [{"name": "data", "emptyDir": {}}, {"name": "static", "emptyDir": {}}])
+    pod = writable.read_only_root({**pod, "initContainers": [seed]}, "open-webui", installs=False)
+    # the image has no user but root (`ARG UID=0`); the UI runs as llmctl's non-root user, as the Gradio UI
+    # does (`security.harden_pod` keeps a pod's chosen user, init container included)
+    pod["securityContext"] = {"runAsUser": NON_ROOT_USER[0], "runAsGroup": NON_ROOT_USER[1]}
     name = f"{config.blueprint.name}-open-webui"
     return [
         common.deployment(config, name, "ui", pod, replicas=1),

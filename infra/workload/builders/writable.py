@@ -1,5 +1,5 @@
-"""A read-only root filesystem for the serving containers (Ray, Triton, TorchServe): every place they
-write is an emptyDir (issue 53, finding 8).
+"""A read-only root filesystem for the serving containers (Ray, Triton, TorchServe) and Open WebUI: every
+place they write is an emptyDir (issue 53, finding 8; Open WebUI's own folders: `ui.py`).
 
 What a serving container writes, and where it goes instead of the image:
 
