@@ -70,6 +70,11 @@ NODE2_SLOT = 11
 # HTTP and gRPC ports (the head is exempt, proxy.py apply_per_node_port_overrides): two proxies of one
 # cluster on one host need two ports (HAProxy runs with -dR, no SO_REUSEPORT, haproxy.py)
 NODE2_PROXY_PORTS = {"RAY_SERVE_WORKER_PROXY_HTTP_PORT": 8018, "RAY_SERVE_WORKER_PROXY_GRPC_PORT": 9018}
+# the replicas' direct ingress ports (HTTP): the slot's shift (30000 + 100 x slot) lands inside the
+# worker port ranges of the clusters of slots 0-4 (20000-44999), so the pp cluster takes a range of its
+# own, as wide as rendered; the controller (on the head) hands ports of it to the replicas of both nodes
+INGRESS_FROM = 59000
+INGRESS = ("RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT", "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT")
 # the tiny model's positions (device_base.TINY_ARGS): the 405B renders max_context 32768, which vLLM
 # refuses for a model of fewer positions
 TINY_CONTEXT = int(TINY_ARGS[TINY_ARGS.index("--max-position") + 1])
@@ -98,6 +103,12 @@ def node_nccl(worker: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in worker.items() if k.startswith(("NCCL_", "FI_"))}
 
 
+def ingress(rendered: dict[str, str]) -> dict[str, str]:
+    """The direct ingress range both nodes get: ``INGRESS_FROM`` on, as wide as the render's."""
+    low, high = (int(rendered[name]) for name in INGRESS)
+    return {INGRESS[0]: str(INGRESS_FROM), INGRESS[1]: str(INGRESS_FROM + high - low)}
+
+
 def node2_argv() -> list[str]:
     """``ray start`` for the second raylet: it joins the head's GCS with GPU 1 and ports of its own."""
     low, high = worker_ports(NODE2_SLOT)
@@ -120,6 +131,7 @@ def node2_env(worker: dict[str, str]) -> dict[str, str]:
     environ.update(worker)
     environ.update(fast_ports(NODE2_SLOT, worker))
     environ.update({k: str(v) for k, v in NODE2_PROXY_PORTS.items()})
+    environ.update(ingress(worker))
     return environ
 
 
@@ -174,7 +186,9 @@ def start_pp(args: argparse.Namespace) -> None:
     plan.stop_all(args)
     rendered = rendered_env()
     nccl = node_nccl(rendered["worker"])
-    environ, _ = servers.ray_head(NAME, 1, gpus=HEAD_GPU, rendered=rendered["head"], extra_env=nccl)
+    environ, _ = servers.ray_head(
+        NAME, 1, gpus=HEAD_GPU, rendered=rendered["head"], extra_env={**nccl, **ingress(rendered["head"])}
+    )
     node2 = node2_env(rendered["worker"])
     servers.ray_start(
         NODE2,

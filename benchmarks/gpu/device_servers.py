@@ -120,8 +120,8 @@ def ray_head(
 ) -> tuple[dict[str, str], float]:
     """``ray start --head`` for the cluster ``name`` (its GCS port, slot, GPUs and caches); the
     environment it started with (the driver's) and when. ``rendered``: a render's head-container
-    variables, given whatever ``--fast-path`` says (the pipeline-parallel run's); ``extra_env``: more
-    variables for Ray's daemons and so every worker (a worker pod's NCCL settings)."""
+    variables, given whatever ``--fast-path`` says (the pipeline-parallel run's); ``extra_env``: variables
+    set over all of those, for Ray's daemons and so every worker (a worker pod's NCCL settings)."""
     gpus = gpus or SERVERS[name][1]
     gcs = RAY_PORTS[name]
     offset = RAY_SLOT[name]
@@ -129,7 +129,6 @@ def ray_head(
     extra["NCCL_DEBUG"] = "INFO"
     if name in VLLM_PORTS:  # not for a cluster of several replicas (device_base VLLM_PORTS says why)
         extra["VLLM_PORT"] = str(VLLM_PORTS[name])
-    extra.update(extra_env or {})
     temp = f"/tmp/r{offset}"
     argv = ["ray", "start", "--head", f"--port={gcs}", f"--num-gpus={gpus_total}", "--num-cpus=16"]
     argv += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
@@ -148,6 +147,7 @@ def ray_head(
     if rendered is not None:  # for Ray and the driver
         environ.update(rendered)
         environ.update(fast_ports(offset, rendered))  # HAProxy's and the replicas' ports, one set per cluster
+    environ.update(extra_env or {})
     began = time.time()
     ray_start(name, argv, environ, fast_path=rendered is not None, vllm_port=extra.get("VLLM_PORT"))
     return environ, began
