@@ -82,7 +82,18 @@ PP_LEVELS = ((1, 32), (16, 256))
 # the probe as the preflight Job runs it (infra/workload/builders/preflight.py FabricSpec's sizes and
 # iterations, the p5.48xlarge's 3200 Gbps from the instance catalog; tests/bench/test_gpu_pp.py holds
 # them to it), two launchers of one GPU as its two pods
-PROBE_FLAGS = ("--backend", "nccl", "-b", "8388608", "-e", "2147483648", "-w", "5", "-n", "20")
+PROBE_FLAGS: tuple[str, ...] = (
+    "--backend",
+    "nccl",
+    "-b",
+    "8388608",
+    "-e",
+    "2147483648",
+    "-w",
+    "5",
+    "-n",
+    "20",
+)
 PROBE_FLAGS += ("--expect-gbps", "3200", "--timeout", "120")
 PROBE_MODES = {
     "nccl-picks": {},  # one host: NCCL finds the peer GPU and picks P2P (or SHM)
