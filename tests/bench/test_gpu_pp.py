@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from gpu_support import ROOT, load
+from test_gpu_plan import RENDERED, ports_of
 
 from llmctl.infra.workload.manifests import build_manifests
 
@@ -210,26 +211,6 @@ def test_the_probe_runs_as_the_preflight_job_runs_it() -> None:
     assert {flag: given[flag] for flag in wanted} == wanted
 
 
-def ports(device: Any, name: str, environ: dict[str, str]) -> set[int]:
-    """Every port a server of the harness binds (a range as all its ports); ``environ``: the Ray
-    cluster's HAProxy and direct ingress variables."""
-    base = device.base
-    taken = {base.SERVERS[name][0]}
-    if name in base.VLLM_PORTS:
-        taken |= set(range(base.VLLM_PORTS[name], base.VLLM_PORTS[name] + 100))
-    if name in base.RAY_SLOT:
-        slot = base.RAY_SLOT[name]
-        low, high = base.worker_ports(slot)
-        taken |= {base.RAY_PORTS[name], 10100 + slot, 52400 + slot, 8090 + slot, *range(low, high + 1)}
-        taken |= {int(environ[k]) for k in ("RAY_SERVE_HAPROXY_STATS_PORT", "RAY_SERVE_HAPROXY_METRICS_PORT")}
-        low, high = (
-            int(environ[k])
-            for k in ("RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT", "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT")
-        )
-        taken |= set(range(low, high + 1))
-    return taken
-
-
 def test_the_two_ray_nodes_take_ports_no_other_server_takes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -239,7 +220,9 @@ def test_the_two_ray_nodes_take_ports_no_other_server_takes(
     device, variables = carried(tmp_path, monkeypatch)
     pp, base = device.pp, device.base
     head_env = {**base.fast_ports(base.RAY_SLOT["raypp"], variables["head"]), **pp.ingress(variables["head"])}
-    head = ports(device, "raypp", head_env)
+    head = ports_of(base, "raypp", fast=False)  # its HAProxy and direct ingress ports: below
+    head |= {int(head_env[k]) for k in ("RAY_SERVE_HAPROXY_STATS_PORT", "RAY_SERVE_HAPROXY_METRICS_PORT")}
+    head |= set(range(int(head_env[pp.INGRESS[0]]), int(head_env[pp.INGRESS[1]]) + 1))
     node2_env = pp.node2_env(variables["worker"])
     flags = dict(flag.removeprefix("--").split("=", 1) for flag in pp.node2_argv()[2:] if "=" in flag)
     low, high = int(flags["min-worker-port"]), int(flags["max-worker-port"])
@@ -254,12 +237,11 @@ def test_the_two_ray_nodes_take_ports_no_other_server_takes(
     }
     assert not head & node2
     assert node2_env[pp.INGRESS[0]] == head_env[pp.INGRESS[0]] == "59000"  # the controller's, on the head
-    seventy = load("prepare").fast_path_env(rendered_service("llama2-70b-vllm-gpu"))
+    # the 405B's ports as rendered are the 70B's, which ports_of moves by each other cluster's slot
+    assert {k: variables["head"][k] for k in RENDERED} == RENDERED
     for name in base.SERVERS:
-        if name == "raypp":
-            continue
-        other = ports(device, name, base.fast_ports(base.RAY_SLOT.get(name, 0), seventy))
-        assert not (head | node2) & other, name
+        if name != "raypp":
+            assert not (head | node2) & ports_of(base, name, fast=True), name
     assert not set(pp.PROBE_PORTS.values()) & (head | node2)
 
 
