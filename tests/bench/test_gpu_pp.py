@@ -15,10 +15,17 @@ over two Ray nodes of one host (benchmarks/gpu/device_pp.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -386,47 +393,95 @@ def test_a_run_without_start_pp_has_no_row_and_a_run_that_never_got_ready_says_s
     assert row["fabric_probe"]["network"]["busbw_gbs"] == 3.83
 
 
-CLUSTER = """
-import json, ray
-from ray.cluster_utils import Cluster
+DRIVER = """
+import json, sys, ray
 from ray.util.placement_group import placement_group, placement_group_table
-cluster = Cluster()
-try:
-    cluster.add_node(num_cpus=1, num_gpus=1)  # the head, as `ray start --head --num-gpus=1`
-    cluster.add_node(num_cpus=1, num_gpus=1)  # the second raylet joining it
-    ray.init(address=cluster.address)
-    group = placement_group([{"GPU": 1}, {"GPU": 1}], strategy="PACK")
-    ray.get(group.ready(), timeout=60)
-    table = placement_group_table(group)
-    print(json.dumps({"table": {k: table[k] for k in ("strategy", "state", "bundles_to_node_id")},
-                      "nodes": ray.nodes()}, default=str))
-finally:
-    ray.shutdown()
-    cluster.shutdown()
+ray.init(address=sys.argv[1])
+group = placement_group([{"GPU": 1}, {"GPU": 1}], strategy="PACK")
+ray.get(group.ready(), timeout=90)
+table = placement_group_table(group)
+print(json.dumps({"table": {k: table[k] for k in ("strategy", "state", "bundles_to_node_id")},
+                  "nodes": ray.nodes(), "session": ray._private.worker.global_worker.node.get_session_dir_path()}))
+ray.shutdown()
 """
+
+
+def ours(marker: str) -> list[int]:
+    """The processes whose command line names ``marker`` (this test's temp folder): Ray's daemons."""
+    listed = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
+    return [int(line.split()[0]) for line in listed.splitlines()[1:] if marker in line]
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_a_pack_group_of_two_one_gpu_bundles_spans_two_raylets_of_one_gpu() -> None:
-    """Two raylets of one (fake) GPU each on this host: PACK cannot put both bundles on one node, so
-    they land on two node ids, as collect.py's row reads them from the driver's records."""
+def test_the_two_raylets_start_as_start_pp_starts_them_and_a_pack_group_spans_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``start-pp``'s own two ``ray start`` commands on this CPU (fake GPUs: ``--num-gpus=1`` each, in the
+    foreground with ``--block`` so that the test owns them): the second raylet joins the head, writes
+    into the head's session folder, and a PACK group of two {GPU: 1} bundles lands on two node ids,
+    which collect.py's row reads as spanning two nodes."""
     pytest.importorskip("ray")
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(CLUSTER)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    device, variables = carried(tmp_path, monkeypatch)
+    pp = device.pp
+    starts: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(
+        device.servers, "ray_start", lambda name, argv, env, **_: starts.append((argv, env)) or 0
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    device.servers.ray_head(
+        "raypp", 1, gpus="0", rendered=variables["head"], extra_env=pp.ingress(variables["head"])
+    )
+    starts.append((pp.node2_argv(), pp.node2_env(variables["worker"])))
+    temp = tempfile.mkdtemp(prefix="pp2r", dir="/tmp")  # short: Ray's socket paths live under it
+    processes = []
+    try:
+        for index, (argv, environ) in enumerate(starts):
+            argv = [f"--temp-dir={temp}" if flag.startswith("--temp-dir=") else flag for flag in argv]
+            environ = {k: v for k, v in environ.items() if k != "PYTHONPATH"}
+            log = (tmp_path / f"ray{index}.log").open("w")
+            command = [sys.executable, "-m", "ray.scripts.scripts", *argv[1:], "--block"]
+            processes.append(
+                subprocess.Popen(
+                    command, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
+            if index == 0:  # the head's GCS before the second raylet joins it
+                deadline = time.time() + 60
+                while time.time() < deadline:
+                    with socket.socket() as probe:
+                        if probe.connect_ex(("127.0.0.1", 6391)) == 0:
+                            break
+                    time.sleep(0.5)
+        assert "--temp-dir" not in " ".join(starts[1][0])
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(DRIVER), "127.0.0.1:6391"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:] + (tmp_path / "ray1.log").read_text()[-2000:]
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        raylets = sorted(p.name for p in Path(seen["session"], "logs").glob("raylet*.out"))
+    finally:
+        for process in processes:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+        for pid in ours(temp):  # anything of ours left behind, by its id
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert seen["session"].startswith(temp) and len(raylets) == 2, (
+        raylets
+    )  # both nodes log in the head's folder
     assert seen["table"]["strategy"] == "PACK" and seen["table"]["state"] == "CREATED"
     on = seen["table"]["bundles_to_node_id"]
     assert len(set(on.values())) == 2
-    driver = load("ray_driver")
-    nodes = driver.nodes(seen["nodes"])
-    assert sorted(n["node_id"] for n in nodes) == sorted(set(on.values()))
+    nodes = load("ray_driver").nodes(seen["nodes"])
+    assert sorted(n["node_id"] for n in nodes if n["alive"]) == sorted(set(on.values()))
     assert [n["head"] for n in nodes].count(True) == 1 and all(n["gpus"] == 1.0 for n in nodes)
     row = load("collect_pp").placement(
         {
@@ -434,4 +489,4 @@ def test_a_pack_group_of_two_one_gpu_bundles_spans_two_raylets_of_one_gpu() -> N
             "nodes": nodes,
         }
     )
-    assert row["spans_nodes"] == 2
+    assert row is not None and row["spans_nodes"] == 2
