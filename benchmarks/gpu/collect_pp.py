@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-NAME = "raypp"  # device_pp.NAME
+NAME, NAME_NET = "raypp", "rayppn"  # device_pp's: as NCCL picks, and with NCCL's P2P and SHM off
 # said plainly, with the run: what two Ray nodes on one host are not
 DIFFERS_FROM_EKS = (
     "One host, not two nodes: both Ray nodes are raylets on one machine (one H200 each), where the "
@@ -24,7 +24,8 @@ DIFFERS_FROM_EKS = (
     "against the p5's EFA is a fallback, as it should be.",
     "The engine's stages talked as NCCL picks on one host (P2P over NVLink, or SHM: the transport "
     "lines say which), not over a network; between two p5.48xlarge the same send and receive go over "
-    "EFA through aws-ofi-nccl.",
+    "EFA through aws-ofi-nccl. `engine_over_network`, where run, is the same app with NCCL's P2P and "
+    "SHM off: its stages over Socket (TCP on one host's interface), the path without EFA.",
     "The tiny random Llama (2 layers: one per stage), not Llama 3.1 405B: tensor_parallel 1 instead of "
     "8 per stage, max_context 4096 instead of 32768, vLLM eager (no torch.compile, no CUDA graphs); "
     "the figures show the pipeline path working and what it costs a request, not what 405B serves.",
@@ -43,32 +44,53 @@ def pipeline_parallel(
     clients: dict[str, Any],
     llmctl_row: Callable[[dict[str, Any], Any], dict[str, Any]],
 ) -> dict[str, Any] | None:
-    """The row, or None for a run without ``start-pp``."""
-    start = next((r for r in records if r["kind"] == "start_pp"), None)
-    if start is None:
+    """The row, or None for a run without ``start-pp``: the app as NCCL picks between the two nodes,
+    and under ``engine_over_network`` its start with NCCL's P2P and SHM off (``start-pp-net``)."""
+    starts = {r["servers"][0]: r for r in records if r["kind"] == "start_pp"}
+    if not starts:
         return None
-    view = next((r for r in records if r["kind"] == "ray_view" and r["name"] == NAME), None)
-    bench = {
-        record["label"].rpartition("-")[2]: llmctl_row(
-            record["summary"], clients.get(f"llmctl-{record['label']}")
-        )
-        for record in records
-        if record["kind"] == "llmctl_bench" and record["label"].startswith(f"{NAME}-c") and record["summary"]
-    }
-    chat = next((r for r in records if r["kind"] == "chat" and r["label"] == NAME), None)
-    return {
-        "blueprint": start["blueprint"],
+    first = next(iter(starts.values()))
+    row: dict[str, Any] = {
+        "blueprint": first["blueprint"],
         "layout": {
-            k: start[k]
-            for k in ("tensor_parallel", "pipeline_parallel", "max_context", "engine_extra", "gpus")
+            k: first[k] for k in ("tensor_parallel", "pipeline_parallel", "max_context", "engine_extra")
         },
-        "fast_path": start["fast_path"],
+        "fast_path": first["fast_path"],
+        "fabric_probe": {r["mode"]: probe_row(r) for r in records if r["kind"] == "pp_probe"},
+    }
+    if NAME in starts:
+        row.update(engine(records, starts[NAME], clients, llmctl_row))
+    if NAME_NET in starts:
+        row["engine_over_network"] = engine(records, starts[NAME_NET], clients, llmctl_row)
+    row["differs_from_eks"] = list(DIFFERS_FROM_EKS)
+    return row
+
+
+def engine(
+    records: list[dict[str, Any]],
+    start: dict[str, Any],
+    clients: dict[str, Any],
+    llmctl_row: Callable[[dict[str, Any], Any], dict[str, Any]],
+) -> dict[str, Any]:
+    """One start of the app: when, its GPUs and NCCL settings, when it was ready, Ray's placement,
+    the chat, c1 and c16, and NCCL's transport lines between its stages."""
+    name = start["servers"][0]
+    view = next((r for r in records if r["kind"] == "ray_view" and r["name"] == name), None)
+    bench = {
+        r["label"].rpartition("-")[2]: llmctl_row(r["summary"], clients.get(f"llmctl-{r['label']}"))
+        for r in records
+        if r["kind"] == "llmctl_bench" and r["label"].startswith(f"{name}-c") and r["summary"]
+    }
+    chat = next((r for r in records if r["kind"] == "chat" and r["label"] == name), None)
+    return {
+        "server": name,
         "started_at": start["t"],
-        "ready_s": next((r["seconds"] for r in records if r["kind"] == "ready" and r["name"] == NAME), None),
-        "not_ready": any(r["kind"] in ("not_ready", "died") and r["name"] == NAME for r in records),
+        "gpus": start["gpus"],
+        "nccl_env": start.get("nccl_env"),
+        "ready_s": next((r["seconds"] for r in records if r["kind"] == "ready" and r["name"] == name), None),
+        "not_ready": any(r["kind"] in ("not_ready", "died") and r["name"] == name for r in records),
         "changes": view.get("changes") if view else None,
         "placement": placement(view),
-        "fabric_probe": {r["mode"]: probe_row(r) for r in records if r["kind"] == "pp_probe"},
         "chat": None
         if chat is None
         else {
@@ -77,9 +99,8 @@ def pipeline_parallel(
             "llmctl_chat_rc": chat["llmctl_chat_rc"],
         },
         "bench": {level: bench[level] for level in ("c1", "c16") if level in bench},
-        "failed": sum(row["failed"] for row in bench.values()),
-        "nccl_transport": engine_transport(records),
-        "differs_from_eks": list(DIFFERS_FROM_EKS),
+        "failed": sum(level["failed"] for level in bench.values()),
+        "nccl_transport": engine_transport(records, name),
     }
 
 
@@ -131,12 +152,12 @@ def probe_row(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def engine_transport(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+def engine_transport(records: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     """NCCL's transport lines from the cluster's logs (``pp_nccl``), by log file, and what they say
     carried the data (the probe's rule)."""
     from llmctl.serving.fabric.probe import transport_summary
 
-    found = next((r for r in records if r["kind"] == "pp_nccl"), None)
+    found = next((r for r in records if r["kind"] == "pp_nccl" and r["name"] == name), None)
     if found is None:
         return None
     lines = [line for file_lines in found["files"].values() for line in file_lines]

@@ -68,6 +68,7 @@ VLLM_PORTS = {
     "ray4fe": 57000,
     "vllm4fe": 57500,
     "raypp": 58000,  # pipeline_parallel 2 over two Ray nodes (device_pp.py): one engine, two ranks
+    "rayppn": 58000,  # raypp again with NCCL on its network path (its cluster stopped first)
 }
 
 SERVERS = {
@@ -105,6 +106,7 @@ SERVERS = {
     # the 405B blueprint's app at pipeline_parallel 2 over two Ray nodes of one GPU each on one host
     # (device_pp.py): the head on GPU 0, the second raylet on GPU 1
     "raypp": (8017, "0,1"),
+    "rayppn": (8017, "0,1"),  # the same with NCCL's P2P and SHM off: its stages talk over Socket (TCP)
 }
 RAY_PORTS = {
     "ray1": 6381,
@@ -118,6 +120,7 @@ RAY_PORTS = {
     "rayrp": 6389,
     "ray4fe": 6390,
     "raypp": 6391,
+    "rayppn": 6391,
 }
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
 RAY_SLOT = {
@@ -134,6 +137,7 @@ RAY_SLOT = {
     # raypp's head; its second raylet's ports go by slot 11 (device_pp.NODE2_SLOT: slot 10's direct
     # ingress range, 31000-31008 for the 405B's render, would meet plain vLLM's VLLM_PORT 31000)
     "raypp": 9,
+    "rayppn": 9,
 }
 
 

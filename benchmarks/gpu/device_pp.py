@@ -14,6 +14,9 @@ pipeline_parallel 2, one stage per Ray node.
   and c16 (512 in / 128 out), NCCL's transport lines from the cluster's logs (the engine's send and
   receive between the stages: ``via P2P``, ``via SHM``, ``via NET/Socket``), the phase and fast-path
   lines, then stops everything (both raylets through ``ray stop``, and Ray's HAProxy).
+- ``start-pp-net`` / ``bench-pp-net``: the same cluster and app again (``rayppn``, no probe) with
+  ``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1`` on both raylets, so that the stages' send and receive take
+  NCCL's network path (Socket: TCP), as between two nodes without EFA.
 
 Both raylets get the rendered worker pod's Ray Serve, NCCL and libfabric variables (``pp_env.json``:
 the head raylet holds a stage here, as a worker pod does in the RayService) and the head container's
@@ -60,6 +63,7 @@ from device_bench import chat_check, llmctl_bench
 from device_logs import fast_lines, phases
 
 NAME = "raypp"
+NAME_NET = "rayppn"  # the same over NCCL's network path (device_base gives it raypp's ports)
 NODE2 = "raypp-node2"  # the second raylet (no server of its own: Serve's endpoint is the head's)
 HEAD_GPU, NODE2_GPU = "0", "1"
 PP = 2
@@ -100,7 +104,9 @@ PROBE_MODES = {
     "network": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},  # NCCL's network path: Socket
 }
 PROBE_PORTS = {"nccl-picks": 29600, "network": 29610}
-PROBE_LIMIT = 240.0  # seconds for one mode (the Socket sweep to 2 GiB: about 40 s on 2026-11-28's rate)
+# seconds for one mode (the Socket sweep to 2 GiB: about 40 s at 2026-11-28's 3.83 GB/s; the probe's
+# own --timeout ends a rendezvous or a call that hangs after 120 s)
+PROBE_LIMIT = 150.0
 
 
 def rendered_env() -> dict[str, dict[str, str]]:
@@ -192,15 +198,17 @@ def probe(mode: str, nccl: dict[str, str]) -> None:
     export()
 
 
-def start_pp(args: argparse.Namespace) -> None:
-    """Two Ray nodes of one GPU, the probe across them, then the 405B app at tp 1 x pp 2 (eager)."""
+def start_pp(args: argparse.Namespace, network: bool = False) -> None:
+    """Two Ray nodes of one GPU, the probe across them, then the 405B app at tp 1 x pp 2 (eager);
+    ``network``: the app again as ``rayppn`` with NCCL's P2P and SHM off on both nodes, no probe."""
     plan.stop_all(args)
+    name = NAME_NET if network else NAME
     rendered = rendered_env()
-    nccl = node_nccl(rendered["worker"])
+    nccl = {**node_nccl(rendered["worker"]), **(PROBE_MODES["network"] if network else {})}
     environ, _ = servers.ray_head(
-        NAME, 1, gpus=HEAD_GPU, rendered=rendered["head"], extra_env={**nccl, **ingress(rendered["head"])}
+        name, 1, gpus=HEAD_GPU, rendered=rendered["head"], extra_env={**nccl, **ingress(rendered["head"])}
     )
-    node2 = node2_env(rendered["worker"])
+    node2 = {**node2_env(rendered["worker"]), **nccl}
     servers.ray_start(
         NODE2,
         node2_argv(),
@@ -208,23 +216,24 @@ def start_pp(args: argparse.Namespace) -> None:
         fast_path=True,
         ports={k: node2[k] for k in (*NODE2_PROXY_PORTS, "RAY_SERVE_HAPROXY_STATS_PORT")},
     )
-    for mode in PROBE_MODES:
-        probe(mode, nccl)
+    for mode in () if network else PROBE_MODES:
+        probe(mode, node_nccl(rendered["worker"]))
     driver = ("--pp", str(PP), "--max-context", str(TINY_CONTEXT), "--engine-extra", json.dumps(EAGER))
     argv = servers.driver_argv(
-        NAME, RAY_PORTS[NAME], SERVERS[NAME][0], 1, *driver, config="serve_config_pp.json"
+        name, RAY_PORTS[name], SERVERS[name][0], 1, *driver, config="serve_config_pp.json"
     )
-    servers.spawn(NAME, argv, environ)  # ready counts from the driver's start, after the probes
+    servers.spawn(name, argv, environ)  # ready counts from the driver's start, after the probes
     record(
         "start_pp",
-        servers=[NAME],
+        servers=[name],
         blueprint="llama31-405b-vllm-gpu",
         tensor_parallel=1,
         pipeline_parallel=PP,
         max_context=TINY_CONTEXT,
         engine_extra=EAGER,
-        gpus={NAME: HEAD_GPU, NODE2: NODE2_GPU},
+        gpus={name: HEAD_GPU, NODE2: NODE2_GPU},
         fast_path=True,
+        nccl_env=nccl,
     )
     export()
 
@@ -234,10 +243,10 @@ def start_pp(args: argparse.Namespace) -> None:
 TRANSPORT_MARKS = (" via ", "Using network", "NET/Socket : Using")
 
 
-def transport_lines() -> None:
+def transport_lines(name: str) -> None:
     """NCCL's transport lines from every log of the cluster's session (both raylets write into the
     head's temp folder), by log file: the stage workers' send and receive between the two nodes."""
-    temp = f"/tmp/r{RAY_SLOT[NAME]}/session_latest/logs"
+    temp = f"/tmp/r{RAY_SLOT[name]}/session_latest/logs"
     found: dict[str, list[str]] = {}
     for path in sorted(glob.glob(f"{temp}/**/*", recursive=True)):
         if not os.path.isfile(path):
@@ -250,23 +259,24 @@ def transport_lines() -> None:
             ]
         if lines:
             found[os.path.basename(path)] = list(dict.fromkeys(lines))[:40]
-    record("pp_nccl", name=NAME, files=found)
+    record("pp_nccl", name=name, files=found)
 
 
-def bench_pp(args: argparse.Namespace) -> None:
+def bench_pp(args: argparse.Namespace, network: bool = False) -> None:
     """Once the app is ready (waited for up to ``--limit``): chat, c1 and c16, NCCL's transport lines;
     then everything stopped. A start that never got ready still gets its lines read and is stopped."""
-    if not (RES / f"{NAME}.ready").exists():
-        servers.wait(argparse.Namespace(names=NAME, limit=args.limit))
-    if (RES / f"{NAME}.ready").exists():
-        port = SERVERS[NAME][0]
-        chat_check(NAME, port)
+    name = NAME_NET if network else NAME
+    if not (RES / f"{name}.ready").exists():
+        servers.wait(argparse.Namespace(names=name, limit=args.limit))
+    if (RES / f"{name}.ready").exists():
+        port = SERVERS[name][0]
+        chat_check(name, port)
         for c, n in PP_LEVELS:
-            llmctl_bench(f"{NAME}-c{c}", port, c, n)
+            llmctl_bench(f"{name}-c{c}", port, c, n)
             export()
-    transport_lines()
-    phases([NAME])
-    fast_lines(NAME)
+    transport_lines(name)
+    phases([name])
+    fast_lines(name)
     export()
     plan.stop_all(args)
     export()

@@ -200,6 +200,33 @@ def test_start_pp_starts_two_raylets_then_the_probe_twice_then_the_driver(
     assert variables["worker"]["NCCL_DEBUG"] == "INFO"
 
 
+def test_start_pp_net_starts_the_app_again_with_nccls_network_path_and_no_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``start-pp-net`` (device.py's step): both raylets with NCCL's P2P and SHM off, so that the stages
+    talk over Socket; the fabric was probed by ``start-pp`` already; the app as ``rayppn``."""
+    device, _ = carried(tmp_path, monkeypatch)
+    pp = device.pp
+    raylets: list[dict[str, str]] = []
+    spawned: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(pp.servers, "ray_start", lambda name, argv, env, **_: raylets.append(env) or 0)
+    monkeypatch.setattr(pp.subprocess, "Popen", lambda *a, **k: pytest.fail("no probe"))
+    monkeypatch.setattr(pp.servers, "spawn", lambda name, argv, env, **kw: spawned.append((name, argv)))
+    monkeypatch.setattr(sys, "argv", ["device.py", "start-pp-net", "--gpus", "2"])
+    device.main()
+    assert len(raylets) == 2
+    for environ in raylets:
+        assert environ["NCCL_P2P_DISABLE"] == environ["NCCL_SHM_DISABLE"] == "1"
+        assert environ["FI_PROVIDER"] == "efa"
+    ((name, argv),) = spawned
+    assert name == "rayppn" and argv[argv.index("--ready") + 1].endswith("rayppn.ready")
+    assert argv[argv.index("--pp") + 1] == "2"
+    records = [json.loads(line) for line in device.base.RESULTS.read_text().splitlines()]
+    (start,) = [r for r in records if r["kind"] == "start_pp"]
+    assert start["servers"] == ["rayppn"] and start["nccl_env"]["NCCL_SHM_DISABLE"] == "1"
+    assert not [r for r in records if r["kind"] in ("pp_probe", "step_failed")]
+
+
 def test_the_probe_runs_as_the_preflight_job_runs_it() -> None:
     """The sizes, iterations and expected bandwidth the preflight Job gives a p5.48xlarge replica."""
     from llmctl.blueprints.hardware import load_hardware
@@ -247,7 +274,7 @@ def test_the_two_ray_nodes_take_ports_no_other_server_takes(
     # the 405B's ports as rendered are the 70B's, which ports_of moves by each other cluster's slot
     assert {k: variables["head"][k] for k in RENDERED} == RENDERED
     for name in base.SERVERS:
-        if name != "raypp":
+        if name not in ("raypp", "rayppn"):  # rayppn: raypp again, never beside it
             assert not (head | node2) & ports_of(base, name, fast=True), name
     assert not set(pp.PROBE_PORTS.values()) & (head | node2)
 
@@ -304,7 +331,7 @@ def test_the_transport_lines_are_read_from_both_nodes_logs(
     )
     (logs / "raylet.out").write_text("nothing of NCCL\n")
     monkeypatch.setattr(pp.glob, "glob", lambda pattern, recursive: [str(p) for p in sorted(logs.iterdir())])
-    pp.transport_lines()
+    pp.transport_lines("raypp")
     (found,) = [json.loads(line) for line in device.base.RESULTS.read_text().splitlines()]
     assert found["kind"] == "pp_nccl" and sorted(found["files"]) == [
         "worker-aa-01000-123.out",
@@ -380,6 +407,31 @@ def test_collect_makes_the_pipeline_parallel_row(tmp_path: Path) -> None:
     assert row["nccl_transport"]["summary"]["channels"] == {"P2P": 1}
     differs = " ".join(row["differs_from_eks"])
     assert "No EFA" in differs and "One host" in differs and "tiny" in differs
+
+
+def test_the_network_start_is_its_own_row_beside_the_first(tmp_path: Path) -> None:
+    """A run with ``start-pp`` then ``start-pp-net``: the second start's figures under
+    ``engine_over_network``, its transport Socket (tcp), the first's as before."""
+    collect = load("collect")
+    records = synthetic_run()
+    records += [
+        {"kind": "start_pp", "t": 20, "servers": ["rayppn"], "blueprint": PP_BLUEPRINT, "tensor_parallel": 1,
+         "pipeline_parallel": 2, "max_context": 4096, "engine_extra": {"enforce_eager": True},
+         "gpus": {"rayppn": "0", "raypp-node2": "1"}, "fast_path": True,
+         "nccl_env": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}},
+        {"kind": "ready", "t": 21, "name": "rayppn", "seconds": 150.0},
+        {**next(r for r in records if r["kind"] == "llmctl_bench" and r["label"] == "raypp-c1"), "label": "rayppn-c1"},
+        {"kind": "pp_nccl", "t": 22, "name": "rayppn", "files": {"worker-2.out": [
+            "vm:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0"]}},
+    ]  # fmt: skip
+    row = collect.collect(records)["pipeline_parallel"]
+    assert row["server"] == "raypp" and row["ready_s"] == 200.0 and sorted(row["bench"]) == ["c1", "c16"]
+    assert row["nccl_transport"]["summary"]["kind"] == "intra-node"
+    network = row["engine_over_network"]
+    assert network["server"] == "rayppn" and network["ready_s"] == 150.0 and network["started_at"] == 20
+    assert network["nccl_env"]["NCCL_P2P_DISABLE"] == "1" and list(network["bench"]) == ["c1"]
+    assert network["nccl_transport"]["summary"]["kind"] == "tcp" and network["failed"] == 0
+    assert network["placement"] is None  # no ray_view of its own recorded
 
 
 def test_a_run_without_start_pp_has_no_row_and_a_run_that_never_got_ready_says_so() -> None:
