@@ -460,8 +460,8 @@ ray.shutdown()
 
 def ours(marker: str) -> list[int]:
     """The processes whose command line names ``marker`` (this test's temp folder): Ray's daemons."""
-    listed = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
-    return [int(line.split()[0]) for line in listed.splitlines()[1:] if marker in line]
+    listed = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=False)
+    return [int(line.split()[0]) for line in listed.stdout.splitlines()[1:] if marker in line]
 
 
 @pytest.mark.slow
@@ -521,10 +521,16 @@ def test_the_two_raylets_start_as_start_pp_starts_them_and_a_pack_group_spans_th
                 os.killpg(process.pid, signal.SIGTERM)
         for process in processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=30)
-        for pid in ours(temp):  # anything of ours left behind, by its id
+                process.wait(timeout=10)
+        for process in processes:  # `ray start --block` takes longer than that to end on SIGTERM
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+        for pid in ours(temp):  # anything of ours left behind (in a session of its own), by its id
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        for process in processes:  # reaped, so that nothing of this test outlives it
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
         shutil.rmtree(temp, ignore_errors=True)
     assert seen["session"].startswith(temp) and len(raylets) == 2, (
         raylets
