@@ -134,8 +134,8 @@ RAY_SLOT = {
     "rayrd": 6,
     "rayrp": 7,
     "ray4fe": 8,
-    # raypp's head; its second raylet's ports go by slot 11 (device_pp.NODE2_SLOT: slot 10's direct
-    # ingress range, 31000-31008 for the 405B's render, would meet plain vLLM's VLLM_PORT 31000)
+    # raypp's head; its second raylet's ports go by slot 11 (device_pp.NODE2_SLOT), and both nodes'
+    # direct ingress range is its own (device_pp.INGRESS_FROM)
     "raypp": 9,
     "rayppn": 9,
 }

@@ -67,8 +67,8 @@ NAME_NET = "rayppn"  # the same over NCCL's network path (device_base gives it r
 NODE2 = "raypp-node2"  # the second raylet (no server of its own: Serve's endpoint is the head's)
 HEAD_GPU, NODE2_GPU = "0", "1"
 PP = 2
-# the second raylet's ports: its own slot (device_base RAY_SLOT gives the head 9); slot 10's direct
-# ingress range would meet plain vLLM's VLLM_PORT 31000
+# the second raylet's ports (agent, metrics export, workers, HAProxy's): a slot no cluster of
+# device_base RAY_SLOT has (the head's is 9); tests/bench/test_gpu_pp.py checks them against every server
 NODE2_SLOT = 11
 # Ray 2.58.0 ray/serve/_private/constants.py: a worker node's Serve proxy binds these instead of the
 # HTTP and gRPC ports (the head is exempt, proxy.py apply_per_node_port_overrides): two proxies of one
