@@ -216,6 +216,7 @@ def start_pp(args: argparse.Namespace, network: bool = False) -> None:
         fast_path=True,
         ports={k: node2[k] for k in (*NODE2_PROXY_PORTS, "RAY_SERVE_HAPROXY_STATS_PORT")},
     )
+    export()  # the two raylets' starts, before the probes take their minute or two
     for mode in () if network else PROBE_MODES:
         probe(mode, node_nccl(rendered["worker"]))
     driver = ("--pp", str(PP), "--max-context", str(TINY_CONTEXT), "--engine-extra", json.dumps(EAGER))
