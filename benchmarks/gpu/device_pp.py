@@ -240,7 +240,8 @@ def start_pp(args: argparse.Namespace, network: bool = False) -> None:
 
 
 # NCCL's lines that say how two ranks were connected (NVIDIA/nccl src/transport/p2p.cc "via P2P/...",
-# shm.cc "via SHM/...", net.cc "via NET/<network>/...") and which network it loaded ("Using network")
+# shm.cc "via SHM/...", net.cc "via NET/<network>/...") and which network it loaded ("Using network");
+# p2p.cc logs its line as INFO(NCCL_INIT|NCCL_P2P, ...), so the rendered NCCL_DEBUG_SUBSYS=INIT,NET keeps it
 TRANSPORT_MARKS = (" via ", "Using network", "NET/Socket : Using")
 
 
