@@ -26,6 +26,14 @@ temp folder (``ray/_private/node.py`` ``_init_temp`` takes the head's ``temp_dir
 its own socket names, as ``ray/cluster_utils.py`` ``Cluster.add_node`` starts several raylets on one
 host (without a second log monitor: ``--include-log-monitor=false``); ``--port``,
 ``--include-dashboard`` and ``--redis-shard-ports`` are for a head only (``ray/scripts/scripts.py``).
+
+The engine: Ray Serve LLM asks for tp x pp one-GPU bundles (``vllm_models.py`` ``num_devices``) under
+the rendered PACK strategy, which two nodes of one GPU each can only meet on both; vLLM 0.26.0's Ray
+executor is ``RayExecutorV2`` by default (``VLLM_USE_RAY_V2_EXECUTOR_BACKEND`` "1", ``vllm/envs.py``;
+``vllm/v1/executor/abstract.py``), which gives rank r the r-th GPU bundle, the driver's node first
+(``ray_utils.py`` ``get_bundles_sorted_by_node``), and whose stages send and receive through vLLM's
+own pipeline group (NCCL), not Ray's compiled graph (that one's NCCL channel would need cupy, which is
+not carried).
 """
 
 from __future__ import annotations
