@@ -116,7 +116,8 @@ def placement(view: dict[str, Any] | None) -> dict[str, Any] | None:
     ]
     if not groups:
         return {"placement_group": None, "nodes": view.get("nodes"), "spans_nodes": 0}
-    group = groups[-1]
+    created = [group for group in groups if group.get("state") == "CREATED"]  # a replica restarted: its own
+    group = (created or groups)[-1]
     on = group.get("bundles_to_node_id") or {}
     return {
         "strategy": group.get("strategy"),

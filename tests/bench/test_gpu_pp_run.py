@@ -77,6 +77,10 @@ def test_collect_makes_the_pipeline_parallel_row(tmp_path: Path) -> None:
     row = run["measured"]["pipeline_parallel"]
     assert row["placement"]["spans_nodes"] == 2 and row["placement"]["strategy"] == "PACK"
     assert row["placement"]["bundles_to_node_id"] == {"0": "node-a", "1": "node-b"}
+    removed = {"bundles": {"0": {"GPU": 1.0}}, "state": "REMOVED", "bundles_to_node_id": {"0": "node-a"}}
+    view = next(r for r in synthetic_run() if r["kind"] == "ray_view")
+    view["placement_groups"].append(removed)  # a group of a replica that was replaced, listed after
+    assert load("collect_pp").placement(view)["spans_nodes"] == 2
     assert row["layout"]["pipeline_parallel"] == 2 and row["ready_s"] == 200.0 and row["started_at"] == 4
     probes = row["fabric_probe"]
     assert probes["network"]["transport"] == "tcp" and probes["network"]["busbw_gbs"] == 3.83
