@@ -22,6 +22,7 @@ from typing import Any
 # loads it from its path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import collect_pp
 import collect_route
 
 REPO = Path(__file__).resolve().parents[2]
@@ -153,6 +154,8 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
         out["serving_path_fast_tensor_parallel"] = fast_tp
     if routing := collect_route.request_routing(records, clients, llmctl_row):
         out["request_routing"] = routing
+    if pipeline := collect_pp.pipeline_parallel(records, clients, llmctl_row):  # two Ray nodes, one host
+        out["pipeline_parallel"] = pipeline
     return out
 
 

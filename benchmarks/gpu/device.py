@@ -25,6 +25,9 @@ Phases (one engine per GPU; ``--gpus`` adapts the assignment to two GPUs):
 - ``start-tp4`` / ``bench-c``: tensor_parallel 4 (our Ray Serve app and plain vLLM on all four GPUs).
 - ``start-pair`` / ``start-route`` / ``start-fast4`` / ``start-plain4`` / ``bench-route`` / ``stop-all``:
   the fast-path plan on four GPUs (tp 2 pair, routing, tp 4; device_plan.py), eager with ``--eager``.
+- ``start-pp`` / ``bench-pp``: the multi-node 405B blueprint's app at pipeline_parallel 2 over two Ray
+  nodes of one GPU each on this host, the fabric probe across them first (device_pp.py);
+  ``start-pp-net`` / ``bench-pp-net``: the same with NCCL's P2P and SHM off (its network path).
 - ``triton-gauge``: Triton's pod processes (start.py, queue_metrics.py's port 8003, the backend's stub
   running vLLM 0.22.1) under a burst, port 8003 read as KEDA reads it (benchmarks/gpu/triton_gauge.py).
 """
@@ -44,6 +47,7 @@ import device_base as base
 import device_bench as bench
 import device_install as install
 import device_plan as plan
+import device_pp as pp
 import device_servers as servers
 
 
@@ -93,6 +97,10 @@ def main() -> None:
         "start-plain4": plan.start_plain4,
         "stop-all": plan.stop_all,
         "bench-route": plan.bench_route,
+        "start-pp": pp.start_pp,
+        "bench-pp": pp.bench_pp,
+        "start-pp-net": lambda a: pp.start_pp(a, network=True),
+        "bench-pp-net": lambda a: pp.bench_pp(a, network=True),
     }
     for step in args.steps:
         try:

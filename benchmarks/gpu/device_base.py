@@ -67,6 +67,8 @@ VLLM_PORTS = {
     # group binds it later), so their engines get the ports the system hands out, as in the pods
     "ray4fe": 57000,
     "vllm4fe": 57500,
+    "raypp": 58000,  # pipeline_parallel 2 over two Ray nodes (device_pp.py): one engine, two ranks
+    "rayppn": 58000,  # raypp again with NCCL on its network path (its cluster stopped first)
 }
 
 SERVERS = {
@@ -101,6 +103,10 @@ SERVERS = {
     # tp 4: our app on the fast path, then plain vLLM, one after the other
     "ray4fe": (8015, "0,1,2,3"),
     "vllm4fe": (8016, "0,1,2,3"),
+    # the 405B blueprint's app at pipeline_parallel 2 over two Ray nodes of one GPU each on one host
+    # (device_pp.py): the head on GPU 0, the second raylet on GPU 1
+    "raypp": (8017, "0,1"),
+    "rayppn": (8017, "0,1"),  # the same with NCCL's P2P and SHM off: its stages talk over Socket (TCP)
 }
 RAY_PORTS = {
     "ray1": 6381,
@@ -113,6 +119,8 @@ RAY_PORTS = {
     "rayrd": 6388,
     "rayrp": 6389,
     "ray4fe": 6390,
+    "raypp": 6391,
+    "rayppn": 6391,
 }
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
 RAY_SLOT = {
@@ -126,6 +134,10 @@ RAY_SLOT = {
     "rayrd": 6,
     "rayrp": 7,
     "ray4fe": 8,
+    # raypp's head; its second raylet's ports go by slot 11 (device_pp.NODE2_SLOT), and both nodes'
+    # direct ingress range is its own (device_pp.INGRESS_FROM)
+    "raypp": 9,
+    "rayppn": 9,
 }
 
 

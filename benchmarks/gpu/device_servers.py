@@ -103,8 +103,26 @@ def ray_vllm(
 ) -> None:
     """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py);
     ``router``: the blueprint's request router, whose render's fast-path variables Ray starts with."""
-    port, default_gpus = SERVERS[name]
-    gpus = gpus or default_gpus
+    environ, began = ray_head(name, gpus_total, gpus=gpus, cache=cache, router=router)
+    spawn(
+        name, driver_argv(name, RAY_PORTS[name], SERVERS[name][0], tp, *driver), environ, started=began
+    )  # ready counts from `ray start`
+
+
+def ray_head(
+    name: str,
+    gpus_total: int,
+    gpus: str | None = None,
+    cache: str | None = None,
+    router: str | None = None,
+    rendered: dict[str, str] | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[dict[str, str], float]:
+    """``ray start --head`` for the cluster ``name`` (its GCS port, slot, GPUs and caches); the
+    environment it started with (the driver's) and when. ``rendered``: a render's head-container
+    variables, given whatever ``--fast-path`` says (the pipeline-parallel run's); ``extra_env``: variables
+    set over all of those, for Ray's daemons and so every worker (a worker pod's NCCL settings)."""
+    gpus = gpus or SERVERS[name][1]
     gcs = RAY_PORTS[name]
     offset = RAY_SLOT[name]
     extra = cache_env(cache or name)
@@ -120,16 +138,24 @@ def ray_vllm(
     argv += [f"--min-worker-port={low}", f"--max-worker-port={high}"]
     environ = env(gpus, **extra)
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
-    if FAST_PATH:  # the rendered pods' fast-path variables (prepare.py fast_path_env), for Ray and the driver
+    if rendered is None and FAST_PATH:  # the rendered pods' fast-path variables (prepare.py fast_path_env)
         # a cluster of the prefix-aware router starts with that render's variables (prepare.router_env)
         routed = CARRY / f"fast_path_env_{router}.json"
         rendered = json.loads(
             (routed if router and routed.exists() else CARRY / "fast_path_env.json").read_text()
         )
+    if rendered is not None:  # for Ray and the driver
         environ.update(rendered)
         environ.update(fast_ports(offset, rendered))  # HAProxy's and the replicas' ports, one set per cluster
-    files = open_files(environ.get(OPEN_FILES_ENV))
+    environ.update(extra_env or {})
     began = time.time()
+    ray_start(name, argv, environ, fast_path=rendered is not None, vllm_port=extra.get("VLLM_PORT"))
+    return environ, began
+
+
+def ray_start(name: str, argv: list[str], environ: dict[str, str], **fields: object) -> int:
+    """One ``ray start`` (``argv`` from its first argument on), recorded; its return code."""
+    files = open_files(environ.get(OPEN_FILES_ENV))
     # in a session of its own: Ray's daemons (GCS, raylet) must outlive this call's process group,
     # which the device kills when the call ends (a head started without it died on 2026-11-28)
     started = subprocess.run(
@@ -145,13 +171,10 @@ def ray_vllm(
         name=name,
         rc=started.returncode,
         tail=(started.stdout + started.stderr)[-600:],
-        fast_path=FAST_PATH,
         open_files={k: v for k, v in files.items() if k != "raise"},
-        vllm_port=extra.get("VLLM_PORT"),
+        **fields,
     )
-    spawn(
-        name, driver_argv(name, gcs, port, tp, *driver), environ, started=began
-    )  # ready counts from `ray start`
+    return started.returncode
 
 
 OPEN_FILES_ENV = "RAY_START_ULIMIT_OPEN_FILES"  # infra/workload/builders/fast_path.py OPEN_FILES_ENV
@@ -177,11 +200,13 @@ def open_files(rendered: str | None) -> dict[str, Any]:
     return {"rendered": wanted, "soft": soft, "hard": hard, "set": max(soft, target), "raise": raise_limit}
 
 
-def driver_argv(name: str, gcs: int, port: int, tp: int, *extra: str) -> list[str]:
-    """ray_driver.py deploying the rendered app on the Ray cluster at ``gcs`` (its ready and bundle
-    files named after ``name``)."""
+def driver_argv(
+    name: str, gcs: int, port: int, tp: int, *extra: str, config: str = "serve_config.json"
+) -> list[str]:
+    """ray_driver.py deploying the rendered app (``config``, carried) on the Ray cluster at ``gcs`` (its
+    ready and bundle files named after ``name``)."""
     argv = [sys.executable, str(HERE / "ray_driver.py"), "--address", f"127.0.0.1:{gcs}", "--port", str(port)]
-    argv += ["--tp", str(tp), "--config", str(CARRY / "serve_config.json"), "--model", str(MODEL)]
+    argv += ["--tp", str(tp), "--config", str(CARRY / config), "--model", str(MODEL)]
     argv += ["--ready", str(RES / f"{name}.ready"), "--bundles", str(RES / f"{name}.bundles.json")]
     return [*argv, "--util", str(UTIL), *extra]
 

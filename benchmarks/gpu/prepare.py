@@ -3,7 +3,9 @@
 1. The wheels of benchmarks/gpu/carry-vllm-0.26.0.txt and carry-vllm-0.22.1.txt, downloaded for the
    device's Python 3.12 on x86_64 Linux (``pip download --only-binary``), and this llmctl as a wheel.
 2. The 70B blueprint's rendered ``serveConfigV2`` (``llmctl render``), which the device's driver
-   deploys with only the device's changes (benchmarks/gpu/ray_driver.py).
+   deploys with only the device's changes (benchmarks/gpu/ray_driver.py), and the multi-node 405B
+   blueprint's (``serve_config_pp.json``, with its head and worker containers' Ray Serve and NCCL
+   variables in ``pp_env.json``) for the pipeline-parallel run over two Ray nodes (device_pp.py).
 3. One tar of all wheels split into parts of 55 MiB (one ``run`` call carries at most 64 MiB with the
    checkout) under build/gpu/parts/, their sha256 in ``.gpu/sums.txt``.
 
@@ -136,6 +138,37 @@ def serve_config(carry: Path) -> None:
     )
     (carry / "fast_path_env.json").write_text(json.dumps(fast_path_env(service), indent=1))
     router_env(carry)
+    pipeline_config(carry)
+
+
+PP_BLUEPRINT = "llama31-405b-vllm-gpu"  # pipeline_parallel 2 x tensor_parallel 8 over two p5.48xlarge
+
+
+def pipeline_config(carry: Path) -> None:
+    """The multi-node blueprint's ``serveConfigV2`` (``serve_config_pp.json``) and its containers'
+    variables (``pp_env.json``): ``head``, the head container's as for the 70B (its fast path: the 405B
+    renders it too), and ``worker``, a worker pod's Ray Serve, NCCL and libfabric ones
+    (infra/workload/builders/efa.py ``nccl_env``), which device_pp.py gives the raylets that hold the
+    stages, as the worker pods carry them."""
+    service = rendered_service(PP_BLUEPRINT, BUILD / "render-405b")
+    (carry / "serve_config_pp.json").write_text(
+        json.dumps(yaml.safe_load(service["spec"]["serveConfigV2"]), indent=1)
+    )
+    (carry / "pp_env.json").write_text(json.dumps(pipeline_env(service), indent=1))
+
+
+def pipeline_env(service: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The head container's fast-path variables and the worker container's Ray Serve, NCCL and
+    libfabric ones (values only: a secret's reference is not a value and never travels)."""
+    cluster = service["spec"]["rayClusterConfig"]
+    (group,) = cluster["workerGroupSpecs"]
+    container = group["template"]["spec"]["containers"][0]
+    worker = {
+        e["name"]: e["value"]
+        for e in container.get("env", [])
+        if "value" in e and e["name"].startswith(("RAY_SERVE_", "RAY_START_", "NCCL_", "FI_"))
+    }
+    return {"head": fast_path_env(service), "worker": worker}
 
 
 def fast_path_env(service: dict[str, object]) -> dict[str, str]:

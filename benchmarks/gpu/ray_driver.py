@@ -3,7 +3,9 @@ Ray cluster started on the device, and record Ray's view of the replica's placem
 
 The import path and the args are the rendered ones (``llmctl render -b llama2-70b-vllm-gpu``, made by
 ``make gpu-prepare``); only what the device forces changes, and the results say so: the model (the
-tiny random Llama), ``tensor_parallel``, ``num_replicas`` (``--replicas``, default 1) and, when
+tiny random Llama), ``tensor_parallel``, ``pipeline_parallel`` (``--pp``; as rendered unless given, and
+recorded either way), the context (``--max-context``: the tiny model's positions, for a blueprint whose
+context is longer), ``num_replicas`` (``--replicas``, default 1) and, when
 ``--router`` names one, the blueprint's ``serving.request_router`` (the app turns it into Ray's
 router as in the cluster: serving/serve_llm/routing.py). (The app sets no Ray ``accelerator_type``
 since issue 42, so the blueprint's A100 instance type needs no renaming on an H100 or H200.)
@@ -35,6 +37,12 @@ def main() -> None:
         parser.add_argument(flag, required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tp", type=int, required=True)
+    parser.add_argument(
+        "--pp", type=int, default=None, help="compute.pipeline_parallel (default: as rendered)"
+    )
+    parser.add_argument(
+        "--max-context", type=int, default=None, help="model.max_context (default: as rendered)"
+    )
     parser.add_argument(
         "--util", type=float, required=True, help="gpu_memory_utilization (the GPUs are shared)"
     )
@@ -81,6 +89,15 @@ def device_args(app: dict[str, Any], args: argparse.Namespace) -> tuple[dict[str
         "args.num_replicas": [app_args.get("num_replicas"), args.replicas],
         "serving.gpu_memory_utilization": [blueprint["serving"]["gpu_memory_utilization"], args.util],
     }
+    # kept or forced, recorded either way: the stages a replica spans (serving/ray_vllm/app.py turns it
+    # into vLLM's pipeline_parallel_size and a PACK placement group)
+    rendered_pp = blueprint["compute"].get("pipeline_parallel", 1)
+    pp = rendered_pp if getattr(args, "pp", None) is None else args.pp
+    changes["compute.pipeline_parallel"] = [rendered_pp, pp]
+    blueprint["compute"]["pipeline_parallel"] = pp
+    if getattr(args, "max_context", None) is not None:  # vLLM refuses a max_model_len past the model's
+        changes["model.max_context"] = [blueprint["model"]["max_context"], args.max_context]
+        blueprint["model"]["max_context"] = args.max_context
     blueprint["serving"]["gpu_memory_utilization"] = args.util
     blueprint["compute"]["tensor_parallel"] = args.tp
     app_args.update(model_source=args.model, served_model_name="tiny", num_replicas=args.replicas)
@@ -129,9 +146,12 @@ def deploy(args: argparse.Namespace) -> None:
                         "bundles": table.get("bundles"),
                         "strategy": table.get("strategy"),
                         "state": table.get("state"),
+                        # which Ray node holds each bundle (vLLM's executor orders its ranks by it)
+                        "bundles_to_node_id": table.get("bundles_to_node_id"),
                     }
                     for table in placement_group_table().values()
                 ],
+                "nodes": nodes(ray.nodes()),
                 "cluster_resources": ray.cluster_resources(),
                 "available_resources": ray.available_resources(),
             },
@@ -141,6 +161,20 @@ def deploy(args: argparse.Namespace) -> None:
     Path(args.ready).write_text(str(time.time()))  # after the bundles: the waiter reads both
     while True:  # the driver stays: the cluster is torn down by `ray stop`
         time.sleep(60)
+
+
+def nodes(listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ray's nodes as ``ray.nodes()`` lists them: id, address, head or not, GPUs, alive."""
+    return [
+        {
+            "node_id": node.get("NodeID"),
+            "address": node.get("NodeManagerAddress"),
+            "head": "node:__internal_head__" in node.get("Resources", {}),
+            "gpus": node.get("Resources", {}).get("GPU"),
+            "alive": node.get("Alive"),
+        }
+        for node in listed
+    ]
 
 
 if __name__ == "__main__":
