@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from llmctl.blueprints import fast_path, request_router
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.inter_node import inter_node
 from llmctl.blueprints.pricing import blueprint_cost, node_plan
 from llmctl.blueprints.rules import engine_of, is_gated
 from llmctl.blueprints.schema import Blueprint
@@ -49,6 +50,7 @@ def describe(ref: str) -> dict[str, Any]:
     bp = load_blueprint(ref, catalog)
     plan = node_plan(bp, catalog)
     cost = blueprint_cost(bp, catalog)
+    network = inter_node(bp)
     return {
         "blueprint": bp.model_dump(mode="json"),
         "derived": {
@@ -56,6 +58,7 @@ def describe(ref: str) -> dict[str, Any]:
             "gated_model": is_gated(bp),
             "replicas_per_node": plan.replicas_per_node,
             **({"nodes_per_replica": plan.nodes_per_replica} if plan.nodes_per_replica > 1 else {}),
+            **({"inter_node_transport": network.line()} if network else {}),
             "nodes": plan.nodes,
             "nodes_max": plan.nodes_max,
             "serving_hourly_usd": round(cost.serving_hourly_usd, 4),

@@ -233,6 +233,12 @@ class ImageSpec(_Strict):
         description="The built llmctl serving image (registry/repo@sha256:...); None until "
         "`llmctl images build --push` records it.",
     )
+    efa: bool | None = Field(
+        None,
+        description="Whether the image carries libfabric and NCCL's aws-ofi-nccl plugin (EFA between the "
+        "nodes of a replica). Unset: what versions.yaml records for a pinned base, else true (the fabric "
+        "preflight then stops `up` on TCP); false: TCP between the nodes is expected and reported, not fatal.",
+    )
 
     @field_validator("base", "serving_image")
     @classmethod

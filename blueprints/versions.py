@@ -40,6 +40,12 @@ class Image(_Entry):
     cuda: str | None = Field(None, description="CUDA inside.")
     vllm: str | None = Field(None, description="vLLM inside.")
     ray: str | None = Field(None, description="Ray inside.")
+    efa: bool | None = Field(
+        None,
+        description="Whether the image carries the EFA userspace (libfabric) and NCCL's aws-ofi-nccl plugin, "
+        "so NCCL can use EFA between the nodes of a replica (false: NCCL runs over TCP there, NET/Socket); "
+        "unset: not recorded, for images that never serve across nodes. Its source goes in `source` or `note`.",
+    )
     user: str | None = Field(
         None,
         pattern=r"^[1-9][0-9]*(:[0-9]+)?$",
@@ -121,6 +127,16 @@ class Versions(_Entry):
 def versions() -> Versions:
     """The pinned versions shipped with this llmctl."""
     return Versions.model_validate(load_yaml("data", "versions.yaml"))
+
+
+def image_efa(image: str) -> bool | None:
+    """Whether a pinned image (by tag, or by tag@digest) carries libfabric and aws-ofi-nccl, as
+    versions.yaml records it; None for an image it does not record or records no answer for."""
+    name = image.split("@", 1)[0]
+    found = (
+        entry.efa for entry in versions().images.values() if entry.image == name and entry.efa is not None
+    )
+    return next(found, None)
 
 
 def by_digest(image: str) -> str:

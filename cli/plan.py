@@ -128,6 +128,8 @@ def _print(result: object) -> None:
                     f"{row['nodes_per_replica']} nodes per replica at ${row['replica_hourly_usd']:,.2f}/h a replica",
                     markup=False,
                 )
+                if row.get("inter_node_transport"):
+                    output.console.print(f"  {row['blueprint']}: {row['inter_node_transport']}", markup=False)
             if row.get("at_zero"):  # a blueprint that scales to zero: the saving and the cold start
                 from llmctl.infra.lifecycle.cold_start import render_at_zero  # off the start-up path
 

@@ -23,6 +23,9 @@ tests/lifecycle/data/fabric/, are in docs/fabric.md:
   share (recorded on g4dn.8xlarge: TCP 2.00 GB/s, EFA without GPUDirect 2.83 GB/s, of 6.25), so the
   transport line decides there; NCCL's Socket network between two H200 GPUs gave the probe 3.83 GB/s
   (recorded on the device machine), 1 % of a p5.48xlarge's 400. `up` stops here.
+- ``tcp-expected``: NCCL used TCP and the image carries no aws-ofi-nccl (`blueprints.inter_node`,
+  `FabricSpec.efa_expected` false), so TCP is all it can do: `up` prints the figure with what the image
+  lacks and how to get EFA, and goes on. Wrong elements or a failed Job still stop it.
 
 `check_preflight` is the hook `up` calls with node 0's log once the workload update has run the Job
 (it failed the update when the probe judged a fallback, before the model's objects were applied):
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmctl.blueprints.inter_node import EFA_FIX
 from llmctl.errors import FabricError
 from llmctl.infra.lifecycle.kube import kubectl_json, kubectl_text
 from llmctl.infra.workload.builders.preflight import PREFLIGHT_JOB, FabricSpec
@@ -90,6 +94,8 @@ class FabricVerdict:
     instance_type: str
     nodes: int
     ranks: int | None
+    efa_expected: bool = True  # False: the image carries no aws-ofi-nccl (TCP is tcp-expected)
+    image: str | None = None  # the image the preflight ran (the tcp-expected line names it)
 
     @property
     def share(self) -> float:
@@ -100,6 +106,13 @@ class FabricVerdict:
         """The figure `up` prints: measured, expected, transport, verdict."""
         ranks = f", {self.ranks} ranks" if self.ranks else ""
         seen = self.network or "no network line"
+        if self.verdict == "tcp-expected":
+            return (
+                f"fabric preflight: all-reduce bus bandwidth {self.busbw:.2f} GB/s at {_size(self.size)} across "
+                f"{self.nodes} x {self.instance_type}{ranks} over TCP ({seen}), as expected: the image "
+                f"{self.image or '(unnamed)'} carries no aws-ofi-nccl, so NCCL cannot use the nodes' EFA "
+                f"({self.share:.0%} of its {self.expected_gbs:g} GB/s); {EFA_FIX}: {self.verdict}"
+            )
         return (
             f"fabric preflight: all-reduce bus bandwidth {self.busbw:.2f} GB/s at {_size(self.size)} across "
             f"{self.nodes} x {self.instance_type}{ranks}; {self.share:.0%} of the {self.expected_gbs:g} GB/s "
@@ -108,7 +121,7 @@ class FabricVerdict:
 
     def hint(self) -> str | None:
         """What to check, for a verdict other than ok."""
-        if self.verdict == "ok":
+        if self.verdict in ("ok", "tcp-expected"):  # tcp-expected: its line says it all
             return None
         if self.transport == "tcp":
             return CHECK_TCP
@@ -130,6 +143,7 @@ class FabricVerdict:
             "instance_type": self.instance_type,
             "nodes": self.nodes,
             "ranks": self.ranks,
+            "efa_expected": self.efa_expected,
         }
 
 
@@ -140,13 +154,22 @@ def _size(size: int) -> str:
     return f"{size} B"
 
 
-def judge(result: AllReduceResult, *, expected_gbps: float, instance_type: str, nodes: int) -> FabricVerdict:
-    """The verdict on one all-reduce result against a node's network bandwidth (`expected_gbps`)."""
+def judge(
+    result: AllReduceResult,
+    *,
+    expected_gbps: float,
+    instance_type: str,
+    nodes: int,
+    efa_expected: bool = True,
+    image: str | None = None,
+) -> FabricVerdict:
+    """The verdict on one all-reduce result against a node's network bandwidth (`expected_gbps`), for
+    an image that can use EFA or, `efa_expected` false, cannot (`image`, named in the line)."""
     largest = result.largest
     expected = expected_gbps / 8
     kind = str(result.transport.get("kind", "unknown"))
     return FabricVerdict(
-        verdict=verdict_of(largest.busbw, expected, kind),
+        verdict=verdict_of(largest.busbw, expected, kind, efa_expected=efa_expected),
         busbw=largest.busbw,
         size=largest.size,
         expected_gbs=expected,
@@ -155,13 +178,16 @@ def judge(result: AllReduceResult, *, expected_gbps: float, instance_type: str, 
         instance_type=instance_type,
         nodes=nodes,
         ranks=result.ranks,
+        efa_expected=efa_expected,
+        image=image,
     )
 
 
 def check_preflight(logs: str, spec: FabricSpec) -> FabricVerdict:
     """The verdict on the preflight Job's logs (node 0's pod prints the report); raises FabricError when
     the probe printed no result, found wrong elements, or the fabric fell back (or degraded, with
-    `spec.strict`): the same verdict the probe gave its exit code from."""
+    `spec.strict`): the same verdict the probe gave its exit code from (TCP with `spec.efa_expected`
+    false is tcp-expected, returned)."""
     try:
         result = parse(logs)
     except ValueError as exc:
@@ -178,7 +204,12 @@ def check_preflight(logs: str, spec: FabricSpec) -> FabricVerdict:
             "a node's GPUs or network corrupt data: replace the nodes (delete them; Karpenter launches new ones)",
         )
     verdict = judge(
-        result, expected_gbps=spec.expected_gbps, instance_type=spec.instance_type, nodes=spec.nodes
+        result,
+        expected_gbps=spec.expected_gbps,
+        instance_type=spec.instance_type,
+        nodes=spec.nodes,
+        efa_expected=spec.efa_expected,
+        image=spec.image,
     )
     if verdict.verdict == "fallback" or (spec.strict and verdict.verdict == "degraded"):
         raise FabricError(verdict.line(), verdict.hint())

@@ -13,6 +13,7 @@ from typing import Any
 
 from llmctl.blueprints.catalog import catalog_names, load_blueprint
 from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.inter_node import inter_node
 from llmctl.blueprints.pricing import blueprint_cost
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BlueprintError, LlmctlError
@@ -154,6 +155,9 @@ def plan_cost(blueprints: Sequence[Blueprint]) -> dict[str, Any]:
         if report.nodes_per_replica > 1:  # a replica over several nodes is priced whole
             rows[-1]["nodes_per_replica"] = report.nodes_per_replica
             rows[-1]["replica_hourly_usd"] = round(report.node_hourly_usd * report.nodes_per_replica, 4)
+            network = inter_node(bp)
+            if network is not None:  # what NCCL runs over between them: EFA or TCP, by the image
+                rows[-1]["inter_node_transport"] = network.line()
         zero = at_zero(bp, report)
         if zero is not None:  # a blueprint that scales to zero: the saving and the cold start it costs
             rows[-1]["at_zero"] = zero

@@ -64,7 +64,9 @@ FALLBACK_SHARE = 0.1
 #: the probe's exit code when it judged the fabric fallen back (or degraded, with --strict): its Job
 #: fails, so the objects that depend on it (the model's) are not applied
 FAR_BELOW = 3
-Verdict = Literal["ok", "degraded", "fallback"]
+#: tcp-expected: NCCL used TCP and the image carries no aws-ofi-nccl, so TCP is what it can do (measured,
+#: reported, not failed)
+Verdict = Literal["ok", "degraded", "fallback", "tcp-expected"]
 
 
 def bandwidths(size: int, seconds: float, ranks: int) -> tuple[float, float]:
@@ -73,9 +75,12 @@ def bandwidths(size: int, seconds: float, ranks: int) -> tuple[float, float]:
     return algbw, algbw * (2 * (ranks - 1) / ranks)
 
 
-def verdict_of(busbw: float, expected_gbs: float, transport: str) -> Verdict:
+def verdict_of(busbw: float, expected_gbs: float, transport: str, *, efa_expected: bool = True) -> Verdict:
     """ok, degraded or fallback: the bus bandwidth at the largest size (GB/s) against one node's network
-    bandwidth (GB/s), and the transport NCCL reported (TCP is a fallback whatever the figure)."""
+    bandwidth (GB/s), and the transport NCCL reported (TCP is a fallback whatever the figure); with an
+    image that cannot use EFA (`efa_expected` false), TCP is tcp-expected whatever the figure."""
+    if transport == "tcp" and not efa_expected:
+        return "tcp-expected"
     share = busbw / expected_gbs
     if transport == "tcp" or share < FALLBACK_SHARE:
         return "fallback"
@@ -186,6 +191,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--expect-gbps", type=float, default=0, help="one node's network bandwidth (Gbps); 0: no verdict"
     )
     parser.add_argument("--strict", action="store_true", help="a degraded fabric fails too")
+    parser.add_argument(
+        "--tcp-expected",
+        action="store_true",
+        help="the image has no aws-ofi-nccl: a TCP transport is reported (tcp-expected), not failed",
+    )
     parser.add_argument("--work-dir", default="/tmp/llmctl-fabric", help="NCCL's debug files go here")
     parser.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # a worker
     return parser.parse_args(argv)
@@ -331,7 +341,13 @@ def work(args: argparse.Namespace) -> int:
     }
     if args.expect_gbps and rows:
         summary["expected_gbps"] = args.expect_gbps
-        summary["verdict"] = verdict_of(rows[-1]["busbw"], args.expect_gbps / 8, summary["transport"]["kind"])
+        summary["efa_expected"] = not args.tcp_expected
+        summary["verdict"] = verdict_of(
+            rows[-1]["busbw"],
+            args.expect_gbps / 8,
+            summary["transport"]["kind"],
+            efa_expected=not args.tcp_expected,
+        )
     say(SUMMARY_PREFIX + json.dumps(summary, sort_keys=True))
     if wrong_total:
         return 1

@@ -19,7 +19,9 @@ Objects (pure dicts, like every builder), from a :class:`FabricSpec`:
   deadline and a TTL so nothing lingers. The probe is given the instance's network bandwidth
   (``--expect-gbps``) and exits 3 when the fabric fell back: the Job fails, and since the Workload
   component makes every later object depend on the Jobs before it (`component.PREREQUISITE_KINDS`) and
-  Pulumi waits for a Job to complete, the model's objects are not applied.
+  Pulumi waits for a Job to complete, the model's objects are not applied. An image without
+  aws-ofi-nccl (`blueprints.inter_node`) adds ``--tcp-expected``: TCP is then measured and reported,
+  not failed (the all-reduce must still complete, every element right).
 
 The pods run as the image's non-root user where one is known, on a read-only root filesystem: they write
 only /tmp (NCCL's debug files, HOME) and /dev/shm (NCCL's shared memory: a container's default 64 MiB
@@ -40,6 +42,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.inter_node import inter_node
 from llmctl.errors import CatalogError
 from llmctl.infra.workload.builders import efa
 from llmctl.infra.workload.builders.common import TIMEOUT, Obj, serving_image
@@ -112,6 +115,11 @@ class FabricSpec(BaseModel):
     strict: bool = Field(
         False, description="A degraded fabric (EFA, but below half its bandwidth) fails the preflight too."
     )
+    efa_expected: bool = Field(
+        True,
+        description="Whether the image carries aws-ofi-nccl (blueprints.inter_node): false makes a TCP "
+        "transport the expected one (verdict tcp-expected), not a fallback that fails the preflight.",
+    )
     deadline_seconds: int = Field(
         1200, ge=60, description="The Job's activeDeadlineSeconds (image pull included)."
     )
@@ -149,6 +157,7 @@ def probe_command(spec: FabricSpec) -> list[str]:
             str(spec.iters),
         ),
         *("--expect-gbps", f"{spec.expected_gbps:g}", *(["--strict"] if spec.strict else [])),
+        *([] if spec.efa_expected else ["--tcp-expected"]),
         *("--work-dir", "/tmp/llmctl-fabric"),
     ]
 
@@ -290,11 +299,12 @@ def fabric_spec(
     zone: str | None = None,
     env: dict[str, str] | None = None,
 ) -> FabricSpec:
-    """The spec of a workload's preflight: its serving pods' image, user, pool and labels; the rest
-    (what the blueprint and the instance data will carry) as arguments."""
+    """The spec of a workload's preflight: its serving pods' image, user, pool and labels, and whether
+    that image can use EFA (`inter_node`); the rest (what the instance data carries) as arguments."""
     image, _ = serving_image(config)
     placement = serving_scheduling(config)
     gpus = int(config.blueprint.compute.tensor_parallel)
+    network = inter_node(config.blueprint, config.image)
     return FabricSpec(
         name=config.blueprint.name,
         namespace=config.ns,
@@ -310,6 +320,7 @@ def fabric_spec(
         tolerations=placement.get("tolerations", []),
         zone=zone,
         env=env or {},
+        efa_expected=network is None or network.efa,
     )
 
 
