@@ -1,5 +1,6 @@
 """The fabric preflight's verdict on recorded nccl-tests output: EFA runs on p4de and p5 pass, a TCP run
-stops `up` with the figure, the expectation, the transport and what to check."""
+stops `up` with the figure, the expectation, the transport and what to check, unless the image cannot
+use EFA (no aws-ofi-nccl): then TCP is tcp-expected, printed in one line, and `up` goes on."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def _text(name: str) -> str:
     return (DATA / name).read_text()
 
 
-def _spec(instance_type: str, gbps: float, *, gpus: int = 8, efa: int = 4) -> FabricSpec:
+def _spec(
+    instance_type: str, gbps: float, *, gpus: int = 8, efa: int = 4, efa_expected: bool = True
+) -> FabricSpec:
     return FabricSpec(
         name="multinode",
         namespace="multinode",
@@ -46,6 +49,7 @@ def _spec(instance_type: str, gbps: float, *, gpus: int = 8, efa: int = 4) -> Fa
         expected_gbps=gbps,
         image="rayproject/ray-llm",
         node_selector={},
+        efa_expected=efa_expected,
     )
 
 
@@ -86,6 +90,44 @@ def test_the_probe_s_own_tcp_run_stops_up() -> None:
         check_preflight(_text("h200-socket-2ranks.txt"), _spec("p5.48xlarge", P5, efa=32))
     assert "3.83 GB/s at 1 GiB" in caught.value.message and "2 ranks" in caught.value.message
     assert "transport tcp (Socket): fallback" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "instance", "gbps", "efa", "figure"),
+    [
+        ("h200-socket-2ranks.txt", "p5.48xlarge", P5, 32, "3.83 GB/s at 1 GiB"),
+        ("g4dn-socket-2ranks.txt", "g4dn.8xlarge", G4DN, 1, "2.00 GB/s at 1 GiB"),
+    ],
+)
+def test_tcp_on_an_image_without_aws_ofi_nccl_is_expected_and_passes(
+    name: str, instance: str, gbps: float, efa: int, figure: str
+) -> None:
+    """The same recorded TCP runs, from an image that cannot use EFA: reported with what the image lacks
+    and how to get EFA, not a FabricError; from one that can, the fallback that stops `up`."""
+    without = _spec(instance, gbps, efa=efa, efa_expected=False)
+    verdict = check_preflight(_text(name), without)
+    assert (verdict.verdict, verdict.transport, verdict.efa_expected) == ("tcp-expected", "tcp", False)
+    line = verdict.line()
+    assert figure in line and "over TCP (Socket), as expected" in line
+    assert "the image rayproject/ray-llm carries no aws-ofi-nccl" in line
+    assert "name an image with libfabric and aws-ofi-nccl in image.base" in line
+    assert verdict.hint() is None and verdict.as_dict()["efa_expected"] is False  # one line, nothing more
+    with pytest.raises(FabricError, match="transport tcp \\(Socket\\): fallback"):
+        check_preflight(_text(name), without.model_copy(update={"efa_expected": True}))
+
+
+def test_an_image_without_efa_still_fails_on_wrong_elements_and_strictly_judges_efa() -> None:
+    """tcp-expected spares TCP only: a corrupt all-reduce still stops `up`, and EFA found anyway (an
+    image that has the plugin after all) is judged by the figure, a strict degraded one stopping too."""
+    without = _spec("g4dn.8xlarge", G4DN, gpus=1, efa=1, efa_expected=False)
+    rows = _text("g4dn-socket-2ranks.txt").splitlines()
+    last = max(i for i, line in enumerate(rows) if " 1073741824 " in line)
+    rows[last] = rows[last].rstrip()[:-1] + "7"  # the in-place #wrong column of the largest size: 7
+    with pytest.raises(FabricError, match="wrong elements"):
+        check_preflight("\n".join(rows), without)
+    assert check_preflight(_text("g4dn-efa-2ranks.txt"), without).verdict == "degraded"
+    with pytest.raises(FabricError, match="degraded"):
+        check_preflight(_text("g4dn-efa-2ranks.txt"), without.model_copy(update={"strict": True}))
 
 
 def test_the_transport_line_decides_where_the_figure_cannot() -> None:
@@ -177,23 +219,41 @@ def test_no_node_zero_pod_says_what_to_look_at(engine: StandinEngine, tmp_path: 
 
 # ---- the call site: `up` of the 405B blueprint through the stand-in engine and kubectl ---------------
 BIG = "llama31-405b-vllm-gpu"
+#: an image llmctl records nothing about (so EFA is expected of it), as a built serving image made from it
+EFA_BASE = "public.ecr.aws/example/ray-llm-efa:2.58.0-py312-cu130"
+BUILT = "123456789012.dkr.ecr.us-west-2.amazonaws.com/llmctl/dev/llama31-405b-vllm-gpu@sha256:" + "ab" * 32
 
 
-def _big_spec() -> FabricSpec:
+def _efa_blueprint(tmp_path: Path) -> str:
+    """The 405B blueprint on an EFA-capable image: its base one llmctl does not record (so the strict
+    path), the pods running the serving image built from it."""
+    import yaml
+
+    from llmctl.blueprints._data import data_file
+    from llmctl.blueprints.catalog import CATALOG_DIR
+
+    data = yaml.safe_load(data_file(CATALOG_DIR, f"{BIG}.yaml").read_text(encoding="utf-8"))
+    data["image"].update({"base": EFA_BASE, "serving_image": BUILT})
+    path = tmp_path / f"{BIG}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def _big_spec(ref: str = BIG) -> FabricSpec:
     """The preflight `up` renders for the 405B blueprint (its Job's pods are the stand-in's)."""
     from llmctl.blueprints.catalog import load_blueprint
     from llmctl.infra.workload.builders.preflight import replica_spec
     from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
 
-    bp = load_blueprint(BIG)
+    bp = load_blueprint(ref)
     spec = replica_spec(WorkloadConfig(blueprint=bp, platform=PlatformFacts.for_blueprint(bp)))
     assert spec is not None and (spec.nodes, spec.expected_gbps) == (2, P5)
     return spec
 
 
-def _ran(engine: StandinEngine, log: str) -> FabricSpec:
+def _ran(engine: StandinEngine, log: str, ref: str = BIG) -> FabricSpec:
     """The Job's two pods, node 0's printing the recorded run."""
-    spec = _big_spec()
+    spec = _big_spec(ref)
     engine.kube(
         _pod(spec, 0, "fabric-preflight-0-x7k2p", "2026-11-28T21:00:00Z"),
         _pod(spec, 1, "fabric-preflight-1-q9m4t", "2026-11-28T21:00:00Z"),
@@ -203,11 +263,12 @@ def _ran(engine: StandinEngine, log: str) -> FabricSpec:
 
 
 def test_up_stops_with_the_fabric_error_not_pulumi_s_job_failure(
-    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
+    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The probe judged TCP and failed its Job, so the workload update failed there (the stand-in fails
-    the Job's step as Pulumi's Job await does): `up` reads node 0's log and stops with the figure, the
-    expectation, the transport and what to check (and what still runs), before the model was applied."""
+    """On an EFA-capable image the probe judged TCP and failed its Job, so the workload update failed
+    there (the stand-in fails the Job's step as Pulumi's Job await does): `up` reads node 0's log and
+    stops with the figure, the expectation, the transport and what to check (and what still runs),
+    before the model was applied."""
     import io
 
     from lifecycle_support import lifecycle
@@ -217,10 +278,12 @@ def test_up_stops_with_the_fabric_error_not_pulumi_s_job_failure(
     from llmctl.infra.lifecycle.progress import Progress
 
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
-    spec = _ran(engine, "h200-socket-2ranks.txt")
+    ref = _efa_blueprint(tmp_path)
+    spec = _ran(engine, "h200-socket-2ranks.txt", ref)
+    assert spec.efa_expected and spec.image == BUILT  # an unknown base: EFA expected of it
     engine.control(fail={f"{spec.namespace}/{PREFLIGHT_JOB}": "Job has reached the specified backoff limit"})
     with pytest.raises(FabricError) as caught:
-        lifecycle(Progress("plain", io.StringIO())).up(BIG, region="us-west-2", wait=False)
+        lifecycle(Progress("plain", io.StringIO())).up(ref, region="us-west-2", wait=False)
     error = caught.value
     assert error.message.startswith(
         "fabric preflight: all-reduce bus bandwidth 3.83 GB/s at 1 GiB across 2 x p5.48xlarge"
@@ -231,6 +294,38 @@ def test_up_stops_with_the_fabric_error_not_pulumi_s_job_failure(
     assert error.exit_code == 1  # a failed verdict, not the engine's 5
     kinds = {res["type"].rsplit(":", 1)[-1] for res in engine.resources(f"llmctl-{BIG}", "dev").values()}
     assert "Job" in kinds and "RayService" not in kinds  # the model's objects were never applied
+
+
+def test_up_of_the_shipped_405b_goes_on_over_tcp_with_one_line(
+    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 405B as shipped: rayproject/ray-llm has no aws-ofi-nccl, so its Job's probe is told TCP is
+    expected and passes (the stand-in lets the Job complete); `up` completes, printing the figure, what
+    the image lacks and how to get EFA in one line, and carries tcp-expected in `--json`."""
+    import io
+
+    from lifecycle_support import lifecycle
+
+    from llmctl.infra.lifecycle.progress import Progress
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    spec = _ran(engine, "h200-socket-2ranks.txt")
+    assert not spec.efa_expected and spec.image.startswith("rayproject/ray-llm:2.58.0-py312-cu130")
+    said = io.StringIO()
+    result = lifecycle(Progress("plain", said)).up(BIG, region="us-west-2", wait=False)
+    assert result.fabric is not None
+    assert (result.fabric["verdict"], result.fabric["transport"], result.fabric["busbw_gbs"]) == (
+        "tcp-expected",
+        "tcp",
+        3.828,  # the probe's summary, exact (its table prints 3.83)
+    )
+    lines = [line for line in said.getvalue().splitlines() if "fabric preflight" in line]
+    assert len(lines) == 1, lines
+    assert "3.83 GB/s at 1 GiB across 2 x p5.48xlarge" in lines[0] and "over TCP (Socket)" in lines[0]
+    assert "rayproject/ray-llm:2.58.0-py312-cu130 carries no aws-ofi-nccl" in lines[0]
+    assert "libfabric and aws-ofi-nccl in image.base" in lines[0]
+    kinds = {res["type"].rsplit(":", 1)[-1] for res in engine.resources(f"llmctl-{BIG}", "dev").values()}
+    assert "RayService" in kinds  # the model's objects were applied
 
 
 def test_up_reports_the_figure_and_carries_it_in_json(
