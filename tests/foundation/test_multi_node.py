@@ -98,6 +98,39 @@ def test_cost_counts_whole_replicas_of_two_nodes() -> None:
     assert "nodes_per_replica" not in blueprint_cost(load_blueprint("llama2-70b-vllm-gpu"), catalog).to_dict()
 
 
+def test_plan_and_show_say_the_405b_runs_tcp_between_its_nodes(write_blueprint: Callable[..., Path]) -> None:
+    """The pinned ray-llm image is recorded without aws-ofi-nccl (ray-project/ray docker/ray-llm/Dockerfile
+    at 0168a92e installs no libfabric): `blueprints show` and `plan` say TCP between the two nodes, with
+    how to get EFA; a base llmctl does not record is taken to carry EFA, and `image.efa` states it."""
+    from llmctl.blueprints.describe import describe
+    from llmctl.blueprints.inter_node import inter_node
+    from llmctl.blueprints.versions import image_efa, versions
+    from llmctl.infra.plan.run import plan_cost
+
+    pinned = versions().images["ray_vllm_gpu"].image
+    assert image_efa(pinned) is False and image_efa(pinned + "@sha256:" + "0" * 64) is False
+    assert image_efa("public.ecr.aws/example/ray-llm-efa:2.58.0") is None  # not recorded
+    shown = describe(BIG)["derived"]["inter_node_transport"]
+    assert shown.startswith("between its 2 nodes NCCL runs over TCP (NET/Socket): " + pinned)
+    assert "carries no aws-ofi-nccl" in shown and "libfabric and aws-ofi-nccl in image.base" in shown
+    [row] = plan_cost([load_blueprint(BIG)])["workloads"]
+    assert row["inter_node_transport"] == shown
+    assert "inter_node_transport" not in describe("llama2-70b-vllm-gpu")["derived"]  # one node: no line
+    assert inter_node(load_blueprint("llama2-70b-vllm-gpu")) is None
+    stated = inter_node(load_blueprint(str(write_blueprint(BIG, {"image.efa": True}))))
+    assert stated is not None and stated.efa and "EFA: " + pinned + " carries aws-ofi-nccl" in stated.line()
+    unknown = write_blueprint(
+        BIG,
+        {
+            "image.base": "public.ecr.aws/example/ray-llm-efa:2.58.0",
+            "image.serving_image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/big@sha256:" + "ab" * 32,
+        },
+    )
+    assumed = inter_node(load_blueprint(str(unknown)))
+    assert assumed is not None and assumed.efa and assumed.source == "assumed"
+    assert "stops `up` on TCP" in assumed.line() and "image.efa: false" in assumed.line()
+
+
 def _problems(
     write_blueprint: Callable[..., Path], base: str, changes: dict[str, object]
 ) -> list[tuple[str, str]]:

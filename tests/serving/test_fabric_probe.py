@@ -225,3 +225,21 @@ def test_parser_refuses_output_without_rows() -> None:
     header_only = "\n".join(_recorded("g4dn-socket-2ranks.txt").splitlines()[:11])
     with pytest.raises(ValueError, match="no all_reduce row"):
         parse(header_only)
+
+
+def test_tcp_is_expected_only_where_the_image_cannot_use_efa() -> None:
+    """One rule for the pod and for `up` (`verdict_of`): TCP is a fallback whatever the figure unless the
+    Job said the image has no aws-ofi-nccl (`--tcp-expected`); that spares TCP only, the figure still
+    judges any other transport."""
+    p5 = 400.0  # GB/s: a p5.48xlarge's 3200 Gbps
+    recorded_tcp = 3.828  # the probe's NCCL Socket run on two H200 (h200-socket-2ranks.txt)
+    assert probe.verdict_of(recorded_tcp, p5, "tcp") == "fallback"
+    assert probe.verdict_of(recorded_tcp, p5, "tcp", efa_expected=False) == "tcp-expected"
+    assert probe.verdict_of(p5, p5, "tcp", efa_expected=False) == "tcp-expected"
+    for efa_expected in (True, False):
+        assert probe.verdict_of(recorded_tcp, p5, "efa", efa_expected=efa_expected) == "fallback"
+        assert probe.verdict_of(100.0, p5, "unknown", efa_expected=efa_expected) == "degraded"
+        assert probe.verdict_of(487.26, p5, "efa", efa_expected=efa_expected) == "ok"
+    assert probe.parse_args(["--nodes", "2", "--gpus-per-node", "8", "--master", "m"]).tcp_expected is False
+    flagged = probe.parse_args(["--nodes", "2", "--gpus-per-node", "8", "--master", "m", "--tcp-expected"])
+    assert flagged.tcp_expected is True

@@ -3,6 +3,7 @@ serving pods are, asking for the node's GPUs and EFA interfaces; its command is 
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 from test_checkov import REVIEWED, run_checkov
 from test_workload_builders import SCHEMA
-from workload_helpers import config_for
+from workload_helpers import blueprint, config_for
 
 from llmctl.blueprints.hardware import hardware
 from llmctl.infra.workload.builders.placement import serving_scheduling
@@ -25,6 +26,8 @@ from llmctl.infra.workload.builders.preflight import (
     preflight_objects,
     probe_source,
 )
+from llmctl.infra.workload.config import PlatformFacts, WorkloadConfig
+from llmctl.infra.workload.manifests import build_manifests
 from llmctl.infra.workload.schedulability import check_schedulable
 from llmctl.serving.fabric import probe
 
@@ -81,6 +84,43 @@ def test_pods_meet_at_node_zero_through_the_headless_service() -> None:
     assert (args.expect_gbps, args.strict) == (spec.expected_gbps, False)
     strict = _objects(spec.model_copy(update={"strict": True}))["Job"]["spec"]["template"]["spec"]
     assert probe.parse_args(strict["containers"][0]["command"][2:]).strict is True
+
+
+BIG = "llama31-405b-vllm-gpu"  # two p5.48xlarge, on rayproject/ray-llm (no aws-ofi-nccl)
+#: the serving image built from a base llmctl does not record (the pods run it; the base decides)
+BUILT = "123456789012.dkr.ecr.us-west-2.amazonaws.com/llmctl/dev/big@sha256:" + "ab" * 32
+
+
+def _probe_args(config: WorkloadConfig) -> argparse.Namespace:
+    """The probe's arguments in the Job the workload's manifests render."""
+    job = next(
+        o
+        for o in build_manifests(config, hf_token="hf_x")
+        if o["kind"] == "Job" and o["metadata"]["name"] == PREFLIGHT_JOB
+    )
+    return probe.parse_args(job["spec"]["template"]["spec"]["containers"][0]["command"][2:])
+
+
+def _with_image(name: str, **image: Any) -> WorkloadConfig:
+    bp = blueprint(name)
+    changed = bp.model_copy(update={"image": bp.image.model_copy(update=image)})
+    return WorkloadConfig(blueprint=changed, platform=PlatformFacts.for_blueprint(changed))
+
+
+def test_the_405b_job_expects_tcp_from_its_image_and_efa_from_one_that_has_it() -> None:
+    """The shipped 405B runs rayproject/ray-llm, which versions.yaml records without aws-ofi-nccl: its
+    probe is told TCP is expected (still measured against the p5's 3200 Gbps). Stated EFA-capable, or a
+    base llmctl does not record (the strict path), the probe fails its pod on TCP as before."""
+    shipped = _probe_args(config_for(BIG))
+    assert (shipped.expect_gbps, shipped.tcp_expected, shipped.strict) == (3200, True, False)
+    for config in (
+        _with_image(BIG, efa=True),
+        _with_image(BIG, base="public.ecr.aws/example/ray-llm-efa:2.58.0", serving_image=BUILT),
+    ):
+        args = _probe_args(config)
+        assert (args.expect_gbps, args.tcp_expected) == (3200, False)
+    # a --image override is judged by what versions.yaml records of it, not by the blueprint's base
+    assert _probe_args(config_for(BIG, image="public.ecr.aws/example/other:1.0")).tcp_expected is False
 
 
 def test_the_pods_admit_each_other_and_no_one_else() -> None:
