@@ -33,15 +33,25 @@ import sys
 from typing import Any
 
 MODULES = ("cli", "operation", "kubectl", "aws_cli")
+# What the commands import lazily, from more than one thread at once: `grpc.insecure_channel` imports
+# `grpc._channel` on its first call (grpc/__init__.py), and a `pulumi up` child makes that first call
+# from two threads (the event stream, events.py, and the program's call, deploy.py). On 2026-11-28 a
+# child hung there for good: one thread held `grpc._channel`'s import lock while it waited for
+# logging's lock (grpc/_simple_stubs.py's getLogger), the other waited for that import lock. Imported
+# here, in the parent, the children never import them at all.
+LAZY = ("grpc._channel", "grpc.experimental", "pulumi.runtime.proto.events_pb2_grpc")
 
 
 def preload() -> None:
-    """Import what the commands import, with site processing (the editable finder for llmctl)."""
+    """Import what the commands import, with site processing (the editable finder for llmctl), and the
+    modules they would import lazily from several threads (`LAZY`)."""
     from .cli import enable_site
 
     enable_site()
     for module in MODULES:
         importlib.import_module(f"standin_engine.{module}")
+    for module in LAZY:
+        importlib.import_module(module)
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
