@@ -29,6 +29,8 @@ ALWAYS_POOLS = (CORE_POOL, "default", HEAD_POOL)
 # `karpenter.sh/do-not-disrupt` does not stop it, so pools that hold serving replicas or Ray heads
 # never expire by default; the general CPU pool is recycled monthly (Karpenter's own default).
 DEFAULT_EXPIRY = {"accelerator": "Never", "heads": "Never", "cpu": "720h"}
+# Accelerators whose devices the Neuron driver and device plugin hand over (`/dev/neuron*`).
+NEURON_ACCELERATORS = ("inferentia2", "trainium", "trainium2")
 # The scheduler the Neuron chart deploys; pods asking for more than one device or core must use it.
 NEURON_SCHEDULER = "my-scheduler"
 
@@ -64,6 +66,14 @@ class PoolSpec:
         if self.accelerator != "cpu":
             return "accelerator"
         return "heads" if self.name == HEAD_POOL else "cpu"
+
+    @property
+    def device_ownership(self) -> bool:
+        """Whether containerd on this pool's nodes hands a pod's accelerator devices over owned by the
+        pod's user (`device_ownership_from_security_context`, set by the EC2NodeClass's userData:
+        `llmctl.infra.platform.node_config`): the Neuron pools, whose `/dev/neuron*` nodes are root's
+        alone on the host, so that a non-root serving pod can open the devices it was given."""
+        return self.accelerator in NEURON_ACCELERATORS
 
     def node_labels(self, instance_type: str | None = None) -> dict[str, str]:
         """The labels a node of this pool carries (Karpenter adds the pool name and type)."""

@@ -18,14 +18,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmctl.blueprints import versions as pinned
+from llmctl.blueprints.pools import NEURON_ACCELERATORS
 
 AddonKind = Literal["chart", "eks-addon"]
 # When the platform installs an add-on: always, when one of its pools has that accelerator family,
 # when the observability setting of the same name is on, or when a workload scales a Deployment on
 # its queue (KEDA).
 Condition = Literal["always", "neuron-pools", "nvidia-pools", "cloudwatch", "metrics-server", "queue-scaling"]
-# Accelerators whose pools bring the Neuron chart (and its custom scheduler).
-NEURON_ACCELERATORS = ("inferentia2", "trainium", "trainium2")
+# Accelerators whose pools bring the Neuron chart (and its custom scheduler): NEURON_ACCELERATORS.
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 EKS_ADDON = "aws:eks/addon:Addon"
 

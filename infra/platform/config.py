@@ -15,6 +15,7 @@ from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pools import (
     ALWAYS_POOLS,
     DEFAULT_EXPIRY,
+    NEURON_ACCELERATORS,
     POOLS,
     PoolSpec,
     pool,
@@ -26,7 +27,7 @@ from llmctl.blueprints.rules import queue_scaled
 from llmctl.blueprints.schema import Blueprint, CapacitySpec
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
-from llmctl.infra.platform.addons import NEURON_ACCELERATORS, Addon, installed_addons
+from llmctl.infra.platform.addons import Addon, installed_addons
 from llmctl.infra.platform.regions import region_problem
 
 PROJECT = "llmctl"

@@ -11,6 +11,7 @@ from typing import Any
 
 from llmctl.blueprints.pools import DEFAULT_EXPIRY, POOL_LABEL, PoolSpec
 from llmctl.blueprints.schema import CapacitySpec
+from llmctl.infra.platform.node_config import user_data
 
 #: IMDSv2 PUT response hop limit of every node (core launch template, every EC2NodeClass): 1 keeps
 #: the instance metadata (and the node role's credentials) out of reach of pods on the pod network;
@@ -121,13 +122,20 @@ def ec2nodeclass_manifest(
     root_volume_gib: int | None = None,
 ) -> dict[str, Any]:
     """The EC2NodeClass of a Karpenter-managed pool: pinned AL2023 alias, IMDSv2, large root volume
-    (`root_volume_gib` where the platform's models need more than the pool's default), and the capacity
-    reservations its nodes may launch into (`capacityReservationSelectorTerms`)."""
+    (`root_volume_gib` where the platform's models need more than the pool's default), the capacity
+    reservations its nodes may launch into (`capacityReservationSelectorTerms`) and the pool's nodeadm
+    NodeConfig (`userData`, where it has one)."""
     volume = root_volume_gib or pool.root_volume_gib
     if pool.managed_by != "karpenter":
         raise ValueError(f"pool {pool.name} is not managed by Karpenter")
     discovery = {"tags": {DISCOVERY_TAG: cluster_name}}
-    selected = {"capacityReservationSelectorTerms": reservations.selector_terms()} if reservations else {}
+    selected: dict[str, Any] = (
+        {"capacityReservationSelectorTerms": reservations.selector_terms()} if reservations else {}
+    )
+    # the nodeadm NodeConfig Karpenter merges into the nodes' userData (the Neuron pools': containerd
+    # hands devices over owned by the pod's user, `node_config.py`)
+    if (node_config := user_data(pool)) is not None:
+        selected["userData"] = node_config
     return {
         "apiVersion": NODECLASS_API,
         "kind": "EC2NodeClass",

@@ -43,6 +43,7 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
             "instance_types": [config.core_nodes.instance_type] if spec.managed_by == "eks-nodegroup" else [],
             "capacity_types": list(pool_capacity_types(spec, config.capacity_reservations.get(spec.name))),
             "managed_by": spec.managed_by,
+            "device_ownership": spec.device_ownership,
         }
         for spec in specs
     ]

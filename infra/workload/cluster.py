@@ -66,6 +66,13 @@ class ClusterPool(_Strict):
         "checked against one node of them. Pick the closest type for on-prem machines.",
     )
 
+    device_ownership: bool = Field(
+        False,
+        description="containerd on the pool's nodes has `device_ownership_from_security_context = true` "
+        "(its CRI plugin), so a device given to a pod is owned by the pod's user: llmctl then runs pods "
+        "that use Neuron devices as non-root (otherwise as root, which `/dev/neuron*` needs by default).",
+    )
+
     @field_validator("taints", mode="before")
     @classmethod
     def _taints(cls, value: Any) -> Any:
@@ -79,6 +86,7 @@ class ClusterPool(_Strict):
             taints=list(self.taints),
             instance_types=list(self.instance_types),
             managed_by="existing",
+            device_ownership=self.device_ownership,
         )
 
 

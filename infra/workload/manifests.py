@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.runtimes import runtime
-from llmctl.infra.workload.builders import admission, cache, common, ray, security, ui
+from llmctl.infra.workload.builders import admission, cache, common, device_user, placement, ray, security, ui
 from llmctl.infra.workload.builders.network_policy import network_policies
 from llmctl.infra.workload.builders.registry import builder_for
 from llmctl.infra.workload.config import WorkloadConfig
@@ -121,6 +121,8 @@ def build_manifests(
     head, policies, objects = (
         [json.loads(json.dumps(o)) for o in group] for group in (head, policies, objects)
     )
+    # the Neuron images' pods as non-root where their devices allow it, then every pod hardened
+    device_user.choose_users(objects, device_ownership=placement.serving_pool(config).device_ownership)
     restricted = security.harden(objects)
     head[0]["metadata"]["labels"].update(security.pod_security_labels(restricted))
     # the stack's recorded digests (up, images pin)

@@ -106,7 +106,7 @@ def test_every_container_is_hardened_and_tokens_are_mounted_only_for_the_autosca
     assert seen
 
 
-def test_ray_images_run_as_their_ray_user_and_root_images_stay_baseline() -> None:
+def test_ray_images_run_as_their_ray_user() -> None:
     tiny = manifests_for("tiny-cpu")
     head = find(tiny, "RayService")["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
     assert head["securityContext"] | {"seccompProfile": None} == {
@@ -119,22 +119,89 @@ def test_ray_images_run_as_their_ray_user_and_root_images_stay_baseline() -> Non
     # the init container that fetches the wheel runs as the same user (it writes the shared volume)
     assert all(c["securityContext"]["runAsUser"] == 1000 for c in head.get("initContainers", []))
     assert tiny[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    # the Neuron DLC runs as root: the namespace enforces baseline (why: tests/workload/checkov_accepted.yaml,
-    # not a checkov skip in the manifest); its AWS CLI init container runs as llmctl's non-root user
-    inf2 = manifests_for("llama2-inf2")
-    assert inf2[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-    worker = find(inf2, "RayService")["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
+
+
+NON_ROOT = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532}
+
+
+def _neuron_pods(objects: list[Obj]) -> dict[str, Obj]:
+    return {
+        f"{o['kind']} {o['metadata']['name']} {t.where}": t.spec
+        for o in objects
+        for t in pod_templates(o)
+        if o["kind"] != "Job"
+    }
+
+
+def test_neuron_images_run_as_non_root_on_pools_that_give_devices_to_the_pods_user() -> None:
+    """Issue 53: the Neuron DLC records no user; on llmctl's Neuron pools (containerd gives a pod's devices
+    to its user: infra/platform/node_config.py) every pod of the Neuron blueprints runs as llmctl's
+    non-root user, with USER/LOGNAME for an uid the image's passwd lacks, and the namespace is restricted."""
+    for name in ("llama2-inf2", "llama2-torchserve-inf2", "llama3-vllm-inf2"):
+        objects = manifests_for(name)
+        assert objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted", name
+        pods = _neuron_pods(objects)
+        assert any("worker group" in key or key.startswith("Deployment") for key in pods), pods.keys()
+        for key, spec in pods.items():
+            assert spec["securityContext"] | {"seccompProfile": None, "fsGroup": None} == {
+                **NON_ROOT, "seccompProfile": None, "fsGroup": None
+            }, key  # fmt: skip
+            for container in [*spec.get("initContainers", []), *spec["containers"]]:
+                env = {e["name"]: e.get("value") for e in container.get("env", [])}
+                if container["image"].startswith("public.ecr.aws/neuron/"):
+                    assert (env["USER"], env["LOGNAME"]) == ("llmctl", "llmctl"), (key, container["name"])
+                assert container["securityContext"]["runAsUser"] == 65532, (key, container["name"])
+
+
+def test_neuron_workers_stay_root_where_containerd_keeps_the_hosts_device_owner() -> None:
+    """Pools that do not give devices to the pod's user (a platform stack from before llmctl set it, whose
+    `node_pools` output has no `device_ownership`; a kubeconfig pool that does not declare it):
+    `/dev/neuron*` stays root's, so the pods using Neuron devices run as root and the namespace enforces
+    baseline; the Ray head, which opens no device, still runs as non-root. A kubeconfig cluster file
+    that declares it makes them non-root."""
+    from workload_helpers import TOKEN, config_for
+
+    from llmctl.infra.workload.config import PlatformFacts
+    from llmctl.infra.workload.manifests import build_manifests
+
+    config = config_for("llama2-inf2")
+    old_rows = [p.model_dump(exclude={"device_ownership"}) for p in config.platform.pools]
+    outputs = {"cluster_name": "llmctl-dev", "region": "us-west-2", "node_pools": old_rows}
+    older = PlatformFacts.from_outputs(outputs).model_copy(
+        update={"cache_bucket": config.platform.cache_bucket}
+    )
+    objects = build_manifests(config.model_copy(update={"platform": older}), hf_token=TOKEN)
+    assert objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    cluster = find(objects, "RayService")["spec"]["rayClusterConfig"]
+    worker = cluster["workerGroupSpecs"][0]["template"]["spec"]
     assert "runAsUser" not in worker["securityContext"]
+    assert "USER" not in {e["name"] for e in worker["containers"][0]["env"]}
+    # its AWS CLI init container keeps the non-root user its builder chose
     [fetch] = worker["initContainers"]
     assert fetch["securityContext"] | {"capabilities": None} == {
         "capabilities": None,
         "allowPrivilegeEscalation": False,
         "privileged": False,
-        "runAsNonRoot": True,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
+        **NON_ROOT,
         "readOnlyRootFilesystem": True,
     }
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    assert head["securityContext"]["runAsUser"] == 65532
+
+    for declared, enforce, user in ((False, "baseline", None), (True, "restricted", 65532)):
+        pools = [
+            p.model_copy(update={"device_ownership": declared, "managed_by": "existing"})
+            for p in config.platform.pools
+        ]
+        facts = config.platform.model_copy(
+            update={"target": "kubeconfig", "pools": pools, "cache_bucket": None}
+        )
+        objects = build_manifests(config.model_copy(update={"platform": facts}), hf_token=TOKEN)
+        assert objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == enforce
+        spec = find(objects, "RayService")["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"][
+            "spec"
+        ]
+        assert spec["securityContext"].get("runAsUser") == user
 
 
 def _gradio_app(api_key: bool) -> str:

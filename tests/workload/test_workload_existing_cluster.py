@@ -68,6 +68,19 @@ def test_cluster_file_becomes_existing_pools(tmp_path: Path) -> None:
     neuron = facts.pools[2]
     assert (neuron.taints[0].key, neuron.taints[0].effect) == ("aws.amazon.com/neuron", "NoSchedule")
     assert neuron.node_labels() == {"accel": "inf2"}  # no Karpenter label on an existing pool
+    assert not neuron.device_ownership  # undeclared: the host's device owner, so Neuron pods stay root
+
+
+def test_cluster_file_declares_device_ownership(tmp_path: Path) -> None:
+    """Issue 53: a pool whose containerd gives devices to the pod's user runs Neuron pods as non-root."""
+    pools = [dict(row) for row in POOLS["pools"]]
+    pools[2]["device_ownership"] = True
+    facts = PlatformFacts.for_existing_cluster(write(tmp_path, {"pools": pools}))
+    assert [p.device_ownership for p in facts.pools] == [False, False, True]
+    pools[2]["device_ownership"] = "sometimes"
+    with pytest.raises(BlueprintError) as info:
+        load_cluster_file(write(tmp_path, {"pools": pools}))
+    assert list(dict(info.value.problems)) == ["pools.2.device_ownership"]
 
 
 def test_cluster_name_and_present_parts(tmp_path: Path) -> None:

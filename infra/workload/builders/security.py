@@ -12,9 +12,10 @@ One pass over the finished objects (`manifests.build_manifests`), so no builder 
   images' `ray`, uid 1000, gid 100; the Triton image's `triton-server`, uid and gid 1000) runs as that
   user; either way init containers included, with `fsGroup` so its volumes and projected tokens (EKS
   Pod Identity's) are readable (the gradio UI and the model-mirror Job choose llmctl's non-root user,
-  `delivery.NON_ROOT_USER`, and so does Open WebUI, whose image has only root). Pods on the images
-  without a recorded user (the Neuron images) run as their own user, root, but for a container whose
-  builder chose a non-root user of its own (the AWS CLI init container);
+  `delivery.NON_ROOT_USER`, and so does Open WebUI, whose image has only root; the Neuron images' pods
+  get it from `device_user.py` where their devices allow it). Pods still without a user (Neuron pods on
+  a pool that keeps devices root's) run as root, but for a container whose builder chose a non-root
+  user of its own (the AWS CLI init container);
 - no service-account token automounted in any pod (EKS Pod Identity mounts its own token, so S3
   access does not need it); the Ray head of an autoscaling RayService gets one mounted into KubeRay's
   autoscaler sidecar alone (`autoscalerOptions.volumeMounts`), the only container that calls the

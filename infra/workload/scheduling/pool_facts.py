@@ -65,6 +65,12 @@ class PoolFacts(_Strict):
         "karpenter",
         description="karpenter (adds karpenter.sh/nodepool), eks-nodegroup or existing (kubeconfig).",
     )
+    device_ownership: bool = Field(
+        False,
+        description="containerd on the pool's nodes gives a pod's devices to the pod's user "
+        "(`device_ownership_from_security_context`), so pods using Neuron devices can run as non-root; "
+        "False for a platform stack from before llmctl set it (its pods keep running as root).",
+    )
 
     @field_validator("taints", mode="before")
     @classmethod
@@ -111,4 +117,5 @@ class PoolFacts(_Strict):
             if spec.managed_by == "eks-nodegroup" and core_instance_type
             else [],
             managed_by="eks-nodegroup" if spec.managed_by == "eks-nodegroup" else "karpenter",
+            device_ownership=spec.device_ownership,
         )
