@@ -137,7 +137,7 @@ def start_route1(args: argparse.Namespace) -> None:
     )
     plan.started(
         "start_route1",
-        args,
+        argparse.Namespace(eager=True),  # always: engine_extra's enforce_eager, whatever --eager says
         [name],
         router=router,
         replicas=2,

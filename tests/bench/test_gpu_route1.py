@@ -91,7 +91,7 @@ def started_cluster(
     monkeypatch.setattr(device.servers, "stop", lambda names: seen.setdefault("stopped", []).append(names))
     monkeypatch.setattr(device.route1, "model_8b", lambda: device.base.WHEELS / "shape8b")
     (device.base.RES / "rayr1d.pid").write_text("1")  # the other router's cluster, still up
-    device.route1.start_route1(argparse.Namespace(router=router, eager=True))
+    device.route1.start_route1(argparse.Namespace(router=router, eager=False))  # eager whatever it says
     driver = load("ray_driver")
     parsed: dict[str, argparse.Namespace] = {}
     monkeypatch.setattr(driver, "deploy", lambda args: parsed.setdefault("args", args))
@@ -119,7 +119,7 @@ def test_start_route1_puts_two_replicas_of_the_8b_shape_on_half_of_gpu_0_each(
     }
     (started,) = [json.loads(line) for line in device.base.RESULTS.read_text().splitlines()][-1:]
     assert started["kind"] == "start_route1" and started["servers"] == [name]
-    assert started["router"] == router and started["gpu_fraction"] == 0.5
+    assert started["router"] == router and started["gpu_fraction"] == 0.5 and started["eager"]
 
 
 def test_start_route1_refuses_a_router_it_has_no_cluster_for(
@@ -137,9 +137,12 @@ def test_the_gpu_fraction_reaches_the_apps_placement_bundle_as_ray_accepts_it() 
     from llmctl.serving.common.ingress import parse_args
     from llmctl.serving.ray_vllm.app import ARGS, llm_config
 
-    driver = load("ray_driver")
-    app_args, _ = driver.device_args(_rendered_app(), _args(replicas=2, router=None))
-    config = llm_config(*parse_args(app_args, ARGS))
+    driver, route1 = load("ray_driver"), load("device").route1
+    given = _args(replicas=2, router="prefix_aware", max_context=route1.MAX_CONTEXT, util=route1.UTIL_8B)
+    app_args, _ = driver.device_args(_rendered_app(), given)
+    config = llm_config(*parse_args(app_args, ARGS))  # the blueprint takes the context and the share
+    assert config["engine_kwargs"]["max_model_len"] == 8192
+    assert config["engine_kwargs"]["gpu_memory_utilization"] == 0.35
     assert config["placement_group_config"]["bundle_per_worker"] == {"GPU": 1}  # as the app builds it
     driver.gpu_bundle(0.5)(config)
     placement = PlacementGroupConfig(**config["placement_group_config"])
@@ -345,3 +348,55 @@ def test_collect_pairs_the_routers_measured_one_after_the_other() -> None:
     assert goal["where_time_goes"]["load"] == "turns-c16"
     assert goal["where_time_goes"]["default"]["hit_rate"] == round(30000 / 600000, 4)
     assert row["failed"] == 0
+
+
+def documented_calls() -> dict[str, list[str]]:
+    """docs/gpu-runs.md's call table for this plan: each call's device.py arguments, as written."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "gpu-runs.md").read_text()
+    section = page.split("### Routing on one H200", 1)[1].split("\n### ", 1)[0]
+    calls = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`") and cells[0] != "call":
+            calls[cells[0]] = cells[1].strip("`").split()
+    return calls
+
+
+def test_the_documented_calls_run_steps_that_exist_with_flags_that_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coordinator runs the page's commands literally: each step exists, each flag parses, the
+    clusters are servers of the harness, each start gets the fast path and a router it knows."""
+    device = device_in(tmp_path, monkeypatch)
+    ran: list[tuple[str, argparse.Namespace, bool]] = []
+
+    def step(name: str) -> Any:
+        return lambda args: ran.append((name, args, device.servers.FAST_PATH))
+
+    monkeypatch.setattr(device.install, "recv", step("recv"))
+    monkeypatch.setattr(device.install, "setup", step("setup"))
+    monkeypatch.setattr(device.plan, "stop_all", step("stop-all"))
+    monkeypatch.setattr(device.route1, "start_route1", step("start-route1"))
+    monkeypatch.setattr(device.route1, "bench_route1", step("bench-route1"))
+    monkeypatch.setattr(
+        device.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(argv, 0, "GPU 0: H200\n", "")
+    )
+    steps = {}
+    for call, argv in documented_calls().items():
+        ran.clear()
+        monkeypatch.setattr(sys, "argv", ["device.py", *argv])
+        device.main()
+        steps[call] = [name for name, *_ in ran]
+        for name, args, fast in ran:
+            assert fast == ("--fast-path" in argv) and args.gpus == 1
+            if name == "start-route1":
+                assert fast and args.router in device.route1.NAMES
+            if name == "bench-route1":
+                assert args.names in device.route1.NAMES.values() and args.names in device.base.SERVERS
+                assert args.no_chat and args.rounds == 1
+    assert steps == {
+        "parts 00-13": ["recv"],
+        "A (part 14)": ["recv", "setup", "start-route1"],
+        "B": ["bench-route1", "stop-all", "start-route1"],
+        "C": ["bench-route1", "stop-all"],
+    }
