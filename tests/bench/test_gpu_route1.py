@@ -16,20 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_support import load
+from gpu_support import documented_calls, load
+from test_gpu_plan import device_in
 
 from llmctl.serving.client.tiny import TinyShape, write_tiny_model
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "route1-synthetic.jsonl"
 GIB = 1024**3
-
-
-def device_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("GPU_ROOT", str(tmp_path))
-    monkeypatch.setenv("GPU_CARRY", str(tmp_path / "carry"))
-    device = load("device")
-    device.base.RES.mkdir(parents=True)
-    return device
 
 
 def tiny_args_shape(base: Any) -> TinyShape:
@@ -350,18 +343,6 @@ def test_collect_pairs_the_routers_measured_one_after_the_other() -> None:
     assert row["failed"] == 0
 
 
-def documented_calls() -> dict[str, list[str]]:
-    """docs/gpu-runs.md's call table for this plan: each call's device.py arguments, as written."""
-    page = (Path(__file__).resolve().parents[2] / "docs" / "gpu-runs.md").read_text()
-    section = page.split("### Routing on one H200", 1)[1].split("\n### ", 1)[0]
-    calls = {}
-    for line in section.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[1].startswith("`") and cells[0] != "call":
-            calls[cells[0]] = cells[1].strip("`").split()
-    return calls
-
-
 def test_the_documented_calls_run_steps_that_exist_with_flags_that_parse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -382,7 +363,7 @@ def test_the_documented_calls_run_steps_that_exist_with_flags_that_parse(
         device.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(argv, 0, "GPU 0: H200\n", "")
     )
     steps = {}
-    for call, argv in documented_calls().items():
+    for call, argv in documented_calls("### Routing on one H200").items():
         ran.clear()
         monkeypatch.setattr(sys, "argv", ["device.py", *argv])
         device.main()
