@@ -99,8 +99,10 @@ def stop_all(_: argparse.Namespace | None = None) -> None:
     record("stopped", servers=names)
 
 
+# a load's shape at concurrency c: its `llmctl bench` flags and how many requests
+Shape = Callable[[int], tuple[tuple[str, ...], int]]
 # the routing loads (phase B): each workload fits max_model_len 4096 with 128 output tokens
-WORKLOADS = {
+WORKLOADS: dict[str, Shape] = {
     # 8 system prompts of 1024 tokens, a 256-token question behind each: a group's later requests can
     # reuse its prompt on the replica that served it first
     "prefix": lambda c: (
@@ -166,7 +168,7 @@ def close_window(label: str, before: str, after: str, began: float) -> None:
 
 def bench_route(
     args: argparse.Namespace,
-    workloads: dict[str, Callable[[int], tuple[tuple[str, ...], int]]] = WORKLOADS,
+    workloads: dict[str, Shape] = WORKLOADS,
     levels: tuple[int, ...] = ROUTE_LEVELS,
 ) -> None:
     """Phase B's loads: each workload at c16 and c64 on each cluster in turn, ``--rounds`` times. Each

@@ -30,8 +30,8 @@ from device_base import EAGER, MODEL, WHEELS
 NAMES = {"default": "rayr1d", "prefix_aware": "rayr1p"}  # device_base.SERVERS: port 8019, GPU 0
 CACHE = "rayr1"  # both clusters' kernel caches in one folder: the second start reuses the first's JIT
 
-# Llama-3-8B's shape (meta-llama/Meta-Llama-3-8B config.json), with the tiny model's tokenizer and its
-# vocabulary (512): the prefill and decode cost of 8B, no 16 GB of weights written or read
+# Llama-3-8B's shape (issue 52's figures for it), with the tiny model's tokenizer and its vocabulary
+# (512): about the prefill and decode cost of 8B, and no 16 GB of weights written or read
 SHAPE_8B = {
     "hidden_size": 4096,
     "num_hidden_layers": 32,
@@ -76,7 +76,7 @@ GPU_FRACTION = 0.5  # each replica's bundle: {"GPU": 0.5} (Ray Serve LLM passes 
 # 40960), a 128-token question behind each. The prefix-aware router keeps each group on one replica:
 # 7 or 8 groups = 28672-32768 tokens, with 16 x 256 tokens of questions and answers in flight 36864 at
 # most, under 40960. Round robin sends all 15 to each replica: every group comes back after 14 others,
-# past what the cache holds, so the engine recomputes 4096 tokens (about 2 x 8e9 x 4096 = 66 TFLOP) for
+# past what the cache holds, so the engine recomputes 4096 tokens (about 2 x 7e9 x 4096 = 57 TFLOP) for
 # most requests. 180 requests: 12 per group, the first of each a miss for either router.
 # turns: 17 conversations of 5 turns of 1024-token questions and 128-token stand-in answers: turn t's
 # prompt is 1024 (t + 1) + 128 t = 1024, 2176, 3328, 4480, 5632 tokens (+ 128 output: 5760 <= 8192),
@@ -84,7 +84,7 @@ GPU_FRACTION = 0.5  # each replica's bundle: {"GPU": 0.5} (Ray Serve LLM passes 
 # Prefix-aware: 8 or 9 conversations a replica, 31104 at most; round robin: all 17 on each. 170
 # requests: two rounds of 17 conversations (the second round's turn 0 a miss for either router).
 LEVELS = (16,)
-WORKLOADS = {
+WORKLOADS: dict[str, plan.Shape] = {
     "prefix": lambda c: (
         ("--prefix-tokens", "4096", "--prefix-groups", "15", "--mean-input-tokens", "128"),
         180,
@@ -130,7 +130,7 @@ def start_route1(args: argparse.Namespace) -> None:
     plan.stop_all(args)
     name = NAMES[router]
     model = model_8b()
-    driver = ("--replicas", "2", "--router", router, "--gpu-fraction", str(GPU_FRACTION))
+    driver: tuple[str, ...] = ("--replicas", "2", "--router", router, "--gpu-fraction", str(GPU_FRACTION))
     driver += ("--max-context", str(MAX_CONTEXT), "--engine-extra", json.dumps(engine_extra()))
     servers.ray_vllm(
         name, tp=1, gpus_total=1, driver=driver, cache=CACHE, router=router, model=model, util=UTIL_8B
