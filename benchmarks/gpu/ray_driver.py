@@ -87,7 +87,8 @@ def gpu_bundle(fraction: float) -> Callable[[dict[str, Any]], None]:
     it (``ray/llm/_internal/common/placement.py`` BundleConfig: GPU a float >= 0, "fractional values
     (e.g. GPU=0.5)") and passes it on to vLLM's Ray workers (``serve/engines/vllm/vllm_models.py``
     ``_detect_fractional_gpu_from_pg`` sets ``VLLM_RAY_PER_WORKER_GPUS``, which vLLM 0.26.0's Ray
-    executor asks each worker's GPUs with)."""
+    executor asks each worker's GPUs with; its ``v1/executor/ray_utils.py`` ``initialize_ray_cluster``
+    counts a bundle with any GPU as a device and refuses only more than 1)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"--gpu-fraction {fraction}: give a part of one GPU, above 0 and at most 1")
 
