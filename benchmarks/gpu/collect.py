@@ -154,6 +154,8 @@ def collect(records: list[dict[str, Any]]) -> dict[str, Any]:
         out["serving_path_fast_tensor_parallel"] = fast_tp
     if routing := collect_route.request_routing(records, clients, llmctl_row):
         out["request_routing"] = routing
+    if one_gpu := collect_route.request_routing_one_gpu(records, clients, llmctl_row):
+        out[collect_route.ONE_GPU_KEY] = one_gpu
     if pipeline := collect_pp.pipeline_parallel(records, clients, llmctl_row):  # two Ray nodes, one host
         out["pipeline_parallel"] = pipeline
     return out

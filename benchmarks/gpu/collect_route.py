@@ -1,7 +1,9 @@
 """gpu.json's ``request_routing`` row (collect.py calls it): the two routing clusters of the four-GPU
 fast-path plan (device_plan.py ``start-route`` / ``bench-route``), the default request router against
 the prefix-aware one, from their ``llmctl bench`` loads and the engines' windows through Ray's
-metrics export (``route_window``: histograms and vLLM's counters per replica's engine).
+metrics export (``route_window``: histograms and vLLM's counters per replica's engine); and the same
+row for one H200 (device_route1.py: two replicas sharing it, one router after the other), under
+``ONE_GPU_KEY``.
 
 Per workload (``prefix``: shared system prompts; ``turns``: multi-turn conversations), level and round:
 TTFT p50/p90, output tok/s, the prefix cache hit rate (hit tokens over queried tokens, vLLM's own
@@ -17,6 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 LABEL = re.compile(r"^(?P<cluster>rayrd|rayrp)-(?P<workload>[a-z]+)-(?P<level>c[0-9]+)-(?P<round>r[0-9]+)$")
+# one H200 (device_route1.py): one cluster at a time, its name saying its router
+LABEL_ONE_GPU = re.compile(
+    r"^(?P<cluster>rayr1d|rayr1p)-(?P<workload>[a-z]+)-(?P<level>c[0-9]+)-(?P<round>r[0-9]+)$"
+)
+ONE_GPU_KEY = "request_routing_one_h200_two_replicas_sharing_it_8b_shape_dummy_weights"
+ONE_GPU_SETUP = ("replicas", "tensor_parallel", "gpu_fraction", "model", "shape", "kv_cache_bytes", "util")
 GOAL = "cache-aware TTFT p90 lower than the default router's"
 
 
@@ -86,17 +94,49 @@ def request_routing(
     clients: dict[str, Any],
     llmctl_row: Callable[[dict[str, Any], Any], dict[str, Any]],
 ) -> dict[str, Any]:
-    """The routing row, or {} for a run without routing loads. A label loaded twice keeps its last
-    load (the earlier one counted under ``superseded``)."""
+    """The routing row of the four-GPU plan (two clusters side by side), or {} for a run without its
+    loads."""
     started = next((r for r in records if r["kind"] == "start_route"), None)
     routers: dict[str, str] = started["routers"] if started else {"rayrd": "default", "rayrp": "prefix_aware"}
+    return routing(records, clients, llmctl_row, LABEL, routers)
+
+
+def request_routing_one_gpu(
+    records: list[dict[str, Any]],
+    clients: dict[str, Any],
+    llmctl_row: Callable[[dict[str, Any], Any], dict[str, Any]],
+) -> dict[str, Any]:
+    """The same row for one H200 (device_route1.py, ``ONE_GPU_KEY``): two replicas sharing the GPU,
+    the 8B shape with dummy weights, the default router's cluster (``rayr1d``) and the prefix-aware
+    one's (``rayr1p``) started and loaded one after the other; each ``start_route1`` names its
+    cluster's router. {} for a run without its loads."""
+    starts = [r for r in records if r["kind"] == "start_route1"]
+    routers = {"rayr1d": "default", "rayr1p": "prefix_aware"} | {r["servers"][0]: r["router"] for r in starts}
+    out = routing(records, clients, llmctl_row, LABEL_ONE_GPU, routers)
+    if out and starts:
+        out["setup"] = {"gpus": 1, "routers_measured": "one after the other, on the same GPU"} | {
+            key: starts[-1].get(key) for key in ONE_GPU_SETUP
+        }
+    return out
+
+
+def routing(
+    records: list[dict[str, Any]],
+    clients: dict[str, Any],
+    llmctl_row: Callable[[dict[str, Any], Any], dict[str, Any]],
+    pattern: re.Pattern[str],
+    routers: dict[str, str],
+) -> dict[str, Any]:
+    """The loads whose labels ``pattern`` matches, per workload, level and round, the second cluster's
+    router (``routers``: cluster to router, the default one's first) against the first's. A label
+    loaded twice keeps its last load (the earlier one counted under ``superseded``)."""
     windows = {r["label"]: r for r in records if r["kind"] == "route_window"}
-    loads, superseded = last_loads(records, lambda label: bool(LABEL.match(label)))
+    loads, superseded = last_loads(records, lambda label: bool(pattern.match(label)))
     if not loads:
         return {}
     workloads: dict[str, Any] = {}
     for label, record in loads.items():
-        found = LABEL.match(label)
+        found = pattern.match(label)
         assert found
         summary = record["summary"]
         row = llmctl_row(summary, clients.get(f"llmctl-{label}"))
@@ -107,7 +147,7 @@ def request_routing(
             row["engine"] = engine(window)
         level = workloads.setdefault(found["workload"], {}).setdefault(found["level"], {"rounds": {}})
         level["rounds"].setdefault(found["round"], {})[routers[found["cluster"]]] = row
-    default, aware = routers["rayrd"], routers["rayrp"]
+    default, aware = routers.values()
     checked: dict[str, Any] = {}
     for workload, levels in workloads.items():
         for level, entry in levels.items():

@@ -28,6 +28,8 @@ Phases (one engine per GPU; ``--gpus`` adapts the assignment to two GPUs):
 - ``start-pp`` / ``bench-pp``: the multi-node 405B blueprint's app at pipeline_parallel 2 over two Ray
   nodes of one GPU each on this host, the fabric probe across them first (device_pp.py);
   ``start-pp-net`` / ``bench-pp-net``: the same with NCCL's P2P and SHM off (its network path).
+- ``start-route1 --router R`` / ``bench-route1``: routing on ONE GPU, two replicas sharing it, the
+  8B shape with dummy weights, one router after the other (device_route1.py).
 - ``triton-gauge``: Triton's pod processes (start.py, queue_metrics.py's port 8003, the backend's stub
   running vLLM 0.22.1) under a burst, port 8003 read as KEDA reads it (benchmarks/gpu/triton_gauge.py).
 """
@@ -48,6 +50,7 @@ import device_bench as bench
 import device_install as install
 import device_plan as plan
 import device_pp as pp
+import device_route1 as route1
 import device_servers as servers
 
 
@@ -66,6 +69,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--routers", default="default,prefix_aware", help="start-route: rayrd's and rayrp's request router"
+    )
+    parser.add_argument(
+        "--router",
+        default="default",
+        help="start-route1: the cluster's request router (default | prefix_aware)",
     )
     args = parser.parse_args()
     servers.FAST_PATH = args.fast_path
@@ -97,6 +105,8 @@ def main() -> None:
         "start-plain4": plan.start_plain4,
         "stop-all": plan.stop_all,
         "bench-route": plan.bench_route,
+        "start-route1": route1.start_route1,
+        "bench-route1": route1.bench_route1,
         "start-pp": pp.start_pp,
         "bench-pp": pp.bench_pp,
         "start-pp-net": lambda a: pp.start_pp(a, network=True),

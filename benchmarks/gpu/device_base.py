@@ -107,6 +107,11 @@ SERVERS = {
     # (device_pp.py): the head on GPU 0, the second raylet on GPU 1
     "raypp": (8017, "0,1"),
     "rayppn": (8017, "0,1"),  # the same with NCCL's P2P and SHM off: its stages talk over Socket (TCP)
+    # routing on one H200 (device_route1.py): one cluster of 2 replicas sharing GPU 0, half of it each,
+    # the default router (rayr1d) or the prefix-aware one (rayr1p), one after the other; no VLLM_PORT
+    # (two replicas in one environment, as rayrd and rayrp)
+    "rayr1d": (8019, "0"),
+    "rayr1p": (8019, "0"),
 }
 RAY_PORTS = {
     "ray1": 6381,
@@ -121,6 +126,8 @@ RAY_PORTS = {
     "ray4fe": 6390,
     "raypp": 6391,
     "rayppn": 6391,
+    "rayr1d": 6392,
+    "rayr1p": 6392,
 }
 # each Ray cluster's slot: its temp folder /tmp/r<slot> and its ranges of ports
 RAY_SLOT = {
@@ -138,6 +145,8 @@ RAY_SLOT = {
     # direct ingress range is its own (device_pp.INGRESS_FROM)
     "raypp": 9,
     "rayppn": 9,
+    "rayr1d": 10,  # one at a time, so one slot (11 is raypp's second raylet's)
+    "rayr1p": 10,
 }
 
 

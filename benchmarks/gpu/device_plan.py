@@ -19,6 +19,7 @@ import argparse
 import json
 import re
 import time
+from collections.abc import Callable
 
 import device_servers as servers
 from device_base import EAGER, RES, SERVERS, export, record
@@ -98,8 +99,10 @@ def stop_all(_: argparse.Namespace | None = None) -> None:
     record("stopped", servers=names)
 
 
+# a load's shape at concurrency c: its `llmctl bench` flags and how many requests
+Shape = Callable[[int], tuple[tuple[str, ...], int]]
 # the routing loads (phase B): each workload fits max_model_len 4096 with 128 output tokens
-WORKLOADS = {
+WORKLOADS: dict[str, Shape] = {
     # 8 system prompts of 1024 tokens, a 256-token question behind each: a group's later requests can
     # reuse its prompt on the replica that served it first
     "prefix": lambda c: (
@@ -163,11 +166,16 @@ def close_window(label: str, before: str, after: str, began: float) -> None:
     record("route_window", label=label, **histograms, series=series_delta(before, after))
 
 
-def bench_route(args: argparse.Namespace) -> None:
+def bench_route(
+    args: argparse.Namespace,
+    workloads: dict[str, Shape] = WORKLOADS,
+    levels: tuple[int, ...] = ROUTE_LEVELS,
+) -> None:
     """Phase B's loads: each workload at c16 and c64 on each cluster in turn, ``--rounds`` times. Each
     load's engine window (histograms, per-replica counters through Ray's metrics port) is closed by
     the scrape before that cluster's next load, at least EXPORT_S after it ended, so Ray's agent
-    has exported it; the last ones after a final wait."""
+    has exported it; the last ones after a final wait. ``workloads`` and ``levels``: another plan's
+    loads (device_route1.py, one GPU)."""
     names = args.names.split(",")
     if pending := [n for n in names if not (RES / f"{n}.ready").exists()]:
         servers.wait(argparse.Namespace(names=",".join(pending), limit=args.limit))
@@ -189,8 +197,8 @@ def bench_route(args: argparse.Namespace) -> None:
 
     first = getattr(args, "first_round", 1)
     for round_ in range(first, first + args.rounds):
-        for c in ROUTE_LEVELS:
-            for workload, shape in WORKLOADS.items():
+        for c in levels:
+            for workload, shape in workloads.items():
                 extra, requests = shape(c)
                 for name in names:
                     before = scrape_after_export(name)

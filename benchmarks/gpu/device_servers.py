@@ -100,13 +100,15 @@ def ray_vllm(
     driver: tuple[str, ...] = (),
     cache: str | None = None,
     router: str | None = None,
+    model: Path = MODEL,
+    util: float = UTIL,
 ) -> None:
     """``ray start`` on the name's GPUs, then a driver that deploys the rendered app (ray_driver.py);
-    ``router``: the blueprint's request router, whose render's fast-path variables Ray starts with."""
+    ``router``: the blueprint's request router, whose render's fast-path variables Ray starts with;
+    ``model`` and ``util``: the model folder and gpu_memory_utilization (the tiny model's and 0.9)."""
     environ, began = ray_head(name, gpus_total, gpus=gpus, cache=cache, router=router)
-    spawn(
-        name, driver_argv(name, RAY_PORTS[name], SERVERS[name][0], tp, *driver), environ, started=began
-    )  # ready counts from `ray start`
+    argv = driver_argv(name, RAY_PORTS[name], SERVERS[name][0], tp, *driver, model=model, util=util)
+    spawn(name, argv, environ, started=began)  # ready counts from `ray start`
 
 
 def ray_head(
@@ -201,14 +203,21 @@ def open_files(rendered: str | None) -> dict[str, Any]:
 
 
 def driver_argv(
-    name: str, gcs: int, port: int, tp: int, *extra: str, config: str = "serve_config.json"
+    name: str,
+    gcs: int,
+    port: int,
+    tp: int,
+    *extra: str,
+    config: str = "serve_config.json",
+    model: Path = MODEL,
+    util: float = UTIL,
 ) -> list[str]:
     """ray_driver.py deploying the rendered app (``config``, carried) on the Ray cluster at ``gcs`` (its
     ready and bundle files named after ``name``)."""
     argv = [sys.executable, str(HERE / "ray_driver.py"), "--address", f"127.0.0.1:{gcs}", "--port", str(port)]
-    argv += ["--tp", str(tp), "--config", str(CARRY / config), "--model", str(MODEL)]
+    argv += ["--tp", str(tp), "--config", str(CARRY / config), "--model", str(model)]
     argv += ["--ready", str(RES / f"{name}.ready"), "--bundles", str(RES / f"{name}.bundles.json")]
-    return [*argv, "--util", str(UTIL), *extra]
+    return [*argv, "--util", str(util), *extra]
 
 
 def triton_engine(_: argparse.Namespace | None = None) -> None:

@@ -5,9 +5,10 @@ The import path and the args are the rendered ones (``llmctl render -b llama2-70
 ``make gpu-prepare``); only what the device forces changes, and the results say so: the model (the
 tiny random Llama), ``tensor_parallel``, ``pipeline_parallel`` (``--pp``; as rendered unless given, and
 recorded either way), the context (``--max-context``: the tiny model's positions, for a blueprint whose
-context is longer), ``num_replicas`` (``--replicas``, default 1) and, when
-``--router`` names one, the blueprint's ``serving.request_router`` (the app turns it into Ray's
-router as in the cluster: serving/serve_llm/routing.py). (The app sets no Ray ``accelerator_type``
+context is longer), ``num_replicas`` (``--replicas``, default 1), each worker's GPU bundle
+(``--gpu-fraction``: replicas sharing one GPU) and, when ``--router`` names one, the blueprint's
+``serving.request_router`` (the app turns it into Ray's router as in the cluster:
+serving/serve_llm/routing.py). (The app sets no Ray ``accelerator_type``
 since issue 42, so the blueprint's A100 instance type needs no renaming on an H100 or H200.)
 
 A prefix router under direct streaming also needs HAProxy to forward the body
@@ -55,6 +56,9 @@ def main() -> None:
     parser.add_argument(
         "--router", default=None, help="serving.request_router (default | prefix_aware; default: as rendered)"
     )
+    parser.add_argument(
+        "--gpu-fraction", type=float, default=None, help="each worker's GPU bundle (default: as built, 1)"
+    )
     args = parser.parse_args()
     failed = Path(str(args.ready).replace(".ready", ".failed"))
     try:
@@ -76,6 +80,22 @@ def patch_llm_config(change: Callable[[dict[str, Any]], object]) -> None:
         return found
 
     ray_vllm_app.llm_config = changed
+
+
+def gpu_bundle(fraction: float) -> Callable[[dict[str, Any]], None]:
+    """The change that gives each worker's placement bundle ``fraction`` of a GPU. Ray 2.58.0 accepts
+    it (``ray/llm/_internal/common/placement.py`` BundleConfig: GPU a float >= 0, "fractional values
+    (e.g. GPU=0.5)") and passes it on to vLLM's Ray workers (``serve/engines/vllm/vllm_models.py``
+    ``_detect_fractional_gpu_from_pg`` sets ``VLLM_RAY_PER_WORKER_GPUS``, which vLLM 0.26.0's Ray
+    executor asks each worker's GPUs with; its ``v1/executor/ray_utils.py`` ``initialize_ray_cluster``
+    counts a bundle with any GPU as a device and refuses only more than 1)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"--gpu-fraction {fraction}: give a part of one GPU, above 0 and at most 1")
+
+    def change(found: dict[str, Any]) -> None:
+        found["placement_group_config"]["bundle_per_worker"]["GPU"] = fraction
+
+    return change
 
 
 def device_args(app: dict[str, Any], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -124,6 +144,10 @@ def deploy(args: argparse.Namespace) -> None:
         engine_extra = json.loads(args.engine_extra)
         patch_llm_config(lambda found: found["engine_kwargs"].update(engine_extra))
         changes["llm_config.engine_kwargs"] = [None, engine_extra]
+    if args.gpu_fraction is not None:  # replicas sharing a GPU (device_route1.py): each bundle a part
+        built = gpu_bundle(args.gpu_fraction)
+        patch_llm_config(built)
+        changes["llm_config.placement_group_config.bundle_per_worker.GPU"] = [1, args.gpu_fraction]
     module, _, attr = app["import_path"].partition(":")
     builder = getattr(importlib.import_module(module), attr)
     started = time.time()

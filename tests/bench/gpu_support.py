@@ -22,3 +22,16 @@ def load(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def documented_calls(heading: str) -> dict[str, list[str]]:
+    """The call table of docs/gpu-runs.md's section that starts with ``heading``: each call's
+    device.py arguments, as written (the coordinator runs them literally)."""
+    page = (ROOT / "docs" / "gpu-runs.md").read_text()
+    section = page.split(heading, 1)[1].split("\n### ", 1)[0]
+    calls = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`") and cells[0] != "call":
+            calls[cells[0]] = cells[1].strip("`").split()
+    return calls

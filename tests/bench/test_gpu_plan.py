@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_support import load
+from gpu_support import documented_calls, load
 
 RENDERED = {  # the 70B blueprint's rendered fast-path variables (test_gpu_harness checks the rendering)
     "RAY_SERVE_ENABLE_HA_PROXY": "1",
@@ -278,25 +278,13 @@ def test_bench_route_alternates_the_clusters_and_reads_each_window_after_ray_exp
     assert events[-2:] == [("lines", "rayrd"), ("lines", "rayrp")]
 
 
-def documented_calls() -> dict[str, list[str]]:
-    """docs/gpu-runs.md's call table for this plan: each call's device.py arguments, as written."""
-    page = (Path(__file__).resolve().parents[2] / "docs" / "gpu-runs.md").read_text()
-    section = page.split("### tp 2, routing and tp 4 on the fast path", 1)[1].split("\n### ", 1)[0]
-    calls = {}
-    for line in section.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[1].startswith("`") and cells[0] not in ("call",):
-            calls[cells[0]] = cells[1].strip("`").split()
-    return calls
-
-
 def test_the_documented_calls_run_steps_that_exist_with_flags_that_parse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The coordinator runs the page's commands literally: every step exists, every flag parses, every
     name is a server of the harness, and the starts get the fast path and eager mode where written."""
     device = device_in(tmp_path, monkeypatch)
-    calls = documented_calls()
+    calls = documented_calls("### tp 2, routing and tp 4 on the fast path")
     assert list(calls) == ["parts 00-13", "A (part 14)", "B", "C", "D", "E", "F"]
     ran: list[tuple[str, str, bool, bool]] = []
 
