@@ -94,6 +94,13 @@ def gpu_bundle(fraction: float) -> Callable[[dict[str, Any]], None]:
 
     def change(found: dict[str, Any]) -> None:
         found["placement_group_config"]["bundle_per_worker"]["GPU"] = fraction
+        # the engine process reads VLLM_RAY_PER_WORKER_GPUS from its own environment (vLLM 0.26.0
+        # ray_executor_v2.py _get_actor_resource_kwargs); Ray 2.58.0 puts the detected fraction only in
+        # the runtime_env of its callback's node tasks (core/configs/llm_config.py), so on 2026-11-29
+        # each worker still asked for {'GPU': 1.0} and did not fit its 0.5 bundle: the replica's own
+        # runtime_env carries it, which the replica and its EngineCore child inherit
+        env = found.setdefault("runtime_env", {}).setdefault("env_vars", {})
+        env["VLLM_RAY_PER_WORKER_GPUS"] = str(fraction)
 
     return change
 
