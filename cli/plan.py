@@ -145,6 +145,8 @@ def _print(result: object) -> None:
         output.console.print("[green]policy: passed[/]")
     for line in result.day_two_notes:
         output.console.print(line, markup=False, soft_wrap=True)
+    for line in result.drift_lines():  # the deployed platform's pools whose nodes are replaced
+        output.console.print(line, markup=False, soft_wrap=True)
     for found in result.day_two:  # the next `up` against the deployed workload
         text = (
             "\n".join(found.lines()) or f"day two: the next `up` of {found.blueprint} restarts no serving pod"
