@@ -46,11 +46,11 @@ from llmctl.infra.platform.manifests import NODECLASS_API, NODEPOOL_API
 Obj = dict[str, Any]
 Nodes = Literal["every", "some", "none", "unknown"]
 Rule = Literal["static", "dynamic", "none", "unknown"]
-DEFAULT_BUDGET = {"nodes": "10%"}  # core v1.14.0 pkg/apis/v1/nodepool.go Disruption.Budgets default
+DEFAULT_BUDGET = {"nodes": "10%"}  # the NodePool CRD's default of spec.disruption.budgets (one budget)
 DRIFT_REASON = "Drifted"
 
 # EC2NodeClass selectors resolved per node (pkg/cloudprovider/drift.go): reason, the nodes replaced
-_RESOLVED = {
+RESOLVED = {
     "amiSelectorTerms": ("AMIDrift", "nodes whose AMI is not one the new amiSelectorTerms resolve to"),
     "subnetSelectorTerms": ("SubnetDrift", "nodes in a subnet the new subnetSelectorTerms do not select"),
     "securityGroupSelectorTerms": (
@@ -267,8 +267,8 @@ def nodeclass_fields(old: Obj, new: Obj) -> list[DriftField]:
             found.append(
                 DriftField("EC2NodeClass", path, change, "static", "every", "NodeClassDrift", detail)
             )
-        elif key in _RESOLVED:
-            reason, who = _RESOLVED[key]
+        elif key in RESOLVED:
+            reason, who = RESOLVED[key]
             moved = key == "amiSelectorTerms" and _pinned(a) and _pinned(b)
             nodes: Nodes = "every" if moved else "some"
             found.append(DriftField("EC2NodeClass", path, change, "dynamic", nodes, reason, who))
