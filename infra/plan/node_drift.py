@@ -111,7 +111,7 @@ class PoolDrift:
         """every, some, unknown or none: the widest of the fields."""
         for level in ("every", "some", "unknown"):
             if any(f.nodes == level for f in self.fields):
-                return level  # type: ignore[return-value]
+                return level
         return "none"
 
     @property
