@@ -125,11 +125,13 @@ class PoolDrift:
         how = f"Karpenter drift, within the NodePool's budget of {self.budget} at a time"
         if self.nodes == "every":
             causes = "; ".join(f.cause() for f in drifting)
-            out.append(f"pool {self.pool}: every node is replaced ({causes}; {how}){self._serving('')}")
+            out.append(
+                f"pool {self.pool}: every node is replaced ({causes}; {how}){self._serving(maybe=False)}"
+            )
         elif self.nodes == "some":
             for item in drifting:
                 out.append(
-                    f"pool {self.pool}: {item.detail} are replaced ({item.cause()}; {how}){self._serving('may')}"
+                    f"pool {self.pool}: {item.detail} are replaced ({item.cause()}; {how}){self._serving(maybe=True)}"
                 )
         for item in self.fields:
             if item.nodes == "unknown":
@@ -138,13 +140,13 @@ class PoolDrift:
                 out.append(f"pool {self.pool}: {item.cause()}: no node is replaced ({item.detail})")
         return out
 
-    def _serving(self, may: str) -> str:
+    def _serving(self, *, maybe: bool) -> str:
         """'; serving llama2-inf2 and tiny-cpu restart' (the deployed workloads on the pool)."""
         names = self.workloads
         if not names:
             return ""
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        verb = "may restart" if may else "restarts" if len(names) == 1 else "restart"
+        verb = "may restart" if maybe else "restarts" if len(names) == 1 else "restart"
         return f"; serving {listed} {verb}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,7 +171,7 @@ def drift_lines(drifts: Sequence[PoolDrift], heading: str) -> list[str]:
             + (
                 "a node running a pod annotated karpenter.sh/do-not-disrupt (a Ray head) stays until that pod leaves)"
                 if any(d.replaces and d.blocked_by_do_not_disrupt for d in drifts)
-                else "the NodePool's terminationGracePeriod drains even do-not-disrupt pods)"
+                else "with the NodePool's terminationGracePeriod, nodes with do-not-disrupt pods are taken too)"
             )
         )
     return out

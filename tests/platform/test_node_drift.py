@@ -230,3 +230,43 @@ def test_the_budgets_that_limit_drift(budgets: list[Obj] | None, text: str) -> N
     else:
         nodepool["spec"]["disruption"]["budgets"] = budgets
     assert budget_text(nodepool) == text
+
+
+def test_some_nodes_replaced_may_restart_the_workloads_serving_there() -> None:
+    def on_demand_only(nodepool: Obj, _nodeclass: Obj) -> None:
+        nodepool["spec"]["template"]["spec"]["requirements"][1]["values"] = ["on-demand"]
+
+    [drift] = _drift("default", on_demand_only)
+    drift.workloads = ["tiny-cpu"]
+    assert drift.lines() == [
+        "pool default: nodes whose karpenter.sh/capacity-type is spot are replaced (NodePool "
+        f"spec.template.spec.requirements changed, RequirementsDrifted; {HOW}); serving tiny-cpu may restart"
+    ]
+
+
+def test_a_termination_grace_period_lets_drift_take_nodes_with_do_not_disrupt_pods() -> None:
+    def graced(nodepool: Obj, nodeclass: Obj) -> None:
+        nodepool["spec"]["template"]["spec"]["terminationGracePeriod"] = "24h"
+        _user_data(nodepool, nodeclass)
+
+    drifts = _drift("inferentia-inf2", graced)
+    assert drift_lines(drifts, "heading")[-1] == (
+        "  (each replacement node is launched and ready before the drifted node drains; with the NodePool's "
+        "terminationGracePeriod, nodes with do-not-disrupt pods are taken too)"
+    )
+    assert drifts[0].to_dict()["do_not_disrupt_blocks"] is False
+
+
+def test_a_value_the_plan_does_not_know_is_said_so() -> None:
+    def unknown_role(_pool: Obj, nodeclass: Obj) -> None:
+        nodeclass["spec"]["role"] = "<unknown>"
+
+    [drift] = _drift("default", unknown_role)
+    assert (drift.nodes, drift.lines()) == (
+        "unknown",
+        ["pool default: EC2NodeClass spec.role changed: known only at `up`"],
+    )
+    assert drift_lines([drift], "heading") == [
+        "heading",
+        "  pool default: EC2NodeClass spec.role changed: known only at `up`",
+    ]
