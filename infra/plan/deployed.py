@@ -105,9 +105,7 @@ def platform_drift(
     deployed = deployed_objects(engine.state_resources(StackSpec(PLATFORM_PROJECT, stack)))
     drifts = pool_drift(deployed, planned)
     moving = {d.pool: d for d in drifts if d.replaces}
-    for project, name in stacks if moving else ():
-        if project == PLATFORM_PROJECT or not project.startswith(workload_project("")):
-            continue
+    for project, name in _workload_stacks(stacks) if moving else ():
         pool = serving_pool(deployed_objects(engine.state_resources(StackSpec(project, name))))
         if pool in moving:
             moving[pool].workloads.append(record_by_name(project, name).label())
@@ -117,10 +115,15 @@ def platform_drift(
 def refuse_clashes(blueprints: Sequence[Blueprint], w_stack: str, stacks: Sequence[tuple[str, str]]) -> None:
     """Refuse (BadInput, exit 2) a planned workload (each blueprint as workload stack `w_stack`) whose
     namespace a workload stack of the environment, (project, stack), already has, as `up` would."""
-    others = [
-        record_by_name(project, name)
+    others = [record_by_name(project, name) for project, name in _workload_stacks(stacks)]
+    for bp in blueprints:
+        refuse_namespace_clash(record_by_name(workload_project(bp.name), w_stack), others)
+
+
+def _workload_stacks(stacks: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The workload stacks among (project, stack) pairs of an environment."""
+    return [
+        (project, name)
         for project, name in stacks
         if project != PLATFORM_PROJECT and project.startswith(workload_project(""))
     ]
-    for bp in blueprints:
-        refuse_namespace_clash(record_by_name(workload_project(bp.name), w_stack), others)
