@@ -27,7 +27,8 @@ def plan(
         "--offline",
         help="Plan from the programs alone: no backend, no pulumi CLI, no credentials. Without it, each "
         "blueprint whose workload stack is deployed is also compared with it: what the next `up` rolls, "
-        "the extra nodes and whether they fit.",
+        "the extra nodes and whether they fit; and the deployed platform's Karpenter pools: which running "
+        "nodes the next `up` replaces (drift).",
     ),
     backend: str | None = options.BACKEND,
     skip_missing: bool = typer.Option(
@@ -44,8 +45,9 @@ def plan(
     """Show what the platform and workload stacks would create and check the platform against the
     policy rules (Pulumi's mocks: no credentials, no pulumi CLI). Against a deployed workload stack
     (not with --offline) it also says what the next `up` does to it: which pods roll, a second
-    RayCluster's nodes and cost, the quota. `--json` lists every input of every resource (secrets
-    redacted): the input of `llmctl plan diff`; `rollouts` carries the comparison."""
+    RayCluster's nodes and cost, the quota; against the deployed platform, the Karpenter pools whose
+    running nodes it replaces. `--json` lists every input of every resource (secrets redacted): the
+    input of `llmctl plan diff`; `rollouts` and `drift` carry the comparison."""
     if ctx.invoked_subcommand is not None:
         return
     output.start(json_output=json)
@@ -145,6 +147,8 @@ def _print(result: object) -> None:
         output.console.print("[green]policy: passed[/]")
     for line in result.day_two_notes:
         output.console.print(line, markup=False, soft_wrap=True)
+    for line in result.drift_lines():  # the deployed platform's pools whose nodes are replaced
+        output.console.print(line, markup=False, soft_wrap=True)
     for found in result.day_two:  # the next `up` against the deployed workload
         text = (
             "\n".join(found.lines()) or f"day two: the next `up` of {found.blueprint} restarts no serving pod"
@@ -164,8 +168,9 @@ def diff(
         False, "--allow-version-mismatch", help="Compare plans written by different llmctl versions."
     ),
 ) -> None:
-    """Resources added, removed and changed between two plans, with the changed inputs and the
-    hourly cost. Exit code: 0 no changes, 1 changes (like `diff`), 2 bad input."""
+    """Resources added, removed and changed between two plans, with the changed inputs, the hourly
+    cost and the Karpenter pools whose running nodes the change replaces (drift). Exit code: 0 no
+    changes, 1 changes (like `diff`), 2 bad input."""
     output.start(json_output=format == "json")
     from llmctl.infra.plan.file import PlanFileError, load_plan
 

@@ -4,7 +4,8 @@ Resources are matched by stack id (`project/stack`) and URN. A changed resource 
 input path (`spec.template.spec.containers[name=head].image`, `labels["karpenter.sh/nodepool"]`) with
 its old and new value; lists whose items all carry a distinct `name` are matched by name, other
 lists by position. Secrets were redacted when the plans were written and stay so. The hourly cost
-(platform plus each blueprint's serving nodes) is compared too.
+(platform plus each blueprint's serving nodes) is compared too, and the Karpenter pools whose running
+nodes the change replaces (drift: :mod:`llmctl.infra.plan.node_drift`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from llmctl.infra.plan.node_drift import PoolDrift, pool_drift
 
 Change = Literal["added", "removed", "changed"]
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -78,6 +81,7 @@ class PlanDiff:
     versions: tuple[str, str] = ("", "")
     resource_counts: tuple[int, int] = (0, 0)
     missing: tuple[list[str], list[str]] = ([], [])  # blueprints each plan left out (--skip-missing)
+    drift: list[PoolDrift] = field(default_factory=list)  # pools whose running nodes are replaced
 
     def of(self, action: str) -> list[ResourceChange]:
         """The resource changes of one action (add, remove, change)."""
@@ -111,6 +115,7 @@ class PlanDiff:
             "cost": self.cost.to_dict(),
             "violations_added": self.violations_added,
             "violations_removed": self.violations_removed,
+            "drift": [pool.to_dict() for pool in self.drift],
         }
         if self.versions[0] != self.versions[1]:
             data["llmctl_versions"] = {"old": self.versions[0], "new": self.versions[1]}
@@ -288,7 +293,13 @@ def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
         versions=(str(old.get("llmctl_version")), str(new.get("llmctl_version"))),
         resource_counts=(len(_resources(old)), len(_resources(new))),
         missing=(_names(old.get("missing_blueprints")), _names(new.get("missing_blueprints"))),
+        drift=pool_drift(_objects(old), _objects(new)),
     )
+
+
+def _objects(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's resources' inputs (its Kubernetes objects among them)."""
+    return [res["inputs"] for res in _resources(plan).values() if isinstance(res.get("inputs"), dict)]
 
 
 def _names(value: Any) -> list[str]:

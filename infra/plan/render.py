@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from llmctl.infra.plan.diff import InputChange, PlanDiff, ResourceChange
+from llmctl.infra.plan.node_drift import drift_lines
 
 _SIGN = {"add": "+", "remove": "-", "change": "~"}
 _WORD = {"add": "added", "remove": "removed", "change": "changed"}
@@ -14,6 +15,7 @@ _WORD = {"add": "added", "remove": "removed", "change": "changed"}
 MARKDOWN_LIMIT = 60_000
 VALUE_WIDTH = 100
 _FULL = "run `llmctl plan diff OLD.json NEW.json` for the full list"
+DRIFT_HEADING = "node drift: what Karpenter does to the running nodes of the changed pools"
 
 
 def _value(value: Any, width: int = VALUE_WIDTH) -> str:
@@ -69,6 +71,7 @@ def render_text(diff: PlanDiff) -> str:
             for item in res.inputs:
                 old, new = _change_text(item)
                 lines.append(f"      {item.path}: {old} -> {new}")
+    lines += drift_lines(diff.drift, DRIFT_HEADING)
     for v in diff.violations_added:
         lines.append(f"policy: new {v['severity']} [{v['rule']}] {v['resource']}: {v['message']}")
     for v in diff.violations_removed:
@@ -153,6 +156,12 @@ def render_markdown(diff: PlanDiff) -> str:
         for v in diff.violations_removed:
             out.append(f"- policy: resolved `{v['rule']}` on {_md_code(str(v['resource']))}")
         out.append("")
+    drift = drift_lines(diff.drift, f"**{DRIFT_HEADING}**")
+    out += (
+        [drift[0], "", *(f"- {html.escape(line.strip(), quote=False)}" for line in drift[1:]), ""]
+        if drift
+        else []
+    )
     text = "\n".join(out)
     for stack in diff.stacks():
         budget = MARKDOWN_LIMIT - len(text) - 400

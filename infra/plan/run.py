@@ -20,6 +20,7 @@ from llmctl.errors import BlueprintError, LlmctlError
 from llmctl.infra.lifecycle.cold_start import at_zero
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.plan.doc import SECRET, canonical, full_inputs, header, placeholders, stack_entry
+from llmctl.infra.plan.node_drift import drift_lines
 from llmctl.infra.plan.offline import OfflineMocks, Registered, run_offline
 from llmctl.infra.plan.policy import Violation, check_policy, errors
 from llmctl.infra.plan.workload import WorkloadPlan, run_workload_offline
@@ -68,11 +69,19 @@ class PlanResult:
     # against the deployed stacks (not with --offline): each one's day-two plan, and what was not compared
     day_two: list[Any] = field(default_factory=list)
     day_two_notes: list[str] = field(default_factory=list)
+    drift: list[Any] = field(default_factory=list)  # node_drift.PoolDrift: the deployed platform's pools
 
     @property
     def ok(self) -> bool:
         """True when no policy error was found (warnings do not fail)."""
         return not errors(self.violations)
+
+    def drift_lines(self) -> list[str]:
+        """What the next `up` of the platform does to the running nodes of its Karpenter pools."""
+        heading = (
+            f"platform {PLATFORM_PROJECT}/{self.config.stack}: the next `up` changes these Karpenter pools"
+        )
+        return drift_lines(self.drift, heading)
 
     def counts(self) -> dict[str, int]:
         """Resources per type."""
@@ -111,6 +120,8 @@ class PlanResult:
             # what the next `up` does to each deployed workload (empty offline or when none is deployed)
             "rollouts": [plan.to_dict() for plan in sorted(self.day_two, key=lambda p: p.blueprint)],
             "rollout_notes": list(self.day_two_notes),
+            # the deployed platform's Karpenter pools whose running nodes the next `up` replaces
+            "drift": [pool.to_dict() for pool in self.drift],
             **placeholders(),
         }
         return dict(canonical(document))
@@ -219,6 +230,7 @@ def offline_plan(
         blueprints, stack=stack, region=region, all_pools=all_pools, **(overrides or {})
     )
     registered = run_platform_offline(config)
+    viewed = plan_view(registered)
     unique = {bp.name: bp for bp in blueprints}.values()
     found = None
     if deployed:
@@ -226,11 +238,16 @@ def offline_plan(
         from llmctl.infra.plan.deployed import deployed_rollouts
 
         found = deployed_rollouts(
-            list(unique), stack=stack, region=region, workload=workload, backend=backend
+            list(unique),
+            stack=stack,
+            region=region,
+            workload=workload,
+            backend=backend,
+            platform=[res.inputs for res in viewed],
         )
     return PlanResult(
         config=config,
-        resources=plan_view(registered),
+        resources=viewed,
         violations=check_policy(registered),
         workloads=[_viewed(run_workload_offline(bp, config, workload)) for bp in unique],
         cost=plan_cost(list(unique)),
@@ -238,6 +255,7 @@ def offline_plan(
         missing=missing,
         day_two=found.plans if found else [],
         day_two_notes=found.notes if found else [],
+        drift=found.drift if found else [],
     )
 
 

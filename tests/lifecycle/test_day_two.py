@@ -87,6 +87,9 @@ def test_a_code_change_on_a_deployed_inf2_stack_is_planned_refused_then_replaced
     result = CliRunner().invoke(app, ["plan", "-b", BP, "--region", aws, "--json"])
     assert result.exit_code == 0, result.output
     [found] = json.loads(result.stdout)["rollouts"]
+    # the platform stack was read and compared: the one `up` deployed is the one planned, no node drifts
+    exports = {Path(c["cwd"]).name for c in engine.calls() if c["command"] == "stack export"}
+    assert "llmctl-platform" in exports and json.loads(result.stdout)["drift"] == []
     [cluster] = found["rollouts"]
     assert (cluster["kind"], cluster["object"]) == ("new-cluster", f"RayService/{BP}")
     assert (cluster["extra_nodes"], cluster["instance_type"]) == (1, "inf2.48xlarge")

@@ -1,6 +1,7 @@
 """Golden tests of `llmctl plan diff`: offline plans of a blueprint before and after a change (replicas,
 tensor parallelism, instance type, read from modified copies of the catalog file) and of a platform
-change, compared in every output format with the files under golden/plan_diff/.
+change (among them one that makes Karpenter replace a pool's running nodes: `drift`), compared in every
+output format with the files under golden/plan_diff/.
 
 Regenerate the golden files after an intended change with `LLMCTL_UPDATE_GOLDEN=1` (then review
 their diff like any other change)."""
@@ -56,6 +57,8 @@ CASES: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any], list[str]]] = 
     "platform-endpoint": ({}, {"endpoint": {"public": True, "public_cidrs": ["203.0.113.0/24"]}}, []),
     # a second workload joins the environment: the platform grows by its pool and the Neuron chart
     "platform-second-workload": ({}, {}, ["llama2-inf2"]),
+    # a larger root volume on the GPU pool (issue 55's 405B): Karpenter replaces every GPU node (drift)
+    "gpu-root-volume": ({}, {"root_volume_gib": {"gpu-nvidia": 1200}}, []),
 }
 
 
