@@ -9,7 +9,8 @@ Per workload (``prefix``: shared system prompts; ``turns``: multi-turn conversat
 TTFT p50/p90, output tok/s, the prefix cache hit rate (hit tokens over queried tokens, vLLM's own
 counters over the load's window, its warm-up requests included) and how the finished requests split
 over the engines (one series label set per replica). The goal: the cache-aware router's TTFT p90
-lower than the default one's in every round.
+lower than the default one's on the shared-prefix workload, in every level and round; the
+multi-turn loads are reported beside it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ LABEL_ONE_GPU = re.compile(
 )
 ONE_GPU_KEY = "request_routing_one_h200_two_replicas_sharing_it_8b_shape_dummy_weights"
 ONE_GPU_SETUP = ("replicas", "tensor_parallel", "gpu_fraction", "model", "shape", "kv_cache_bytes", "util")
-GOAL = "cache-aware TTFT p90 lower than the default router's"
+GOAL = "cache-aware TTFT p90 lower than the default router's on the shared-prefix workload"
+GOAL_WORKLOAD = (
+    "prefix"  # issue 52: "... a lower TTFT p90 than the default router on the shared-prefix workload"
+)
 
 
 def ms(value: float | None) -> float | None:
@@ -194,28 +198,44 @@ def compare(aware: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
 def goal(
     checked: dict[str, dict[str, float]], workloads: dict[str, Any], routers: tuple[str, str]
 ) -> dict[str, Any]:
-    """Met when every workload, level and round has the cache-aware p90 below the default's; else
-    by how many ms the worst one was not (its p90 minus the default's, 0 counted as a miss), and
-    where that load's time went by the engines' histograms."""
-    values = [value for rounds in checked.values() for value in rounds.values()]
+    """Issue 52's goal is on the shared-prefix workload: met when every ``prefix`` level and round has
+    the cache-aware p90 below the default's; else by how many ms the worst one was not (its p90 minus
+    the default's, 0 counted as a miss), and where that load's time went by the engines' histograms.
+    The other workloads (``turns``) are reported beside it (``other_loads``, and where the worst of
+    them went when the cache-aware router lost there), not counted in the goal."""
+    scored = {load: rounds for load, rounds in checked.items() if load.startswith(GOAL_WORKLOAD + "-")}
+    others = {load: rounds for load, rounds in checked.items() if load not in scored}
+    values = [value for rounds in scored.values() for value in rounds.values()]
     worst = max(values) if values else None
     met = worst is not None and worst < 0
     out: dict[str, Any] = {
         "goal": GOAL,
         "measure": "ttft_p90_ms_vs_default",
         "unit": "ms",
-        "by_load": checked,
+        "by_load": scored,
         "met": met,
         "missed_by": None if met or worst is None else round(worst, 2),
+        "other_loads": others,
     }
     if not met and worst is not None:
-        load, round_ = next((k, r) for k, rounds in checked.items() for r, v in rounds.items() if v == worst)
-        workload, level = load.rsplit("-", 1)
-        rows = workloads[workload][level]["rounds"][round_]
-        out["where_time_goes"] = {"load": load, "round": round_} | {
-            router: where(rows[router]) for router in routers
-        }
+        out["where_time_goes"] = _where_worst(scored, worst, workloads, routers)
+    other_values = [value for rounds in others.values() for value in rounds.values()]
+    if other_values and max(other_values) >= 0:
+        out["other_loads_where_time_goes"] = _where_worst(others, max(other_values), workloads, routers)
     return out
+
+
+def _where_worst(
+    loads: dict[str, dict[str, float]], worst: float, workloads: dict[str, Any], routers: tuple[str, str]
+) -> dict[str, Any]:
+    load, round_ = next((k, r) for k, rounds in loads.items() for r, v in rounds.items() if v == worst)
+    workload, level = load.rsplit("-", 1)
+    rows = workloads[workload][level]["rounds"][round_]
+    return {"load": load, "round": round_} | {
+        router: where(rows[router])
+        | {"requests_by_engine": sorted(rows[router].get("requests_by_engine", {}).values())}
+        for router in routers
+    }
 
 
 def where(row: dict[str, Any]) -> dict[str, Any]:
