@@ -39,13 +39,14 @@ def _lines(name: str, change: Callable[[Obj, Obj], None], **nodeclass: Any) -> l
     return [line for d in _drift(name, change, **nodeclass) for line in d.lines()]
 
 
-def _user_data(_pool: Obj, nodeclass: Obj) -> None:
-    # issue 53: a NodeConfig for containerd's device ownership on the Neuron pools
-    nodeclass["spec"]["userData"] = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"
-
-
 def test_user_data_added_replaces_every_node_of_the_pool() -> None:
-    drifts = _drift("inferentia-inf2", _user_data)
+    """Issue 53's NodeConfig (containerd's device ownership) on a Neuron pool deployed before it: the
+    old EC2NodeClass as rendered then, without userData, against today's render."""
+    new = _pair("inferentia-inf2")
+    assert "device_ownership_from_security_context" in new[1]["spec"]["userData"]
+    old = copy.deepcopy(new)
+    del old[1]["spec"]["userData"]
+    drifts = pool_drift(list(old), list(new))
     assert drift_lines(drifts, "heading") == [
         "heading",
         f"  pool inferentia-inf2: every node is replaced (EC2NodeClass spec.userData added; {HOW})",
@@ -247,7 +248,7 @@ def test_some_nodes_replaced_may_restart_the_workloads_serving_there() -> None:
 def test_a_termination_grace_period_lets_drift_take_nodes_with_do_not_disrupt_pods() -> None:
     def graced(nodepool: Obj, nodeclass: Obj) -> None:
         nodepool["spec"]["template"]["spec"]["terminationGracePeriod"] = "24h"
-        _user_data(nodepool, nodeclass)
+        nodeclass["spec"]["userData"] = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"
 
     drifts = _drift("inferentia-inf2", graced)
     assert drift_lines(drifts, "heading")[-1] == (
