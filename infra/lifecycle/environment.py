@@ -120,7 +120,12 @@ class WorkloadRecord(BaseModel):
         return {RECORD_CONFIG: self.model_dump_json()}
 
 
-_NEEDS = ("root_volume_gib", "capacity_reservations", "queue_scaling")
+#: the record's platform needs beyond pools, and how a note names them
+_NEEDS = {
+    "root_volume_gib": "root volume",
+    "capacity_reservations": "capacity reservations",
+    "queue_scaling": "queue scaling",
+}
 
 
 def union(records: Iterable[WorkloadRecord]) -> tuple[list[str], list[str]]:
@@ -223,7 +228,7 @@ class Environment:
             return record
         catalog = _catalog_blueprint(record.blueprint)
         if catalog is None:
-            said = ", ".join(name.replace("_", " ") for name in missing)
+            said = ", ".join(_NEEDS[name] for name in missing)
             self.note(
                 f"{label} does not record its {said} (an older llmctl wrote it) and has no catalog "
                 "blueprint: the platform keeps none for it"
