@@ -4,7 +4,8 @@ An environment is the platform stack `llmctl-platform/<env>`. Each workload on i
 its blueprint's project: `llmctl-<blueprint>/<env>` (the default workload) or
 `llmctl-<blueprint>/<env>.<workload>` (a named one, e.g. `ci.pr-42`, with its own namespace).
 Every workload stack records what it needs from the platform (:class:`WorkloadRecord`: its
-blueprint, pools and accelerator instance types) as a stack output, saved in the backend so any
+blueprint, pools and accelerator instance types, and the root volumes, capacity reservations and
+queue scaling of :mod:`llmctl.infra.platform.needs`) as a stack output, saved in the backend so any
 machine reads it without running the program, and in its stack config. The platform is built for
 the union of the records (:meth:`Environment.platform_config`), so the order of `up`s does not
 matter and a later `up` never removes a pool another workload uses. The AZ IDs the first `up`
@@ -24,10 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmctl.blueprints.catalog import load_blueprint
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.pools import ALWAYS_POOLS, pools_for
+from llmctl.blueprints.schema import CapacitySpec
 from llmctl.errors import BadInput, LlmctlError, NotDeployed
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.names import check_workload, namespace, split_stack, workload_stack
 from llmctl.infra.platform.config import API_CIDRS_ENV, EndpointConfig, validate_config
+from llmctl.infra.platform.needs import PlatformNeeds, blueprint_needs, merge_needs
 from llmctl.infra.workload.program import build_workload
 from llmctl.state import StackPins, load_pins, pins_from_json, pins_to_json, save_pins
 
@@ -51,10 +54,27 @@ class WorkloadRecord(BaseModel):
         default_factory=list, description="Accelerator instance types the platform's AZs must offer."
     )
     namespace: str = Field(description="Kubernetes namespace of the workload.")
+    # what else the platform needs from the workload (:mod:`llmctl.infra.platform.needs`); None: not
+    # recorded (a record written before these fields), taken from the catalog blueprint when read
+    root_volume_gib: dict[str, int] | None = Field(
+        None,
+        description="Root volume (GiB) per node pool where the workload's model does not fit the pool's "
+        "default ({}: none); None when not recorded.",
+    )
+    capacity_reservations: dict[str, CapacitySpec] | None = Field(
+        None,
+        description="The workload's EC2 capacity reservations per node pool ({}: none); None when not recorded.",
+    )
+    queue_scaling: bool | None = Field(
+        None,
+        description="Whether the workload's Deployment scales on its queue, so the platform runs KEDA; None "
+        "when not recorded.",
+    )
 
     @classmethod
     def for_blueprint(cls, bp: Any, workload: str | None = None) -> WorkloadRecord:
-        """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.blueprints.pools`)."""
+        """The record of a blueprint deployed as `workload` (pools from :mod:`llmctl.blueprints.pools`,
+        the other needs from :func:`llmctl.infra.platform.needs.blueprint_needs`)."""
 
         return cls(
             blueprint=bp.name,
@@ -62,6 +82,22 @@ class WorkloadRecord(BaseModel):
             pools=[spec.name for spec in pools_for([bp], hardware())],
             instance_types=[bp.compute.instance_type] if bp.compute.accelerator != "cpu" else [],
             namespace=namespace(bp.name, workload) or bp.name,
+            **blueprint_needs(bp).settings(),
+        )
+
+    def unrecorded(self) -> list[str]:
+        """The platform needs this record does not hold (written before they were recorded)."""
+        return [name for name in _NEEDS if getattr(self, name) is None]
+
+    def needs(self) -> PlatformNeeds:
+        """What the platform needs from this workload besides its pools (none where not recorded)."""
+        return PlatformNeeds(
+            root_volume_gib=self.root_volume_gib or {},
+            capacity_reservations={
+                name: spec.model_dump(mode="json")
+                for name, spec in (self.capacity_reservations or {}).items()
+            },
+            queue_scaling=bool(self.queue_scaling),
         )
 
     @property
@@ -82,6 +118,14 @@ class WorkloadRecord(BaseModel):
     def to_config(self) -> dict[str, str]:
         """The workload stack's config entry holding this record."""
         return {RECORD_CONFIG: self.model_dump_json()}
+
+
+#: the record's platform needs beyond pools, and how a note names them
+_NEEDS = {
+    "root_volume_gib": "root volume",
+    "capacity_reservations": "capacity reservations",
+    "queue_scaling": "queue scaling",
+}
 
 
 def union(records: Iterable[WorkloadRecord]) -> tuple[list[str], list[str]]:
@@ -165,15 +209,39 @@ class Environment:
                 continue
             if unreadable:
                 self.note(f"the output record of {project}/{stack} is unreadable; using its stack config's")
-            return record
+            return self._completed(record, f"{project}/{stack}")
         if unreadable:
             self.note(f"the record of {project}/{stack} is unreadable; using the catalog blueprint")
 
-        try:
-            return WorkloadRecord.for_blueprint(load_blueprint(blueprint), workload)
-        except LlmctlError:
+        catalog = _catalog_blueprint(blueprint)
+        if catalog is None:
             self.note(f"{project}/{stack} has no record and no catalog blueprint: its pools are not kept")
             return record_by_name(project, stack)
+        return WorkloadRecord.for_blueprint(catalog, workload)
+
+    def _completed(self, record: WorkloadRecord, label: str) -> WorkloadRecord:
+        """A record written before the platform needs were recorded, completed from the catalog
+        blueprint of the same name (on the record's own pools only); without one, the needs it lacks
+        stay unknown (none) and a note says so. A need recorded as none ({} / False) is kept."""
+        missing = record.unrecorded()
+        if not missing:
+            return record
+        catalog = _catalog_blueprint(record.blueprint)
+        if catalog is None:
+            said = ", ".join(_NEEDS[name] for name in missing)
+            self.note(
+                f"{label} does not record its {said} (an older llmctl wrote it) and has no catalog "
+                "blueprint: the platform keeps none for it"
+            )
+            return record
+        fresh = WorkloadRecord.for_blueprint(catalog, record.workload)
+        update: dict[str, Any] = {}
+        for name in missing:
+            value = getattr(fresh, name)
+            if isinstance(value, dict):  # a pool the record does not have is not the platform's to make
+                value = {pool: need for pool, need in value.items() if pool in record.pools}
+            update[name] = value
+        return record.model_copy(update=update)
 
     def pinned_az_ids(self) -> list[str]:
         """The AZ IDs the platform's subnets are in (empty before the first `up`)."""
@@ -185,12 +253,15 @@ class Environment:
     ) -> Any:
         """The platform every record needs together, in the AZs chosen before (unless reselecting)."""
 
-        pools, instance_types = union(records)
+        chosen = list(records)
+        pools, instance_types = union(chosen)
         data: dict[str, Any] = {
             "stack": self.stack,
             "region": region,
             "pools": pools,
             "instance_types": instance_types,
+            # root volumes, capacity reservations and KEDA: merged as `PlatformConfig.for_blueprints` does
+            **merge_needs(r.needs() for r in chosen).settings(),
         }
         pinned = [] if reselect_azs else self.pinned_az_ids()
         if pinned:
@@ -242,6 +313,14 @@ class Environment:
                 "pass one of those (or no --blueprint to remove the whole environment); nothing was changed",
             )
         return chosen
+
+
+def _catalog_blueprint(name: str) -> Any:
+    """The catalog blueprint of that name, else None."""
+    try:
+        return load_blueprint(name)
+    except LlmctlError:
+        return None
 
 
 def workload_program(config: Any, hf_token: str | None, record: WorkloadRecord) -> Callable[[], None]:

@@ -19,15 +19,13 @@ from llmctl.blueprints.pools import (
     POOLS,
     PoolSpec,
     pool,
-    pool_for_instance,
     pools_for,
-    root_volumes_by_pool,
 )
-from llmctl.blueprints.rules import queue_scaled
 from llmctl.blueprints.schema import Blueprint, CapacitySpec
 from llmctl.blueprints.versions import versions
 from llmctl.errors import BlueprintError
 from llmctl.infra.platform.addons import Addon, installed_addons
+from llmctl.infra.platform.needs import blueprint_needs, merge_needs
 from llmctl.infra.platform.regions import region_problem
 
 PROJECT = "llmctl"
@@ -387,11 +385,10 @@ class PlatformConfig(_Strict):
             "region": region,
             "pools": pools,
             "instance_types": instance_types,
-            "capacity_reservations": reservations_by_pool(chosen),
-            "root_volume_gib": root_volumes_by_pool(chosen, hardware()),
-            # all_pools: a platform ready for any blueprint, KEDA included
-            "queue_scaling": all_pools or any(queue_scaled(bp) for bp in chosen),
+            **merge_needs(blueprint_needs(bp) for bp in chosen).settings(),
         }
+        if all_pools:  # a platform ready for any blueprint, KEDA included
+            data["queue_scaling"] = True
         data.update(overrides)
         return validate_config(data, source="platform settings")
 
@@ -417,22 +414,6 @@ class PlatformConfig(_Strict):
         if "region" not in data and values.get("aws:region"):
             data["region"] = values["aws:region"]
         return validate_config(data, source="Pulumi stack config")
-
-
-def reservations_by_pool(blueprints: Iterable[Blueprint]) -> dict[str, dict[str, Any]]:
-    """The blueprints' capacity reservations, merged per serving pool (terms added up; on-demand
-    fallback when any blueprint on the pool allows it: what `doctor` checks the reservations against).
-    The pool never loses its own capacity types to a reservation (manifests.pool_capacity_types)."""
-    merged: dict[str, dict[str, Any]] = {}
-    for bp in blueprints:
-        if bp.capacity is None:
-            continue
-        name = pool_for_instance(hardware().instance(bp.compute.instance_type)).name
-        entry = merged.setdefault(name, {"reservations": [], "fallback": "none"})
-        entry["reservations"] += [t for t in bp.capacity.reservations if t not in entry["reservations"]]
-        if bp.capacity.fallback == "on-demand":
-            entry["fallback"] = "on-demand"
-    return merged
 
 
 def _json(key: str, raw: str) -> Any:

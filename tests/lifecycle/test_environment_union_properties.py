@@ -44,8 +44,15 @@ WORKLOADS = (None, "pr-1", "pr-12")
 BLUEPRINTS = ("tiny-cpu", "llama2-inf2")
 
 record_st = st.builds(
-    lambda bp, workload, pools, types: WorkloadRecord(
-        blueprint=bp, workload=workload, pools=pools, instance_types=types, namespace=bp
+    lambda bp, workload, pools, types: WorkloadRecord(  # as written now: the platform needs recorded
+        blueprint=bp,
+        workload=workload,
+        pools=pools,
+        instance_types=types,
+        namespace=bp,
+        root_volume_gib={},
+        capacity_reservations={},
+        queue_scaling=False,
     ),
     st.sampled_from(BLUEPRINTS),
     st.sampled_from(WORKLOADS),
@@ -89,7 +96,15 @@ def test_the_union_holds_every_need_once_in_any_order_and_grows_only(
     assert set(pools) <= set(grown_pools) and set(types) <= set(grown_types)
 
 
-RECORD = WorkloadRecord(blueprint="tiny-cpu", workload="pr-1", pools=["cpu"], namespace="tiny-cpu")
+RECORD = WorkloadRecord(
+    blueprint="tiny-cpu",
+    workload="pr-1",
+    pools=["cpu"],
+    namespace="tiny-cpu",
+    root_volume_gib={},
+    capacity_reservations={},
+    queue_scaling=False,
+)
 source_st = st.sampled_from(("absent", "valid", "unreadable"))
 
 

@@ -42,12 +42,16 @@ def record(
     pools: list[str] | None = None,
     types: list[str] | None = None,
 ) -> WorkloadRecord:
+    """A record as `up` writes it now: its platform needs recorded (none here)."""
     return WorkloadRecord(
         blueprint=blueprint,
         workload=workload,
         pools=pools or [],
         instance_types=types or [],
         namespace=f"{blueprint}-{workload}" if workload else blueprint,
+        root_volume_gib={},
+        capacity_reservations={},
+        queue_scaling=False,
     )
 
 
@@ -60,7 +64,14 @@ def environment(backend: SavedBackend, stack: str = "ci") -> tuple[Environment, 
 def test_a_cpu_blueprint_needs_no_accelerator_type_and_the_default_workload_uses_its_name() -> None:
     found = WorkloadRecord.for_blueprint(load_blueprint("tiny-cpu"))
     assert found == WorkloadRecord(
-        blueprint="tiny-cpu", workload=None, pools=ALWAYS, instance_types=[], namespace="tiny-cpu"
+        blueprint="tiny-cpu",
+        workload=None,
+        pools=ALWAYS,
+        instance_types=[],
+        namespace="tiny-cpu",
+        root_volume_gib={},
+        capacity_reservations={},
+        queue_scaling=False,
     )
     assert found.key == ("tiny-cpu", None)
     assert found.project == "llmctl-tiny-cpu"
