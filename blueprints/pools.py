@@ -71,8 +71,9 @@ class PoolSpec:
     def device_ownership(self) -> bool:
         """Whether containerd on this pool's nodes hands a pod's accelerator devices over owned by the
         pod's user (`device_ownership_from_security_context`, set by the EC2NodeClass's userData:
-        `llmctl.infra.platform.node_config`): the Neuron pools, whose `/dev/neuron*` nodes are root's
-        alone on the host, so that a non-root serving pod can open the devices it was given."""
+        `llmctl.infra.platform.node_config`): the Neuron pools, so that a non-root serving pod opens the
+        `/dev/neuron*` nodes it was given whatever mode the host's udev rule sets (0666 from the
+        driver's package, 0660 for a `neuron` group as Neuron's security guide advises)."""
         return self.accelerator in NEURON_ACCELERATORS
 
     def node_labels(self, instance_type: str | None = None) -> dict[str, str]:

@@ -2,13 +2,16 @@
 
 One setting today, for the Neuron pools: containerd's `device_ownership_from_security_context`, so
 that a device the device plugin gives a pod appears in its container owned by the pod's
-`runAsUser`/`runAsGroup` instead of the host's owner. Why the Neuron pools need it, from source:
+`runAsUser`/`runAsGroup` instead of the host's owner. Why the Neuron pools want it, from source:
 
 - The Neuron driver makes `/dev/neuron<N>` with `class_create` and no `devnode` mode
-  (aws-neuron/aws-neuron-driver `neuron_cdev.c`, commit fca19f7d), and its DKMS package installs no
-  udev rule (`aws-neuronx-dkms-mkrpm.spec`, `postinstall`): the node is root's alone unless the host
-  adds a rule (the driver's README and Neuron's security guide show one; the EKS AMI's nodeadm sets
-  none). Opening it needs no capability: the driver's only `capable()` check guards mapping device
+  (aws-neuron/aws-neuron-driver `neuron_cdev.c`, commit fca19f7d): root's, 0600, unless udev says
+  otherwise. Its DKMS package does (`dkms.conf` PRE_INSTALL `preinstall`: a rule giving every
+  `neuron*` node mode 0666), and the EKS AMIs' Neuron variant installs that package, so there any user
+  opens them today. Neuron's own security guide tells hosts to replace it with group `neuron`, 0660;
+  a host that follows it (or has no rule) would refuse a non-root pod. With the setting below the
+  pod's user owns the node whatever mode the host chose, so the pods' user does not depend on it.
+  Opening a node needs no capability: the driver's only `capable()` check guards mapping device
   memory outside its own allocations (`neuron_mmap.c`, `nmmap_dm_root`, CAP_SYS_RAWIO).
 - containerd's CRI copies a device's uid/gid from the host unless `device_ownership_from_security_context`
   is true, when it takes them from the container's security context (containerd

@@ -70,7 +70,8 @@ class ClusterPool(_Strict):
         False,
         description="containerd on the pool's nodes has `device_ownership_from_security_context = true` "
         "(its CRI plugin), so a device given to a pod is owned by the pod's user: llmctl then runs pods "
-        "that use Neuron devices as non-root (otherwise as root, which `/dev/neuron*` needs by default).",
+        "that use Neuron devices as non-root (otherwise as root: the host's udev rule for `/dev/neuron*` "
+        "may admit only root or a group).",
     )
 
     @field_validator("taints", mode="before")

@@ -11,7 +11,8 @@ a volume, every place the runtimes write is a volume (`writable.py`). What is le
 - a pod that requests Neuron devices or cores runs as it where containerd on its pool's nodes gives a
   pod's devices to the pod's user (`PoolFacts.device_ownership`: llmctl's Neuron pools set it through
   their EC2NodeClass, `infra/platform/node_config.py`; a kubeconfig cluster file may declare it), else
-  as root: `/dev/neuron*` is root's alone on a node without a udev rule for it.
+  as root: llmctl does not know that pool's udev rule for `/dev/neuron*` (0666 from the driver's
+  package, 0660 for a `neuron` group as Neuron's security guide advises, 0600 without one).
 
 The uid has no entry in the image's /etc/passwd, so each container of such a pod gets `USER` and
 `LOGNAME`: Python's `getpass.getuser()` reads them before it asks the password database (which would
