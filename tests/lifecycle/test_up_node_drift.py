@@ -13,19 +13,27 @@ from typing import Any
 import pytest
 from lifecycle_support import lifecycle
 from standin_support import StandinEngine
+from typer.testing import CliRunner
 
+from llmctl.cli.app import app
 from llmctl.errors import Declined
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.plan.deployed import up_drift
 
 REGION = "us-west-2"
+runner = CliRunner()
 HEADING = "platform llmctl-platform/dev: this `up` changes these Karpenter pools"
 
 
 @pytest.fixture(autouse=True)
-def drift_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """As the `up` command runs `up`; the models are gated: a (dummy) token."""
+def hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The models are gated: a (dummy) token, which only ends up in a Secret of the stand-in."""
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)
+
+
+@pytest.fixture
+def drift_read() -> Iterator[None]:
+    """As the `up` command runs `up` (cli/lifecycle.py)."""
     with up_drift():
         yield
 
@@ -51,7 +59,7 @@ def platform_exports(engine: StandinEngine) -> list[dict[str, Any]]:
     ]
 
 
-def test_first_up_reads_no_platform_and_says_no_drift(engine: StandinEngine) -> None:
+def test_first_up_reads_no_platform_and_says_no_drift(engine: StandinEngine, drift_read: None) -> None:
     """A first `up`: no platform stack yet, so no state is read (the preview inits the stack: read
     after it, the new empty stack would be exported and the platform rendered for nothing)."""
     [plan] = planned("llama2-70b-vllm-gpu")
@@ -70,7 +78,7 @@ DRIFT = [
 
 
 def test_up_of_the_405b_blueprint_says_it_replaces_the_gpu_nodes_of_the_deployed_workload(
-    engine: StandinEngine,
+    engine: StandinEngine, drift_read: None
 ) -> None:
     """The 405B blueprint's 1000 GiB root volume (the pool's default is 500 GiB) changes the GPU
     pool's EC2NodeClass: every GPU node is replaced, the 70B workload's too."""
@@ -84,7 +92,7 @@ def test_up_of_the_405b_blueprint_says_it_replaces_the_gpu_nodes_of_the_deployed
     assert HEADING not in again.summary()
 
 
-def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine) -> None:
+def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine, drift_read: None) -> None:
     lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
     """`pulumi stack export` of the 70B workload's stack fails (its checkpoint lacks a field the
     export prints): the drift is not said, a note says why, and `up` goes on to ask."""
@@ -100,3 +108,11 @@ def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine) -> None:
         "the platform: not compared with the deployed stack llmctl-platform/dev: pulumi failed on "
         "llmctl-llama2-70b-vllm-gpu/dev: "
     ), note
+
+
+def test_the_up_command_prints_the_drift_in_its_plan(engine: StandinEngine, aws: str) -> None:
+    """Through the CLI (`up --yes --json`): the plan it printed carries the lines."""
+    assert runner.invoke(app, ["up", "-b", "llama2-70b-vllm-gpu", "--yes", "--no-wait"]).exit_code == 0
+    result = runner.invoke(app, ["up", "-b", "llama31-405b-vllm-gpu", "--yes", "--no-wait", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["plan"]["notes"][-3:] == DRIFT
