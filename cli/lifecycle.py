@@ -57,7 +57,7 @@ def up(
     """Deploy a blueprint: preflight, plan and cost, confirm, platform, workload, readiness, endpoint."""
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
-    from llmctl.infra.plan.deployed import up_drift
+    from llmctl.infra.plan.up_drift import up_drift
     from llmctl.infra.targets.base import UpRequest
     from llmctl.infra.targets.registry import get_target, run_up
 

@@ -13,12 +13,11 @@ platform's: a change that makes Karpenter replace a pool's running nodes (drift:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmctl.blueprints.schema import Blueprint
-from llmctl.errors import BadInput, EngineError, LlmctlError
+from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.lifecycle.backend import recorded_stacks, resolve_backend
 from llmctl.infra.lifecycle.day_two import deployed_objects, serving_pool
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
@@ -29,10 +28,8 @@ from llmctl.infra.lifecycle.environment import (
 )
 from llmctl.infra.lifecycle.orchestrate import Lifecycle
 from llmctl.infra.lifecycle.progress import Progress
-from llmctl.infra.lifecycle.up_drift import reading
 from llmctl.infra.names import workload_stack
-from llmctl.infra.plan.node_drift import PoolDrift, drift_lines, pool_drift
-from llmctl.infra.plan.run import plan_view, run_platform_offline  # run.py imports this module lazily
+from llmctl.infra.plan.node_drift import PoolDrift, pool_drift
 
 
 @dataclass
@@ -113,26 +110,6 @@ def platform_drift(
         if pool in moving:
             moving[pool].workloads.append(record_by_name(project, name).label())
     return drifts
-
-
-def up_drift_lines(engine: Engine, stack: str, config: Any, stacks: Sequence[tuple[str, str]]) -> list[str]:
-    """`up`'s plan lines (:mod:`llmctl.infra.lifecycle.up_drift`): the deployed platform's pools whose
-    running nodes the platform `config` (a PlatformConfig), rendered as the offline plan renders it,
-    replaces, with the workloads of `stacks` serving on them."""
-    try:
-        planned = [res.inputs for res in plan_view(run_platform_offline(config))]
-    except Exception as exc:  # the program under mocks: any failure is a note of `up`, not its end
-        raise EngineError(
-            f"the platform {config.stack} did not render offline: {exc}",
-            "run `llmctl plan --blueprint NAME` to see the platform's resources",
-        ) from exc
-    heading = f"platform {PLATFORM_PROJECT}/{stack}: this `up` changes these Karpenter pools"
-    return drift_lines(platform_drift(engine, stack, planned, stacks), heading)
-
-
-def up_drift() -> AbstractContextManager[None]:
-    """Within the block, `llmctl up` says the node drift of the platform it applies before it asks."""
-    return reading(up_drift_lines)
 
 
 def refuse_clashes(blueprints: Sequence[Blueprint], w_stack: str, stacks: Sequence[tuple[str, str]]) -> None:

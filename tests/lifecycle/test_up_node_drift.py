@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from llmctl.cli.app import app
 from llmctl.errors import Declined
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
-from llmctl.infra.plan.deployed import up_drift
+from llmctl.infra.plan.up_drift import up_drift
 
 REGION = "us-west-2"
 runner = CliRunner()
