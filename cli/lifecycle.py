@@ -57,6 +57,7 @@ def up(
     """Deploy a blueprint: preflight, plan and cost, confirm, platform, workload, readiness, endpoint."""
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
+    from llmctl.infra.plan.up_drift import up_drift
     from llmctl.infra.targets.base import UpRequest
     from llmctl.infra.targets.registry import get_target, run_up
 
@@ -79,7 +80,9 @@ def up(
     )
     chosen = get_target(target, request)
     progress = open_progress(progress_mode, quiet=json_output)
-    _print_up(run_up(chosen, request, progress, _confirm(yes)), json_output)
+    with up_drift():  # the plan says which running nodes the platform change replaces
+        result = run_up(chosen, request, progress, _confirm(yes))
+    _print_up(result, json_output)
 
 
 def _print_up(result: Any, json_output: bool) -> None:

@@ -52,6 +52,7 @@ from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpRe
 from llmctl.infra.lifecycle.surge_stop import surge_stop
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
+from llmctl.infra.lifecycle.up_drift import drift_notes
 from llmctl.infra.lifecycle.upgrade import (
     carry_bounds,
     deployed_change,
@@ -206,9 +207,10 @@ class Lifecycle:
         if target == "eks":
             with self.progress.phase("plan"):
                 p_config, others = self._platform_for(record, region, reselect_azs, recorded)
+                drift = drift_notes(self.engine, self.stack, p_config)  # before the preview inits the stack
                 preview = self.engine.preview(platform_spec(self.stack, p_config))
                 changes["platform"] = preview.changes
-            notes = _environment_notes(self.stack, others, p_config, preview.steps, reselect_azs)
+            notes = _environment_notes(self.stack, others, p_config, preview.steps, reselect_azs) + drift
         if target == "kubeconfig":
             with self.progress.phase("cluster check"):  # reported, not assumed: before any Pulumi call
                 ensure_cluster_parts(

@@ -1,0 +1,118 @@
+"""`llmctl up` says, before it asks, which of the deployed platform's Karpenter pools' running nodes the
+platform it applies replaces (drift: infra/plan/node_drift.py), with the deployed workloads serving on
+them, as `llmctl plan` does (tests/lifecycle/test_plan_node_drift.py). Through the stand-in engine:
+the stacks a first `up` deployed are the saved state a second `up` reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lifecycle_support import lifecycle
+from standin_support import StandinEngine
+from typer.testing import CliRunner
+
+from llmctl.cli.app import app
+from llmctl.errors import Declined
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
+from llmctl.infra.plan.up_drift import up_drift
+
+REGION = "us-west-2"
+runner = CliRunner()
+HEADING = "platform llmctl-platform/dev: this `up` changes these Karpenter pools"
+
+
+@pytest.fixture(autouse=True)
+def hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The models are gated: a (dummy) token, which only ends up in a Secret of the stand-in."""
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)
+
+
+@pytest.fixture
+def drift_read() -> Iterator[None]:
+    """As the `up` command runs `up` (cli/lifecycle.py)."""
+    with up_drift():
+        yield
+
+
+def planned(blueprint: str) -> tuple[Any, ...]:
+    """`up` of the blueprint on stack dev, declined at the confirmation: the plan it showed."""
+    seen: list[Any] = []
+
+    def confirm(plan: Any) -> bool:
+        seen.append(plan)
+        return False
+
+    with pytest.raises(Declined):
+        lifecycle().up(blueprint, region=REGION, wait=False, confirm=confirm)
+    return tuple(seen)
+
+
+def platform_exports(engine: StandinEngine) -> list[dict[str, Any]]:
+    return [
+        c
+        for c in engine.calls()
+        if c["command"] == "stack export" and Path(c["cwd"]).name == PLATFORM_PROJECT
+    ]
+
+
+def test_first_up_reads_no_platform_and_says_no_drift(engine: StandinEngine, drift_read: None) -> None:
+    """A first `up`: no platform stack yet, so no state is read (the preview inits the stack: read
+    after it, the new empty stack would be exported and the platform rendered for nothing)."""
+    [plan] = planned("llama2-70b-vllm-gpu")
+    assert not any("Karpenter pools" in line for line in plan.summary())
+    assert platform_exports(engine) == []
+
+
+BUDGET = "Karpenter drift, within the NodePool's budget of 10% of nodes at a time"
+DRIFT = [
+    HEADING,
+    "  pool gpu-nvidia: every node is replaced (EC2NodeClass spec.blockDeviceMappings changed; "
+    f"{BUDGET}); serving llama2-70b-vllm-gpu restarts",
+    "  (each replacement node is launched and ready before the drifted node drains; a node running a pod "
+    "annotated karpenter.sh/do-not-disrupt (a Ray head) stays until that pod leaves)",
+]
+
+
+def test_up_of_the_405b_blueprint_says_it_replaces_the_gpu_nodes_of_the_deployed_workload(
+    engine: StandinEngine, drift_read: None
+) -> None:
+    """The 405B blueprint's 1000 GiB root volume (the pool's default is 500 GiB) changes the GPU
+    pool's EC2NodeClass: every GPU node is replaced, the 70B workload's too."""
+    lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
+    [plan] = planned("llama31-405b-vllm-gpu")
+    summary = plan.summary()
+    assert summary[summary.index(HEADING) :] == DRIFT
+    assert plan.to_dict()["notes"][-3:] == DRIFT  # `up --json` prints the plan's dict
+    # the same platform again: nothing drifts, nothing is said
+    [again] = planned("llama2-70b-vllm-gpu")
+    assert HEADING not in again.summary()
+
+
+def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine, drift_read: None) -> None:
+    lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
+    """`pulumi stack export` of the 70B workload's stack fails (its checkpoint lacks a field the
+    export prints): the drift is not said, a note says why, and `up` goes on to ask."""
+    path = engine.backend / ".pulumi" / "stacks" / "llmctl-llama2-70b-vllm-gpu" / "dev.json"
+    state = json.loads(path.read_text())
+    del state["pending_operations"]
+    path.write_text(json.dumps(state))
+    [plan] = planned("llama31-405b-vllm-gpu")
+    summary = plan.summary()
+    assert HEADING not in summary
+    [note] = [line for line in summary if line.startswith("the platform: ")]
+    assert note.startswith(
+        "the platform: not compared with the deployed stack llmctl-platform/dev: pulumi failed on "
+        "llmctl-llama2-70b-vllm-gpu/dev: "
+    ), note
+
+
+def test_the_up_command_prints_the_drift_in_its_plan(engine: StandinEngine, aws: str) -> None:
+    """Through the CLI (`up --yes --json`): the plan it printed carries the lines."""
+    assert runner.invoke(app, ["up", "-b", "llama2-70b-vllm-gpu", "--yes", "--no-wait"]).exit_code == 0
+    result = runner.invoke(app, ["up", "-b", "llama31-405b-vllm-gpu", "--yes", "--no-wait", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["plan"]["notes"][-3:] == DRIFT
