@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from llmctl.blueprints.hardware import HardwareCatalog, Instance
 from llmctl.blueprints.models import lookup_model
+from llmctl.blueprints.runtimes import NEURON
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import CatalogError
 
@@ -30,7 +31,7 @@ ALWAYS_POOLS = (CORE_POOL, "default", HEAD_POOL)
 # never expire by default; the general CPU pool is recycled monthly (Karpenter's own default).
 DEFAULT_EXPIRY = {"accelerator": "Never", "heads": "Never", "cpu": "720h"}
 # Accelerators whose devices the Neuron driver and device plugin hand over (`/dev/neuron*`).
-NEURON_ACCELERATORS = ("inferentia2", "trainium", "trainium2")
+NEURON_ACCELERATORS = NEURON
 # The scheduler the Neuron chart deploys; pods asking for more than one device or core must use it.
 NEURON_SCHEDULER = "my-scheduler"
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmctl.infra.workload.builders.security import image_user
+from llmctl.infra.workload.builders.security import all_containers, pod_user
 from llmctl.infra.workload.delivery.serving_code import NON_ROOT_USER
 from llmctl.infra.workload.scheduling.capacity import NEURON_CORE, NEURON_DEVICE
 from llmctl.infra.workload.scheduling.pods import container_requests, pod_templates
@@ -33,24 +33,13 @@ Obj = dict[str, Any]
 USER_NAME = "llmctl"
 
 
-def _containers(spec: Obj) -> list[Obj]:
-    return [*spec.get("initContainers", []), *spec.get("containers", [])]
-
-
 def uses_neuron(spec: Obj) -> bool:
     """Whether a pod's containers request Neuron devices or NeuronCores."""
     return any(
         container_requests(container).get(resource, 0) > 0
-        for container in _containers(spec)
+        for container in all_containers(spec)
         for resource in (NEURON_DEVICE, NEURON_CORE)
     )
-
-
-def _has_user(spec: Obj) -> bool:
-    """A user is already chosen: by the pod's builder, or by an image that records one."""
-    if (spec.get("securityContext") or {}).get("runAsUser"):
-        return True
-    return any(image_user(str(c.get("image", ""))) is not None for c in spec.get("containers", []))
 
 
 def choose_users(objects: list[Obj], *, device_ownership: bool) -> None:
@@ -60,14 +49,14 @@ def choose_users(objects: list[Obj], *, device_ownership: bool) -> None:
     for obj in objects:
         for template in pod_templates(obj):
             spec = template.spec
-            if _has_user(spec) or (uses_neuron(spec) and not device_ownership):
+            if pod_user(spec) is not None or (uses_neuron(spec) and not device_ownership):
                 continue
             spec["securityContext"] = {
                 **(spec.get("securityContext") or {}),
                 "runAsUser": uid,
                 "runAsGroup": gid,
             }
-            for container in _containers(spec):
+            for container in all_containers(spec):
                 env = container.setdefault("env", [])
                 named = {item.get("name") for item in env}
                 env.extend(

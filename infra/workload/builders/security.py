@@ -103,7 +103,7 @@ def _own_user(container: Obj) -> tuple[int, int] | None:
     return uid, int(chosen.get("runAsGroup", uid))
 
 
-def _pod_user(spec: Obj) -> tuple[int, int] | None:
+def pod_user(spec: Obj) -> tuple[int, int] | None:
     """The pod's user: the non-root one its builder set (the pod's `runAsUser`, with `runAsGroup` or
     the same id), else its (regular) containers' image user when they all share one, else None."""
     chosen = spec.get("securityContext", {})
@@ -117,14 +117,14 @@ def _pod_user(spec: Obj) -> tuple[int, int] | None:
 
 def harden_pod(spec: Obj, *, needs_token: bool) -> bool:
     """Set the pod's and its containers' security contexts; True when the pod runs as non-root."""
-    user = _pod_user(spec)
+    user = pod_user(spec)
     pod_context: Obj = {"seccompProfile": {"type": "RuntimeDefault"}}
     if user is not None:
         pod_context.update(
             {"runAsNonRoot": True, "runAsUser": user[0], "runAsGroup": user[1], "fsGroup": user[1]}
         )
     spec["securityContext"] = pod_context
-    for container in _containers(spec):
+    for container in all_containers(spec):
         # the pod's user wins (it owns the pod's volumes); in a pod of a root image, a container whose
         # builder chose a non-root user of its own (the AWS CLI init container) keeps it
         chosen = container.get("securityContext") or {}
@@ -141,7 +141,8 @@ def _autoscaling_cluster(obj: Obj) -> Obj | None:
     return cluster if cluster.get("enableInTreeAutoscaling") else None
 
 
-def _containers(spec: Obj) -> list[Obj]:
+def all_containers(spec: Obj) -> list[Obj]:
+    """A pod's init containers, then its containers."""
     return [*spec.get("initContainers", []), *spec.get("containers", [])]
 
 
@@ -155,7 +156,7 @@ def harden(objects: list[Obj]) -> bool:
             non_root &= harden_pod(template.spec, needs_token=False)
             if autoscaling is not None and template.where == "head group":
                 options = autoscaling.setdefault("autoscalerOptions", {})
-                options["securityContext"] = container_context(_pod_user(template.spec))
+                options["securityContext"] = container_context(pod_user(template.spec))
                 # the token for the sidecar alone: KubeRay v1.7.0 appends autoscalerOptions.volumeMounts
                 # to the sidecar it injects (controllers/ray/common/pod.go, mergeAutoscalerOverrides)
                 template.spec.setdefault("volumes", []).append(autoscaler_token_volume())
