@@ -12,6 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 NAME, NAME_NET = "raypp", "rayppn"  # device_pp's: as NCCL picks, and with NCCL's P2P and SHM off
+NAME_SHARED = "raypp1"  # device_pp's start-pp1: both Ray nodes given GPU 0 of a one-GPU machine
+# said plainly, with a raypp1 run, in place of the first line below
+SHARED_GPU = (
+    "One host and ONE GPU, not two nodes of their own GPUs: both Ray nodes are raylets on one machine, "
+    "each given the same H200 (a one-GPU machine was all that was lent), so the two pipeline stages are "
+    "two processes on one device: they share its compute and memory (a fixed 4 GiB KV cache each, "
+    "gpu_memory_utilization 0.3), and the figures are not what two GPUs give. NCCL 2.30.7 was loaded "
+    "for it (LD_PRELOAD, NCCL_MULTI_RANK_GPU_ENABLE=1: 2.28.9, the image's and the machine's torch's, "
+    "refuses two ranks on one GPU); `nccl_versions` says what each process loaded. Where each stage "
+    "sits on EKS, its own p5.48xlarge worker pod, the activations go between nodes.",
+)
 # said plainly, with the run: what two Ray nodes on one host are not
 DIFFERS_FROM_EKS = (
     "One host, not two nodes: both Ray nodes are raylets on one machine (one H200 each), where the "
@@ -58,11 +69,15 @@ def pipeline_parallel(
         "fast_path": first["fast_path"],
         "fabric_probe": {r["mode"]: probe_row(r) for r in records if r["kind"] == "pp_probe"},
     }
-    if NAME in starts:
-        row.update(engine(records, starts[NAME], clients, llmctl_row))
+    main = NAME if NAME in starts else NAME_SHARED if NAME_SHARED in starts else None
+    if main:
+        row.update(engine(records, starts[main], clients, llmctl_row))
     if NAME_NET in starts:
         row["engine_over_network"] = engine(records, starts[NAME_NET], clients, llmctl_row)
-    row["differs_from_eks"] = list(DIFFERS_FROM_EKS)
+    differs = list(DIFFERS_FROM_EKS)
+    if main == NAME_SHARED:
+        differs[0] = SHARED_GPU[0]
+    row["differs_from_eks"] = differs
     return row
 
 
@@ -86,6 +101,7 @@ def engine(
         "server": name,
         "started_at": start["t"],
         "gpus": start["gpus"],
+        "gpu_memory_utilization": start.get("gpu_memory_utilization"),
         "nccl_env": start.get("nccl_env"),
         "ready_s": next((r["seconds"] for r in records if r["kind"] == "ready" and r["name"] == name), None),
         "not_ready": any(r["kind"] in ("not_ready", "died") and r["name"] == name for r in records),
@@ -162,4 +178,8 @@ def engine_transport(records: list[dict[str, Any]], name: str) -> dict[str, Any]
     if found is None:
         return None
     lines = [line for file_lines in found["files"].values() for line in file_lines]
-    return {"summary": transport_summary(lines), "files": found["files"]}
+    return {
+        "summary": transport_summary(lines),
+        "nccl_versions": found.get("nccl_versions"),
+        "files": found["files"],
+    }

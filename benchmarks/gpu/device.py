@@ -27,7 +27,8 @@ Phases (one engine per GPU; ``--gpus`` adapts the assignment to two GPUs):
   the fast-path plan on four GPUs (tp 2 pair, routing, tp 4; device_plan.py), eager with ``--eager``.
 - ``start-pp`` / ``bench-pp``: the multi-node 405B blueprint's app at pipeline_parallel 2 over two Ray
   nodes of one GPU each on this host, the fabric probe across them first (device_pp.py);
-  ``start-pp-net`` / ``bench-pp-net``: the same with NCCL's P2P and SHM off (its network path).
+  ``start-pp-net`` / ``bench-pp-net``: the same with NCCL's P2P and SHM off (its network path);
+  ``start-pp1`` / ``bench-pp1``: the same on a one-GPU machine, both Ray nodes given GPU 0.
 - ``start-route1 --router R`` / ``bench-route1``: routing on ONE GPU, two replicas sharing it, the
   8B shape with dummy weights, one router after the other (device_route1.py).
 - ``triton-gauge``: Triton's pod processes (start.py, queue_metrics.py's port 8003, the backend's stub
@@ -111,6 +112,8 @@ def main() -> None:
         "bench-pp": pp.bench_pp,
         "start-pp-net": lambda a: pp.start_pp(a, network=True),
         "bench-pp-net": lambda a: pp.bench_pp(a, network=True),
+        "start-pp1": lambda a: pp.start_pp(a, shared=True),
+        "bench-pp1": lambda a: pp.bench_pp(a, shared=True),
     }
     for step in args.steps:
         try:

@@ -18,6 +18,10 @@ CARRY = Path(os.environ.get("GPU_CARRY", ".gpu"))
 ROOT = Path(os.environ.get("GPU_ROOT", "/root"))
 PARTS, WHEELS, RES, LOGS, CACHES = ROOT / "parts", ROOT / "w", ROOT / "res", ROOT / "logs", ROOT / "cc"
 SITE, SITE2, SITE22 = ROOT / "site", ROOT / "site2", ROOT / "site22"
+# NCCL 2.30.7 (prepare.py's `nccl` set), apart from the machine's own 2.28.9: only the pipeline run on one
+# GPU loads it (device_pp.py SHARED_GPU_ENV), for the two ranks on one device that 2.28 refuses
+SITE_NCCL = ROOT / "site-nccl"
+NCCL_LIB = SITE_NCCL / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
 MODEL = WHEELS / "tiny"
 RESULTS = RES / "results.jsonl"
 # KINDS.md: NVLink multicast stays off in every program started here
@@ -69,6 +73,7 @@ VLLM_PORTS = {
     "vllm4fe": 57500,
     "raypp": 58000,  # pipeline_parallel 2 over two Ray nodes (device_pp.py): one engine, two ranks
     "rayppn": 58000,  # raypp again with NCCL on its network path (its cluster stopped first)
+    "raypp1": 58000,  # raypp with both Ray nodes on GPU 0 (a one-GPU machine; never beside raypp)
 }
 
 SERVERS = {
@@ -107,6 +112,7 @@ SERVERS = {
     # (device_pp.py): the head on GPU 0, the second raylet on GPU 1
     "raypp": (8017, "0,1"),
     "rayppn": (8017, "0,1"),  # the same with NCCL's P2P and SHM off: its stages talk over Socket (TCP)
+    "raypp1": (8017, "0"),  # the same with both raylets given GPU 0 (device_pp.py SHARED_GPU_ENV)
     # routing on one H200 (device_route1.py): one cluster of 2 replicas sharing GPU 0, half of it each,
     # the default router (rayr1d) or the prefix-aware one (rayr1p), one after the other; no VLLM_PORT
     # (two replicas in one environment, as rayrd and rayrp)
@@ -126,6 +132,7 @@ RAY_PORTS = {
     "ray4fe": 6390,
     "raypp": 6391,
     "rayppn": 6391,
+    "raypp1": 6391,
     "rayr1d": 6392,
     "rayr1p": 6392,
 }
@@ -145,6 +152,7 @@ RAY_SLOT = {
     # direct ingress range is its own (device_pp.INGRESS_FROM)
     "raypp": 9,
     "rayppn": 9,
+    "raypp1": 9,
     "rayr1d": 10,  # one at a time, so one slot (11 is raypp's second raylet's)
     "rayr1p": 10,
 }

@@ -20,6 +20,7 @@ from device_base import (
     SITE,
     SITE2,
     SITE22,
+    SITE_NCCL,
     TINY_ARGS,
     WHEELS,
     env,
@@ -51,6 +52,8 @@ def setup(_: argparse.Namespace) -> None:
     if v22 := glob.glob(f"{WHEELS}/v22/*.whl"):  # Triton's vLLM: absent when prepared with --sets v26
         subprocess.run([*pip, "--target", str(SITE22), *v22], check=True)
     subprocess.run([*pip, "--target", str(SITE2), *glob.glob(f"{WHEELS}/llmctl_eks-*.whl")], check=True)
+    if nccl := glob.glob(f"{WHEELS}/nccl/*.whl"):  # --sets ...,nccl: apart, loaded by start-pp1 alone
+        subprocess.run([*pip, "--target", str(SITE_NCCL), *nccl], check=True)
     for site in (SITE, SITE22):  # the machine's own torch, triton and CUDA libraries stay in use
         for pattern in ("torch", "torch-*", "nvidia", "nvidia_*", "triton", "triton-*"):
             for path in site.glob(pattern):

@@ -53,6 +53,7 @@ from device_base import (
     CARRY,
     EAGER,
     LOGS,
+    NCCL_LIB,
     RAY_PORTS,
     RAY_SLOT,
     RES,
@@ -72,6 +73,25 @@ from device_logs import fast_lines, phases
 
 NAME = "raypp"
 NAME_NET = "rayppn"  # the same over NCCL's network path (device_base gives it raypp's ports)
+# the same on a one-GPU machine (``start-pp1``): both raylets given GPU 0, so the two stages are two
+# processes on one device, which NCCL allows from 2.30 when told (src/init.cc, NVIDIA/nccl b3aeda4a:
+# "Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1"; 2.28.9, the
+# device torch's, refuses them). NCCL 2.30.7 is carried apart (prepare.py's ``nccl`` set) and loaded
+# before torch's own by LD_PRELOAD (libtorch_cuda's libnccl.so.2 then resolves to it; vLLM's pynccl
+# is pointed at it by VLLM_NCCL_SO_PATH); its "NCCL version" lines in the logs say which one ran
+NAME_SHARED = "raypp1"
+SHARED_GPU_ENV = {
+    "NCCL_MULTI_RANK_GPU_ENABLE": "1",
+    "LD_PRELOAD": str(NCCL_LIB),
+    "VLLM_NCCL_SO_PATH": str(NCCL_LIB),
+}
+# two engines' stages on one GPU: a fixed KV cache per stage, which makes vLLM 0.26.0 skip its memory
+# profile (v1/worker/gpu_worker.py determine_available_memory; the profile would count the other
+# stage's allocations as its own, device_route1.py says more), and a gpu_memory_utilization whose share
+# each stage still finds free at init (v1/worker/utils.py request_memory: 0.3 x 141 GiB = 42 GiB, while
+# a stage of the tiny model holds well under 10 GiB)
+SHARED_KV_BYTES = 4 * 1024**3
+SHARED_UTIL = 0.3
 NODE2 = "raypp-node2"  # the second raylet (no server of its own: Serve's endpoint is the head's)
 HEAD_GPU, NODE2_GPU = "0", "1"
 PP = 2
@@ -146,12 +166,12 @@ def node2_argv() -> list[str]:
     return [*argv, f"--min-worker-port={low}", f"--max-worker-port={high}"]
 
 
-def node2_env(worker: dict[str, str]) -> dict[str, str]:
-    """The second raylet's environment: GPU 1, the head's caches and VLLM_PORT, the rendered worker
-    pod's variables, its own HAProxy and proxy ports."""
+def node2_env(worker: dict[str, str], gpu: str = NODE2_GPU) -> dict[str, str]:
+    """The second raylet's environment: GPU 1 (``gpu``), the head's caches and VLLM_PORT, the rendered
+    worker pod's variables, its own HAProxy and proxy ports."""
     extra = cache_env(NAME)
     extra.update(NCCL_DEBUG="INFO", VLLM_PORT=str(VLLM_PORTS[NAME]))
-    environ = env(NODE2_GPU, **extra)
+    environ = env(gpu, **extra)
     environ["PATH"] = f"{SITE}/bin:{environ['PATH']}"
     environ.update(worker)
     environ.update(fast_ports(NODE2_SLOT, worker))
@@ -167,14 +187,14 @@ def probe_argv(rank: int, mode: str) -> list[str]:
     return [*argv, *PROBE_FLAGS, "--work-dir", f"/tmp/llmctl-fabric-{mode}-{rank}"]
 
 
-def probe(mode: str, nccl: dict[str, str]) -> None:
-    """Both launchers of one mode, each on its raylet's GPU; node 0's output raw (rows, NCCL's
+def probe(mode: str, nccl: dict[str, str], gpus: tuple[str, str] = (HEAD_GPU, NODE2_GPU)) -> None:
+    """Both launchers of one mode, each on its raylet's GPU (``gpus``); node 0's output raw (rows, NCCL's
     transport lines, the ``LLMCTL-FABRIC`` line), node 1's tail, both exit codes (3: the probe judged
     the fabric fallen back against the p5's EFA, which a Socket run on one host is)."""
     LOGS.mkdir(parents=True, exist_ok=True)
     began = time.time()
     launched = []
-    for rank, gpu in enumerate((HEAD_GPU, NODE2_GPU)):
+    for rank, gpu in enumerate(gpus):
         log = LOGS / f"probe-{mode}-{rank}.log"
         process = subprocess.Popen(
             probe_argv(rank, mode),
@@ -206,17 +226,20 @@ def probe(mode: str, nccl: dict[str, str]) -> None:
     export()
 
 
-def start_pp(args: argparse.Namespace, network: bool = False) -> None:
+def start_pp(args: argparse.Namespace, network: bool = False, shared: bool = False) -> None:
     """Two Ray nodes of one GPU, the probe across them, then the 405B app at tp 1 x pp 2 (eager);
-    ``network``: the app again as ``rayppn`` with NCCL's P2P and SHM off on both nodes, no probe."""
+    ``network``: the app again as ``rayppn`` with NCCL's P2P and SHM off on both nodes, no probe;
+    ``shared``: as ``raypp1``, both nodes given GPU 0 (``SHARED_GPU_ENV``), for a one-GPU machine."""
     plan.stop_all(args)
-    name = NAME_NET if network else NAME
+    name = NAME_NET if network else NAME_SHARED if shared else NAME
+    node2_gpu = HEAD_GPU if shared else NODE2_GPU
     rendered = rendered_env()
     nccl = {**node_nccl(rendered["worker"]), **(PROBE_MODES["network"] if network else {})}
+    nccl.update(SHARED_GPU_ENV if shared else {})
     environ, _ = servers.ray_head(
         name, 1, gpus=HEAD_GPU, rendered=rendered["head"], extra_env={**nccl, **ingress(rendered["head"])}
     )
-    node2 = {**node2_env(rendered["worker"]), **nccl}
+    node2 = {**node2_env(rendered["worker"], node2_gpu), **nccl}
     servers.ray_start(
         NODE2,
         node2_argv(),
@@ -225,11 +248,19 @@ def start_pp(args: argparse.Namespace, network: bool = False) -> None:
         ports={k: node2[k] for k in (*NODE2_PROXY_PORTS, "RAY_SERVE_HAPROXY_STATS_PORT")},
     )
     export()  # the two raylets' starts, before the probes take their minute or two
+    probe_env = {**node_nccl(rendered["worker"]), **(SHARED_GPU_ENV if shared else {})}
     for mode in () if network else PROBE_MODES:
-        probe(mode, node_nccl(rendered["worker"]))
-    driver = ("--pp", str(PP), "--max-context", str(TINY_CONTEXT), "--engine-extra", json.dumps(EAGER))
+        probe(mode, probe_env, (HEAD_GPU, node2_gpu))
+    engine_extra = {**EAGER, "kv_cache_memory_bytes": SHARED_KV_BYTES} if shared else EAGER
+    driver = ("--pp", str(PP), "--max-context", str(TINY_CONTEXT), "--engine-extra", json.dumps(engine_extra))
     argv = servers.driver_argv(
-        name, RAY_PORTS[name], SERVERS[name][0], 1, *driver, config="serve_config_pp.json"
+        name,
+        RAY_PORTS[name],
+        SERVERS[name][0],
+        1,
+        *driver,
+        config="serve_config_pp.json",
+        **({"util": SHARED_UTIL} if shared else {}),
     )
     servers.spawn(name, argv, environ)  # ready counts from the driver's start, after the probes
     record(
@@ -239,8 +270,9 @@ def start_pp(args: argparse.Namespace, network: bool = False) -> None:
         tensor_parallel=1,
         pipeline_parallel=PP,
         max_context=TINY_CONTEXT,
-        engine_extra=EAGER,
-        gpus={name: HEAD_GPU, NODE2: NODE2_GPU},
+        engine_extra=engine_extra,
+        gpus={name: HEAD_GPU, NODE2: node2_gpu},
+        gpu_memory_utilization=SHARED_UTIL if shared else None,
         fast_path=True,
         nccl_env=nccl,
     )
@@ -251,6 +283,7 @@ def start_pp(args: argparse.Namespace, network: bool = False) -> None:
 # shm.cc "via SHM/...", net.cc "via NET/<network>/...") and which network it loaded ("Using network");
 # p2p.cc logs its line as INFO(NCCL_INIT|NCCL_P2P, ...), so the rendered NCCL_DEBUG_SUBSYS=INIT,NET keeps it
 TRANSPORT_MARKS = (" via ", "Using network", "NET/Socket : Using")
+VERSION_MARK = "NCCL version"  # init.cc's first INFO line: which NCCL the process loaded
 
 
 def transport_lines(name: str) -> None:
@@ -258,6 +291,7 @@ def transport_lines(name: str) -> None:
     head's temp folder), by log file: the stage workers' send and receive between the two nodes."""
     temp = f"/tmp/r{RAY_SLOT[name]}/session_latest/logs"
     found: dict[str, list[str]] = {}
+    versions: set[str] = set()
     for path in sorted(glob.glob(f"{temp}/**/*", recursive=True)):
         if not os.path.isfile(path):
             continue
@@ -265,17 +299,18 @@ def transport_lines(name: str) -> None:
             lines = [
                 line.strip()[-300:]
                 for line in log
-                if "NCCL INFO" in line and any(mark in line for mark in TRANSPORT_MARKS)
+                if "NCCL INFO" in line and any(mark in line for mark in (*TRANSPORT_MARKS, VERSION_MARK))
             ]
-        if lines:
-            found[os.path.basename(path)] = list(dict.fromkeys(lines))[:40]
-    record("pp_nccl", name=name, files=found)
+        if transport := [line for line in lines if VERSION_MARK not in line]:
+            found[os.path.basename(path)] = list(dict.fromkeys(transport))[:40]
+        versions.update(line.rpartition(VERSION_MARK)[2].strip() for line in lines if VERSION_MARK in line)
+    record("pp_nccl", name=name, files=found, nccl_versions=sorted(versions))
 
 
-def bench_pp(args: argparse.Namespace, network: bool = False) -> None:
+def bench_pp(args: argparse.Namespace, network: bool = False, shared: bool = False) -> None:
     """Once the app is ready (waited for up to ``--limit``): chat, c1 and c16, NCCL's transport lines;
     then everything stopped. A start that never got ready still gets its lines read and is stopped."""
-    name = NAME_NET if network else NAME
+    name = NAME_NET if network else NAME_SHARED if shared else NAME
     if not (RES / f"{name}.ready").exists():
         servers.wait(argparse.Namespace(names=name, limit=args.limit))
     if (RES / f"{name}.ready").exists():

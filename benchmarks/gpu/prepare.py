@@ -41,7 +41,11 @@ CARRY = REPO / ".gpu"
 # 55 MiB: one call carries at most 64 MiB with the checkout, which took 7.1 MiB on disk on 2026-11-28
 # (58 MiB parts were refused then: "the working tree is larger than 64 MiB")
 PART_BYTES = 55 * 1024 * 1024
-SETS = {"v26": HERE / "carry-vllm-0.26.0.txt", "v22": HERE / "carry-vllm-0.22.1.txt"}
+SETS = {
+    "v26": HERE / "carry-vllm-0.26.0.txt",
+    "v22": HERE / "carry-vllm-0.22.1.txt",
+    "nccl": HERE / "carry-nccl-2.30.7.txt",  # the one-GPU pipeline run's NCCL (device_pp.py start-pp1)
+}
 # `--sets triton`: wheels of the v26 set Triton's engine (vLLM 0.22.1, a Llama model) never imports:
 # Ray and what only Ray uses (with vLLM 0.26.0 itself), and kernels only DeepSeek's layers import
 RAY_ONLY = frozenset(
@@ -196,6 +200,8 @@ def carried(path: Path, sets: list[str]) -> bool:
     folder = path.parent.name
     if folder not in SETS:
         return True  # this llmctl
+    if folder == "nccl":  # only when asked for (device_pp.py start-pp1 loads it)
+        return "nccl" in sets
     if "triton" in sets:
         if folder == "v22":
             return project(path) not in UNUSED_KERNELS
@@ -246,8 +252,8 @@ def main() -> None:
         "--sets",
         default=",".join(SETS),
         help="The wheel sets the parts carry (v26: Ray Serve LLM's vLLM; v22: Triton's; triton: only "
-        "what Triton's engine needs, for the triton-gauge step). A run without Triton's engine carries "
-        "v26 alone: five parts fewer.",
+        "what Triton's engine needs, for the triton-gauge step; nccl: NCCL 2.30.7 for the pipeline run on "
+        "one GPU, start-pp1). A run without Triton's engine carries v26 alone: five parts fewer.",
     )
     parser.add_argument(
         "--carry",

@@ -217,6 +217,64 @@ def test_start_pp_net_starts_the_app_again_with_nccls_network_path_and_no_probe(
     assert not [r for r in records if r["kind"] in ("pp_probe", "step_failed")]
 
 
+def test_start_pp1_gives_both_raylets_gpu_0_and_nccl_230s_multi_rank_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``start-pp1`` (a one-GPU machine): both raylets and both probe launchers on GPU 0, each with
+    NCCL 2.30.7 preloaded and its multi-rank switch on; the driver with a fixed KV cache per stage and
+    a utilization both stages find free; the app as ``raypp1`` on raypp's ports."""
+    device, _ = carried(tmp_path, monkeypatch)
+    pp = device.pp
+    raylets: list[tuple[list[str], dict[str, str]]] = []
+    probes: list[dict[str, str]] = []
+    spawned: list[tuple[str, list[str]]] = []
+
+    class Launcher:
+        pid = 0
+
+        def __init__(self, argv: list[str], env: dict[str, str], **_: object) -> None:
+            probes.append(env)
+
+        def wait(self, timeout: float) -> int:
+            return 0
+
+    monkeypatch.setattr(
+        pp.servers, "ray_start", lambda name, argv, env, **_: raylets.append((argv, env)) or 0
+    )
+    monkeypatch.setattr(pp.subprocess, "Popen", Launcher)
+    monkeypatch.setattr(pp.servers, "spawn", lambda name, argv, env, **kw: spawned.append((name, argv)))
+    monkeypatch.setattr(sys, "argv", ["device.py", "start-pp1", "--gpus", "1"])
+    device.main()
+    lib = str(device.base.ROOT / "site-nccl" / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
+    assert len(raylets) == 2 and len(probes) == 4
+    for environ in [env for _, env in raylets] + probes:
+        assert environ["CUDA_VISIBLE_DEVICES"] == "0"
+        assert environ["NCCL_MULTI_RANK_GPU_ENABLE"] == "1"
+        assert environ["LD_PRELOAD"] == environ["VLLM_NCCL_SO_PATH"] == lib
+        assert environ["FI_PROVIDER"] == "efa"
+    assert all("--num-gpus=1" in argv for argv, _ in raylets)
+    ((name, argv),) = spawned
+    assert name == "raypp1" and argv[argv.index("--port") + 1] == "8017"
+    assert argv[argv.index("--util") + 1] == "0.3" and argv[argv.index("--pp") + 1] == "2"
+    assert json.loads(argv[argv.index("--engine-extra") + 1]) == {
+        "enforce_eager": True,
+        "kv_cache_memory_bytes": 4 * 1024**3,
+    }
+    records = [json.loads(line) for line in device.base.RESULTS.read_text().splitlines()]
+    (start,) = [r for r in records if r["kind"] == "start_pp"]
+    assert start["gpus"] == {"raypp1": "0", "raypp-node2": "0"} and start["gpu_memory_utilization"] == 0.3
+    assert [r["mode"] for r in records if r["kind"] == "pp_probe"] == ["nccl-picks", "network"]
+
+
+def test_prepare_carries_nccl_230_only_when_asked(tmp_path: Path) -> None:
+    """The ``nccl`` set's wheel travels with ``--sets v26,nccl`` and with no other choice of sets."""
+    prepare = load("prepare")
+    wheel = tmp_path / "nccl" / "nvidia_nccl_cu13-2.30.7-py3-none-manylinux_2_18_x86_64.whl"
+    assert prepare.carried(wheel, ["v26", "nccl"])
+    assert not prepare.carried(wheel, ["v26"]) and not prepare.carried(wheel, ["triton"])
+    assert prepare.pinned(prepare.SETS["nccl"]) == ["nvidia-nccl-cu13==2.30.7"]
+
+
 def test_the_probe_runs_as_the_preflight_job_runs_it() -> None:
     """The sizes, iterations and expected bandwidth the preflight Job gives a p5.48xlarge replica."""
     from llmctl.blueprints.hardware import load_hardware
@@ -264,7 +322,7 @@ def test_the_two_ray_nodes_take_ports_no_other_server_takes(
     # the 405B's ports as rendered are the 70B's, which ports_of moves by each other cluster's slot
     assert {k: variables["head"][k] for k in RENDERED} == RENDERED
     for name in base.SERVERS:
-        if name not in ("raypp", "rayppn"):  # rayppn: raypp again, never beside it
+        if name not in ("raypp", "rayppn", "raypp1"):  # raypp again, never beside it
             assert not (head | node2) & ports_of(base, name, fast=True), name
     assert not set(pp.PROBE_PORTS.values()) & (head | node2)
 
@@ -320,6 +378,7 @@ def test_the_transport_lines_are_read_from_both_nodes_logs(
         "vm:456:456 [0] NCCL INFO Channel 00/1 : 1[1] -> 0[0] via P2P/CUMEM/read\n"
     )
     (logs / "raylet.out").write_text("nothing of NCCL\n")
+    (logs / "worker-cc-01000-789.out").write_text("vm:789:789 [0] NCCL INFO NCCL version 2.30.7+cuda13.0\n")
     monkeypatch.setattr(pp.glob, "glob", lambda pattern, recursive: [str(p) for p in sorted(logs.iterdir())])
     pp.transport_lines("raypp")
     (found,) = [json.loads(line) for line in device.base.RESULTS.read_text().splitlines()]
@@ -330,3 +389,4 @@ def test_the_transport_lines_are_read_from_both_nodes_logs(
     assert found["files"]["worker-aa-01000-123.out"] == [
         "vm:123:123 [0] NCCL INFO Channel 00/1 : 0[0] -> 1[1] via P2P/CUMEM/read"
     ]
+    assert found["nccl_versions"] == ["2.30.7+cuda13.0"]  # the version line counts apart, not as transport
