@@ -13,16 +13,25 @@ from typing import Any
 
 NAME, NAME_NET = "raypp", "rayppn"  # device_pp's: as NCCL picks, and with NCCL's P2P and SHM off
 NAME_SHARED = "raypp1"  # device_pp's start-pp1: both Ray nodes given GPU 0 of a one-GPU machine
-# said plainly, with a raypp1 run, in place of the first line below
-SHARED_GPU = (
-    "One host and ONE GPU, not two nodes of their own GPUs: both Ray nodes are raylets on one machine, "
-    "each given the same H200 (a one-GPU machine was all that was lent), so the two pipeline stages are "
-    "two processes on one device: they share its compute and memory (a fixed 4 GiB KV cache each, "
-    "gpu_memory_utilization 0.3), and the figures are not what two GPUs give. NCCL 2.30.7 was loaded "
-    "for it (LD_PRELOAD, NCCL_MULTI_RANK_GPU_ENABLE=1: 2.28.9, the image's and the machine's torch's, "
-    "refuses two ranks on one GPU); `nccl_versions` says what each process loaded. Where each stage "
-    "sits on EKS, its own p5.48xlarge worker pod, the activations go between nodes.",
-)
+# said plainly, with a raypp1 run, in place of the first three lines below (by index)
+SHARED_GPU = {
+    0: "One host and ONE GPU, not two nodes of their own GPUs: both Ray nodes are raylets on one machine, "
+    "each given the same H200 (the one-GPU kind was all that was lent), so the two pipeline stages are "
+    "two processes on one device sharing its compute and memory (a fixed 4 GiB KV cache each, "
+    "gpu_memory_utilization 0.3): the figures are not what two GPUs give. NCCL 2.30.7 was loaded for "
+    "it (LD_PRELOAD, NCCL_MULTI_RANK_GPU_ENABLE=1; 2.28.9, the machine torch's and the ray-llm image's, "
+    "refuses two ranks on one GPU); `nccl_versions` says what the stages loaded. On EKS each stage is "
+    "its own p5.48xlarge worker pod and the activations go between nodes.",
+    1: "No EFA and no network path: the device carries no aws-ofi-nccl plugin, so the rendered "
+    "FI_PROVIDER=efa had nothing to load, and with both ranks on one GPU NCCL keeps P2P even with "
+    "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (src/graph/paths.cc ncclTopoCheckP2p: the switch lowers "
+    "the P2P level to PATH_LOC, and a path from a GPU to itself is PATH_LOC), so the probe's `network` "
+    "mode measured the same P2P copy as `nccl-picks` (its transport lines say P2P), not Socket; both "
+    "figures are one GPU's copy within its own memory, not a fabric.",
+    2: "The engine's stages sent and received through NCCL's P2P transport within one GPU (P2P/CUMEM, "
+    "the transport lines), not over NVLink or a network; between two p5.48xlarge the same send and "
+    "receive go over EFA through aws-ofi-nccl.",
+}
 # said plainly, with the run: what two Ray nodes on one host are not
 DIFFERS_FROM_EKS = (
     "One host, not two nodes: both Ray nodes are raylets on one machine (one H200 each), where the "
@@ -76,7 +85,7 @@ def pipeline_parallel(
         row["engine_over_network"] = engine(records, starts[NAME_NET], clients, llmctl_row)
     differs = list(DIFFERS_FROM_EKS)
     if main == NAME_SHARED:
-        differs[0] = SHARED_GPU[0]
+        differs = [SHARED_GPU.get(index, line) for index, line in enumerate(differs)]
     row["differs_from_eks"] = differs
     return row
 
@@ -97,14 +106,19 @@ def engine(
         if r["kind"] == "llmctl_bench" and r["label"].startswith(f"{name}-c") and r["summary"]
     }
     chat = next((r for r in records if r["kind"] == "chat" and r["label"] == name), None)
+    ready = next((r["seconds"] for r in records if r["kind"] == "ready" and r["name"] == name), None)
+    cut = [r for r in records if r["kind"] == "not_ready" and r["name"] == name]
     return {
         "server": name,
         "started_at": start["t"],
         "gpus": start["gpus"],
         "gpu_memory_utilization": start.get("gpu_memory_utilization"),
         "nccl_env": start.get("nccl_env"),
-        "ready_s": next((r["seconds"] for r in records if r["kind"] == "ready" and r["name"] == name), None),
-        "not_ready": any(r["kind"] in ("not_ready", "died") and r["name"] == name for r in records),
+        "ready_s": ready,
+        # never ready (a wait cut at its limit and none after it saw it ready), or its driver died
+        "not_ready": (ready is None and bool(cut))
+        or any(r["kind"] == "died" and r["name"] == name for r in records),
+        "waits_cut_s": [r["waited"] for r in cut],  # waits that ended at their limit before the ready
         "changes": view.get("changes") if view else None,
         "placement": placement(view),
         "chat": None

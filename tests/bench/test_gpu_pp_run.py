@@ -127,6 +127,7 @@ def test_a_run_without_start_pp_has_no_row_and_a_run_that_never_got_ready_says_s
     cut.append({"kind": "not_ready", "t": 9, "name": "raypp", "waited": 420, "log_tail": ""})
     row = collect.collect(cut)["pipeline_parallel"]
     assert row["not_ready"] and row["placement"] is None and row["bench"] == {} and row["ready_s"] is None
+    assert row["waits_cut_s"] == [420]
     assert row["fabric_probe"]["network"]["busbw_gbs"] == 3.83
 
 
@@ -232,3 +233,42 @@ def test_the_two_raylets_start_as_start_pp_starts_them_and_a_pack_group_spans_th
         }
     )
     assert row is not None and row["spans_nodes"] == 2
+
+
+PP1_RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-29-h200-pp1.jsonl"
+
+
+def test_one_h200_pipeline_parallel_2_over_two_ray_nodes_sharing_its_gpu() -> None:
+    """2026-11-29, the one-GPU kind: the 405B blueprint's app at pp 2 over two raylets both given GPU 0,
+    NCCL 2.30.7 in its multi-rank mode: the placement group on two node ids, chat and both loads with 0
+    failed, the stages' send and receive through P2P within the GPU, ready after one wait was cut."""
+    records = [json.loads(line) for line in PP1_RUN.read_text().splitlines() if line.strip()]
+    row = load("collect").collect(records)["pipeline_parallel"]
+    assert row["server"] == "raypp1" and row["gpus"] == {"raypp1": "0", "raypp-node2": "0"}
+    assert row["layout"]["pipeline_parallel"] == 2 and row["layout"]["tensor_parallel"] == 1
+    placement = row["placement"]
+    assert placement["strategy"] == "PACK" and placement["state"] == "CREATED"
+    assert placement["spans_nodes"] == 2 and [n["head"] for n in placement["nodes"]] == [True, False]
+    assert row["ready_s"] == 347.4 and not row["not_ready"] and row["waits_cut_s"] == [300.0]
+    assert row["chat"]["llmctl_chat_rc"] == 0 and row["chat"]["completion_error"] is None
+    c1, c16 = row["bench"]["c1"], row["bench"]["c16"]
+    assert (c1["completed"], c16["completed"], row["failed"]) == (32, 256, 0)
+    assert (c1["ttft_p50_ms"], c1["output_tok_s"], c16["ttft_p50_ms"], c16["output_tok_s"]) == (
+        21.23,
+        182.8,
+        48.03,
+        1657.6,
+    )
+    transport = row["nccl_transport"]
+    assert transport["nccl_versions"] == ["2.30.7+cuda13.3"]
+    assert transport["summary"]["kind"] == "intra-node" and transport["summary"]["channels"] == {"P2P": 114}
+    lines = [line for found in transport["files"].values() for line in found]
+    assert any("0[0] -> 1[0] via P2P/CUMEM" in line for line in lines)
+    # NCCL keeps P2P between two ranks of one GPU whatever NCCL_P2P_DISABLE says: both modes alike
+    probe = row["fabric_probe"]
+    assert {mode: (p["busbw_gbs"], p["transport"]) for mode, p in probe.items()} == {
+        "nccl-picks": (59.13, "intra-node"),
+        "network": (59.17, "intra-node"),
+    }
+    assert row["differs_from_eks"][0].startswith("One host and ONE GPU")
+    assert "PATH_LOC" in row["differs_from_eks"][1]
