@@ -42,9 +42,8 @@ def meta_arch_args(repo: str, variant: str | None) -> dict[str, Any]:
             ):
                 args = kw["arch_args"]
                 assert isinstance(args, ast.Dict)
-                return {
-                    _value(k, names): _value(v, names) for k, v in zip(args.keys, args.values, strict=True)
-                }  # type: ignore[arg-type]
+                pairs = zip(args.keys, args.values, strict=True)
+                return {_value(k, names): _value(v, names) for k, v in pairs if k is not None}
     raise AssertionError(f"no {repo} {variant} in sku_list.py")
 
 
