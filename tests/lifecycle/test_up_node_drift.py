@@ -108,3 +108,21 @@ def test_the_up_command_prints_the_drift_in_its_plan(engine: StandinEngine, aws:
     result = runner.invoke(app, ["up", "-b", "llama31-405b-vllm-gpu", "--yes", "--no-wait", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["plan"]["notes"][-3:] == DRIFT
+
+
+def test_preview_says_the_drift_up_would_cause(engine: StandinEngine, aws: str) -> None:
+    """`llmctl preview` carries the lines `up` says (same heading: it previews that `up`), in its text,
+    its --json (`drift_notes`) and its markdown; read before its preview inits any stack."""
+    lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
+    # the platform it previews replaces no node: nothing said
+    assert lifecycle(drift=read_drift).preview("llama2-70b-vllm-gpu", region=REGION).drift == []
+    report = lifecycle(drift=read_drift).preview("llama31-405b-vllm-gpu", region=REGION)
+    assert report.drift == DRIFT and report.lines()[-3:] == DRIFT
+    assert report.to_dict()["drift_notes"] == DRIFT
+    assert "\n".join(["```text", *DRIFT, "```"]) in report.to_markdown()
+    result = runner.invoke(app, ["preview", "-b", "llama31-405b-vllm-gpu", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["drift_notes"] == DRIFT
+    text = runner.invoke(app, ["preview", "-b", "llama31-405b-vllm-gpu"])
+    assert text.exit_code == 0, text.output
+    assert " ".join(" ".join(DRIFT).split()) in " ".join(text.stdout.split())  # the terminal wraps them
