@@ -26,6 +26,10 @@ from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, union
 from llmctl.infra.platform.needs import PlatformNeeds, merge_needs
 
+KEDA_GONE = (
+    "KEDA removed (no workload left scales on its queue; its CRDs go with it, and any ScaledObject left "
+    "in the cluster)"
+)
 KEEP_HINT = (
     "(`--keep-platform` leaves the platform as it is: no node is replaced, and the platform keeps "
     "these settings until the next `up` of the environment)"
@@ -90,7 +94,10 @@ def platform_changes(
     lines += _reservations(was, now, kept)
     charts = (outputs.get("versions") or {}).get("charts") or {}
     if (was.queue_scaling or "keda" in charts) and not now.queue_scaling:
-        lines.append("KEDA removed (no workload left scales on its queue)")
+        # the chart templates its CRDs (kedacore/charts keda/templates/crds/*.yaml, `{{- if .Values.crds.install }}`
+        # at commit cf0b4029; `crds.install: true` in chart 2.20.2's values.yaml, ../shared/upstream/keda):
+        # uninstalling it deletes them, and with them every ScaledObject
+        lines.append(KEDA_GONE)
     return lines
 
 

@@ -99,7 +99,9 @@ def test_down_of_the_last_triton_workload_removes_keda(engine: StandinEngine) ->
     lifecycle().up(TRITON, region=REGION, wait=False)
     assert KEDA in platform(engine)
     result = lifecycle().down(region=REGION, blueprint=TRITON, confirm=lambda items: True)
-    assert result.platform_changes == ["KEDA removed (no workload left scales on its queue)"]
+    assert result.platform_changes == [
+        "KEDA removed (no workload left scales on its queue; its CRDs go with it, and any ScaledObject left in the cluster)"
+    ]
     assert result.updated == [f"{PLATFORM_PROJECT}/dev"] and KEDA not in platform(engine)
     assert "kubernetes:karpenter.sh/v1:NodePool::nodepools-gpu-nvidia-nodepool" in platform(engine)
 
@@ -173,5 +175,5 @@ def test_pools_and_keda_are_read_from_the_platform_outputs() -> None:
     assert platform_changes([record(BIG), tiny], [tiny], stale, ["core", "default", "ray-head"]) == [
         "pool gpu-nvidia removed (no workload left uses it)",
         "pool inferentia-inf2 removed (no workload left uses it)",
-        "KEDA removed (no workload left scales on its queue)",
+        "KEDA removed (no workload left scales on its queue; its CRDs go with it, and any ScaledObject left in the cluster)",
     ]
