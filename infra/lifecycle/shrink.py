@@ -6,7 +6,9 @@ NodePool, EC2NodeClass and, when no other pool needs it, its device plugin chart
 volume (the 405B blueprint's 1000 GiB back to the pool's 500 GiB), KEDA (when no workload left
 scales on its queue) or a pool's capacity reservations (X's terms leave the EC2NodeClass). The pools
 and KEDA are compared with what the platform stack outputs (`node_pools`, `versions.charts`), the
-root volumes and reservations with what every workload recorded (each `up` applies all of them).
+root volumes and reservations with what every workload recorded (each `up` applies all of them) and
+what the deployed EC2NodeClasses carry (the platform's saved state): a platform left larger by
+`down --keep-platform`, `stacks gc` or an older llmctl is brought down too.
 
 A smaller root volume or a reservation dropped changes the pool's EC2NodeClass: Karpenter replaces
 the pool's running nodes (drift), the other workloads' too. `down` says so before it asks, with the
@@ -20,9 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmctl.blueprints.pools import pool
+from llmctl.blueprints.pools import POOLS, pool
+from llmctl.errors import LlmctlError
+from llmctl.infra.lifecycle.day_two import deployed_objects
 from llmctl.infra.lifecycle.drift_notes import DriftReader, drift_notes
-from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
+from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec
 from llmctl.infra.lifecycle.environment import Environment, WorkloadRecord, union
 from llmctl.infra.platform.needs import PlatformNeeds, merge_needs
 
@@ -32,7 +36,7 @@ KEDA_GONE = (
 )
 KEEP_HINT = (
     "(`--keep-platform` leaves the platform as it is: no node is replaced, and the platform keeps "
-    "these settings until the next `up` of the environment)"
+    "these settings until the next `up` or `down --blueprint` of the environment)"
 )
 
 
@@ -68,7 +72,9 @@ def shrink_for(
     """The platform update after removing the records not in `remaining` from those of the deployed
     platform (its stack `outputs`); None when it would change nothing the needs decide."""
     config = env.platform_config(remaining, region=region)
-    changes = platform_changes(records, remaining, outputs, config.pools)
+    changes = platform_changes(
+        records, remaining, outputs, config.pools, deployed_needs(env.engine, env.stack)
+    )
     if not changes:
         return None
     serving = [(r.project, r.stack(env.stack)) for r in remaining]
@@ -81,12 +87,15 @@ def platform_changes(
     remaining: Sequence[WorkloadRecord],
     outputs: Mapping[str, Any],
     pools: Sequence[str],
+    carried: PlatformNeeds | None = None,
 ) -> list[str]:
     """What applying the platform of `remaining` (its `pools`) changes on the deployed one: pools
     removed (or added) against the stack's `node_pools`, KEDA against its `versions.charts`, root
-    volumes and capacity reservations against the needs of every record."""
+    volumes and capacity reservations against the needs of every record and those the deployed
+    EC2NodeClasses `carried` (:func:`deployed_needs`)."""
     deployed = [str(p["name"]) for p in outputs.get("node_pools") or []] or union(records)[0]
-    was, now = merge_needs(r.needs() for r in records), merge_needs(r.needs() for r in remaining)
+    was = merge_needs([*(r.needs() for r in records), *([carried] if carried else [])])
+    now = merge_needs(r.needs() for r in remaining)
     kept = set(pools)
     lines = [f"pool {name} removed (no workload left uses it)" for name in deployed if name not in kept]
     lines += [f"pool {name} added (a workload left needs it)" for name in pools if name not in deployed]
@@ -99,6 +108,35 @@ def platform_changes(
         # uninstalling it deletes them, and with them every ScaledObject
         lines.append(KEDA_GONE)
     return lines
+
+
+def deployed_needs(engine: Engine, stack: str) -> PlatformNeeds | None:
+    """The root volumes above their pool's default and the capacity reservation terms that the
+    deployed platform's EC2NodeClasses carry, read from its saved state as
+    :func:`llmctl.infra.platform.manifests.ec2nodeclass_manifest` writes them (`volumeSize: 1000Gi`;
+    `capacityReservationSelectorTerms` of `{id}` or `{tags}`); None when the state cannot be read
+    (the records alone are compared then)."""
+    try:
+        objects = deployed_objects(engine.state_resources(StackSpec(PLATFORM_PROJECT, stack)))
+    except LlmctlError:
+        return None
+    known = {spec.name for spec in POOLS}
+    sizes: dict[str, int] = {}
+    reservations: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if obj.get("kind") != "EC2NodeClass" or name not in known:
+            continue
+        spec = obj.get("spec") or {}
+        for mapping in spec.get("blockDeviceMappings") or []:
+            size = str((mapping.get("ebs") or {}).get("volumeSize") or "")
+            if size.endswith("Gi") and size[:-2].isdigit() and int(size[:-2]) > pool(name).root_volume_gib:
+                sizes[name] = max(int(size[:-2]), sizes.get(name, 0))
+        selected = [t for t in spec.get("capacityReservationSelectorTerms") or [] if isinstance(t, dict)]
+        terms = [t.get("id") or t.get("tags") for t in selected]
+        if any(terms):
+            reservations[name] = {"reservations": [t for t in terms if t], "fallback": "none"}
+    return PlatformNeeds(sizes, reservations, False)
 
 
 def _root_volumes(was: PlatformNeeds, now: PlatformNeeds, kept: set[str]) -> list[str]:

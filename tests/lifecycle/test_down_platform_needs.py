@@ -14,17 +14,21 @@ from typing import Any
 
 import pytest
 from lifecycle_support import lifecycle, short
+from saved_backend import SavedBackend
 from standin_support import StandinEngine
 from typer.testing import CliRunner
 
 from llmctl.blueprints.catalog import load_blueprint
-from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.pools import pool
+from llmctl.blueprints.schema import Blueprint, CapacitySpec
 from llmctl.cli.app import app
 from llmctl.errors import Declined
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
 from llmctl.infra.lifecycle.environment import WorkloadRecord
-from llmctl.infra.lifecycle.shrink import KEEP_HINT, platform_changes
+from llmctl.infra.lifecycle.shrink import KEEP_HINT, deployed_needs, platform_changes
 from llmctl.infra.plan.drift_reader import read_drift
+from llmctl.infra.platform.manifests import ec2nodeclass_manifest
+from llmctl.infra.platform.needs import PlatformNeeds
 
 REGION = "us-west-2"
 BIG, GPU, TRITON, TINY = "llama31-405b-vllm-gpu", "llama2-70b-vllm-gpu", "llama2-triton-vllm-gpu", "tiny-cpu"
@@ -120,6 +124,18 @@ def test_down_of_a_workload_that_changes_nothing_leaves_the_platform_alone(engin
     assert platform_ups(engine) == ups and root_volume(engine) == "1000Gi"
 
 
+def test_a_root_volume_left_by_keep_platform_goes_at_the_next_down_blueprint(engine: StandinEngine) -> None:
+    """`down --blueprint 405B --keep-platform` leaves the 1000 GiB (as asked); removing tiny-cpu later
+    changes nothing the records decide (its pools are the ones every platform has), but the deployed
+    EC2NodeClass still carries 1000 GiB: read from the platform's state, it goes back to 500."""
+    for bp in (GPU, TINY, BIG):
+        lifecycle().up(bp, region=REGION, wait=False)
+    kept = lifecycle().down(region=REGION, blueprint=BIG, keep_platform=True, confirm=lambda items: True)
+    assert (kept.updated, kept.platform_changes, root_volume(engine)) == ([], [], "1000Gi")
+    result = lifecycle().down(region=REGION, blueprint=TINY, confirm=lambda items: True)
+    assert result.platform_changes == [ROOT] and root_volume(engine) == "500Gi"
+
+
 def test_the_down_command_prints_the_changes_and_the_drift_in_its_json(
     engine: StandinEngine, aws: str
 ) -> None:
@@ -177,3 +193,26 @@ def test_pools_and_keda_are_read_from_the_platform_outputs() -> None:
         "pool inferentia-inf2 removed (no workload left uses it)",
         "KEDA removed (no workload left scales on its queue; its CRDs go with it, and any ScaledObject left in the cluster)",
     ]
+
+
+def test_the_deployed_nodeclasses_are_read_as_the_manifests_write_them() -> None:
+    """`deployed_needs` reads back what `ec2nodeclass_manifest` wrote (the platform's saved state):
+    a root volume above the pool's default and the reservation terms; the default volume is none."""
+
+    def saved(name: str, **extra: Any) -> dict[str, Any]:
+        manifest = ec2nodeclass_manifest(
+            pool(name), cluster_name="llmctl-dev", node_role="role", ami_alias="al2023@v1", **extra
+        )
+        return {"type": "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "custom": True, "inputs": manifest}
+
+    backend = SavedBackend()
+    terms = CapacitySpec(reservations=["cr-0aaa", {"team": "ml"}], fallback="on-demand")
+    backend.add(
+        PLATFORM_PROJECT,
+        "dev",
+        state=[saved("gpu-nvidia", root_volume_gib=1000, reservations=terms), saved("default")],
+    )
+    assert deployed_needs(backend, "dev") == PlatformNeeds(  # type: ignore[arg-type]
+        {"gpu-nvidia": 1000},
+        {"gpu-nvidia": {"reservations": ["cr-0aaa", {"team": "ml"}], "fallback": "none"}},
+    )
