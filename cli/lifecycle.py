@@ -57,7 +57,7 @@ def up(
     """Deploy a blueprint: preflight, plan and cost, confirm, platform, workload, readiness, endpoint."""
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
-    from llmctl.infra.plan.up_drift import up_drift
+    from llmctl.infra.plan.drift_reader import read_drift
     from llmctl.infra.targets.base import UpRequest
     from llmctl.infra.targets.registry import get_target, run_up
 
@@ -80,8 +80,8 @@ def up(
     )
     chosen = get_target(target, request)
     progress = open_progress(progress_mode, quiet=json_output)
-    with up_drift():  # the plan says which running nodes the platform change replaces
-        result = run_up(chosen, request, progress, _confirm(yes))
+    # the plan says which running nodes the platform change replaces
+    result = run_up(chosen, request, progress, _confirm(yes), drift=read_drift)
     _print_up(result, json_output)
 
 
@@ -156,6 +156,7 @@ def down(
     (then a sweep of leftovers and a final check)."""
     output.start(json_output=json_output)
     from llmctl.infra.lifecycle.progress import open_progress
+    from llmctl.infra.plan.drift_reader import read_drift
     from llmctl.infra.targets.base import DownRequest
     from llmctl.infra.targets.registry import get_target, resolve_target
 
@@ -171,7 +172,8 @@ def down(
     )
     chosen = get_target(resolve_target(target, stack, blueprint, backend), request)
     progress = open_progress(progress_mode, quiet=json_output)
-    result = chosen.down(request, progress, _confirm(yes))
+    # a platform kept and updated: which running nodes that replaces, said before it asks
+    result = chosen.down(request, progress, _confirm(yes), drift=read_drift)
     if json_output:
         output.emit_json(result.to_dict())
         # stdout holds one JSON document (with the verdict); the error below goes to stderr only
@@ -197,6 +199,7 @@ def preview(
     if fmt not in ("text", "json", "markdown"):
         raise BadInput(f"unknown --format {fmt!r}", "use text, json or markdown")
     output.start(json_output=fmt == "json")
+    from llmctl.infra.plan.drift_reader import read_drift
     from llmctl.infra.targets.base import UpRequest
     from llmctl.infra.targets.registry import default_target
 
@@ -208,7 +211,7 @@ def preview(
         hf_token_file=hf_token_file,
         workload=workload,
     )
-    report = default_target().preview(request)
+    report = default_target().preview(request, drift=read_drift)  # with the node drift `up` says
     if fmt == "json":
         output.emit_json(report.to_dict())
     elif fmt == "markdown":

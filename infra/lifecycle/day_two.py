@@ -72,6 +72,11 @@ class DayTwo:
         return any(r.kind == "replace-cluster" for r in self.rollouts)
 
     @property
+    def builds_cluster(self) -> bool:
+        """Whether KubeRay builds a second RayCluster for this change (a surge of a RayService)."""
+        return any(r.kind == "new-cluster" for r in self.rollouts)
+
+    @property
     def has_downtime(self) -> bool:
         return any(r.downtime for r in self.rollouts)
 

@@ -26,6 +26,7 @@ from llmctl.infra.aws.sweep import leftovers, sweep
 from llmctl.infra.lifecycle.bill import running_bill
 from llmctl.infra.lifecycle.cold_start import at_zero, record_start
 from llmctl.infra.lifecycle.day_two import DayTwo
+from llmctl.infra.lifecycle.drift_notes import DriftReader, drift_notes
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT, Engine, StackSpec, workload_project
 from llmctl.infra.lifecycle.environment import (
     Environment,
@@ -49,10 +50,10 @@ from llmctl.infra.lifecycle.progress import Progress
 from llmctl.infra.lifecycle.ray_upgrade import down_lines, pending_at_down, read_upgrades, wait_switched
 from llmctl.infra.lifecycle.registrations import JoinWatch
 from llmctl.infra.lifecycle.reports import DownResult, Plan, PreviewReport, UpResult
+from llmctl.infra.lifecycle.shrink import shrink_for
 from llmctl.infra.lifecycle.surge_stop import surge_stop
 from llmctl.infra.lifecycle.teardown import decide
 from llmctl.infra.lifecycle.timeline import start_timelines
-from llmctl.infra.lifecycle.up_drift import drift_notes
 from llmctl.infra.lifecycle.upgrade import (
     carry_bounds,
     deployed_change,
@@ -130,12 +131,16 @@ def _environment_notes(
 
 
 class Lifecycle:
-    """Runs the lifecycle of one stack (environment) in one backend."""
+    """Runs the lifecycle of one stack (environment) in one backend; `drift` reads the node drift
+    that `up`, `preview` and `down --blueprint` say (none without it: drift_notes.py)."""
 
-    def __init__(self, engine: Engine, progress: Progress, *, stack: str = "dev") -> None:
+    def __init__(
+        self, engine: Engine, progress: Progress, *, stack: str = "dev", drift: DriftReader | None = None
+    ) -> None:
         self.engine = engine
         self.progress = progress
         self.stack = stack
+        self.drift = drift
 
     # ---- up ------------------------------------------------------------------------------
     def up(
@@ -207,7 +212,7 @@ class Lifecycle:
         if target == "eks":
             with self.progress.phase("plan"):
                 p_config, others = self._platform_for(record, region, reselect_azs, recorded)
-                drift = drift_notes(self.engine, self.stack, p_config)  # before the preview inits the stack
+                drift = drift_notes(self.drift, self.engine, self.stack, p_config)  # before preview inits it
                 preview = self.engine.preview(platform_spec(self.stack, p_config))
                 changes["platform"] = preview.changes
             notes = _environment_notes(self.stack, others, p_config, preview.steps, reselect_azs) + drift
@@ -286,7 +291,7 @@ class Lifecycle:
                 )
             if day_two is not None and kube is not None:  # the bounds KubeRay leaves out of its hash
                 carry_bounds(self.progress, kube, w_config.ns, day_two)
-            if wait and kube is not None and day_two is not None and _builds_cluster(day_two.rollouts):
+            if wait and kube is not None and day_two is not None and day_two.builds_cluster:
                 with self.progress.phase("upgrade"):  # until KubeRay switched and the old cluster went
                     launches = LaunchWatch(
                         _launch_poll(kube, w_config.ns, region, bp, joins),
@@ -509,18 +514,12 @@ class Lifecycle:
         outputs = found or {}
         cluster = str(outputs.get("cluster_name") or f"llmctl-{self.stack}")
         region = str(outputs.get("region") or region)
+        listing = [f"workload stack {r.project}/{r.stack(self.stack)}" for r in targets]
+        # kept: updated when removing the targets changes pools, root volumes, KEDA or reservations
         shrink = None
         if outputs and not whole and not keep_platform:
-            shrink = env.platform_config(remaining, region=region)
-            if shrink.pools == [pool["name"] for pool in outputs.get("node_pools") or []]:
-                shrink = None  # every pool is still used: nothing to change
-        listing = [f"workload stack {r.project}/{r.stack(self.stack)}" for r in targets]
-        if shrink is not None:
-            staying = ", ".join(r.label() for r in remaining) or "no workload"
-            listing.append(
-                f"platform stack {PLATFORM_PROJECT}/{self.stack}: shrunk to the pools the workloads left "
-                f"need ({', '.join(shrink.pools)}; {staying} stays)"
-            )
+            shrink = shrink_for(env, records, remaining, outputs, region=region, reader=self.drift)
+        listing += shrink.listing(self.stack, remaining) if shrink else []
         if drop_platform:
             listing += [
                 f"platform stack {PLATFORM_PROJECT}/{self.stack} (cluster {cluster} in {region})",
@@ -545,9 +544,10 @@ class Lifecycle:
             raise Declined("nothing was deleted", None)
         result = DownResult(stack=self.stack, timeline=self.progress.timeline, notes=list(safety.notes))
         result.pending_clusters = [found.to_dict() for found in upgrading]
-        for line in [*safety.notes, *said]:
+        told = [*said, *(shrink.drift if shrink else [])]  # node drift: in the notes, with --yes too
+        for line in [*safety.notes, *told]:
             self.progress.note(line)
-        result.notes += said
+        result.notes += told
         for record in targets:
             spec = StackSpec(record.project, record.stack(self.stack), env=safety.env)
             with self.progress.phase(f"destroy workload {record.label()}"), safety.guard():
@@ -558,8 +558,9 @@ class Lifecycle:
                 self._drop_repository(result, region, record)
         if shrink is not None:
             with self.progress.phase("shrink platform"), safety.guard():
-                self.engine.up(platform_spec(self.stack, shrink), on_event=self.progress.on_event)
+                self.engine.up(platform_spec(self.stack, shrink.config), on_event=self.progress.on_event)
             result.updated.append(f"{PLATFORM_PROJECT}/{self.stack}")
+            result.platform_changes = shrink.changes
         if not drop_platform:
             return result
         spec = StackSpec(PLATFORM_PROJECT, self.stack, env=safety.env)
@@ -637,6 +638,7 @@ class Lifecycle:
         token = hf_token(hf_token_file)
         _blueprint_problems(bp, PlatformFacts.for_blueprint(bp, stack=self.stack, region=region))
         p_config, _others = self._platform_for(record, region, reselect_azs)
+        drift = drift_notes(self.drift, self.engine, self.stack, p_config)  # before the preview inits it
         platform = self.engine.preview(platform_spec(self.stack, p_config))
         outputs = self.engine.outputs(platform_spec(self.stack))
         # The deployed platform's facts only while the preview changes nothing on it; otherwise
@@ -672,12 +674,8 @@ class Lifecycle:
             {PLATFORM_PROJECT: platform, spec.project: planned},
             blueprint_cost(bp, hardware()),
             w_stack,
+            drift,
         )
-
-
-def _builds_cluster(rollouts: Any) -> bool:
-    """Whether KubeRay builds a second RayCluster for this change (a surge of a RayService)."""
-    return any(item.kind == "new-cluster" for item in rollouts)
 
 
 def _launch_poll(

@@ -106,6 +106,8 @@ class DownResult:
     notes: list[str] = field(default_factory=list)
     # RayServices that had a pending second RayCluster when `down` began (ray_upgrade.Upgrade.to_dict)
     pending_clusters: list[dict[str, Any]] = field(default_factory=list)
+    # what the platform update for the workloads left changed: pools, root volumes, KEDA (shrink.py)
+    platform_changes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -115,6 +117,7 @@ class DownResult:
             "stack": self.stack,
             "destroyed": self.destroyed,
             "updated": self.updated,
+            "platform_changes": self.platform_changes,
             "sweep": self.sweep.to_dict() if self.sweep is not None else None,
             "leftovers": [asdict(item) for item in self.leftovers],
             "notes": self.notes,
@@ -134,6 +137,7 @@ class DownResult:
             lines = [f"nothing to destroy: no llmctl stacks in environment {self.stack}"]
         if self.updated:
             lines.append(f"updated for the workloads left: {', '.join(self.updated)}")
+            lines += [f"  {change}" for change in self.platform_changes]
         lines += [f"note: {note}" for note in self.notes]
         if self.sweep is not None:
             lines.append(
@@ -163,6 +167,8 @@ class PreviewReport:
     stacks: dict[str, PreviewResult]  # by project
     cost: Any
     workload_stack: str = ""  # the workload stack's name (`ci.pr-42` for a named workload)
+    # the deployed platform's pools whose running nodes `up` replaces, as `up` says it (drift_notes.py)
+    drift: list[str] = field(default_factory=list)
 
     def stack_of(self, project: str) -> str:
         """The stack name previewed in `project`: the environment for the platform, else the
@@ -170,11 +176,14 @@ class PreviewReport:
         return self.stack if project == PLATFORM_PROJECT else (self.workload_stack or self.stack)
 
     def lines(self) -> list[str]:
-        """One line per stack for a terminal: `project/stack: changes`."""
+        """One line per stack for a terminal (`project/stack: changes`), then the node drift."""
         return [
-            f"{name}/{self.stack_of(name)}: "
-            + (", ".join(f"{op} {n}" for op, n in result.changes.items()) or "no changes")
-            for name, result in self.stacks.items()
+            *(
+                f"{name}/{self.stack_of(name)}: "
+                + (", ".join(f"{op} {n}" for op, n in result.changes.items()) or "no changes")
+                for name, result in self.stacks.items()
+            ),
+            *self.drift,
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,6 +193,7 @@ class PreviewReport:
             "workload_stack": self.workload_stack or self.stack,
             "stacks": {name: {"changes": r.changes, "steps": r.steps} for name, r in self.stacks.items()},
             "cost_per_hour_usd": round(self.cost.total_hourly_usd, 4),
+            "drift_notes": self.drift,  # lines, as `up` says them (`plan --json` has `drift[]` objects)
         }
 
     def to_markdown(self) -> str:
@@ -204,6 +214,8 @@ class PreviewReport:
                 lines += ["", f"<details><summary>{name}: {len(changed)} resource changes</summary>", ""]
                 lines += [f"- `{s['op']}` {s['type']} `{s['urn'].split('::')[-1]}`" for s in changed]
                 lines += ["", "</details>"]
+        if self.drift:  # the running nodes the platform change replaces
+            lines += ["", "```text", *self.drift, "```"]
         c = self.cost
         lines += [
             "",

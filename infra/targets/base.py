@@ -27,6 +27,7 @@ from llmctl.state import list_endpoints
 
 if TYPE_CHECKING:
     from llmctl.blueprints.schema import Blueprint
+    from llmctl.infra.lifecycle.drift_notes import DriftReader
     from llmctl.infra.lifecycle.progress import Progress
     from llmctl.infra.lifecycle.reports import PreviewReport, UpResult
     from llmctl.state import Endpoint
@@ -210,12 +211,17 @@ class Target(ABC):
         )
 
     @abstractmethod
-    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
-        """Deploy the blueprint and record its endpoint."""
+    def up(
+        self, request: UpRequest, progress: Progress, confirm: Confirm, *, drift: DriftReader | None = None
+    ) -> UpResult:
+        """Deploy the blueprint and record its endpoint; `drift` reads which running nodes the
+        platform change replaces (said before it asks; a target without a platform ignores it)."""
 
     @abstractmethod
-    def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> DownReport:
-        """Remove what `up` made on this target."""
+    def down(
+        self, request: DownRequest, progress: Progress, confirm: Confirm, *, drift: DriftReader | None = None
+    ) -> DownReport:
+        """Remove what `up` made on this target (`drift`: as for :meth:`up`, when the platform stays)."""
 
     @abstractmethod
     def status_sections(self, stack: str, engine: Any = None, blueprint: str | None = None) -> dict[str, Any]:
@@ -240,8 +246,9 @@ class Target(ABC):
     def connect(self, endpoint: Endpoint, port: int) -> Connection:
         """Reach a recorded endpoint from this machine (`port`: the local port for the serving one)."""
 
-    def preview(self, request: UpRequest) -> PreviewReport:
-        """A real preview of the changes `up` would make (where the target has stacks to preview)."""
+    def preview(self, request: UpRequest, *, drift: DriftReader | None = None) -> PreviewReport:
+        """A real preview of the changes `up` would make (where the target has stacks to preview);
+        `drift`: as for :meth:`up`."""
         raise self.unsupported("preview")
 
 

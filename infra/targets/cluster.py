@@ -13,6 +13,7 @@ from llmctl.infra.names import ClusterTarget
 from llmctl.infra.targets.base import Confirm, Connection, DownRequest, Target, UpRequest
 
 if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.drift_notes import DriftReader
     from llmctl.infra.lifecycle.engine import Engine
     from llmctl.infra.lifecycle.orchestrate import Lifecycle
     from llmctl.infra.lifecycle.progress import Progress
@@ -63,15 +64,19 @@ class KubernetesTarget(Target):
         """The region the stacks are recorded under."""
         return given or "us-west-2"
 
-    def _lifecycle(self, stack: str, backend: str | None, progress: Progress) -> Lifecycle:
+    def _lifecycle(
+        self, stack: str, backend: str | None, progress: Progress, drift: DriftReader | None = None
+    ) -> Lifecycle:
         from llmctl.infra.lifecycle.orchestrate import Lifecycle  # lazy: off the CLI start-up path
 
-        return Lifecycle(open_engine(backend, progress), progress, stack=stack)
+        return Lifecycle(open_engine(backend, progress), progress, stack=stack, drift=drift)
 
     def check_account(self, request: UpRequest, progress: Progress) -> None:
         """What `up` checks against the account after the preflight (nothing here; eks adds pins)."""
 
-    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+    def up(
+        self, request: UpRequest, progress: Progress, confirm: Confirm, *, drift: DriftReader | None = None
+    ) -> UpResult:
         blueprint = self.check_offline(request)  # a typo in the blueprint or region first, before any tool
         self.preflight(
             "up",
@@ -84,7 +89,7 @@ class KubernetesTarget(Target):
         )
         self.check_account(request, progress)
         region = self.region(request.region)
-        result = self._lifecycle(request.stack, request.backend, progress).up(
+        result = self._lifecycle(request.stack, request.backend, progress, drift).up(
             request.blueprint,
             region=region,
             target=self.name,
@@ -102,9 +107,11 @@ class KubernetesTarget(Target):
         # A port-forwarded service answers on localhost only once `llmctl connect` runs.
         return replace(result, via_connect="localhost" in result.endpoint.base_url)
 
-    def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> DownResult:
+    def down(
+        self, request: DownRequest, progress: Progress, confirm: Confirm, *, drift: DriftReader | None = None
+    ) -> DownResult:
         self.preflight("down", region=request.region)
-        lifecycle = self._lifecycle(request.stack, request.backend, progress)
+        lifecycle = self._lifecycle(request.stack, request.backend, progress, drift)
         return lifecycle.down(
             region=self.region(request.region),
             blueprint=request.blueprint,

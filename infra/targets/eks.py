@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING
 
 from llmctl.infra.names import TARGET_SUMMARIES
 from llmctl.infra.targets.base import OwnFlags, UpRequest, needs_table
-from llmctl.infra.targets.cluster import KubernetesTarget, open_engine, plan_offline
+from llmctl.infra.targets.cluster import KubernetesTarget, plan_offline
 
 if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.drift_notes import DriftReader
     from llmctl.infra.lifecycle.progress import Progress
     from llmctl.infra.lifecycle.reports import PreviewReport
 
@@ -60,8 +61,7 @@ class EksTarget(KubernetesTarget):
         for warning in preflight_pins(request.blueprint, stack=request.stack, region=request.region):
             progress.note(f"warn: {warning}")
 
-    def preview(self, request: UpRequest) -> PreviewReport:
-        from llmctl.infra.lifecycle.orchestrate import Lifecycle  # lazy: off the CLI start-up path
+    def preview(self, request: UpRequest, *, drift: DriftReader | None = None) -> PreviewReport:
         from llmctl.infra.lifecycle.progress import Progress  # lazy: off the CLI start-up path
 
         self.check_offline(request)
@@ -72,8 +72,7 @@ class EksTarget(KubernetesTarget):
             blueprint=request.blueprint,
             hf_token_file=request.hf_token_file,
         )
-        progress = Progress("quiet")
-        lifecycle = Lifecycle(open_engine(request.backend, progress), progress, stack=request.stack)
+        lifecycle = self._lifecycle(request.stack, request.backend, Progress("quiet"), drift)
         return lifecycle.preview(
             request.blueprint,
             region=self.region(request.region),

@@ -20,6 +20,7 @@ from llmctl.infra.targets.base import (
 )
 
 if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.drift_notes import DriftReader
     from llmctl.infra.lifecycle.progress import Progress
     from llmctl.infra.lifecycle.reports import UpResult
     from llmctl.state import Endpoint
@@ -59,7 +60,10 @@ class LocalTarget(Target):
         ),
     )
 
-    def up(self, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+    def up(
+        self, request: UpRequest, progress: Progress, confirm: Confirm, *, drift: DriftReader | None = None
+    ) -> UpResult:
+        """Start the local server (`drift` is not read: no platform here)."""
         from llmctl.blueprints.catalog import load_blueprint  # lazy: off the CLI start-up path
         from llmctl.infra.lifecycle.reports import UpResult  # lazy: off the CLI start-up path
         from llmctl.serving.client.local import start_local  # lazy: off the CLI start-up path
@@ -77,7 +81,9 @@ class LocalTarget(Target):
             )
         return UpResult(endpoint, None, progress.timeline)
 
-    def down(self, request: DownRequest, progress: Progress, confirm: Confirm) -> StopResult:
+    def down(
+        self, request: DownRequest, progress: Progress, confirm: Confirm, *, drift: DriftReader | None = None
+    ) -> StopResult:
         from llmctl.serving.client.local import stop_local  # lazy: off the CLI start-up path
 
         self.preflight("down")

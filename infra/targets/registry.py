@@ -15,6 +15,7 @@ from llmctl.state import check_name, last_up_commands, recorded_targets
 from llmctl.state import remember_up as save
 
 if TYPE_CHECKING:
+    from llmctl.infra.lifecycle.drift_notes import DriftReader
     from llmctl.infra.lifecycle.progress import Progress
     from llmctl.infra.lifecycle.reports import UpResult
     from llmctl.infra.targets.base import Confirm
@@ -142,7 +143,14 @@ def remember_up(request: UpRequest, target: str) -> None:
 READ_ONLY_PHASES = frozenset({"plan", "cluster check"})
 
 
-def run_up(target: Target, request: UpRequest, progress: Progress, confirm: Confirm) -> UpResult:
+def run_up(
+    target: Target,
+    request: UpRequest,
+    progress: Progress,
+    confirm: Confirm,
+    *,
+    drift: DriftReader | None = None,
+) -> UpResult:
     """`llmctl up` on a target. Its command line is recorded once the up ran, so that an interrupted
     or failed one is repeated by the hints too: the confirmation said yes, or a phase that changes
     something began. A refused `up` (a misspelled region, a missing prerequisite, a failed check, a
@@ -159,7 +167,7 @@ def run_up(target: Target, request: UpRequest, progress: Progress, confirm: Conf
         return went_ahead or any(name not in READ_ONLY_PHASES for name, _ in progress.timeline.phases)
 
     try:
-        result = target.up(request, progress, confirm_and_note)
+        result = target.up(request, progress, confirm_and_note, drift=drift)
     except LlmctlError as error:
         if error.exit_code not in REFUSED and ran():  # refused (bad input, missing prerequisite): not kept
             remember_up(request, target.name)

@@ -17,8 +17,9 @@ from llmctl.infra.workload.delivery.wheelhouse import LOCK_FILE, wheelhouse_key
 from llmctl.serving.lockfiles import locks
 
 
-def lifecycle(progress: Progress | None = None, stack: str = "dev") -> Lifecycle:
-    return Lifecycle(Engine(resolve_backend()), progress or Progress("quiet"), stack=stack)
+def lifecycle(progress: Progress | None = None, stack: str = "dev", drift: Any = None) -> Lifecycle:
+    """`drift`: the node drift reader the commands hand down (infra/plan/drift_reader.py), or none."""
+    return Lifecycle(Engine(resolve_backend()), progress or Progress("quiet"), stack=stack, drift=drift)
 
 
 def ready_pod(namespace: str, name: str = "serve-0") -> dict[str, Any]:

@@ -107,7 +107,12 @@ def test_two_blueprints_share_the_platform_in_any_order_and_down_shrinks_it(engi
         region=REGION, blueprint=A, confirm=lambda items: listed.append(items) or True
     )
     assert result.destroyed == [f"llmctl-{A}/ab"] and result.updated == [f"{PLATFORM_PROJECT}/ab"]
-    assert "shrunk to the pools the workloads left need (core, default, ray-head, gpu-nvidia" in listed[0][-1]
+    assert listed[0][-2:] == [
+        f"platform stack {PLATFORM_PROJECT}/ab: updated to what the workloads left need "
+        f"(pools core, default, ray-head, gpu-nvidia; {B} stays)",
+        "  pool inferentia-inf2 removed (no workload left uses it)",
+    ]
+    assert result.platform_changes == ["pool inferentia-inf2 removed (no workload left uses it)"]
     [run_] = [r for r in engine.deletes() if r["project"] == PLATFORM_PROJECT]
     assert run_["kind"] == "update"
     assert [sorted(short(u) for u in wave) for wave in run_["waves"]] == [

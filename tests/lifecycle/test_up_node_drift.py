@@ -6,7 +6,6 @@ the stacks a first `up` deployed are the saved state a second `up` reads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from typer.testing import CliRunner
 from llmctl.cli.app import app
 from llmctl.errors import Declined
 from llmctl.infra.lifecycle.engine import PLATFORM_PROJECT
-from llmctl.infra.plan.up_drift import up_drift
+from llmctl.infra.plan.drift_reader import read_drift
 
 REGION = "us-west-2"
 runner = CliRunner()
@@ -31,13 +30,6 @@ def hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)
 
 
-@pytest.fixture
-def drift_read() -> Iterator[None]:
-    """As the `up` command runs `up` (cli/lifecycle.py)."""
-    with up_drift():
-        yield
-
-
 def planned(blueprint: str) -> tuple[Any, ...]:
     """`up` of the blueprint on stack dev, declined at the confirmation: the plan it showed."""
     seen: list[Any] = []
@@ -46,8 +38,8 @@ def planned(blueprint: str) -> tuple[Any, ...]:
         seen.append(plan)
         return False
 
-    with pytest.raises(Declined):
-        lifecycle().up(blueprint, region=REGION, wait=False, confirm=confirm)
+    with pytest.raises(Declined):  # with the drift reader, as the `up` command runs it (cli/lifecycle.py)
+        lifecycle(drift=read_drift).up(blueprint, region=REGION, wait=False, confirm=confirm)
     return tuple(seen)
 
 
@@ -59,7 +51,7 @@ def platform_exports(engine: StandinEngine) -> list[dict[str, Any]]:
     ]
 
 
-def test_first_up_reads_no_platform_and_says_no_drift(engine: StandinEngine, drift_read: None) -> None:
+def test_first_up_reads_no_platform_and_says_no_drift(engine: StandinEngine) -> None:
     """A first `up`: no platform stack yet, so no state is read (the preview inits the stack: read
     after it, the new empty stack would be exported and the platform rendered for nothing)."""
     [plan] = planned("llama2-70b-vllm-gpu")
@@ -78,7 +70,7 @@ DRIFT = [
 
 
 def test_up_of_the_405b_blueprint_says_it_replaces_the_gpu_nodes_of_the_deployed_workload(
-    engine: StandinEngine, drift_read: None
+    engine: StandinEngine,
 ) -> None:
     """The 405B blueprint's 1000 GiB root volume (the pool's default is 500 GiB) changes the GPU
     pool's EC2NodeClass: every GPU node is replaced, the 70B workload's too."""
@@ -92,7 +84,7 @@ def test_up_of_the_405b_blueprint_says_it_replaces_the_gpu_nodes_of_the_deployed
     assert HEADING not in again.summary()
 
 
-def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine, drift_read: None) -> None:
+def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine) -> None:
     lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
     """`pulumi stack export` of the 70B workload's stack fails (its checkpoint lacks a field the
     export prints): the drift is not said, a note says why, and `up` goes on to ask."""
@@ -116,3 +108,21 @@ def test_the_up_command_prints_the_drift_in_its_plan(engine: StandinEngine, aws:
     result = runner.invoke(app, ["up", "-b", "llama31-405b-vllm-gpu", "--yes", "--no-wait", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["plan"]["notes"][-3:] == DRIFT
+
+
+def test_preview_says_the_drift_up_would_cause(engine: StandinEngine, aws: str) -> None:
+    """`llmctl preview` carries the lines `up` says (same heading: it previews that `up`), in its text,
+    its --json (`drift_notes`) and its markdown; read before its preview inits any stack."""
+    lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
+    # the platform it previews replaces no node: nothing said
+    assert lifecycle(drift=read_drift).preview("llama2-70b-vllm-gpu", region=REGION).drift == []
+    report = lifecycle(drift=read_drift).preview("llama31-405b-vllm-gpu", region=REGION)
+    assert report.drift == DRIFT and report.lines()[-3:] == DRIFT
+    assert report.to_dict()["drift_notes"] == DRIFT
+    assert "\n".join(["```text", *DRIFT, "```"]) in report.to_markdown()
+    result = runner.invoke(app, ["preview", "-b", "llama31-405b-vllm-gpu", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["drift_notes"] == DRIFT
+    text = runner.invoke(app, ["preview", "-b", "llama31-405b-vllm-gpu"])
+    assert text.exit_code == 0, text.output
+    assert " ".join(" ".join(DRIFT).split()) in " ".join(text.stdout.split())  # the terminal wraps them
