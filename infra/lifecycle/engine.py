@@ -349,9 +349,19 @@ class Engine:
             if on_event:
                 on_event(event)
 
-        self._outputs.pop((spec.project, spec.stack), None)  # a preview may create the (empty) stack
+        self._outputs.pop((spec.project, spec.stack), None)
         with self._translated(spec):
-            result = self._stack(spec).preview(on_event=collect, color="never")
+            existed = self._existing(spec) is not None
+            stack = self._stack(spec)
+            try:
+                result = stack.preview(on_event=collect, color="never")
+            finally:
+                # a stack the preview made is removed again (it has no resources): left behind, its
+                # config's record would count as a deployed workload in the environment's next `up`,
+                # `down` or `preview` (infra/lifecycle/environment.py reads a record from the config
+                # when there is no output, for a first `up` that failed before saving one)
+                if not existed:
+                    stack.workspace.remove_stack(spec.stack)
             changes = {
                 str(getattr(op, "value", op)): int(n) for op, n in (result.change_summary or {}).items()
             }

@@ -126,3 +126,18 @@ def test_preview_says_the_drift_up_would_cause(engine: StandinEngine, aws: str) 
     text = runner.invoke(app, ["preview", "-b", "llama31-405b-vllm-gpu"])
     assert text.exit_code == 0, text.output
     assert " ".join(" ".join(DRIFT).split()) in " ".join(text.stdout.split())  # the terminal wraps them
+
+
+def test_a_preview_leaves_no_stack_that_later_commands_count(engine: StandinEngine, aws: str) -> None:
+    """A preview of a blueprint never deployed creates its stacks to preview them and removes them
+    again: the next preview of another blueprint finds no 405B record (no 1000 GiB root volume drift),
+    `stacks` lists nothing of it, and a deployed workload's stack outlives a preview of it."""
+    assert lifecycle(drift=read_drift).preview("llama31-405b-vllm-gpu", region=REGION).drift == []
+    removed = {(project, stack) for command, project, stack in engine.ops() if command == "stack rm"}
+    assert removed == {("llmctl-platform", "dev"), ("llmctl-llama31-405b-vllm-gpu", "dev")}
+    assert engine.checkpoint("llmctl-llama31-405b-vllm-gpu", "dev") is None
+    assert engine.checkpoint("llmctl-platform", "dev") is None
+    assert lifecycle(drift=read_drift).preview("llama2-70b-vllm-gpu", region=REGION).drift == []
+    lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
+    lifecycle(drift=read_drift).preview("llama2-70b-vllm-gpu", region=REGION)
+    assert engine.outputs("llmctl-llama2-70b-vllm-gpu", "dev")  # deployed: kept, outputs intact
