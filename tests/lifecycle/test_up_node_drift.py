@@ -77,30 +77,46 @@ DRIFT = [
 ]
 
 
-def test_up_of_the_405b_blueprint_says_it_replaces_the_gpu_nodes_of_the_deployed_workload(
+def gpu_root_of_1000_gib(engine: StandinEngine) -> None:
+    """The deployed platform's GPU EC2NodeClass as a 405B on that pool made it before the 405B had
+    its own pool (gpu-nvidia-efa, pools.pool_for_blueprint): a 1000 GiB root volume."""
+    path = engine.backend / ".pulumi" / "stacks" / PLATFORM_PROJECT / "dev.json"
+    state = json.loads(path.read_text())
+    [node_class] = [
+        res
+        for res in state["resources"]
+        if res["urn"].endswith("::nodepools-gpu-nvidia-nodeclass")
+    ]
+    node_class["inputs"]["spec"]["blockDeviceMappings"][0]["ebs"]["volumeSize"] = "1000Gi"
+    path.write_text(json.dumps(state))
+
+
+def test_up_of_the_405b_blueprint_leaves_the_gpu_nodes_of_the_deployed_workload_alone(
     engine: StandinEngine, drift_read: None
 ) -> None:
-    """The 405B blueprint's 1000 GiB root volume (the pool's default is 500 GiB) changes the GPU
-    pool's EC2NodeClass: every GPU node is replaced, the 70B workload's too."""
+    """The 405B blueprint's 1000 GiB root volume goes to its own pool (gpu-nvidia-efa, new: no drift),
+    so the 70B's GPU nodes are not replaced; a GPU pool that held the 405B before goes back to 500 GiB
+    at the next `up`: every GPU node is replaced, the 70B workload's too."""
     lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
     [plan] = planned("llama31-405b-vllm-gpu")
+    assert HEADING not in plan.summary()
+    gpu_root_of_1000_gib(engine)
+    [plan] = planned("llama2-70b-vllm-gpu")
     summary = plan.summary()
     assert summary[summary.index(HEADING) :] == DRIFT
     assert plan.to_dict()["notes"][-3:] == DRIFT  # `up --json` prints the plan's dict
-    # the same platform again: nothing drifts, nothing is said
-    [again] = planned("llama2-70b-vllm-gpu")
-    assert HEADING not in again.summary()
 
 
 def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine, drift_read: None) -> None:
     lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
+    gpu_root_of_1000_gib(engine)
     """`pulumi stack export` of the 70B workload's stack fails (its checkpoint lacks a field the
     export prints): the drift is not said, a note says why, and `up` goes on to ask."""
     path = engine.backend / ".pulumi" / "stacks" / "llmctl-llama2-70b-vllm-gpu" / "dev.json"
     state = json.loads(path.read_text())
     del state["pending_operations"]
     path.write_text(json.dumps(state))
-    [plan] = planned("llama31-405b-vllm-gpu")
+    [plan] = planned("llama2-triton-vllm-gpu")
     summary = plan.summary()
     assert HEADING not in summary
     [note] = [line for line in summary if line.startswith("the platform: ")]
@@ -113,6 +129,7 @@ def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine, drift_rea
 def test_the_up_command_prints_the_drift_in_its_plan(engine: StandinEngine, aws: str) -> None:
     """Through the CLI (`up --yes --json`): the plan it printed carries the lines."""
     assert runner.invoke(app, ["up", "-b", "llama2-70b-vllm-gpu", "--yes", "--no-wait"]).exit_code == 0
-    result = runner.invoke(app, ["up", "-b", "llama31-405b-vllm-gpu", "--yes", "--no-wait", "--json"])
+    gpu_root_of_1000_gib(engine)
+    result = runner.invoke(app, ["up", "-b", "llama2-triton-vllm-gpu", "--yes", "--no-wait", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["plan"]["notes"][-3:] == DRIFT
