@@ -101,3 +101,23 @@ def test_the_405b_beside_a_single_node_gpu_blueprint_splits_the_pools() -> None:
     config = PlatformConfig.for_blueprints([load_blueprint(BIG), load_blueprint("llama2-70b-vllm-gpu")])
     assert {"gpu-nvidia", GPU_EFA_POOL} <= set(config.pools)
     assert config.root_volume_gib == {GPU_EFA_POOL: 1000}
+
+
+def test_plan_and_validate_of_the_405b_name_the_pool_and_plan_makes_the_group() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from llmctl.cli.app import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", "-b", BIG, "--offline", "--stack", "ci", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["pools"] == ["core", "default", "ray-head", GPU_EFA_POOL]
+    text = runner.invoke(app, ["plan", "-b", BIG, "--offline", "--stack", "ci"])
+    assert "pools=core,default,ray-head,gpu-nvidia-efa" in text.stdout
+    assert "aws:ec2/placementGroup:PlacementGroup placement-gpu-nvidia-efa" in text.stdout
+    checked = runner.invoke(app, ["validate", "-b", BIG])
+    assert checked.exit_code == 0, checked.output
+    assert "schedulable on pools core, default, ray-head, gpu-nvidia-efa" in " ".join(checked.stdout.split())
