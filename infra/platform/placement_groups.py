@@ -7,7 +7,8 @@ What Karpenter (aws/karpenter-provider-aws v1.14.1, commit 1d927085dd81) does wi
   (state `available`; pkg/providers/placementgroup/types.go `DescribePlacementGroupsInput`), and the
   EC2NodeClass is not Ready (condition `PlacementGroupReady` false, "PlacementGroupNotFound") until it
   exists (pkg/controllers/nodeclass/placementgroup.go; pkg/apis/v1/ec2nodeclass_status.go). Hence this
-  component; Karpenter's controller policy already allows ec2:DescribePlacementGroups (karpenter.py).
+  component; Karpenter's controller policy already allows ec2:DescribePlacementGroups, and
+  RunInstances / CreateFleet on `placement-group/*` (karpenter.py `LaunchFromSharedResources`).
 - it drops the instance types whose PlacementGroupInfo.SupportedStrategies lack the group's strategy
   (pkg/providers/instancetype/compatibility/compatibility.go `placementGroupCompatibility`), requires
   the label `karpenter.k8s.aws/placement-group-id` = the group's id of every node it plans for the
