@@ -32,10 +32,7 @@ Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an
 def _reserving(facts: PoolFacts, spec: PoolSpec, blueprint: Blueprint) -> PoolFacts:
     """The blueprint's serving pool allows `reserved` when it names capacity reservations, as the
     platform's NodePool does (manifests.pool_capacity_types)."""
-    if (
-        blueprint.capacity is None
-        or spec.name != pool_for_blueprint(blueprint, hardware()).name
-    ):
+    if blueprint.capacity is None or spec.name != pool_for_blueprint(blueprint, hardware()).name:
         return facts
     return facts.model_copy(update={"capacity_types": list(pool_capacity_types(spec, blueprint.capacity))})
 

@@ -83,9 +83,7 @@ def gpu_root_of_1000_gib(engine: StandinEngine) -> None:
     path = engine.backend / ".pulumi" / "stacks" / PLATFORM_PROJECT / "dev.json"
     state = json.loads(path.read_text())
     [node_class] = [
-        res
-        for res in state["resources"]
-        if res["urn"].endswith("::nodepools-gpu-nvidia-nodeclass")
+        res for res in state["resources"] if res["urn"].endswith("::nodepools-gpu-nvidia-nodeclass")
     ]
     node_class["inputs"]["spec"]["blockDeviceMappings"][0]["ebs"]["volumeSize"] = "1000Gi"
     path.write_text(json.dumps(state))

@@ -48,7 +48,9 @@ def test_a_replica_over_several_nodes_gets_the_efa_pool_and_every_other_blueprin
 
 def test_the_efa_pool_takes_exactly_the_catalogs_nvidia_types_with_efa() -> None:
     """Every type a multi-node blueprint may use (the rules refuse one without EFA), and no other."""
-    efa = {i.name for i in hardware().instances.values() if i.accelerator == "nvidia" and i.efa_interfaces > 0}
+    efa = {
+        i.name for i in hardware().instances.values() if i.accelerator == "nvidia" and i.efa_interfaces > 0
+    }
     assert set(EFA_GPU_TYPES) == efa
     spec = pool(GPU_EFA_POOL)
     assert spec.placement == "cluster" and spec.taints == pool("gpu-nvidia").taints
