@@ -60,6 +60,12 @@ class PoolSpec:
     # Karpenter consolidation: WhenEmpty never moves running pods; WhenEmptyOrUnderutilized repacks.
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: str = "1m"
+    # Only these instance types of its families (the NodePool adds an instance-type requirement); ()
+    # for every type of the families.
+    instance_types: tuple[str, ...] = ()
+    # "cluster": the pool's nodes launch into a cluster placement group the platform makes for it (its
+    # EC2NodeClass's placementGroupSelector), the pool of replicas that span nodes (`pool_for_blueprint`).
+    placement: str | None = None
 
     @property
     def expiry_kind(self) -> str:
@@ -86,6 +92,29 @@ class PoolSpec:
             labels[INSTANCE_TYPE_LABEL] = instance_type
         return labels
 
+
+# The catalog's NVIDIA types with EFA (`Instance.efa_interfaces` > 0, blueprints/data/instances.yaml),
+# the only ones a replica over several nodes may use (rules.py). All take a cluster placement group:
+# DescribeInstanceTypes PlacementGroupInfo.SupportedStrategies lists "cluster" for p5.48xlarge and
+# g5.12xlarge (aws/karpenter-provider-aws 1d927085dd81 pkg/fake/zz_generated.describe_instance_types.go),
+# and the EC2 User Guide's placement group rules exclude only burstable (T), Mac1 and M7i-flex types
+# from the cluster strategy. Were one not to, Karpenter would drop it from the pool, not fail: types
+# whose SupportedStrategies lack the group's strategy are incompatible with the EC2NodeClass
+# (pkg/providers/instancetype/compatibility/compatibility.go `placementGroupCompatibility`).
+EFA_GPU_TYPES = (
+    "g5.12xlarge",
+    "g5.24xlarge",
+    "g5.48xlarge",
+    "g6.12xlarge",
+    "g6.48xlarge",
+    "g6e.12xlarge",
+    "g6e.48xlarge",
+    "p4d.24xlarge",
+    "p4de.24xlarge",
+    "p5.48xlarge",
+)
+#: the pool of NVIDIA replicas over several nodes: one cluster placement group, EFA types only
+GPU_EFA_POOL = "gpu-nvidia-efa"
 
 NEURON_TAINT = Taint("aws.amazon.com/neuron")
 GPU_TAINT = Taint("nvidia.com/gpu")
@@ -159,6 +188,22 @@ POOLS: tuple[PoolSpec, ...] = (
         consolidation_policy="WhenEmpty",
         consolidate_after="10m",
     ),
+    # Replicas over several nodes (`Blueprint.nodes_per_replica` > 1): the GPU pool's families, only
+    # their EFA types, every node in the platform's cluster placement group for this pool (one AZ, one
+    # network spine: EC2 User Guide, "Placement strategies"). Its own pool, so that the group holds
+    # only these nodes and not every GPU node of the platform.
+    PoolSpec(
+        GPU_EFA_POOL,
+        "nvidia",
+        ("g5", "g6", "g6e", "p4d", "p4de", "p5"),
+        labels={ROLE_LABEL: "gpu", "instanceType": GPU_EFA_POOL, "provisionerType": "Karpenter"},
+        taints=(GPU_TAINT,),
+        root_volume_gib=500,
+        consolidation_policy="WhenEmpty",
+        consolidate_after="10m",
+        instance_types=EFA_GPU_TYPES,
+        placement="cluster",
+    ),
 )
 
 
@@ -171,14 +216,27 @@ def pool(name: str) -> PoolSpec:
 
 
 def pool_for_instance(instance: Instance) -> PoolSpec:
-    """The Karpenter pool that launches an instance type."""
+    """The Karpenter pool that launches an instance type for replicas of one node (the placement-group
+    pools are for replicas over several: :func:`pool_for_blueprint`)."""
     for spec in POOLS:
-        if spec.managed_by == "karpenter" and instance.family in spec.families:
+        if spec.managed_by == "karpenter" and spec.placement is None and instance.family in spec.families:
             return spec
     raise CatalogError(
         f"no node pool launches {instance.name} (family {instance.family})",
         "pick an instance type from a supported family (`llmctl catalog instances`)",
     )
+
+
+def pool_for_blueprint(blueprint: Blueprint, catalog: HardwareCatalog) -> PoolSpec:
+    """The Karpenter pool of a blueprint's serving nodes: for a replica over several nodes
+    (`nodes_per_replica` > 1) the placement-group pool that launches its instance type, else (and for
+    a type no such pool takes, which the rules refuse for several nodes) :func:`pool_for_instance`."""
+    instance = catalog.instance(blueprint.compute.instance_type)
+    if blueprint.nodes_per_replica > 1:
+        for spec in POOLS:
+            if spec.placement is not None and instance.name in spec.instance_types:
+                return spec
+    return pool_for_instance(instance)
 
 
 def pools_for(
@@ -189,7 +247,7 @@ def pools_for(
         return list(POOLS)
     wanted = set(ALWAYS_POOLS)
     for blueprint in blueprints:
-        wanted.add(pool_for_instance(catalog.instance(blueprint.compute.instance_type)).name)
+        wanted.add(pool_for_blueprint(blueprint, catalog).name)
     return [spec for spec in POOLS if spec.name in wanted]
 
 
@@ -210,7 +268,7 @@ def root_volumes_by_pool(blueprints: Iterable[Blueprint], catalog: HardwareCatal
     for bp in blueprints:
         try:
             arch = lookup_model(bp.model.architecture or bp.model.id, allow_hub=False)
-            spec = pool_for_instance(catalog.instance(bp.compute.instance_type))
+            spec = pool_for_blueprint(bp, catalog)
         except CatalogError:
             continue
         need = arch.weights_gb(bp.model.dtype) * 1e9 / 1024**3 + NODE_DISK_MARGIN_GIB

@@ -5,6 +5,12 @@ lists them; `up`'s preflight refuses a blueprint whose reservations cannot hold 
 A blueprint's reservations can hold it when the matching, active reservations of its instance type
 have room for the nodes it starts with. With `fallback: on-demand` a shortfall is only a warning
 (Karpenter launches on-demand nodes for the rest); with `fallback: none` it is a failure.
+
+A blueprint whose pool launches into a cluster placement group (a replica over several nodes,
+`pools.pool_for_blueprint`) is warned of usable reservations not made in a placement group
+(`PlacementGroupArn` unset): EC2's placement group rules say a matching On-Demand Capacity
+Reservation is used by an instance launched into a placement group too, and recommend reserving in
+the cluster placement group itself (EC2 User Guide, "Placement group rules and limitations").
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.pools import pool_for_blueprint
 from llmctl.blueprints.pricing import node_plan
 from llmctl.infra.aws.checks import Check, client_error
 
@@ -30,6 +37,7 @@ class Reservation:
     total: int
     kind: str  # "default" (an On-Demand Capacity Reservation) or "capacity-block"
     end: str | None
+    placement_group: str | None = None  # the cluster placement group it was made in (its name)
 
     @classmethod
     def from_ec2(cls, item: dict[str, Any]) -> Reservation:
@@ -46,15 +54,19 @@ class Reservation:
             total=int(item.get("TotalInstanceCount", 0)),
             kind=str(item.get("ReservationType", "default")),
             end=str(end) if end else None,
+            placement_group=str(item["PlacementGroupArn"]).rsplit("/", 1)[-1]
+            if item.get("PlacementGroupArn")
+            else None,
         )
 
     def describe(self) -> str:
         """'cr-0123 active in us-west-2a (usw2-az1), p4de.24xlarge, 1 of 2 free'."""
         kind = "capacity block" if self.kind == "capacity-block" else "ODCR"
         until = f", ends {self.end}" if self.end else ""
+        group = f", in placement group {self.placement_group}" if self.placement_group else ""
         return (
             f"{self.id} {self.state} in {self.zone} ({self.zone_id}), {self.instance_type}, "
-            f"{self.available} of {self.total} free ({kind}{until})"
+            f"{self.available} of {self.total} free ({kind}{until}{group})"
         )
 
 
@@ -133,6 +145,7 @@ def check_reservations(
         )
     if all(check.ok is None for check in checks):
         return checks
+    checks.extend(_placement_group_check(blueprint, usable))
     plan = node_plan(blueprint, hardware())
     free = sum(item.available for item in usable.values())
     detail = f"{free} free {wanted} in {len(usable)} usable reservation(s); the blueprint starts {plan.nodes} node(s)"
@@ -157,6 +170,26 @@ def check_reservations(
             )
         )
     return checks
+
+
+def _placement_group_check(blueprint: Any, usable: dict[str, Reservation]) -> list[Check]:
+    """A warning for the usable reservations outside any placement group, where the blueprint's pool
+    launches into one (none otherwise)."""
+    pool = pool_for_blueprint(blueprint, hardware())
+    outside = sorted(item.id for item in usable.values() if item.placement_group is None)
+    if pool.placement is None or not outside:
+        return []
+    return [
+        Check(
+            "capacity reservations in the cluster placement group",
+            None,
+            f"{', '.join(outside)} not made in a placement group: EC2 uses a matching reservation for "
+            f"a launch into the {pool.name} pool's cluster placement group too, but recommends "
+            "reserving in the group itself",
+            f"reserve in the platform's group <cluster>-{pool.name} (create-capacity-reservation "
+            "--placement-group-arn), made by `up`",
+        )
+    ]
 
 
 def _fix_term() -> str:

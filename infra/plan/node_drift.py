@@ -18,6 +18,11 @@ The rules, read from Karpenter's source (chart 1.14.1: aws/karpenter-provider-aw
   to for its instance type: a pinned alias that moves replaces every node), `SubnetDrift` (its subnet
   is not one selected), `SecurityGroupDrift` (its security groups are not exactly those selected),
   `CapacityReservationDrift` (it runs in a reservation no longer selected). ipPrefixCount is neither.
+* EC2NodeClass `placementGroupSelector` is both: it is hashed (no `hash:"ignore"`), so a change is
+  `NodeClassDrift` for every node, and each node's `karpenter.k8s.aws/placement-group-id` label is held
+  to the id the selector resolves to now (drift.go `isPlacementGroupDrifted`, `PlacementGroupDrift`:
+  "placementGroupSelector was added, removed, or changed"), which also replaces every node of a
+  group that was deleted and made again under the same name.
 * NodePool, core pkg/apis/v1/nodepool.go `NodePool.Hash` (line 336): only `spec.template` is
   hashed, without `spec.template.spec.requirements` (`hash:"ignore"`, line 234): its labels,
   annotations, taints, startupTaints, nodeClassRef, expireAfter, terminationGracePeriod replace every
@@ -63,6 +68,10 @@ RESOLVED = {
     ),
 }
 _NOT_HASHED = "outside EC2NodeClass.Hash() and not resolved per node"
+_PLACEMENT = (
+    "hashed, and every node's karpenter.k8s.aws/placement-group-id label no longer matches the group "
+    "it resolves to (PlacementGroupDrift)"
+)
 _BEHAVIOURAL = "a behavioural field: NodePool.Hash() hashes spec.template only"
 
 
@@ -274,6 +283,10 @@ def nodeclass_fields(old: Obj, new: Obj) -> list[DriftField]:
             moved = key == "amiSelectorTerms" and _pinned(a) and _pinned(b)
             nodes: Nodes = "every" if moved else "some"
             found.append(DriftField("EC2NodeClass", path, change, "dynamic", nodes, reason, who))
+        elif key == "placementGroupSelector":
+            found.append(
+                DriftField("EC2NodeClass", path, change, "static", "every", "NodeClassDrift", _PLACEMENT)
+            )
         elif key in ("ipPrefixCount", "amiFamily"):
             detail = "the AMI family it resolves to is the same" if key == "amiFamily" else _NOT_HASHED
             found.append(DriftField("EC2NodeClass", path, change, "none", "none", "", detail))

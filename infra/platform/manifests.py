@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llmctl.blueprints.pools import DEFAULT_EXPIRY, POOL_LABEL, PoolSpec
+from llmctl.blueprints.pools import DEFAULT_EXPIRY, INSTANCE_TYPE_LABEL, POOL_LABEL, PoolSpec
 from llmctl.blueprints.schema import CapacitySpec
 from llmctl.infra.platform.node_config import user_data
 
@@ -87,6 +87,17 @@ def nodepool_manifest(
                             "operator": "In",
                             "values": list(pool.families),
                         },
+                        *(
+                            [
+                                {
+                                    "key": INSTANCE_TYPE_LABEL,
+                                    "operator": "In",
+                                    "values": list(pool.instance_types),
+                                }
+                            ]
+                            if pool.instance_types
+                            else []
+                        ),
                         {
                             "key": "karpenter.sh/capacity-type",
                             "operator": "In",
@@ -120,11 +131,14 @@ def ec2nodeclass_manifest(
     tags: Mapping[str, str] | None = None,
     reservations: CapacitySpec | None = None,
     root_volume_gib: int | None = None,
+    placement_group: str | None = None,
 ) -> dict[str, Any]:
     """The EC2NodeClass of a Karpenter-managed pool: pinned AL2023 alias, IMDSv2, large root volume
     (`root_volume_gib` where the platform's models need more than the pool's default), the capacity
-    reservations its nodes may launch into (`capacityReservationSelectorTerms`) and the pool's nodeadm
-    NodeConfig (`userData`, where it has one)."""
+    reservations its nodes may launch into (`capacityReservationSelectorTerms`), the pool's nodeadm
+    NodeConfig (`userData`, where it has one) and the placement group its nodes launch into
+    (`placementGroupSelector` by name: an existing group, which Karpenter resolves and never creates;
+    `llmctl.infra.platform.placement_groups`)."""
     volume = root_volume_gib or pool.root_volume_gib
     if pool.managed_by != "karpenter":
         raise ValueError(f"pool {pool.name} is not managed by Karpenter")
@@ -136,6 +150,8 @@ def ec2nodeclass_manifest(
     # hands devices over owned by the pod's user, `node_config.py`)
     if (node_config := user_data(pool)) is not None:
         selected["userData"] = node_config
+    if placement_group is not None:
+        selected["placementGroupSelector"] = {"name": placement_group}
     return {
         "apiVersion": NODECLASS_API,
         "kind": "EC2NodeClass",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.blueprints.pools import pool_for_instance, root_volumes_by_pool
+from llmctl.blueprints.pools import pool_for_blueprint, root_volumes_by_pool
 from llmctl.blueprints.rules import queue_scaled
 from llmctl.blueprints.schema import Blueprint
 
@@ -71,8 +71,8 @@ def merge_needs(needs: Iterable[PlatformNeeds]) -> PlatformNeeds:
 
 
 def _reservations(bp: Blueprint) -> dict[str, dict[str, Any]]:
-    """The blueprint's capacity reservations, on the pool of its serving instance type."""
+    """The blueprint's capacity reservations, on the pool of its serving nodes (`pool_for_blueprint`)."""
     if bp.capacity is None:
         return {}
-    name = pool_for_instance(hardware().instance(bp.compute.instance_type)).name
+    name = pool_for_blueprint(bp, hardware()).name
     return {name: {"reservations": list(bp.capacity.reservations), "fallback": bp.capacity.fallback}}

@@ -10,6 +10,7 @@ from llmctl.blueprints.versions import versions
 from llmctl.infra.platform.config import PlatformConfig
 from llmctl.infra.platform.karpenter import Karpenter
 from llmctl.infra.platform.manifests import ec2nodeclass_manifest, nodepool_manifest
+from llmctl.infra.platform.placement_groups import PlacementGroups
 from llmctl.infra.platform.tags import tags_for
 
 
@@ -20,7 +21,9 @@ def karpenter_pools(config: PlatformConfig) -> list[PoolSpec]:
 
 class NodePools(pulumi.ComponentResource):
     """Karpenter NodePools and EC2NodeClasses. They depend on the Karpenter release, so on destroy
-    they go first, while the controller still runs and can terminate their instances."""
+    they go first, while the controller still runs and can terminate their instances. A pool with a
+    placement group (`placement`) names it in its EC2NodeClass, which depends on it: the group is made
+    before and deleted after the node class, whose finalizer waits for its instances to be gone."""
 
     nodepools: dict[str, CustomResource]
 
@@ -29,6 +32,7 @@ class NodePools(pulumi.ComponentResource):
         name: str,
         config: PlatformConfig,
         karpenter: Karpenter,
+        placement: PlacementGroups | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("llmctl:platform:NodePools", name, None, opts)
@@ -43,14 +47,16 @@ class NodePools(pulumi.ComponentResource):
                 tags=tags_for(config),
                 reservations=config.capacity_reservations.get(spec.name),
                 root_volume_gib=config.root_volume_gib.get(spec.name),
+                placement_group=placement.names.get(spec.name) if placement else None,
             )
+            group = [placement.groups[spec.name]] if placement and spec.name in placement.groups else []
             node_class_resource = CustomResource(
                 f"{name}-{spec.name}-nodeclass",
                 api_version=node_class["apiVersion"],
                 kind=node_class["kind"],
                 metadata=node_class["metadata"],
                 spec=node_class["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[karpenter.release]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[karpenter.release, *group]),
             )
             node_pool = nodepool_manifest(
                 spec,

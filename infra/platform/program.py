@@ -24,9 +24,10 @@ from llmctl.infra.platform.kuberay import KubeRay
 from llmctl.infra.platform.manifests import pool_capacity_types, taint_dicts
 from llmctl.infra.platform.network import Network
 from llmctl.infra.platform.neuron import SCHEDULER_NAME, Neuron
-from llmctl.infra.platform.nodepools import NodePools
+from llmctl.infra.platform.nodepools import NodePools, karpenter_pools
 from llmctl.infra.platform.nvidia import NvidiaDevicePlugin
 from llmctl.infra.platform.observability import CLOUDWATCH_NAMESPACE, Observability
+from llmctl.infra.platform.placement_groups import PlacementGroups
 from llmctl.infra.platform.system_policies import KUBE_SYSTEM, allow_namespace
 from llmctl.infra.platform.tags import tags_for
 
@@ -40,7 +41,9 @@ def node_pool_outputs(config: PlatformConfig) -> list[dict[str, Any]]:
             "labels": spec.node_labels(),
             "taints": taint_dicts(spec),
             "instance_families": list(spec.families),
-            "instance_types": [config.core_nodes.instance_type] if spec.managed_by == "eks-nodegroup" else [],
+            "instance_types": [config.core_nodes.instance_type]
+            if spec.managed_by == "eks-nodegroup"
+            else list(spec.instance_types),
             "capacity_types": list(pool_capacity_types(spec, config.capacity_reservations.get(spec.name))),
             "managed_by": spec.managed_by,
             "device_ownership": spec.device_ownership,
@@ -84,7 +87,16 @@ def build_platform(config: PlatformConfig) -> None:
     # destroy, go before it): Neuron, NVIDIA, KubeRay, KEDA, CloudWatch observability, metrics-server.
     after_lbc = [*cluster.ready, ingress.release]
     karpenter = Karpenter("karpenter", config, cluster, after=[ingress.release], opts=on_both)
-    NodePools("nodepools", config, karpenter, opts=on_k8s)
+    # the cluster placement group of the pool of replicas over several nodes, where the platform has it
+    grouped = [spec for spec in karpenter_pools(config) if spec.placement is not None]
+    placement = (
+        PlacementGroups(
+            "placement", grouped, cluster_name=config.cluster_name, tags=tags_for(config), opts=on_aws
+        )
+        if grouped
+        else None
+    )
+    NodePools("nodepools", config, karpenter, placement, opts=on_k8s)
     installs = {row.key for row in config.addons()}  # the add-on registry decides what is installed
     if "neuron" in installs:
         Neuron("neuron", kubernetes_version=config.kubernetes_version, after=after_lbc, opts=on_k8s)

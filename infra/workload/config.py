@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from llmctl.blueprints.hardware import hardware
-from llmctl.blueprints.pools import PoolSpec, pool_for_instance, pools_for
+from llmctl.blueprints.pools import PoolSpec, pool_for_blueprint, pools_for
 from llmctl.blueprints.schema import Blueprint
 from llmctl.errors import BadInput, LlmctlError
 from llmctl.infra.names import ClusterTarget
@@ -32,10 +32,7 @@ Target = ClusterTarget  # the cluster targets (names.py): a platform stack or an
 def _reserving(facts: PoolFacts, spec: PoolSpec, blueprint: Blueprint) -> PoolFacts:
     """The blueprint's serving pool allows `reserved` when it names capacity reservations, as the
     platform's NodePool does (manifests.pool_capacity_types)."""
-    if (
-        blueprint.capacity is None
-        or spec.name != pool_for_instance(hardware().instance(blueprint.compute.instance_type)).name
-    ):
+    if blueprint.capacity is None or spec.name != pool_for_blueprint(blueprint, hardware()).name:
         return facts
     return facts.model_copy(update={"capacity_types": list(pool_capacity_types(spec, blueprint.capacity))})
 

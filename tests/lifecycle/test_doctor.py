@@ -256,6 +256,46 @@ def test_on_demand_fallback_makes_a_shortfall_a_warning_and_tags_select(aws: str
         preflight_capacity(path, stack="dev", region="us-west-2", session=session)
 
 
+def test_a_multi_node_blueprint_is_warned_of_a_reservation_outside_a_placement_group(
+    aws: str, tmp_path: Path
+) -> None:
+    """The 405B's pool launches into a cluster placement group: a reservation made outside any group
+    is a warning (EC2 User Guide, placement group rules: reserve in the group itself); one made in
+    the platform's group (PlacementGroupArn) is not, and its detail names the group."""
+    import yaml
+
+    from llmctl.blueprints.catalog import load_blueprint
+
+    data = load_blueprint("llama31-405b-vllm-gpu").model_dump(mode="json")
+    data["capacity"] = {"reservations": [RESERVED], "fallback": "on-demand"}
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(data))
+    session = _ReservationSession("us-west-2")
+    session.reply({"CapacityReservationIds": [RESERVED]}, _reservation(InstanceType="p5.48xlarge"))
+    report = run_doctor(str(path), region="us-west-2", session=session)
+    check = _check(report, "capacity reservations in the cluster placement group")
+    assert check.ok is None
+    assert check.detail.startswith(
+        f"{RESERVED} not made in a placement group: EC2 uses a matching reservation"
+    )
+    assert "<cluster>-gpu-nvidia-efa" in (check.fix or "")
+    group = "arn:aws:ec2:us-west-2:123456789012:placement-group/llmctl-dev-gpu-nvidia-efa"
+    session.reply(
+        {"CapacityReservationIds": [RESERVED]},
+        _reservation(InstanceType="p5.48xlarge", PlacementGroupArn=group),
+    )
+    report = run_doctor(str(path), region="us-west-2", session=session)
+    assert not [c for c in report.checks if c.name.startswith("capacity reservations in the cluster")]
+    assert _check(report, "capacity reservation cr-").detail.endswith(
+        ", in placement group llmctl-dev-gpu-nvidia-efa)"
+    )
+    # a single-node blueprint is not asked: its GPU pool has no placement group
+    session.reply({"CapacityReservationIds": [RESERVED]}, _reservation())
+    report = run_doctor(_reserved_blueprint(tmp_path), region="us-west-2", session=session)
+    assert not [c for c in report.checks if c.name.startswith("capacity reservations in the cluster")]
+    session.stubber.assert_no_pending_responses()
+
+
 def test_up_preflight_refuses_a_low_vcpu_quota_with_the_increase_command(
     aws: str, ec2_quotas: Callable[..., None]
 ) -> None:

@@ -319,6 +319,13 @@ def broken_karpenter() -> list[Violation]:
     return check_order(session(BP, platform=graph))
 
 
+def broken_placement_group() -> list[Violation]:
+    # a node class that names its group without waiting for it (nor outliving it)
+    big = "llama31-405b-vllm-gpu"
+    graph = cut(platform_graph(big), "nodepools-gpu-nvidia-efa-nodeclass", "placement-gpu-nvidia-efa")
+    return check_order(session(big, platform=graph))
+
+
 def broken_lb_controller() -> list[Violation]:
     graph = cut(platform_graph(BP), "ingress-internal-params", "ingress-lbc")
     return check_order(session(BP, platform=graph))
@@ -373,6 +380,10 @@ BROKEN: dict[str, tuple[Callable[[], list[Violation]], tuple[str, ...]]] = {
             "Queue karpenter-interruption",
             "Role karpenter-controller-role",
         ),
+    ),
+    "placement-group-outlives-its-node-class": (
+        broken_placement_group,
+        ("EC2NodeClass nodepools-gpu-nvidia-efa-nodeclass", "PlacementGroup placement-gpu-nvidia-efa"),
     ),
     "lb-controller-outlives-load-balancers": (
         broken_lb_controller,

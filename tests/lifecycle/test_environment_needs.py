@@ -55,7 +55,7 @@ def needs_of(config: PlatformConfig) -> tuple[Any, ...]:
 def test_the_405b_record_holds_its_1000_gib_gpu_root_and_round_trips_through_output_and_config() -> None:
     found = WorkloadRecord.for_blueprint(load_blueprint(BIG), "pr-7")
     assert (found.root_volume_gib, found.capacity_reservations, found.queue_scaling) == (
-        {"gpu-nvidia": 1000},
+        {"gpu-nvidia-efa": 1000},  # its own pool: a replica over several nodes (pools.pool_for_blueprint)
         {},
         False,
     )
@@ -80,7 +80,7 @@ def test_a_triton_record_scales_on_its_queue_and_a_cpu_record_needs_nothing() ->
 # ---- reading old records ------------------------------------------------------------------------
 @pytest.mark.parametrize("where", ["output", "config"])
 def test_an_old_record_is_read_and_completed_from_the_catalog_blueprint(where: str) -> None:
-    raw = old_record(BIG, "pr-1", pools=["core", "default", "ray-head", "gpu-nvidia"])
+    raw = old_record(BIG, "pr-1", pools=["core", "default", "ray-head", "gpu-nvidia-efa"])
     backend = SavedBackend()
     if where == "output":
         backend.add(f"llmctl-{BIG}", "ci.pr-1", outputs={RECORD_OUTPUT: raw})
@@ -91,7 +91,7 @@ def test_an_old_record_is_read_and_completed_from_the_catalog_blueprint(where: s
     env, notes = environment(backend)
     [found] = env.records()
     assert found == WorkloadRecord.for_blueprint(load_blueprint(BIG), "pr-1")
-    assert found.root_volume_gib == {"gpu-nvidia": 1000} and notes == []
+    assert found.root_volume_gib == {"gpu-nvidia-efa": 1000} and notes == []
 
 
 def test_only_what_an_old_record_lacks_is_taken_from_the_catalog() -> None:
@@ -145,7 +145,7 @@ def test_the_platform_of_a_405b_and_a_tiny_cpu_record_has_the_1000_gib_gpu_root(
     env, _ = environment(SavedBackend())
     records = [WorkloadRecord.for_blueprint(load_blueprint(name)) for name in (BIG, TINY)]
     config = env.platform_config(records, region="us-west-2")
-    assert config.root_volume_gib == {"gpu-nvidia": 1000}
+    assert config.root_volume_gib == {"gpu-nvidia-efa": 1000}
     assert (config.capacity_reservations, config.queue_scaling) == ({}, False)
     assert "keda" not in config.chart_keys()
 

@@ -37,9 +37,10 @@ def platform(engine: StandinEngine, stack: str) -> dict[str, dict[str, Any]]:
 
 
 def root_volume(engine: StandinEngine, stack: str) -> str:
-    """The root volume of the GPU pool's EC2NodeClass the platform stack saved."""
+    """The root volume of the EC2NodeClass of the pool of replicas over several nodes the platform
+    stack saved."""
     node_class = platform(engine, stack)[
-        "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::nodepools-gpu-nvidia-nodeclass"
+        "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::nodepools-gpu-nvidia-efa-nodeclass"
     ]
     [root] = node_class["inputs"]["spec"]["blockDeviceMappings"]
     return str(root["ebs"]["volumeSize"])
@@ -51,7 +52,7 @@ def test_up_of_the_405b_blueprint_gives_its_gpu_nodes_a_1000_gib_root_volume(eng
     record back from the backend and keeps the 1000 GiB."""
     lifecycle(stack="big").up("llama31-405b-vllm-gpu", region=REGION, wait=False)
     assert root_volume(engine, "big") == "1000Gi"
-    assert settings(engine, "big")["llmctl:root_volume_gib"] == '{"gpu-nvidia": 1000}'
+    assert settings(engine, "big")["llmctl:root_volume_gib"] == '{"gpu-nvidia-efa": 1000}'
     lifecycle(stack="big").up("tiny-cpu", region=REGION, wait=False)
     assert root_volume(engine, "big") == "1000Gi"
 

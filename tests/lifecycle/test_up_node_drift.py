@@ -69,23 +69,37 @@ DRIFT = [
 ]
 
 
-def test_up_of_the_405b_blueprint_says_it_replaces_the_gpu_nodes_of_the_deployed_workload(
+def gpu_root_of_1000_gib(engine: StandinEngine) -> None:
+    """The deployed platform's GPU EC2NodeClass as a 405B on that pool made it before the 405B had
+    its own pool (gpu-nvidia-efa, pools.pool_for_blueprint): a 1000 GiB root volume."""
+    path = engine.backend / ".pulumi" / "stacks" / PLATFORM_PROJECT / "dev.json"
+    state = json.loads(path.read_text())
+    [node_class] = [
+        res for res in state["resources"] if res["urn"].endswith("::nodepools-gpu-nvidia-nodeclass")
+    ]
+    node_class["inputs"]["spec"]["blockDeviceMappings"][0]["ebs"]["volumeSize"] = "1000Gi"
+    path.write_text(json.dumps(state))
+
+
+def test_up_of_the_405b_blueprint_leaves_the_gpu_nodes_of_the_deployed_workload_alone(
     engine: StandinEngine,
 ) -> None:
-    """The 405B blueprint's 1000 GiB root volume (the pool's default is 500 GiB) changes the GPU
-    pool's EC2NodeClass: every GPU node is replaced, the 70B workload's too."""
+    """The 405B blueprint's 1000 GiB root volume goes to its own pool (gpu-nvidia-efa, new: no drift),
+    so the 70B's GPU nodes are not replaced; a GPU pool that held the 405B before goes back to 500 GiB
+    at the next `up`: every GPU node is replaced, the 70B workload's too."""
     lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
     [plan] = planned("llama31-405b-vllm-gpu")
+    assert HEADING not in plan.summary()
+    gpu_root_of_1000_gib(engine)
+    [plan] = planned("llama2-70b-vllm-gpu")
     summary = plan.summary()
     assert summary[summary.index(HEADING) :] == DRIFT
     assert plan.to_dict()["notes"][-3:] == DRIFT  # `up --json` prints the plan's dict
-    # the same platform again: nothing drifts, nothing is said
-    [again] = planned("llama2-70b-vllm-gpu")
-    assert HEADING not in again.summary()
 
 
 def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine) -> None:
     lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
+    gpu_root_of_1000_gib(engine)
     """`pulumi stack export` of the 70B workload's stack fails (its checkpoint lacks a field the
     export prints): the drift is not said, a note says why, and `up` goes on to ask."""
     path = engine.backend / ".pulumi" / "stacks" / "llmctl-llama2-70b-vllm-gpu" / "dev.json"
@@ -105,7 +119,8 @@ def test_an_unreadable_deployed_state_is_a_note(engine: StandinEngine) -> None:
 def test_the_up_command_prints_the_drift_in_its_plan(engine: StandinEngine, aws: str) -> None:
     """Through the CLI (`up --yes --json`): the plan it printed carries the lines."""
     assert runner.invoke(app, ["up", "-b", "llama2-70b-vllm-gpu", "--yes", "--no-wait"]).exit_code == 0
-    result = runner.invoke(app, ["up", "-b", "llama31-405b-vllm-gpu", "--yes", "--no-wait", "--json"])
+    gpu_root_of_1000_gib(engine)
+    result = runner.invoke(app, ["up", "-b", "llama2-triton-vllm-gpu", "--yes", "--no-wait", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["plan"]["notes"][-3:] == DRIFT
 
@@ -114,27 +129,33 @@ def test_preview_says_the_drift_up_would_cause(engine: StandinEngine, aws: str) 
     """`llmctl preview` carries the lines `up` says (same heading: it previews that `up`), in its text,
     its --json (`drift_notes`) and its markdown; read before its preview inits any stack."""
     lifecycle().up("llama2-70b-vllm-gpu", region=REGION, wait=False)
-    # the platform it previews replaces no node: nothing said
+    # the platform it previews replaces no node (the 405B's goes to a pool of its own): nothing said
     assert lifecycle(drift=read_drift).preview("llama2-70b-vllm-gpu", region=REGION).drift == []
-    report = lifecycle(drift=read_drift).preview("llama31-405b-vllm-gpu", region=REGION)
+    assert lifecycle(drift=read_drift).preview("llama31-405b-vllm-gpu", region=REGION).drift == []
+    gpu_root_of_1000_gib(engine)  # a GPU pool the 405B enlarged before it had its own
+    report = lifecycle(drift=read_drift).preview("llama2-70b-vllm-gpu", region=REGION)
     assert report.drift == DRIFT and report.lines()[-3:] == DRIFT
     assert report.to_dict()["drift_notes"] == DRIFT
     assert "\n".join(["```text", *DRIFT, "```"]) in report.to_markdown()
-    result = runner.invoke(app, ["preview", "-b", "llama31-405b-vllm-gpu", "--json"])
+    result = runner.invoke(app, ["preview", "-b", "llama2-70b-vllm-gpu", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["drift_notes"] == DRIFT
-    text = runner.invoke(app, ["preview", "-b", "llama31-405b-vllm-gpu"])
+    text = runner.invoke(app, ["preview", "-b", "llama2-70b-vllm-gpu"])
     assert text.exit_code == 0, text.output
     assert " ".join(" ".join(DRIFT).split()) in " ".join(text.stdout.split())  # the terminal wraps them
 
 
 def test_a_preview_leaves_no_stack_that_later_commands_count(engine: StandinEngine, aws: str) -> None:
     """A preview of a blueprint never deployed creates its stacks to preview them and removes them
-    again: the next preview of another blueprint finds no 405B record (no 1000 GiB root volume drift),
-    `stacks` lists nothing of it, and a deployed workload's stack outlives a preview of it."""
+    again: `stacks list` shows nothing of it, so no later command reads its config's record as a
+    deployed workload (its pools and root volume in the platform); a deployed workload's stack outlives
+    a preview of it."""
     assert lifecycle(drift=read_drift).preview("llama31-405b-vllm-gpu", region=REGION).drift == []
     removed = {(project, stack) for command, project, stack in engine.ops() if command == "stack rm"}
     assert removed == {("llmctl-platform", "dev"), ("llmctl-llama31-405b-vllm-gpu", "dev")}
+    listed = runner.invoke(app, ["stacks", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert "405b" not in listed.stdout
     assert engine.checkpoint("llmctl-llama31-405b-vllm-gpu", "dev") is None
     assert engine.checkpoint("llmctl-platform", "dev") is None
     assert lifecycle(drift=read_drift).preview("llama2-70b-vllm-gpu", region=REGION).drift == []

@@ -69,9 +69,10 @@ def test_every_node_of_the_405b_replica_gets_a_root_volume_that_holds_the_whole_
     from llmctl.blueprints.catalog import catalog_names
 
     platform = PlatformConfig.for_blueprints([load_blueprint("llama31-405b-vllm-gpu")])
-    assert platform.root_volume_gib == {"gpu-nvidia": 1000}
+    # on the pool of replicas over several nodes (pools.pool_for_blueprint), not the single-node GPU pool
+    assert platform.root_volume_gib == {"gpu-nvidia-efa": 1000}
     graph = graph_for(platform)
-    gpu_class = next(r for r in graph if r.name == "nodepools-gpu-nvidia-nodeclass")
+    gpu_class = next(r for r in graph if r.name == "nodepools-gpu-nvidia-efa-nodeclass")
     [mapping] = gpu_class.inputs["spec"]["blockDeviceMappings"]
     assert mapping["ebs"]["volumeSize"] == "1000Gi"
     # every other catalog model fits its pool's default: their EC2NodeClasses do not change

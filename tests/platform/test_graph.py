@@ -218,6 +218,7 @@ def test_nodepools_depend_on_release_and_their_nodeclass(all_pools_graph: Graph)
         "trainium-trn1",
         "trainium-trn2",
         "gpu-nvidia",
+        "gpu-nvidia-efa",
     }
 
 

@@ -271,3 +271,21 @@ def test_a_value_the_plan_does_not_know_is_said_so() -> None:
         "heading",
         "  pool default: EC2NodeClass spec.role changed: known only at `up`",
     ]
+
+
+def test_a_placement_group_selector_replaces_every_node_of_the_pool() -> None:
+    """placementGroupSelector is hashed (no `hash:"ignore"`, provider pkg/apis/v1/ec2nodeclass.go) and
+    also resolved per node: drift.go `isPlacementGroupDrifted` holds each node's
+    karpenter.k8s.aws/placement-group-id label to the group the selector resolves to."""
+    new = _pair("gpu-nvidia-efa", placement_group="llmctl-dev-gpu-nvidia-efa")
+    old = copy.deepcopy(new)
+    del old[1]["spec"]["placementGroupSelector"]
+    [drift] = pool_drift(list(old), list(new))
+    assert drift.lines() == [
+        f"pool gpu-nvidia-efa: every node is replaced (EC2NodeClass spec.placementGroupSelector added; {HOW})"
+    ]
+    [item] = drift.to_dict()["fields"]
+    assert (item["drift"], item["nodes"], item["reason"]) == ("static", "every", "NodeClassDrift")
+    assert (
+        "karpenter.k8s.aws/placement-group-id" in item["detail"] and "PlacementGroupDrift" in item["detail"]
+    )

@@ -28,7 +28,13 @@ def _expiries(config: PlatformConfig) -> dict[str, str]:
 
 def test_accelerator_and_head_pools_never_expire_by_default() -> None:
     expiries = _expiries(PlatformConfig.for_blueprints([], all_pools=True))
-    assert ACCELERATOR_POOLS == ["inferentia-inf2", "trainium-trn1", "trainium-trn2", "gpu-nvidia"]
+    assert ACCELERATOR_POOLS == [
+        "inferentia-inf2",
+        "trainium-trn1",
+        "trainium-trn2",
+        "gpu-nvidia",
+        "gpu-nvidia-efa",
+    ]
     assert expiries == {
         "default": "720h",
         HEAD_POOL: "Never",

@@ -147,3 +147,37 @@ def test_the_assembly_checks_capacity_only_for_a_surge_that_needs_nodes() -> Non
     )
     assert "  downtime: about 21 min" in "\n".join(again.lines())
     assert assess(old, copy.deepcopy(old), bp, strategy="surge").lines() == []
+
+
+def test_the_405b_moving_to_the_efa_pool_is_a_new_cluster_with_downtime() -> None:
+    """A 405B deployed before the gpu-nvidia-efa pool selected gpu-nvidia; today's render selects the new
+    pool (pools.pool_for_blueprint): the worker pods' nodeSelector changes, so KubeRay builds a new
+    RayCluster (its upgrade.strategy replace), and the preflight Job runs again."""
+    from llmctl.infra.lifecycle.day_two import serving_pool
+
+    name = "llama31-405b-vllm-gpu"
+    new = rendered(name)
+    old = copy.deepcopy(new)
+    moved = 0
+    for obj in old:
+        for pod in _pod_specs(obj):
+            if pod.get("nodeSelector", {}).get("karpenter.sh/nodepool") == "gpu-nvidia-efa":
+                pod["nodeSelector"]["karpenter.sh/nodepool"] = "gpu-nvidia"
+                moved += 1
+    assert moved == 2  # the RayService's worker group and the fabric preflight's pods
+    assert (serving_pool(old), serving_pool(new)) == ("gpu-nvidia", "gpu-nvidia-efa")
+    plan = assess(old, new, load_blueprint(name), strategy="replace")
+    kinds = [(r.object, r.kind) for r in plan.rollouts]
+    assert kinds == [("Job/fabric-preflight", "job-replaced"), (f"RayService/{name}", "replace-cluster")]
+    assert plan.has_downtime
+
+
+def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "RayService":
+        groups = spec["rayClusterConfig"].get("workerGroupSpecs") or []
+        return [spec["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]] + [
+            g["template"]["spec"] for g in groups
+        ]
+    template = spec.get("template") or {}
+    return [template["spec"]] if "spec" in template else []

@@ -412,10 +412,10 @@ SERVING_POOL_PODS = {
 def test_nodeselectors_match_the_platform_nodepools(name: str) -> None:
     """The serving pods select exactly what the platform's NodePool labels and taints."""
     from llmctl.blueprints.hardware import hardware
-    from llmctl.blueprints.pools import pool_for_instance
+    from llmctl.blueprints.pools import pool_for_blueprint
     from llmctl.infra.platform import manifests as platform
 
-    spec = pool_for_instance(hardware().instance(blueprint(name).compute.instance_type))
+    spec = pool_for_blueprint(blueprint(name), hardware())
     nodepool = platform.nodepool_manifest(spec)
     template = nodepool["spec"]["template"]
     checked = []

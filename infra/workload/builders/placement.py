@@ -18,7 +18,7 @@ from llmctl.blueprints.pools import (
     INSTANCE_TYPE_LABEL,
     NEURON_SCHEDULER,
     POOL_LABEL,
-    pool_for_instance,
+    pool_for_blueprint,
 )
 from llmctl.blueprints.pools import pool as pool_spec
 from llmctl.blueprints.sizing import host_memory
@@ -50,11 +50,12 @@ def _instance(config: WorkloadConfig, catalog: HardwareCatalog | None = None) ->
 
 
 def serving_pool(config: WorkloadConfig) -> PoolFacts:
-    """The pool whose nodes run the serving replicas."""
+    """The pool whose nodes run the serving replicas (on EKS `pool_for_blueprint`: the placement-group
+    pool for a replica over several nodes)."""
     instance = _instance(config)
     facts = config.platform
     if facts.target == "eks":
-        spec = pool_for_instance(instance)
+        spec = pool_for_blueprint(config.blueprint, hardware())
         return facts.pool(spec.name) or PoolFacts.from_spec(spec)
     for pool in facts.pools:
         if pool.launches(instance.name, instance.family):

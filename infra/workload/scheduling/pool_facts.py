@@ -115,7 +115,7 @@ class PoolFacts(_Strict):
             instance_families=list(spec.families),
             instance_types=[core_instance_type]
             if spec.managed_by == "eks-nodegroup" and core_instance_type
-            else [],
+            else list(spec.instance_types),
             managed_by="eks-nodegroup" if spec.managed_by == "eks-nodegroup" else "karpenter",
             device_ownership=spec.device_ownership,
         )
