@@ -1,15 +1,16 @@
 """`llmctl down --blueprint X` re-applies the platform it keeps whenever removing X changes what the
-workloads' needs decide (infra/lifecycle/shrink.py), not only its pools: the 405B blueprint's 1000 GiB
-root volume goes back to the pool's 500 GiB, KEDA goes with the last queue-scaled (Triton) workload,
+workloads' needs decide (infra/lifecycle/shrink.py), not only its pools: a single-node 405B's 600 GiB
+root volume (tests/lifecycle/data/blueprints/) goes back to the pool's 500 GiB, KEDA goes with the last queue-scaled (Triton) workload,
 X's capacity reservations leave the EC2NodeClass. A root volume or a reservation is in the EC2NodeClass's
 hash: Karpenter replaces every node of the pool, the other workloads' too, so `down` says it before it
 asks, with the drift lines `up` and `plan` print. Through the stand-in engine: the stacks the `up`s
 deployed are the saved state `down` reads. Before this change `down` re-applied the platform only when
-the pool set changed: the 1000 GiB roots and KEDA stayed and were billed."""
+the pool set changed: the larger roots and KEDA stayed and were billed."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,10 +32,13 @@ from llmctl.infra.platform.manifests import ec2nodeclass_manifest
 from llmctl.infra.platform.needs import PlatformNeeds
 
 REGION = "us-west-2"
-BIG, GPU, TRITON, TINY = "llama31-405b-vllm-gpu", "llama2-70b-vllm-gpu", "llama2-triton-vllm-gpu", "tiny-cpu"
+GPU, TRITON, TINY = "llama2-70b-vllm-gpu", "llama2-triton-vllm-gpu", "tiny-cpu"
+# a 405B on ONE node (int8), on the gpu-nvidia pool with the 70B: 600 GiB of root volume
+BIG_FILE = str(Path(__file__).parent / "data" / "blueprints" / "llama31-405b-int8-gpu.yaml")
+BIG = "llama31-405b-int8-gpu"
 NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::nodepools-gpu-nvidia-nodeclass"
 KEDA = "kubernetes:helm.sh/v3:Release::keda-release"
-ROOT = "pool gpu-nvidia: root volume 1000 GiB -> 500 GiB (the pool's default)"
+ROOT = "pool gpu-nvidia: root volume 600 GiB -> 500 GiB (the pool's default)"
 BUDGET = "Karpenter drift, within the NodePool's budget of 10% of nodes at a time"
 DRIFT = [
     "platform llmctl-platform/dev: this `down` changes these Karpenter pools",
@@ -68,10 +72,10 @@ def platform_ups(engine: StandinEngine) -> int:
 def test_down_of_the_405b_blueprint_says_the_drift_then_gives_the_gpu_pool_its_500_gib_back(
     engine: StandinEngine,
 ) -> None:
-    """The pools stay the same (both blueprints serve on gpu-nvidia): the old `down` kept 1000 GiB."""
+    """The pools stay the same (both blueprints serve on gpu-nvidia): the old `down` kept 600 GiB."""
     lifecycle().up(GPU, region=REGION, wait=False)
-    lifecycle().up(BIG, region=REGION, wait=False)
-    assert root_volume(engine) == "1000Gi"
+    lifecycle().up(BIG_FILE, region=REGION, wait=False)
+    assert root_volume(engine) == "600Gi"
     ups = platform_ups(engine)
 
     # declined: the confirmation listed the update and the nodes it replaces; nothing changed
@@ -87,7 +91,7 @@ def test_down_of_the_405b_blueprint_says_the_drift_then_gives_the_gpu_pool_its_5
         *DRIFT,
         KEEP_HINT,
     ]
-    assert engine.deletes() == [] and platform_ups(engine) == ups and root_volume(engine) == "1000Gi"
+    assert engine.deletes() == [] and platform_ups(engine) == ups and root_volume(engine) == "600Gi"
 
     result = lifecycle(drift=read_drift).down(region=REGION, blueprint=BIG, confirm=lambda items: True)
     assert result.destroyed == [f"llmctl-{BIG}/dev"] and result.updated == [f"{PLATFORM_PROJECT}/dev"]
@@ -111,9 +115,9 @@ def test_down_of_the_last_triton_workload_removes_keda(engine: StandinEngine) ->
 
 
 def test_down_of_a_workload_that_changes_nothing_leaves_the_platform_alone(engine: StandinEngine) -> None:
-    """Two workloads of the 405B blueprint: the 1000 GiB stays with the other one, no update."""
-    lifecycle().up(BIG, region=REGION, wait=False, workload="pr-1")
-    lifecycle().up(BIG, region=REGION, wait=False, workload="pr-2")
+    """Two workloads of the big blueprint: the 600 GiB stays with the other one, no update."""
+    lifecycle().up(BIG_FILE, region=REGION, wait=False, workload="pr-1")
+    lifecycle().up(BIG_FILE, region=REGION, wait=False, workload="pr-2")
     ups = platform_ups(engine)
     listed: list[list[str]] = []
     result = lifecycle(drift=read_drift).down(
@@ -121,17 +125,17 @@ def test_down_of_a_workload_that_changes_nothing_leaves_the_platform_alone(engin
     )
     assert listed[0] == [f"workload stack llmctl-{BIG}/dev.pr-1"]
     assert (result.updated, result.platform_changes) == ([], [])
-    assert platform_ups(engine) == ups and root_volume(engine) == "1000Gi"
+    assert platform_ups(engine) == ups and root_volume(engine) == "600Gi"
 
 
 def test_a_root_volume_left_by_keep_platform_goes_at_the_next_down_blueprint(engine: StandinEngine) -> None:
-    """`down --blueprint 405B --keep-platform` leaves the 1000 GiB (as asked); removing tiny-cpu later
+    """`down --blueprint 405B --keep-platform` leaves the 600 GiB (as asked); removing tiny-cpu later
     changes nothing the records decide (its pools are the ones every platform has), but the deployed
-    EC2NodeClass still carries 1000 GiB: read from the platform's state, it goes back to 500."""
-    for bp in (GPU, TINY, BIG):
+    EC2NodeClass still carries 600 GiB: read from the platform's state, it goes back to 500."""
+    for bp in (GPU, TINY, BIG_FILE):
         lifecycle().up(bp, region=REGION, wait=False)
     kept = lifecycle().down(region=REGION, blueprint=BIG, keep_platform=True, confirm=lambda items: True)
-    assert (kept.updated, kept.platform_changes, root_volume(engine)) == ([], [], "1000Gi")
+    assert (kept.updated, kept.platform_changes, root_volume(engine)) == ([], [], "600Gi")
     result = lifecycle().down(region=REGION, blueprint=TINY, confirm=lambda items: True)
     assert result.platform_changes == [ROOT] and root_volume(engine) == "500Gi"
 
@@ -141,7 +145,7 @@ def test_the_down_command_prints_the_changes_and_the_drift_in_its_json(
 ) -> None:
     """Through the CLI (`down --blueprint --yes --json`): the command hands its drift reader down."""
     runner = CliRunner()
-    for bp in (GPU, BIG):
+    for bp in (GPU, BIG_FILE):
         assert runner.invoke(app, ["up", "-b", bp, "--yes", "--no-wait"]).exit_code == 0
     result = runner.invoke(app, ["down", "-b", BIG, "--yes", "--json"])
     assert result.exit_code == 0, result.output
@@ -167,7 +171,7 @@ KEPT = ["core", "default", "ray-head", "gpu-nvidia"]
 
 
 def test_reservations_of_the_workload_removed_leave_the_pool() -> None:
-    mine = record(reserved(BIG, ["cr-0aaa", {"team": "ml"}]), "a")
+    mine = record(reserved(BIG_FILE, ["cr-0aaa", {"team": "ml"}]), "a")
     other = record(reserved(GPU, ["cr-0bbb"], fallback="none"), "b")
     assert platform_changes([mine, other], [other], {"node_pools": POOLS}, KEPT) == [
         ROOT,
@@ -188,7 +192,7 @@ def test_pools_and_keda_are_read_from_the_platform_outputs() -> None:
     nothing of its root volume (the whole pool goes)."""
     tiny = record(TINY)
     stale = {"node_pools": [*POOLS, {"name": "inferentia-inf2"}], "versions": {"charts": {"keda": "2.17.2"}}}
-    assert platform_changes([record(BIG), tiny], [tiny], stale, ["core", "default", "ray-head"]) == [
+    assert platform_changes([record(BIG_FILE), tiny], [tiny], stale, ["core", "default", "ray-head"]) == [
         "pool gpu-nvidia removed (no workload left uses it)",
         "pool inferentia-inf2 removed (no workload left uses it)",
         "KEDA removed (no workload left scales on its queue; its CRDs go with it, and any ScaledObject left in the cluster)",
