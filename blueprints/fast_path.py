@@ -32,14 +32,17 @@ _TAG_RAY = re.compile(r"^(?:docker\.io/)?rayproject/ray(?:-llm)?:(\d+)\.(\d+)\.(
 
 
 def blueprint_ray(blueprint: Blueprint) -> str:
-    """The Ray the blueprint's pods run: a rayproject image's own, else the runtime's pin (Ray Serve
+    """The Ray the blueprint's pods run: a rayproject image's own (its tag), the one versions.yaml records
+    for a pinned image whose tag does not say (AWS's Ray LLM DLC), else the runtime's pin (Ray Serve
     LLM on Neuron: ``python.ray_neuron_vllm``, the newest Ray whose Serve LLM imports vLLM 0.13)."""
     if runtime(blueprint.runtime).serve_llm and blueprint.is_neuron:
         return versions().python["ray_neuron_vllm"].value
     found = _TAG_RAY.match(blueprint.image.base)
     if found:
         return ".".join(found.groups())
-    return versions().python["ray"].value
+    base = blueprint.image.base.split("@", 1)[0]
+    recorded = [entry.ray for entry in versions().images.values() if entry.image == base and entry.ray]
+    return recorded[0] if recorded else versions().python["ray"].value
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -4,7 +4,8 @@
 # steps, so the locked packages stay in their own layer and a source change only redoes the second:
 #   image.sh requirements  install the runtime's lock with --require-hashes: the lock whose name has
 #                          "neuron" when the base image is a Neuron one (BASE_IMAGE, re-declared after
-#                          FROM) and there is one, the other lock otherwise; first what the lock leaves
+#                          FROM) and there is one, the one ending "-efa" when it is AWS's Ray Serve LLM
+#                          DLC (a ":serve-llm-" tag), the other lock otherwise; first what the lock leaves
 #                          out (<lock>.outside.txt, e.g. the CPU build of torch from its own index).
 #                          On an externally managed interpreter (PEP 668: EXTERNALLY-MANAGED in its
 #                          stdlib folder) it installs into a venv at /opt/llmctl/venv that sees the
@@ -28,7 +29,9 @@ case "${1:-}" in
             case "$file:${BASE_IMAGE:-}" in
                 *neuron*.txt:*neuron*) lock="$file" ;;
                 *neuron*.txt:*) ;;
-                *:*neuron*) if [ -z "$lock" ]; then lock="$file"; fi ;;
+                *-efa.txt:*:serve-llm-*) lock="$file" ;;
+                *-efa.txt:*) ;;
+                *:*neuron* | *:*:serve-llm-*) if [ -z "$lock" ]; then lock="$file"; fi ;;
                 *) lock="$file" ;;
             esac
         done

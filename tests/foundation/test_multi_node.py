@@ -98,26 +98,40 @@ def test_cost_counts_whole_replicas_of_two_nodes() -> None:
     assert "nodes_per_replica" not in blueprint_cost(load_blueprint("llama2-70b-vllm-gpu"), catalog).to_dict()
 
 
-def test_plan_and_show_say_the_405b_runs_tcp_between_its_nodes(write_blueprint: Callable[..., Path]) -> None:
-    """The pinned ray-llm image is recorded without aws-ofi-nccl (ray-project/ray docker/ray-llm/Dockerfile
-    at 0168a92e installs no libfabric): `blueprints show` and `plan` say TCP between the two nodes, with
-    how to get EFA; a base llmctl does not record is taken to carry EFA, and `image.efa` states it."""
+def test_plan_and_show_say_the_405b_runs_efa_between_its_nodes_and_tcp_on_the_ray_llm_image(
+    write_blueprint: Callable[..., Path],
+) -> None:
+    """The shipped 405B runs on AWS's Ray LLM DLC, recorded with aws-ofi-nccl (aws/deep-learning-containers
+    docker/ray_llm/Dockerfile.cuda at 140b5392 installs EFA 1.49.0): `blueprints show` and `plan` say EFA
+    between the two nodes. A copy on the pinned ray-llm image, recorded without it (ray-project/ray
+    docker/ray-llm/Dockerfile at 0168a92e installs no libfabric), says TCP with how to get EFA; a base
+    llmctl does not record is taken to carry EFA, and `image.efa` states it."""
     from llmctl.blueprints.describe import describe
     from llmctl.blueprints.inter_node import inter_node
     from llmctl.blueprints.versions import image_efa, versions
     from llmctl.infra.plan.run import plan_cost
 
+    dlc = versions().images["ray_vllm_gpu_efa"].image
+    assert load_blueprint(BIG).image.base == dlc and image_efa(dlc) is True
+    shown = describe(BIG)["derived"]["inter_node_transport"]
+    assert shown == (
+        f"between its 2 nodes NCCL runs over EFA: {dlc} carries aws-ofi-nccl (as versions.yaml records); "
+        "the fabric preflight stops `up` on TCP"
+    )
+    [row] = plan_cost([load_blueprint(BIG)])["workloads"]
+    assert row["inter_node_transport"] == shown
     pinned = versions().images["ray_vllm_gpu"].image
     assert image_efa(pinned) is False and image_efa(pinned + "@sha256:" + "0" * 64) is False
     assert image_efa("public.ecr.aws/example/ray-llm-efa:2.58.0") is None  # not recorded
-    shown = describe(BIG)["derived"]["inter_node_transport"]
-    assert shown.startswith("between its 2 nodes NCCL runs over TCP (NET/Socket): " + pinned)
-    assert "carries no aws-ofi-nccl" in shown and "libfabric and aws-ofi-nccl in image.base" in shown
-    [row] = plan_cost([load_blueprint(BIG)])["workloads"]
-    assert row["inter_node_transport"] == shown
+    on_ray_llm = str(write_blueprint(BIG, {"image.base": pinned, "image.cuda": "13.0"}))
+    tcp = describe(on_ray_llm)["derived"]["inter_node_transport"]
+    assert tcp.startswith("between its 2 nodes NCCL runs over TCP (NET/Socket): " + pinned)
+    assert "carries no aws-ofi-nccl" in tcp and "libfabric and aws-ofi-nccl in image.base" in tcp
+    [tcp_row] = plan_cost([load_blueprint(on_ray_llm)])["workloads"]
+    assert tcp_row["inter_node_transport"] == tcp
     assert "inter_node_transport" not in describe("llama2-70b-vllm-gpu")["derived"]  # one node: no line
     assert inter_node(load_blueprint("llama2-70b-vllm-gpu")) is None
-    stated = inter_node(load_blueprint(str(write_blueprint(BIG, {"image.efa": True}))))
+    stated = inter_node(load_blueprint(str(write_blueprint(BIG, {"image.base": pinned, "image.efa": True}))))
     assert stated is not None and stated.efa and "EFA: " + pinned + " carries aws-ofi-nccl" in stated.line()
     unknown = write_blueprint(
         BIG,

@@ -239,6 +239,23 @@ def _efa_blueprint(tmp_path: Path) -> str:
     return str(path)
 
 
+def _ray_llm_blueprint(tmp_path: Path) -> str:
+    """The 405B blueprint on the pinned rayproject/ray-llm image, which versions.yaml records without
+    aws-ofi-nccl (the shipped one runs AWS's Ray LLM DLC, which carries it): the TCP path."""
+    import yaml
+
+    from llmctl.blueprints._data import data_file
+    from llmctl.blueprints.catalog import CATALOG_DIR
+    from llmctl.blueprints.versions import versions
+
+    data = yaml.safe_load(data_file(CATALOG_DIR, f"{BIG}.yaml").read_text(encoding="utf-8"))
+    pinned = versions().images["ray_vllm_gpu"]
+    data["image"].update({"base": pinned.image, "cuda": pinned.cuda})
+    path = tmp_path / f"{BIG}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
 def _big_spec(ref: str = BIG) -> FabricSpec:
     """The preflight `up` renders for the 405B blueprint (its Job's pods are the stand-in's)."""
     from llmctl.blueprints.catalog import load_blueprint
@@ -296,12 +313,13 @@ def test_up_stops_with_the_fabric_error_not_pulumi_s_job_failure(
     assert "Job" in kinds and "RayService" not in kinds  # the model's objects were never applied
 
 
-def test_up_of_the_shipped_405b_goes_on_over_tcp_with_one_line(
-    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch
+def test_up_of_the_405b_on_the_ray_llm_image_goes_on_over_tcp_with_one_line(
+    engine: StandinEngine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The 405B as shipped: rayproject/ray-llm has no aws-ofi-nccl, so its Job's probe is told TCP is
-    expected and passes (the stand-in lets the Job complete); `up` completes, printing the figure, what
-    the image lacks and how to get EFA in one line, and carries tcp-expected in `--json`."""
+    """The 405B on rayproject/ray-llm (no aws-ofi-nccl): its Job's probe is told TCP is expected and
+    passes (the stand-in lets the Job complete); `up` completes, printing the figure, what the image
+    lacks and how to get EFA in one line, and carries tcp-expected in `--json`. The shipped 405B runs
+    AWS's Ray LLM DLC, which carries aws-ofi-nccl: its probe expects EFA."""
     import io
 
     from lifecycle_support import lifecycle
@@ -309,10 +327,13 @@ def test_up_of_the_shipped_405b_goes_on_over_tcp_with_one_line(
     from llmctl.infra.lifecycle.progress import Progress
 
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
-    spec = _ran(engine, "h200-socket-2ranks.txt")
+    shipped = _big_spec()
+    assert shipped.efa_expected and shipped.image.startswith("public.ecr.aws/deep-learning-containers/ray:")
+    ref = _ray_llm_blueprint(tmp_path)
+    spec = _ran(engine, "h200-socket-2ranks.txt", ref)
     assert not spec.efa_expected and spec.image.startswith("rayproject/ray-llm:2.58.0-py312-cu130")
     said = io.StringIO()
-    result = lifecycle(Progress("plain", said)).up(BIG, region="us-west-2", wait=False)
+    result = lifecycle(Progress("plain", said)).up(ref, region="us-west-2", wait=False)
     assert result.fabric is not None
     assert (result.fabric["verdict"], result.fabric["transport"], result.fabric["busbw_gbs"]) == (
         "tcp-expected",

@@ -57,8 +57,8 @@ def test_plan_prices_the_405b_blueprint_per_replica_of_two_nodes() -> None:
     text = runner.invoke(app, args)
     assert text.exit_code == 0, text.output
     assert "2 x p5.48xlarge, 2 nodes per replica at $110.08/h a replica" in text.stdout
-    # and what NCCL runs over between the two nodes: the pinned ray-llm image has no aws-ofi-nccl
-    assert row["inter_node_transport"].startswith("between its 2 nodes NCCL runs over TCP (NET/Socket)")
+    # and what NCCL runs over between the two nodes: AWS's Ray LLM DLC carries aws-ofi-nccl
+    assert row["inter_node_transport"].startswith("between its 2 nodes NCCL runs over EFA: ")
     said = " ".join(text.stdout.split())  # the line as printed, whatever the width wrapped
     assert f"llama31-405b-vllm-gpu: {row['inter_node_transport']}" in said
 

@@ -96,7 +96,9 @@ def test_every_lock_is_hashed_and_leaves_out_what_its_image_provides() -> None:
     for spec in table.locks.values():
         pinned = parse_lock(spec.path.read_text())  # raises on a pin without a hash
         provided = set(requirement_names(table.constraints_path(spec)))
-        assert pinned and not provided & set(pinned), spec.name
+        # empty only where the image provides every requirement (AWS's Ray LLM DLC: pydantic, PyYAML)
+        assert pinned or set(requirement_names(spec.requirements_path)) <= provided, spec.name
+        assert not provided & set(pinned), spec.name
         assert not set(spec.outside_lock) & set(pinned), spec.name
         assert table.base(spec).python in spec.path.read_text().splitlines()[0]
 
@@ -113,3 +115,18 @@ def test_the_neuron_dlc_constraints_hold_protobuf_and_numpy_where_the_dockerfile
     assert "protobuf>=3.18.3,<4" in text and "numpy>1.21,<1.24" in text
     pinned = parse_lock(locks().locks["ray-neuronx"].path.read_text())
     assert "protobuf" not in pinned and "numpy" not in pinned
+
+
+def test_the_efa_dlc_lock_is_the_one_its_image_gets_and_adds_nothing_over_the_images_packages() -> None:
+    """AWS's Ray LLM DLC (Python 3.13, Amazon Linux 2023) already ships what the app builder needs, at
+    versions inside llmctl's floors: its lock resolves to them and installs nothing over the image."""
+    pinned = versions().images["ray_vllm_gpu_efa"]
+    spec = lock_for("ray-vllm", pinned.image)
+    assert spec.name == "ray-vllm-gpu-efa" and locks().base(spec).python == "3.13"
+    assert locks().base(spec).platform == "x86_64-manylinux_2_34"  # Amazon Linux 2023: glibc 2.34
+    assert parse_lock(spec.path.read_text()) == {}
+    text = locks().constraints_path(spec).read_text()
+    # the image's own uv.lock: the Ray, vLLM and NCCL versions.yaml records for it
+    for line in (f"ray=={pinned.ray}", f"vllm=={pinned.vllm}", "nvidia-nccl-cu13==2.28.9", "pydantic==2.13.5"):
+        assert line in text.splitlines(), line
+    assert {"pydantic", "pyyaml"} <= set(requirement_names(spec.requirements_path))

@@ -70,10 +70,16 @@ def test_the_dockerfile_installs_the_neuron_lock_on_the_neuron_base(tmp_path: Pa
     assert _install_step(default_base("ray-vllm"), tmp_path / "gpu").endswith(
         "--require-hashes -r /tmp/llmctl/locks/ray-vllm-gpu.txt"
     )
+    # AWS's EFA Ray LLM DLC (Python 3.13): its own lock, not the rayproject image's (Python 3.12)
+    dlc = versions().images["ray_vllm_gpu_efa"].image
+    assert _install_step(dlc, tmp_path / "dlc").endswith(
+        "--require-hashes -r /tmp/llmctl/locks/ray-vllm-gpu-efa.txt"
+    )
     copied = next(
         line for line in DOCKERFILE.read_text().splitlines() if line.startswith("COPY serving/locks/")
     )
     assert "serving/locks/ray-vllm-neuron.txt" in copied and "serving/locks/ray-vllm-gpu.txt" in copied
+    assert "serving/locks/ray-vllm-gpu-efa.txt" in copied
 
 
 def test_a_ray_other_than_the_pinned_one_fails_fast_on_neuron(monkeypatch: pytest.MonkeyPatch) -> None:

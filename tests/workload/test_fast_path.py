@@ -10,6 +10,7 @@ no env, no ports, no `serving.ray_fast_path` field, no rule.
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from test_network_policy import OUTSIDE, TENANT, _pod, _policies, _with_exposure, ingress_allowed
@@ -21,6 +22,7 @@ from llmctl.blueprints.describe import describe
 from llmctl.blueprints.hardware import hardware
 from llmctl.blueprints.rules import check
 from llmctl.blueprints.schema import Blueprint
+from llmctl.blueprints.versions import versions
 from llmctl.infra.workload.builders import fast_path as rendered
 from llmctl.infra.workload.manifests import build_manifests
 
@@ -138,6 +140,14 @@ def test_the_ray_of_an_older_rayproject_image_is_refused() -> None:
     )
     assert fast_path.enabled(old) is False
     assert fast_path.blocker(bp) is None and fast_path.blueprint_ray(bp) == "2.58.0"
+    # AWS's Ray LLM DLC: its tag names no Ray, versions.yaml records it (Dockerfile.cuda FRAMEWORK_VERSION)
+    dlc = versions().images["ray_vllm_gpu_efa"]
+    recorded = dlc.model_copy(update={"ray": "2.54.0"})
+    images = {**versions().images, "ray_vllm_gpu_efa": recorded}
+    on_dlc = bp.model_copy(update={"image": bp.image.model_copy(update={"base": dlc.image})})
+    assert fast_path.blueprint_ray(on_dlc) == "2.58.0" == dlc.ray
+    with patch.object(fast_path, "versions", lambda: versions().model_copy(update={"images": images})):
+        assert fast_path.blueprint_ray(on_dlc) == "2.54.0"  # the record, not the runtime's pin
 
 
 def test_the_connection_limit_follows_what_the_app_admits() -> None:

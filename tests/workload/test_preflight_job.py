@@ -15,6 +15,7 @@ from test_workload_builders import SCHEMA
 from workload_helpers import blueprint, config_for
 
 from llmctl.blueprints.hardware import hardware
+from llmctl.blueprints.versions import versions
 from llmctl.infra.workload.builders.placement import serving_scheduling
 from llmctl.infra.workload.builders.preflight import (
     EFA_RESOURCE,
@@ -107,20 +108,25 @@ def _with_image(name: str, **image: Any) -> WorkloadConfig:
     return WorkloadConfig(blueprint=changed, platform=PlatformFacts.for_blueprint(changed))
 
 
-def test_the_405b_job_expects_tcp_from_its_image_and_efa_from_one_that_has_it() -> None:
-    """The shipped 405B runs rayproject/ray-llm, which versions.yaml records without aws-ofi-nccl: its
-    probe is told TCP is expected (still measured against the p5's 3200 Gbps). Stated EFA-capable, or a
-    base llmctl does not record (the strict path), the probe fails its pod on TCP as before."""
+def test_the_405b_job_expects_efa_from_its_image_and_tcp_from_the_ray_llm_image() -> None:
+    """The shipped 405B runs AWS's Ray LLM DLC, which versions.yaml records with aws-ofi-nccl: its probe
+    fails its pod on TCP (no --tcp-expected). On rayproject/ray-llm, recorded without it, the probe is
+    told TCP is expected (still measured against the p5's 3200 Gbps). Stated EFA-capable, or a base
+    llmctl does not record (the strict path), the probe fails its pod on TCP."""
     shipped = _probe_args(config_for(BIG))
-    assert (shipped.expect_gbps, shipped.tcp_expected, shipped.strict) == (3200, True, False)
+    assert (shipped.expect_gbps, shipped.tcp_expected, shipped.strict) == (3200, False, False)
+    ray_llm = versions().images["ray_vllm_gpu"].image
+    on_tcp = _probe_args(_with_image(BIG, base=ray_llm, cuda="13.0"))
+    assert (on_tcp.expect_gbps, on_tcp.tcp_expected, on_tcp.strict) == (3200, True, False)
     for config in (
-        _with_image(BIG, efa=True),
+        _with_image(BIG, base=ray_llm, cuda="13.0", efa=True),
         _with_image(BIG, base="public.ecr.aws/example/ray-llm-efa:2.58.0", serving_image=BUILT),
     ):
         args = _probe_args(config)
         assert (args.expect_gbps, args.tcp_expected) == (3200, False)
     # a --image override is judged by what versions.yaml records of it, not by the blueprint's base
     assert _probe_args(config_for(BIG, image="public.ecr.aws/example/other:1.0")).tcp_expected is False
+    assert _probe_args(config_for(BIG, image=ray_llm)).tcp_expected is True
 
 
 def test_the_pods_admit_each_other_and_no_one_else() -> None:

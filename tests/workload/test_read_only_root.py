@@ -220,3 +220,46 @@ def test_on_an_externally_managed_python_the_install_goes_to_the_venv_on_its_vol
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["pip_user=", str(venv / "bin" / "python3")]
     assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
+
+
+def test_in_a_venv_without_the_system_site_the_install_goes_under_the_user_base_on_pythonpath(
+    tmp_path: Path,
+) -> None:
+    """AWS's Ray LLM DLC runs Python from the venv /opt/venv (no system site): pip refuses `--user` there
+    and Python reads no user site, so the step installs with `--prefix $PYTHONUSERBASE` and exports its
+    site folders on PYTHONPATH: `ray start` and a worker it starts import the app, the image's venv
+    stays untouched, and PIP_USER stays unset."""
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    image_venv = tmp_path / "opt-venv"
+    subprocess.run([str(base), "-m", "venv", str(image_venv)], check=True, capture_output=True, timeout=120)
+    user_base = tmp_path / "home" / ".local"
+    env = {
+        "PATH": f"{image_venv / 'bin'}:/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "PYTHONUSERBASE": str(user_base),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    wheel = _wheel(tmp_path)
+    child = (
+        "import subprocess, sys, llmctl_probe; print(llmctl_probe.__file__); "
+        "print(subprocess.run([sys.executable, '-c', 'import llmctl_probe; print(llmctl_probe.VALUE)'],"
+        " capture_output=True, text=True).stdout.strip())"
+    )
+    script = (
+        f"{user_site_step()} && {pip_install(['--no-index', '--no-deps', str(wheel)])}"
+        f' && echo "pip_user=${{PIP_USER:-}}" && python3 -c "{child}"'
+    )
+    done = _bash(script, env)
+    assert done.returncode == 0, done.stderr
+    pip_user, where, value = done.stdout.split("\n")[:3]
+    assert pip_user == "pip_user=" and value == "from the user site"
+    assert where.startswith(str(user_base)) and "site-packages/llmctl_probe" in where
+    assert not list(image_venv.glob("lib/python3.*/site-packages/llmctl_probe"))
+    # the Ray images' interpreter (outside a venv) still takes the user-site branch
+    assert (
+        "PIP_USER=1"
+        in _bash(
+            f'{user_site_step()} && echo "PIP_USER=$PIP_USER"',
+            {**env, "PATH": f"{_image_python(tmp_path)}:/usr/bin:/bin"},
+        ).stdout
+    )

@@ -42,7 +42,8 @@ from llmctl.infra.workload.builders.cache import cache_env
 from llmctl.infra.workload.builders.common import Obj
 from llmctl.infra.workload.builders.exposure import port, serve_service
 from llmctl.infra.workload.config import WorkloadConfig
-from llmctl.infra.workload.delivery.serving_code import install_script, locked_names, with_app
+from llmctl.infra.workload.delivery.serving_code import install_script, locked_names, runtime_lock, with_app
+from llmctl.serving.lockfiles import locks, requirement_names
 from llmctl.serving.phases import PHASE_LOG_ENV
 
 SERVE_PORT = 8000
@@ -131,7 +132,11 @@ def _start_command(config: WorkloadConfig, image: str, pins: RayPins) -> Obj:
     """Container command without a built image: install the runtime's lock (which must carry Ray when
     the base lacks it) and the delivered app, then start Ray."""
 
-    has_ray = "ray" in locked_names(config, image)
+    # Ray from the lock, or the image's own (its constraints name it: the rayproject images, AWS's Ray LLM DLC)
+    spec = runtime_lock(config, image)
+    has_ray = "ray" in locked_names(config, image) or "ray" in requirement_names(
+        locks().constraints_path(spec)
+    )
     extra = [] if has_ray or image.startswith(("rayproject/", "docker.io/rayproject/")) else pins[1]
     install = install_script(config, image, extra, user_site=True)  # the root filesystem is read-only
     # as KubeRay's own command does: raise the open-file limit; then run its command in a shell that

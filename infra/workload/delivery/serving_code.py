@@ -241,10 +241,33 @@ def user_site_step() -> str:
     install never uninstalls from site-packages).
 
     On an externally managed interpreter (PEP 668), where pip refuses a `--user` install too, the venv
-    of :func:`venv_step`, which must then be on a volume (`VENV_DIR`: the container mounts one there)."""
+    of :func:`venv_step`, which must then be on a volume (`VENV_DIR`: the container mounts one there).
+
+    On an interpreter in a venv without the system site (AWS's Ray LLM DLC: /opt/venv, aws/deep-learning-
+    containers docker/ray_llm/Dockerfile.cuda), Python reads no user site (CPython Lib/site.py `venv`:
+    ENABLE_USER_SITE = False) and pip refuses `--user` (pip `virtualenv_no_global`): the installs go
+    under the same base with pip's `--prefix` (`PIP_PREFIX`), whose site folders the step puts on
+    PYTHONPATH, exported to `ray start`, the raylet and its workers (not to exec hooks: they see the
+    container's env only)."""
     missing = f"llmctl: {USER_BASE_ENV} is not set: the pod has no user site to install into"
-    user = f': "${{{USER_BASE_ENV}:?{missing}}}" && export PIP_USER=1 PATH="${USER_BASE_ENV}/bin:$PATH"'
-    return f"if {_MANAGED}; then {venv_in(VENV_DIR)}; else {user}; fi"
+    base = f': "${{{USER_BASE_ENV}:?{missing}}}" && export '
+    user = f'{base}PIP_USER=1 PATH="${USER_BASE_ENV}/bin:$PATH"'
+    paths = f"$(python3 -c {shlex.quote(_PREFIX_SITES)})${{PYTHONPATH:+:$PYTHONPATH}}"
+    prefix = f'{base}PIP_PREFIX="${USER_BASE_ENV}" PYTHONPATH="{paths}" PATH="${USER_BASE_ENV}/bin:$PATH"'
+    return f"if {_MANAGED}; then {venv_in(VENV_DIR)}; elif {_NO_USER_SITE}; then {prefix}; else {user}; fi"
+
+
+#: true when the interpreter reads no user site (in a venv without the system site: pip refuses `--user`)
+_NO_USER_SITE = "python3 -c 'import site, sys; sys.exit(bool(site.ENABLE_USER_SITE))'"
+#: the site folders pip's `--prefix $PYTHONUSERBASE` installs into, for PYTHONPATH: pip 26 src/pip/_internal/
+#: locations/_sysconfig.py `get_scheme` (the preferred "prefix" scheme, `venv` in a venv, with every base
+#: variable set to the prefix); platlib is lib64 where the Python's platlibdir says so (Fedora family)
+_PREFIX_SITES = (
+    'import os, sysconfig; b = os.environ["PYTHONUSERBASE"]; '
+    'v = dict.fromkeys(["installed_base", "base", "installed_platbase", "platbase", "prefix", "exec_prefix"], b); '
+    'p = sysconfig.get_paths(sysconfig.get_preferred_scheme("prefix"), vars=v); '
+    'print(":".join(dict.fromkeys([p["purelib"], p["platlib"]])))'
+)
 
 
 #: the check a pod runs before it installs what it fetched from the bucket: each file's sha256 against the
