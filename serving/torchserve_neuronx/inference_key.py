@@ -73,7 +73,13 @@ class InferenceKey:
         return True
 
     async def current(self, session: aiohttp.ClientSession, *, reread: bool = False) -> str | None:
-        """The key to forward with (None: TorchServe's token authorization is off)."""
+        """The key to forward with (None: TorchServe's token authorization is off). ``reread``: TorchServe
+        refused the last one, so read the file again, after the renewal under way (if any) is done: the
+        switch to a new key and the rewrite of the file are two steps, so a request can be refused before
+        the new key is in the file, while the renewal ends only once TorchServe has answered, file
+        written (read then, the file could still hold the refused key: a 400 to the client)."""
+        if reread and self._renewal is not None and not self._renewal.done():
+            await asyncio.shield(self._renewal)
         async with self._lock:
             if reread:
                 self._mtime = None

@@ -127,6 +127,11 @@ def test_the_efa_dlc_lock_is_the_one_its_image_gets_and_adds_nothing_over_the_im
     assert parse_lock(spec.path.read_text()) == {}
     text = locks().constraints_path(spec).read_text()
     # the image's own uv.lock: the Ray, vLLM and NCCL versions.yaml records for it
-    for line in (f"ray=={pinned.ray}", f"vllm=={pinned.vllm}", "nvidia-nccl-cu13==2.28.9", "pydantic==2.13.5"):
+    for line in (
+        f"ray=={pinned.ray}",
+        f"vllm=={pinned.vllm}",
+        "nvidia-nccl-cu13==2.28.9",
+        "pydantic==2.13.5",
+    ):
         assert line in text.splitlines(), line
     assert {"pydantic", "pyyaml"} <= set(requirement_names(spec.requirements_path))

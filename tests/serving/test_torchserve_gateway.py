@@ -51,8 +51,11 @@ def _instant(delta_s: float) -> str:
 class TorchServe:
     """Inference and management APIs on loopback, with or without token authorization."""
 
-    def __init__(self, workdir: Path, *, tokens: bool, expires_in_s: float = 3600.0) -> None:
+    def __init__(
+        self, workdir: Path, *, tokens: bool, expires_in_s: float = 3600.0, write_delay_s: float = 0.0
+    ) -> None:
         self.key_file = workdir / "key_file.json"
+        self.write_delay_s = write_delay_s  # between switching to a new key and rewriting the file
         self.tokens = tokens
         self.seen: list[dict[str, str]] = []
         self.keys = {"management": self._key(), "inference": self._key(), "API": self._key()}
@@ -113,6 +116,7 @@ class TorchServe:
             self._refuse(handler)
             return
         self.keys["inference"], self.expires["inference"] = self._key(), _instant(3600)
+        threading.Event().wait(self.write_delay_s)
         self._write()
         handler.send_response(200)
         handler.send_header("Content-Length", "0")
@@ -236,6 +240,22 @@ def test_a_key_about_to_expire_is_renewed_through_the_token_api(tmp_path: Path, 
     assert torchserve.keys["inference"] != old
     assert _post(url, API_KEY, json={"prompt": "again"}).status_code == 200
     assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+
+
+def test_a_key_refused_while_the_file_is_rewritten_is_retried_after_the_renewal(
+    tmp_path: Path, run_gateway: Any
+) -> None:
+    """TorchServe switches to the new key before it rewrites its key file: a request refused in between
+    is sent again only once the renewal under way has its answer (file written), with the new key (the
+    retry used to read the old file and hand the client TorchServe's 400)."""
+    torchserve = TorchServe(tmp_path, tokens=True, expires_in_s=30, write_delay_s=1.0)
+    old = torchserve.keys["inference"]
+    url = run_gateway(torchserve)
+    answers = [_post(url, API_KEY, json={"prompt": str(n)}).status_code for n in range(3)]
+    assert answers == [200, 200, 200] and torchserve.keys["inference"] != old
+    refused = [h for h in torchserve.seen if h["authorization"] == f"Bearer {old}"]
+    assert torchserve.seen[-1]["authorization"] == f"Bearer {torchserve.keys['inference']}"
+    assert len(torchserve.seen) == len(answers) + min(len(refused), 1)  # at most one retry
 
 
 def test_an_expired_key_is_renewed_before_the_request_goes(tmp_path: Path, run_gateway: Any) -> None:
@@ -535,6 +555,7 @@ class SlowRenewalTorchServe(TorchServe):
             handler.wfile.flush()
             sent += 1
         self.keys["inference"], self.expires["inference"] = self._key(), _instant(3600)
+        threading.Event().wait(self.write_delay_s)
         self._write()
         handler.wfile.write(b" " * (1000 - sent))
 
