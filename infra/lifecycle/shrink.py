@@ -3,7 +3,7 @@
 The platform is re-applied for the workloads left whenever removing X changes anything their needs
 decide (:mod:`llmctl.infra.platform.needs`, merged as `up` merges them): a pool (X's pool, with its
 NodePool, EC2NodeClass and, when no other pool needs it, its device plugin chart), a pool's root
-volume (the 405B blueprint's 1000 GiB back to the pool's 500 GiB), KEDA (when no workload left
+volume (a 600 GiB root of a 405B in int8 back to the pool's 500 GiB), KEDA (when no workload left
 scales on its queue) or a pool's capacity reservations (X's terms leave the EC2NodeClass). The pools
 and KEDA are compared with what the platform stack outputs (`node_pools`, `versions.charts`), the
 root volumes and reservations with what every workload recorded (each `up` applies all of them) and
