@@ -272,3 +272,40 @@ def test_one_h200_pipeline_parallel_2_over_two_ray_nodes_sharing_its_gpu() -> No
     }
     assert row["differs_from_eks"][0].startswith("One host and ONE GPU")
     assert "PATH_LOC" in row["differs_from_eks"][1]
+
+
+PP2_RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-29-h200x2-pp.jsonl"
+
+
+def test_two_h200s_pipeline_parallel_2_over_two_ray_nodes_of_a_gpu_each() -> None:
+    """2026-11-29, the two-GPU kind: the 405B blueprint's app at pp 2 over two raylets of one GPU each:
+    the placement group on two node ids, chat and both loads with 0 failed, P2P between the GPUs, the
+    probe's Socket path judged a fallback against the p5's EFA."""
+    records = [json.loads(line) for line in PP2_RUN.read_text().splitlines() if line.strip()]
+    row = load("collect").collect(records)["pipeline_parallel"]
+    assert row["server"] == "raypp" and row["gpus"] == {"raypp": "0", "raypp-node2": "1"}
+    placement = row["placement"]
+    assert placement["strategy"] == "PACK" and placement["spans_nodes"] == 2
+    assert placement["bundles"] == {"0": {"CPU": 1.0, "GPU": 1.0}, "1": {"GPU": 1.0}}
+    assert row["ready_s"] == 275.6 and not row["not_ready"] and row["waits_cut_s"] == []
+    assert row["chat"]["llmctl_chat_rc"] == 0 and row["chat"]["completion_error"] is None
+    c1, c16 = row["bench"]["c1"], row["bench"]["c16"]
+    assert (c1["completed"], c16["completed"], row["failed"]) == (32, 256, 0)
+    assert (c1["ttft_p50_ms"], c1["output_tok_s"], c16["ttft_p50_ms"], c16["output_tok_s"]) == (
+        19.23,
+        155.3,
+        51.73,
+        1751.6,
+    )
+    transport = row["nccl_transport"]
+    assert transport["nccl_versions"] == ["2.28.9+cuda13.0"] and transport["summary"]["kind"] == "intra-node"
+    lines = [line for found in transport["files"].values() for line in found]
+    assert any("1[1] -> 0[0] via P2P/CUMEM" in line for line in lines)
+    probe = row["fabric_probe"]
+    assert (probe["nccl-picks"]["busbw_gbs"], probe["nccl-picks"]["transport"]) == (339.22, "intra-node")
+    assert (probe["network"]["busbw_gbs"], probe["network"]["transport"], probe["network"]["rc"]) == (
+        3.09,
+        "tcp",
+        [3, 0],
+    )
+    assert row["differs_from_eks"][0].startswith("One host, not two nodes")
