@@ -235,6 +235,25 @@ def test_the_two_raylets_start_as_start_pp_starts_them_and_a_pack_group_spans_th
     assert row is not None and row["spans_nodes"] == 2
 
 
+def recorded_row(path: Path) -> dict[str, Any]:
+    """collect.py's ``pipeline_parallel`` row of a recorded run (benchmarks/results/gpu-runs/)."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    row: dict[str, Any] = load("collect").collect(records)["pipeline_parallel"]
+    return row
+
+
+def served(row: dict[str, Any]) -> tuple[Any, ...]:
+    """(completed at c1 and c16 with the failed count), c1 TTFT p50 and tok/s, c16 TTFT p50 and tok/s."""
+    c1, c16 = row["bench"]["c1"], row["bench"]["c16"]
+    return (
+        (c1["completed"], c16["completed"], row["failed"]),
+        c1["ttft_p50_ms"],
+        c1["output_tok_s"],
+        c16["ttft_p50_ms"],
+        c16["output_tok_s"],
+    )
+
+
 PP1_RUN = ROOT / "benchmarks" / "results" / "gpu-runs" / "2026-11-29-h200-pp1.jsonl"
 
 
@@ -242,8 +261,7 @@ def test_one_h200_pipeline_parallel_2_over_two_ray_nodes_sharing_its_gpu() -> No
     """2026-11-29, the one-GPU kind: the 405B blueprint's app at pp 2 over two raylets both given GPU 0,
     NCCL 2.30.7 in its multi-rank mode: the placement group on two node ids, chat and both loads with 0
     failed, the stages' send and receive through P2P within the GPU, ready after one wait was cut."""
-    records = [json.loads(line) for line in PP1_RUN.read_text().splitlines() if line.strip()]
-    row = load("collect").collect(records)["pipeline_parallel"]
+    row = recorded_row(PP1_RUN)
     assert row["server"] == "raypp1" and row["gpus"] == {"raypp1": "0", "raypp-node2": "0"}
     assert row["layout"]["pipeline_parallel"] == 2 and row["layout"]["tensor_parallel"] == 1
     placement = row["placement"]
@@ -251,9 +269,8 @@ def test_one_h200_pipeline_parallel_2_over_two_ray_nodes_sharing_its_gpu() -> No
     assert placement["spans_nodes"] == 2 and [n["head"] for n in placement["nodes"]] == [True, False]
     assert row["ready_s"] == 347.4 and not row["not_ready"] and row["waits_cut_s"] == [300.0]
     assert row["chat"]["llmctl_chat_rc"] == 0 and row["chat"]["completion_error"] is None
-    c1, c16 = row["bench"]["c1"], row["bench"]["c16"]
-    assert (c1["completed"], c16["completed"], row["failed"]) == (32, 256, 0)
-    assert (c1["ttft_p50_ms"], c1["output_tok_s"], c16["ttft_p50_ms"], c16["output_tok_s"]) == (
+    assert served(row) == (
+        (32, 256, 0),
         21.23,
         182.8,
         48.03,
@@ -281,17 +298,15 @@ def test_two_h200s_pipeline_parallel_2_over_two_ray_nodes_of_a_gpu_each() -> Non
     """2026-11-29, the two-GPU kind: the 405B blueprint's app at pp 2 over two raylets of one GPU each:
     the placement group on two node ids, chat and both loads with 0 failed, P2P between the GPUs, the
     probe's Socket path judged a fallback against the p5's EFA."""
-    records = [json.loads(line) for line in PP2_RUN.read_text().splitlines() if line.strip()]
-    row = load("collect").collect(records)["pipeline_parallel"]
+    row = recorded_row(PP2_RUN)
     assert row["server"] == "raypp" and row["gpus"] == {"raypp": "0", "raypp-node2": "1"}
     placement = row["placement"]
     assert placement["strategy"] == "PACK" and placement["spans_nodes"] == 2
     assert placement["bundles"] == {"0": {"CPU": 1.0, "GPU": 1.0}, "1": {"GPU": 1.0}}
     assert row["ready_s"] == 275.6 and not row["not_ready"] and row["waits_cut_s"] == []
     assert row["chat"]["llmctl_chat_rc"] == 0 and row["chat"]["completion_error"] is None
-    c1, c16 = row["bench"]["c1"], row["bench"]["c16"]
-    assert (c1["completed"], c16["completed"], row["failed"]) == (32, 256, 0)
-    assert (c1["ttft_p50_ms"], c1["output_tok_s"], c16["ttft_p50_ms"], c16["output_tok_s"]) == (
+    assert served(row) == (
+        (32, 256, 0),
         19.23,
         155.3,
         51.73,
